@@ -1,0 +1,60 @@
+"""Find fabric backends by name through the ``estimator.fabrics`` entry-point group.
+
+A third-party package adds a fabric by declaring, in its own ``pyproject.toml``::
+
+    [project.entry-points."estimator.fabrics"]
+    myfabric = "mypkg.fabric:MyFabric"
+
+where ``MyFabric`` subclasses :class:`estimator.fabrics.base.Fabric`.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.metadata import entry_points
+from typing import Any
+
+from estimator.errors import EstimatorError
+from estimator.fabrics.base import Fabric
+
+GROUP = "estimator.fabrics"
+
+
+@cache
+def _entry_points() -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def available() -> list[str]:
+    """Names of all registered fabrics whose module imports."""
+    names = []
+    for name in sorted(_entry_points()):
+        try:
+            fabric_class(name)
+        except EstimatorError:
+            continue
+        names.append(name)
+    return names
+
+
+@cache
+def fabric_class(name: str) -> type[Fabric]:
+    eps = _entry_points()
+    if name not in eps:
+        raise EstimatorError(f"unknown fabric {name!r}; registered: {', '.join(sorted(eps)) or 'none'}")
+    try:
+        cls = eps[name].load()
+    except (ImportError, AttributeError) as exc:
+        raise EstimatorError(f"fabric {name!r} is registered but cannot be loaded ({exc})") from None
+    if not (isinstance(cls, type) and issubclass(cls, Fabric)):
+        raise EstimatorError(f"fabric {name!r}: entry point does not name a Fabric subclass")
+    return cls
+
+
+def make_fabric(params: dict[str, Any]) -> Fabric:
+    """Build a fabric from its config mapping; ``params['name']`` selects the backend."""
+    params = dict(params)
+    name = params.get("name")
+    if not name:
+        raise EstimatorError("fabric config has no name")
+    return fabric_class(str(name)).from_dict(params)

@@ -1,0 +1,57 @@
+"""Canonical on-disk form of a :class:`~estimator.workloads.graph.Workload`.
+
+One JSON document per workload (``traces/<name>.workload.json``), keys sorted, written
+atomically (temporary file + rename) so a failed write never leaves a partial trace behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from estimator.errors import EstimatorError
+from estimator.workloads.graph import Workload
+
+SUFFIX = ".workload.json"
+
+
+def dumps(workload: Workload) -> str:
+    return json.dumps(workload.to_dict(), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def save(workload: Workload, path: str | os.PathLike[str]) -> Path:
+    """Validate and write ``workload`` atomically to ``path``."""
+    workload.validate()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = dumps(workload)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load(path: str | os.PathLike[str]) -> Workload:
+    """Read and validate a canonical workload; any problem is an :class:`EstimatorError`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise EstimatorError(f"{path}: no such workload file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EstimatorError(f"{path}: cannot read workload ({exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise EstimatorError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    try:
+        return Workload.from_dict(data).validate()
+    except EstimatorError as exc:
+        raise EstimatorError(f"{path}: {exc}") from None
