@@ -1,0 +1,148 @@
+"""The ``estimator`` command line.
+
+``estimator COMMAND [POSITIONAL...] [key=value ...] [-m]``
+
+Each command is a module ``estimator.commands.<command>`` that defines::
+
+    HELP = "one line"
+    CONFIG_NAME = "config"          # optional: the Hydra primary config to compose
+    POSITIONAL = ("file",)          # optional: names that positional arguments fill in
+    def run(cfg: DictConfig) -> dict | list[dict] | None
+    def format_text(result) -> str  # optional: human-readable output (default: key: value lines)
+
+Overrides use Hydra's grammar; ``-m``/``--multirun`` expands sweeps (``fabric.nodes=8,64``) and runs
+the command once per point. ``output=json`` prints one JSON object (a JSON array per line under
+``-m``: one object per point). Errors a user can cause print one line to stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import sys
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from estimator.errors import EstimatorError
+
+
+def _commands() -> dict[str, Any]:
+    import estimator.commands as pkg
+
+    return {m.name: m for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")}
+
+
+def _load_command(name: str) -> Any:
+    commands = _commands()
+    if name not in commands:
+        raise EstimatorError(f"unknown command {name!r}; commands: {', '.join(sorted(commands))}")
+    return importlib.import_module(f"estimator.commands.{name}")
+
+
+def _usage() -> str:
+    lines = ["usage: estimator COMMAND [args] [key=value ...] [-m]", "", "commands:"]
+    for name in sorted(_commands()):
+        try:
+            doc = getattr(_load_command(name), "HELP", "")
+        except Exception:  # a broken optional command must not break --help
+            doc = "(unavailable)"
+        lines.append(f"  {name:<12} {doc}")
+    lines += [
+        "",
+        "examples:",
+        "  estimator estimate model=resnet50 fabric=ideal fabric.nodes=8 device=a100 output=json",
+        "  estimator estimate -m fabric=ideal,nvlink_leafspine fabric.nodes=8,64",
+        "  estimator collective fabric=ideal fabric.nodes=64 collective=all_reduce algorithm=ring bytes=67108864",
+        "  estimator --cfg COMMAND [overrides]   print the composed config",
+    ]
+    return "\n".join(lines)
+
+
+def _default_format(result: Any) -> str:
+    if isinstance(result, dict):
+        width = max((len(k) for k in result), default=0)
+        return "\n".join(f"{k:<{width}}  {_fmt(v)}" for k, v in result.items() if not isinstance(v, list | dict))
+    return json.dumps(result, indent=2, default=str)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def run(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    show_cfg = False
+    if argv[0] == "--cfg":
+        show_cfg, argv = True, argv[1:]
+        if not argv:
+            raise EstimatorError("--cfg needs a command")
+    command, rest = argv[0], argv[1:]
+    module = _load_command(command)
+    multirun = False
+    overrides: list[str] = []
+    positionals: list[str] = []
+    for arg in rest:
+        if arg in ("-m", "--multirun"):
+            multirun = True
+        elif arg in ("-h", "--help"):
+            print(f"estimator {command}: {getattr(module, 'HELP', '')}\n\n{(module.__doc__ or '').strip()}")
+            return 0
+        elif "=" in arg and not arg.startswith("-"):
+            overrides.append(arg)
+        else:
+            positionals.append(arg)
+    names = tuple(getattr(module, "POSITIONAL", ()))
+    if len(positionals) > len(names):
+        raise EstimatorError(f"estimator {command}: unexpected argument {positionals[len(names)]!r}")
+
+    from estimator import config
+
+    config_name = getattr(module, "CONFIG_NAME", "config")
+    points = config.expand_multirun(overrides) if multirun else [overrides]
+    cfgs = []
+    for point in points:
+        cfg = config.compose(point, config_name=config_name)
+        OmegaConf.set_struct(cfg, False)
+        for name, value in zip(names, positionals, strict=False):
+            cfg[name] = value
+        OmegaConf.set_struct(cfg, True)
+        cfgs.append((point, cfg))
+    if show_cfg:
+        for _, cfg in cfgs:
+            print(OmegaConf.to_yaml(cfg))
+        return 0
+    for point, cfg in cfgs:
+        result = module.run(cfg)
+        if result is None:
+            continue
+        if cfg.get("output", "text") == "json":
+            print(json.dumps(result, default=str, sort_keys=False))
+        else:
+            if multirun:
+                print(f"# {' '.join(point)}")
+            fmt = getattr(module, "format_text", _default_format)
+            print(fmt(result))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        code = run(argv)
+    except EstimatorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        code = 130
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""Hydra configuration: composition, multirun expansion, flattening and hashing.
+
+The configs live in ``conf/`` at the repository root (override with ``$ESTIMATOR_CONF``). The CLI
+uses Hydra's compose API and override grammar directly (rather than ``@hydra.main``) so that
+every bad override becomes one line on stderr and exit code 2, and nothing is written to
+``outputs/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from estimator.errors import EstimatorError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def conf_dir() -> Path:
+    path = Path(os.environ.get("ESTIMATOR_CONF", REPO_ROOT / "conf")).resolve()
+    if not (path / "config.yaml").is_file():
+        raise EstimatorError(f"{path}: no Hydra config directory (config.yaml missing); set ESTIMATOR_CONF")
+    return path
+
+
+@cache
+def config_groups() -> dict[str, list[str]]:
+    """Config group -> available option names, from the ``conf/`` tree."""
+    root = conf_dir()
+    groups: dict[str, list[str]] = {}
+    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
+        groups[sub.name] = sorted(f.stem for f in sub.glob("*.yaml"))
+    return groups
+
+
+def _check_group_choices(overrides: Iterable[str]) -> None:
+    """Give a clear error for ``model=nope`` before Hydra's multi-line one."""
+    groups = config_groups()
+    for ov in overrides:
+        key, sep, value = ov.partition("=")
+        key = key.lstrip("+~")
+        if not sep or key not in groups:
+            continue
+        for choice in value.split(","):
+            if choice and choice not in groups[key] and choice != "null":
+                raise EstimatorError(
+                    f"unknown {key} {choice!r}; available: {', '.join(groups[key]) or 'none'}"
+                )
+
+
+def compose(overrides: list[str] | tuple[str, ...] = (), config_name: str = "config") -> DictConfig:
+    """Compose ``conf/<config_name>.yaml`` with Hydra overrides; errors become one line."""
+    overrides = list(overrides)
+    _check_group_choices(overrides)
+    return _compose_cached(tuple(overrides), config_name).copy()
+
+
+@cache
+def _compose_cached(overrides: tuple[str, ...], config_name: str) -> DictConfig:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
+            cfg = hydra_compose(config_name=config_name, overrides=list(overrides))
+    except Exception as exc:  # Hydra raises several exception types; all mean a bad override/config
+        raise EstimatorError(_one_line_hydra_error(exc, overrides)) from None
+    finally:
+        GlobalHydra.instance().clear()
+    OmegaConf.set_readonly(cfg, False)
+    if "hydra" in cfg:
+        with _open_struct(cfg):
+            del cfg["hydra"]
+    return cfg
+
+
+class _open_struct:
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg
+
+    def __enter__(self) -> None:
+        OmegaConf.set_struct(self.cfg, False)
+
+    def __exit__(self, *exc: object) -> None:
+        OmegaConf.set_struct(self.cfg, True)
+
+
+def _one_line_hydra_error(exc: Exception, overrides: Iterable[str]) -> str:
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    key_problem = next((ln for ln in lines if ln.startswith(("Key '", "Could not", "Error"))), None)
+    first = lines[0] if lines else type(exc).__name__
+    if "not in struct" in text or "Could not override" in text:
+        bad = next((ln for ln in lines if ln.startswith("Key '")), first)
+        override = first.removeprefix("Could not override ").rstrip(".")
+        return f"bad override {override}: {bad}"
+    if key_problem and key_problem != first:
+        return f"{first} {key_problem}"
+    return f"bad configuration ({' '.join(overrides)}): {first}"
+
+
+def is_multirun_value(value: str) -> bool:
+    return "," in value or value.startswith(("range(", "choice(", "glob("))
+
+
+def expand_multirun(overrides: list[str]) -> list[list[str]]:
+    """Expand Hydra sweep overrides (``a=1,2 b=x,y``) into the cartesian product of plain
+    override lists, using Hydra's own override parser (ranges, choices and globs work)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    _check_group_choices(overrides)
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides=overrides)
+    except Exception as exc:
+        raise EstimatorError(f"bad override: {str(exc).splitlines()[0]}") from None
+    axes: list[list[str]] = []
+    for ov in parsed:
+        key = ov.get_key_element()
+        if ov.is_sweep_override():
+            axes.append([f"{key}={v}" for v in ov.sweep_string_iterator()])
+        else:
+            axes.append([ov.input_line])
+    return [list(combo) for combo in itertools.product(*axes)] if axes else [[]]
+
+
+def to_container(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(cfg, DictConfig | ListConfig):
+        try:
+            return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+        except Exception as exc:
+            raise EstimatorError(f"bad configuration: {str(exc).splitlines()[0]}") from None
+    return dict(cfg)
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{'fabric': {'nodes': 8}}`` -> ``{'fabric.nodes': 8}``; lists become JSON strings."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{name}."))
+        elif isinstance(value, list | tuple):
+            out[name] = json.dumps(value, sort_keys=True)
+        else:
+            out[name] = value
+    return out
+
+
+def config_hash(tree: dict[str, Any]) -> str:
+    """A stable hash of a resolved config (order-independent)."""
+    text = json.dumps(tree, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
