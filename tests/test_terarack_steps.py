@@ -1,0 +1,56 @@
+"""TeraRack / OpTree step counts (seed 002, Sec. III-D, Table I, Fig. 4)."""
+
+import pytest
+
+from estimator.errors import EstimatorError
+from estimator.fabrics.optical import wdm_ring_steps as wr
+
+
+def test_table_one_at_1024_nodes_64_wavelengths():
+    n, w = 1024, 64
+    got = {s: wr.allgather_steps(s, n, w) for s in ("ring", "ne", "wrht", "one_stage", "optree")}
+    paper = {"ring": 1023, "ne": 512, "wrht": 259, "one_stage": 128, "optree": 70}
+    for s in got:
+        print(f"{s:>9}: project {got[s]:>5}  paper {paper[s]:>5}")
+    assert got["ring"] == 1023 and got["ne"] == 512 and got["optree"] == 70
+    assert wr.optree_k_star(n) == 7
+    assert got["wrht"] == 259  # with the documented group-size choice p = 4w - 2
+    # the paper's one-stage 128 is not what its own formula gives: ceil(N^2 / 8w) = 2048
+    assert got["one_stage"] == 2048 != paper["one_stage"]
+
+
+def test_motivation_example_16_nodes_2_wavelengths():
+    # Sec. III-C: one-stage needs ceil(16^2/8) = 32 wavelengths -> 16 steps with w = 2
+    assert wr.one_stage_wavelengths(16) == 32 and wr.one_stage_steps(16, 2) == 16
+
+
+@pytest.mark.parametrize("n", [512, 1024, 2048, 4096])
+def test_closed_form_depth_vs_brute_force(n):
+    w = 64
+    k_star = wr.optree_k_star(n)
+    k_best, s_best = wr.optree_best_depth(n, w)
+    s_star = wr.optree_steps(n, w, k_star)
+    print(f"N={n}: k*={k_star} ({s_star} steps), brute force k={k_best} ({s_best} steps)")
+    assert s_best == min(wr.optree_steps(n, w, k) for k in range(1, 13))
+    # Theorem 2's ceil of the continuous optimum is within one step of the integer optimum;
+    # at 2048 it picks k=8 (156 steps) where k=7 gives 155 (the paper's Fig. 4 shows 7).
+    assert s_star - s_best <= 1
+    if n != 2048:
+        assert s_star == s_best
+
+
+def test_brute_force_depths_match_paper_fig4_for_2048_and_4096():
+    assert wr.optree_best_depth(2048, 64)[0] == 7
+    assert wr.optree_best_depth(4096, 64)[0] == 8
+
+
+def test_optree_beats_one_stage_and_k1_is_one_stage():
+    assert wr.optree_steps(1024, 64, 1) == wr.one_stage_steps(1024, 64)
+    assert wr.optree_steps(1024, 64, 7) < wr.one_stage_steps(1024, 64)
+
+
+def test_bad_inputs():
+    with pytest.raises(EstimatorError):
+        wr.optree_steps(1024, 0, 3)
+    with pytest.raises(EstimatorError):
+        wr.allgather_steps("nope", 8, 4)
