@@ -8,6 +8,7 @@ Each command is a module ``estimator.commands.<command>`` that defines::
     CONFIG_NAME = "config"          # optional: the Hydra primary config to compose
     POSITIONAL = ("file",)          # optional: names that positional arguments fill in
     def run(cfg: DictConfig) -> dict | list[dict] | None
+    RUN_WITH_OVERRIDES = True       # optional: run(cfg, overrides) also gets the override list
     def format_text(result) -> str  # optional: human-readable output (default: key: value lines)
 
 Overrides use Hydra's grammar; ``-m``/``--multirun`` expands sweeps (``fabric.nodes=8,64``) and runs
@@ -118,7 +119,7 @@ def run(argv: list[str]) -> int:
             print(OmegaConf.to_yaml(cfg))
         return 0
     for point, cfg in cfgs:
-        result = module.run(cfg)
+        result = module.run(cfg, point) if getattr(module, "RUN_WITH_OVERRIDES", False) else module.run(cfg)
         if result is None:
             continue
         if cfg.get("output", "text") == "json":

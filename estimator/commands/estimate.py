@@ -1,0 +1,74 @@
+"""Estimate one training iteration: ``estimator estimate model=resnet50 fabric=ideal fabric.nodes=8``.
+
+Prints iteration time, compute time, exposed communication, throughput and the per-collective
+table (``output=json``: one JSON object with a ``collectives`` list). ``write=true`` also stores
+the row in the DuckDB store (``store=...``). ``-m`` sweeps, e.g. ``-m fabric=ideal,nvlink_leafspine
+fabric.nodes=8,64``. A model whose trace is not in ``traces/`` yet is captured first.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from omegaconf import DictConfig
+
+from estimator.config import to_container
+from estimator.estimate import estimate, workload_path
+from estimator.store.duckdb_store import write_estimates
+
+HELP = "estimate one iteration (time, compute, exposed communication, throughput)"
+
+
+def ensure_workload(cfg: DictConfig) -> None:
+    """Capture the model first when its canonical trace does not exist yet."""
+    from estimator.estimate import _resolve
+
+    if cfg.get("workload") or _resolve(workload_path(to_container(cfg))).exists():
+        return
+    from estimator.commands import capture
+
+    print(f"note: no trace for model {cfg.model.name!r} yet; capturing it first", file=sys.stderr)
+    capture.run(cfg)
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    ensure_workload(cfg)
+    est = estimate(to_container(cfg))
+    if cfg.get("write"):
+        write_estimates(cfg.store, [est])
+    fabric = est.config["fabric"] or {}
+    return {
+        "model": est.metrics["workload_name"],
+        "fabric": fabric.get("name"),
+        "device": (est.config["device"] or {}).get("name"),
+        **est.metrics,
+        "config_hash": est.config_hash,
+        "collectives": est.collectives,
+    }
+
+
+def format_text(result: dict[str, Any]) -> str:
+    keys = [
+        ("model", ""), ("fabric", ""), ("device", ""), ("nodes", ""), ("algorithm", ""),
+        ("batch_size_per_device", ""), ("iter_time_s", "s"), ("compute_time_s", "s"),
+        ("forward_s", "s"), ("backward_s", "s"), ("optimizer_s", "s"), ("comm_time_s", "s"),
+        ("exposed_comm_time_s", "s"), ("samples_per_s", "samples/s"), ("num_collectives", ""),
+    ]
+    lines = []
+    for key, unit in keys:
+        if key in result:
+            v = result[key]
+            lines.append(f"{key:<22} {v:.6g} {unit}".rstrip() if isinstance(v, float) else f"{key:<22} {v}")
+    colls = result.get("collectives") or []
+    if colls:
+        lines.append("")
+        lines.append(f"{'#':>3} {'collective':<11} {'algorithm':<16} {'MiB':>9} {'ready_ms':>9} {'start_ms':>9} {'time_ms':>9}")
+        for c in colls[:40]:
+            lines.append(
+                f"{c['idx']:>3} {c['collective']:<11} {c['algorithm']:<16} {c['bytes'] / 2**20:>9.3f} "
+                f"{c['ready_s'] * 1e3:>9.3f} {c['start_s'] * 1e3:>9.3f} {c['time_s'] * 1e3:>9.3f}"
+            )
+        if len(colls) > 40:
+            lines.append(f"... {len(colls) - 40} more (output=json lists all)")
+    return "\n".join(lines)

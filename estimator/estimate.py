@@ -1,0 +1,123 @@
+"""One estimate: workload + device + parallelism + fabric -> iteration time and breakdown.
+
+This is the Python API behind ``estimator estimate`` and every sweep point::
+
+    from estimator.estimate import estimate
+    from estimator.config import compose, to_container
+    result = estimate(to_container(compose(["fabric=ideal", "fabric.nodes=64"])))
+    result.metrics["iter_time_s"]
+
+Loaded workloads, compute profiles and fabrics are memoised per process, so a sweep pays the
+workload parsing and compute-stream walk once per (workload, device, batch).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from estimator import __version__
+from estimator.compute.device import DeviceProfile
+from estimator.config import REPO_ROOT, config_hash, flatten
+from estimator.errors import EstimatorError
+from estimator.fabrics.registry import make_fabric
+from estimator.timeline.dag import simulate_dag
+from estimator.timeline.dataparallel import BucketPolicy, compute_profile, simulate_data_parallel
+from estimator.workloads import io
+from estimator.workloads.graph import Workload
+
+# The parts of the resolved config that determine an estimate (and so its config hash).
+ESTIMATE_KEYS = ("model", "fabric", "device", "parallelism", "batch_size", "algorithm", "workload")
+
+
+@dataclass
+class Estimate:
+    config: dict[str, Any]
+    config_hash: str
+    metrics: dict[str, Any]
+    collectives: list[dict[str, Any]]
+
+    def row(self) -> dict[str, Any]:
+        """The flat store row: identity, config columns (``fabric_nodes``...), metrics."""
+        row: dict[str, Any] = {"config_hash": self.config_hash, "version": __version__}
+        row.update({k.replace(".", "_"): v for k, v in flatten(self.config).items()})
+        row.update(self.metrics)
+        return row
+
+
+def estimate_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The estimate-relevant subset of a resolved config (what the hash covers)."""
+    return {k: cfg.get(k) for k in ESTIMATE_KEYS}
+
+
+def workload_path(cfg: dict[str, Any]) -> Path:
+    if cfg.get("workload"):
+        return Path(cfg["workload"])
+    model = (cfg.get("model") or {}).get("name")
+    if not model:
+        raise EstimatorError("no workload given: set model=<name> or workload=<path>")
+    return Path(cfg.get("traces_dir") or "traces") / f"{model}.workload.json"
+
+
+def _resolve(path: Path) -> Path:
+    return path if path.is_absolute() or path.exists() else (REPO_ROOT / path)
+
+
+@lru_cache(maxsize=64)
+def _load(path: str, mtime: float) -> Workload:
+    return io.load(path)
+
+
+def load_workload(path: Path) -> Workload:
+    path = _resolve(path)
+    try:
+        mtime = os.stat(path).st_mtime
+    except FileNotFoundError:
+        raise EstimatorError(f"{path}: workload not found (capture it: estimator capture model=<name>)") from None
+    return _load(str(path), mtime)
+
+
+@lru_cache(maxsize=256)
+def _profile(path: str, mtime: float, batch: int, device: DeviceProfile, dtype_bytes: int):
+    return compute_profile(_load(path, mtime).scaled_to_batch(batch), device, dtype_bytes)
+
+
+def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Estimate:
+    """Estimate one configuration (a resolved config mapping, e.g. from ``config.to_container``).
+
+    ``workload_file`` overrides where the workload is read from without changing the config
+    (and so its hash): sweeps pass absolute paths to Ray workers this way."""
+    sub = estimate_config(cfg)
+    fabric = make_fabric(sub["fabric"] or {})
+    device = DeviceProfile.from_dict(dict(sub["device"] or {}))
+    par = dict(sub["parallelism"] or {})
+    path = Path(workload_file) if workload_file else _resolve(workload_path(cfg))
+    workload = load_workload(path)
+    default_batch = workload.batch_size if cfg.get("workload") else (sub["model"] or {}).get("batch_size")
+    batch = sub["batch_size"] or default_batch or workload.batch_size
+    if not isinstance(batch, int) or batch < 1:
+        raise EstimatorError(f"batch_size must be a positive integer, got {batch!r}")
+    algorithm = str(sub["algorithm"] or "default")
+    if workload.devices == 1:
+        if par.get("strategy", "data") != "data":
+            raise EstimatorError(f"parallelism.strategy {par.get('strategy')!r} is not supported for single-replica workloads")
+        policy = BucketPolicy.from_dict(par)
+        profile = _profile(str(path), os.stat(path).st_mtime, batch, device, policy.gradient_dtype_bytes)
+        result = simulate_data_parallel(profile, fabric, policy, batch, algorithm)
+    else:
+        result = simulate_dag(workload.scaled_to_batch(batch) if batch != workload.batch_size else workload,
+                              fabric, device, algorithm)
+    metrics = {
+        "workload_name": workload.name,
+        "nodes": fabric.nodes,
+        "global_batch": batch * fabric.nodes if workload.devices == 1 else batch,
+        **result.metrics(),
+        "num_collectives": len(result.collectives),
+    }
+    metrics.pop("devices", None)
+    metrics.pop("batch_size", None)
+    metrics["batch_size_per_device"] = batch
+    return Estimate(sub, config_hash(sub), metrics, result.collectives)
