@@ -177,7 +177,7 @@ class IterationResult:
     comm_time_s: float
     exposed_comm_time_s: float
     samples_per_s: float
-    algorithm: str
+    algorithm_used: str
     collectives: list[dict[str, Any]] = field(default_factory=list)
 
     def metrics(self) -> dict[str, Any]:
@@ -236,6 +236,6 @@ def simulate_data_parallel(
         comm_time_s=comm_total,
         exposed_comm_time_s=max(0.0, iter_time - compute),
         samples_per_s=n * batch_size / iter_time,
-        algorithm=algo_used,
+        algorithm_used=algo_used,
         collectives=rows,
     )

@@ -1,0 +1,1 @@
+"""Report sections: each module defines ``SECTION`` (an :class:`estimator.reports.model.Section`)."""
