@@ -1,0 +1,88 @@
+"""FLOP counting with PyTorch's own formulas (``torch.utils.flop_counter``) and op classes.
+
+Conventions: a multiply-add is 2 FLOPs. PyTorch's counter only has formulas for matrix products,
+convolutions and attention kernels; every other op (elementwise, normalisation, pooling, softmax,
+optimizer arithmetic) counts 0 FLOPs here and is priced by its memory traffic (``mem_bytes``).
+
+``forward_flops(zoo_model, batch)`` counts one forward pass of the model's reference sub-module
+(``core``) or of the whole trained module; on the ``meta`` device it allocates nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# op class of an aten op (name without the "aten::" prefix and overload). Checked in order: an
+# exact name first, then the first matching substring rule. Anything else is "other".
+OP_CLASSES = ("conv", "matmul", "norm", "elementwise", "pool", "embedding", "softmax", "optimizer", "other")
+_EXACT = {
+    "linear": "matmul", "mm": "matmul", "addmm": "matmul", "bmm": "matmul", "baddbmm": "matmul",
+    "matmul": "matmul", "addbmm": "matmul", "einsum": "matmul", "_scaled_mm": "matmul",
+    "embedding": "embedding", "embedding_backward": "embedding", "embedding_dense_backward": "embedding",
+    "softmax": "softmax", "_softmax": "softmax", "log_softmax": "softmax", "_log_softmax": "softmax",
+    "_softmax_backward_data": "softmax", "_log_softmax_backward_data": "softmax",
+}  # fmt: skip
+_SUBSTRING_RULES = (
+    ("conv", "conv"),
+    ("attention", "matmul"),
+    ("norm", "norm"),  # batch_norm, layer_norm, native_*_norm(_backward), group_norm
+    ("pool", "pool"),
+    ("embedding", "embedding"),
+    ("softmax", "softmax"),
+)
+_ELEMENTWISE = {
+    "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "addcmul_", "addcdiv_", "lerp_",
+    "relu", "relu_", "threshold_backward", "hardtanh", "hardtanh_", "hardtanh_backward", "gelu",
+    "gelu_backward", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "dropout",
+    "native_dropout", "native_dropout_backward", "neg", "exp", "sqrt", "rsub", "pow", "where",
+    "masked_fill", "masked_fill_", "copy_", "clone", "fill_", "zero_", "zeros_like", "ones_like",
+    "nll_loss", "nll_loss_forward", "nll_loss_backward", "cross_entropy_loss", "mean", "sum",
+    "clamp", "clamp_", "maximum", "minimum", "abs", "sign", "_foreach_add_", "_foreach_mul_",
+}  # fmt: skip
+
+
+def op_class(op: str, phase: str = "") -> str:
+    """The op class of an aten op name (``"aten::conv2d"`` or ``"conv2d"``).
+
+    Mapping: convolutions (forward and backward) -> conv; mm/addmm/bmm/linear/matmul/attention ->
+    matmul; batch/layer/group norm -> norm; pooling -> pool; embedding lookups -> embedding;
+    (log_)softmax -> softmax; pointwise arithmetic, activations, dropout, losses, copies ->
+    elementwise; every op of the optimizer phase -> optimizer; anything else (views, reshapes,
+    tensor creation, detach) -> other.
+    """
+    if phase == "optimizer":
+        return "optimizer"
+    name = op.removeprefix("aten::").split(".")[0]
+    if name in _EXACT:
+        return _EXACT[name]
+    for needle, cls in _SUBSTRING_RULES:
+        if needle in name:
+            return cls
+    if name in _ELEMENTWISE:
+        return "elementwise"
+    return "other"
+
+
+def count_call_flops(fn, *args: Any, **kwargs: Any) -> int:
+    """Total FLOPs of ``fn(*args, **kwargs)`` by ``torch.utils.flop_counter.FlopCounterMode``."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        fn(*args, **kwargs)
+    return int(counter.get_total_flops())
+
+
+def forward_flops(zoo_model, batch: int = 1, device: str = "meta", core: bool = False) -> int:
+    """FLOPs of one forward pass at ``batch`` (loss included unless ``core``), no gradients."""
+    import torch
+
+    with torch.no_grad():
+        if core:
+            return count_call_flops(zoo_model.run_core, batch, device)
+        args, target = zoo_model.make_inputs(batch, device)
+
+        def step():
+            return zoo_model.loss_fn(zoo_model.module(*args), target)
+
+        return count_call_flops(step)
