@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 
 from estimator.config import to_container
 from estimator.errors import EstimatorError
-from estimator.estimate import estimate, estimate_config, load_workload, workload_path, _resolve
+from estimator.estimate import _resolve, estimate, estimate_config, load_workload, workload_path
 from estimator.fabrics.registry import make_fabric
 from estimator.store.duckdb_store import existing_keys, write_estimates
 from estimator.sweep import grid

@@ -1,0 +1,47 @@
+"""Builders for small synthetic workloads used by several tests."""
+
+from __future__ import annotations
+
+from estimator.workloads.graph import Gradient, Node, Workload
+
+
+def chain_workload(
+    fwd: list[float], bwd: list[float], opt: float, grad_bytes: list[int], batch: int = 2
+) -> Workload:
+    """Forward ops, then backward ops (gradient i ready after backward op i), then one optimizer op.
+
+    Durations are measured values (replayed by a ``replay`` device); FLOPs are 1e9 per second of
+    duration so a roofline device can be used too.
+    """
+    nodes, prev = [], None
+    nid = 0
+    for phase, durs in (("forward", fwd), ("backward", bwd), ("optimizer", [opt])):
+        for d in durs:
+            nodes.append(
+                Node(
+                    id=nid,
+                    name=f"{phase}{nid}",
+                    deps=() if prev is None else (prev,),
+                    op="aten::mm",
+                    op_class="matmul",
+                    phase=phase,
+                    flops=d * 1e9,
+                    duration_s=d,
+                    scales_with_batch=phase != "optimizer",
+                )
+            )
+            prev = nid
+            nid += 1
+    first_bwd = len(fwd)
+    grads = tuple(
+        Gradient(name=f"g{i}", nbytes=b, ready_node=first_bwd + i, order=i) for i, b in enumerate(grad_bytes)
+    )
+    return Workload(
+        name="chain",
+        nodes=tuple(nodes),
+        source="test",
+        batch_size=batch,
+        capture_device="cpu",
+        params=sum(grad_bytes) // 4,
+        gradients=grads,
+    ).validate()

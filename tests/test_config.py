@@ -1,0 +1,57 @@
+import pytest
+
+from estimator import config
+from estimator.errors import EstimatorError
+from estimator.sweep import grid
+
+
+def test_compose_defaults_and_overrides():
+    cfg = config.compose(["fabric.nodes=64", "device=h100"])
+    assert cfg.fabric.nodes == 64 and cfg.device.name == "h100" and cfg.model.name == "resnet50"
+    assert "hydra" not in cfg
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("model=nosuchmodel", "unknown model 'nosuchmodel'"),
+        ("fabric=nosuchfabric", "unknown fabric 'nosuchfabric'"),
+        ("fabric.nodez=3", "nodez"),
+        ("device=", "device"),
+    ],
+)
+def test_bad_overrides_are_one_line_errors(override, message):
+    with pytest.raises(EstimatorError) as exc:
+        config.compose([override])
+    assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_multirun_expansion_is_a_product():
+    points = config.expand_multirun(["fabric.nodes=8,64", "device=a100,h100", "output=json"])
+    assert len(points) == 4
+    assert ["fabric.nodes=8", "device=a100", "output=json"] in points
+    assert config.expand_multirun(["fabric.nodes=range(8,33,8)"])[-1] == ["fabric.nodes=32"]
+
+
+def test_flatten_and_hash_are_stable():
+    a = {"fabric": {"name": "ideal", "nodes": 8}, "x": [1, 2]}
+    b = {"x": [1, 2], "fabric": {"nodes": 8, "name": "ideal"}}
+    assert config.flatten(a) == {"fabric.name": "ideal", "fabric.nodes": 8, "x": "[1, 2]"}
+    assert config.config_hash(a) == config.config_hash(b)
+    assert config.config_hash(a) != config.config_hash({**a, "x": [2, 1]})
+
+
+def test_sweep_grid_expands_and_composes():
+    pts = grid.expand({"fabric.nodes": [8, 16, 32], "device": ["a100", "h100"]})
+    assert len(pts) == 6
+    cfgs = grid.compose_points(pts)
+    assert {(c["fabric"]["nodes"], c["device"]["name"]) for c in cfgs} == {
+        (n, d) for n in (8, 16, 32) for d in ("a100", "h100")
+    }
+    zipped = grid.expand({"a.b": [1, 2], "a.c": [3, 4], "d": [5]}, zipped=[["a.b", "a.c"]])
+    assert zipped == [{"a.b": 1, "a.c": 3, "d": 5}, {"a.b": 2, "a.c": 4, "d": 5}]
+
+
+def test_sweep_grid_rejects_unknown_keys():
+    with pytest.raises(EstimatorError, match="fabric.nodez"):
+        grid.compose_points([{"fabric.nodez": 3}])

@@ -1,0 +1,114 @@
+"""Data-parallel timeline mechanics, with a fixed-cost test fabric so every number is hand-checkable."""
+
+from dataclasses import dataclass
+
+import pytest
+
+from estimator.compute.device import DeviceProfile
+from estimator.errors import EstimatorError
+from estimator.fabrics.base import CollectiveCost, Fabric, FabricConfig
+from estimator.timeline.dataparallel import (
+    BucketPolicy,
+    compute_profile,
+    make_buckets,
+    simulate_data_parallel,
+)
+from tests.helpers import chain_workload
+
+REPLAY = DeviceProfile(name="cpu", peak_flops=1e9, mem_bw_Bps=1e9, replay=True)
+
+
+@dataclass
+class LinearConfig(FabricConfig):
+    seconds_per_byte: float = 1e-9
+
+
+class LinearFabric(Fabric):
+    """All-reduce costs bytes * seconds_per_byte (test double for the plugin interface)."""
+
+    name = "linear"
+    Config = LinearConfig
+
+    def algorithms(self, collective):
+        return ("flat",)
+
+    def collective_cost(self, collective, nbytes, algorithm="default", group_size=None):
+        return CollectiveCost(collective, "flat", group_size or self.nodes, nbytes, nbytes * self.config.seconds_per_byte, 1)
+
+    def p2p_time(self, src, dst, nbytes):
+        return nbytes * self.config.seconds_per_byte
+
+
+def fabric(nodes=8, spb=1e-9):
+    return LinearFabric.from_dict({"name": "linear", "nodes": nodes, "seconds_per_byte": spb})
+
+
+def test_compute_profile_phases_and_ready_times():
+    w = chain_workload([1e-3, 1e-3], [2e-3, 3e-3], 5e-4, [100, 200])
+    p = compute_profile(w, REPLAY)
+    assert p.forward_s == pytest.approx(2e-3)
+    assert p.backward_s == pytest.approx(5e-3)
+    assert p.optimizer_s == pytest.approx(5e-4)
+    assert list(p.grad_ready_s) == pytest.approx([4e-3, 7e-3])
+
+
+def test_ddp_buckets_respect_first_and_regular_caps():
+    w = chain_workload([1e-3], [1e-3] * 5, 1e-4, [600, 600, 600, 600, 600])
+    p = compute_profile(w, REPLAY)
+    policy = BucketPolicy(bucketing="ddp", first_bucket_cap_bytes=500, bucket_cap_bytes=1500)
+    buckets = make_buckets(p, policy)
+    assert [b.tensors for b in buckets] == [1, 3, 1]
+    assert [b.nbytes for b in buckets] == [600, 1800, 600]
+    assert buckets[1].ready_s == pytest.approx(p.grad_ready_s[3])  # ready when its last grad is
+
+
+def test_horovod_fusion_groups_by_cycle_and_threshold():
+    w = chain_workload([1e-3], [1e-3] * 4, 1e-4, [100, 100, 100, 100])
+    p = compute_profile(w, REPLAY)  # ready at 2, 3, 4, 5 ms
+    buckets = make_buckets(p, BucketPolicy(bucketing="horovod", cycle_time_s=2.5e-3, fusion_threshold_bytes=250))
+    assert [b.ready_s for b in buckets] == pytest.approx([2.5e-3, 5e-3, 5e-3])
+    assert [b.tensors for b in buckets] == [1, 2, 1]  # 3 ready by the 5 ms tick; 250 B cap splits them
+    assert sum(b.nbytes for b in buckets) == 400
+
+
+def test_communication_overlaps_backward_and_exposes_only_the_tail():
+    # backward 4 x 1 ms; each gradient 1e6 B -> 1 ms all-reduce; no bucketing
+    w = chain_workload([1e-3], [1e-3] * 4, 0.0, [10**6] * 4)
+    p = compute_profile(w, REPLAY)
+    r = simulate_data_parallel(p, fabric(), BucketPolicy(bucketing="none"), batch_size=2)
+    # ARs start at 2,3,4,5 ms (each as its grad is ready) and end at 6 ms; backward ends at 5 ms
+    assert r.iter_time_s == pytest.approx(6e-3)
+    assert r.compute_time_s == pytest.approx(5e-3)
+    assert r.exposed_comm_time_s == pytest.approx(1e-3)
+    assert r.comm_time_s == pytest.approx(4e-3)
+    assert r.samples_per_s == pytest.approx(8 * 2 / 6e-3)
+
+
+def test_slow_network_serialises_collectives_on_one_stream():
+    w = chain_workload([1e-3], [1e-3] * 4, 1e-3, [10**6] * 4)
+    p = compute_profile(w, REPLAY)
+    r = simulate_data_parallel(p, fabric(spb=1e-8), BucketPolicy(bucketing="none"), batch_size=2)
+    starts = [c["start_s"] for c in r.collectives]
+    ends = [c["end_s"] for c in r.collectives]
+    assert all(s2 >= e1 for e1, s2 in zip(ends, starts[1:], strict=False))
+    assert r.iter_time_s == pytest.approx(2e-3 + 4 * 10e-3 + 1e-3)
+
+
+def test_single_node_has_no_communication():
+    w = chain_workload([1e-3], [1e-3], 1e-3, [10**6])
+    r = simulate_data_parallel(compute_profile(w, REPLAY), fabric(nodes=1), BucketPolicy(), batch_size=2)
+    assert r.comm_time_s == 0 and r.exposed_comm_time_s == pytest.approx(0)
+
+
+def test_roofline_device_uses_flops_and_bandwidth():
+    w = chain_workload([1e-3], [1e-3], 0.0, [400])  # 1e6 FLOPs per op
+    dev = DeviceProfile(name="d", peak_flops=2e9, mem_bw_Bps=1e12, compute_efficiency=0.5)
+    p = compute_profile(w, dev)
+    assert p.forward_s == pytest.approx(1e6 / 1e9)
+
+
+def test_bad_policy_is_rejected():
+    with pytest.raises(EstimatorError, match="bucketing"):
+        BucketPolicy(bucketing="magic")
+    with pytest.raises(EstimatorError, match="bucket_cap_bytes"):
+        BucketPolicy(bucket_cap_bytes=-1)
