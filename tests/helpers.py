@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from estimator.fabrics.base import CollectiveCost, Fabric, FabricConfig
 from estimator.workloads.graph import Gradient, Node, Workload
 
 
@@ -45,3 +48,28 @@ def chain_workload(
         params=sum(grad_bytes) // 4,
         gradients=grads,
     ).validate()
+
+
+@dataclass
+class LinearConfig(FabricConfig):
+    seconds_per_byte: float = 1e-9
+
+
+class LinearFabric(Fabric):
+    """All-reduce costs bytes * seconds_per_byte (test double for the plugin interface)."""
+
+    name = "linear"
+    Config = LinearConfig
+
+    def algorithms(self, collective):
+        return ("flat",)
+
+    def collective_cost(self, collective, nbytes, algorithm="default", group_size=None):
+        return CollectiveCost(collective, "flat", group_size or self.nodes, nbytes, nbytes * self.config.seconds_per_byte, 1)
+
+    def p2p_time(self, src, dst, nbytes):
+        return nbytes * self.config.seconds_per_byte
+
+
+def linear_fabric(nodes=8, spb=1e-9):
+    return LinearFabric.from_dict({"name": "linear", "nodes": nodes, "seconds_per_byte": spb})

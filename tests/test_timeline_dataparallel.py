@@ -1,46 +1,18 @@
 """Data-parallel timeline mechanics, with a fixed-cost test fabric so every number is hand-checkable."""
 
-from dataclasses import dataclass
-
 import pytest
 
 from estimator.compute.device import DeviceProfile
 from estimator.errors import EstimatorError
-from estimator.fabrics.base import CollectiveCost, Fabric, FabricConfig
 from estimator.timeline.dataparallel import (
     BucketPolicy,
     compute_profile,
     make_buckets,
     simulate_data_parallel,
 )
-from tests.helpers import chain_workload
+from tests.helpers import chain_workload, linear_fabric
 
 REPLAY = DeviceProfile(name="cpu", peak_flops=1e9, mem_bw_Bps=1e9, replay=True)
-
-
-@dataclass
-class LinearConfig(FabricConfig):
-    seconds_per_byte: float = 1e-9
-
-
-class LinearFabric(Fabric):
-    """All-reduce costs bytes * seconds_per_byte (test double for the plugin interface)."""
-
-    name = "linear"
-    Config = LinearConfig
-
-    def algorithms(self, collective):
-        return ("flat",)
-
-    def collective_cost(self, collective, nbytes, algorithm="default", group_size=None):
-        return CollectiveCost(collective, "flat", group_size or self.nodes, nbytes, nbytes * self.config.seconds_per_byte, 1)
-
-    def p2p_time(self, src, dst, nbytes):
-        return nbytes * self.config.seconds_per_byte
-
-
-def fabric(nodes=8, spb=1e-9):
-    return LinearFabric.from_dict({"name": "linear", "nodes": nodes, "seconds_per_byte": spb})
 
 
 def test_compute_profile_phases_and_ready_times():
@@ -75,7 +47,7 @@ def test_communication_overlaps_backward_and_exposes_only_the_tail():
     # backward 4 x 1 ms; each gradient 1e6 B -> 1 ms all-reduce; no bucketing
     w = chain_workload([1e-3], [1e-3] * 4, 0.0, [10**6] * 4)
     p = compute_profile(w, REPLAY)
-    r = simulate_data_parallel(p, fabric(), BucketPolicy(bucketing="none"), batch_size=2)
+    r = simulate_data_parallel(p, linear_fabric(), BucketPolicy(bucketing="none"), batch_size=2)
     # ARs start at 2,3,4,5 ms (each as its grad is ready) and end at 6 ms; backward ends at 5 ms
     assert r.iter_time_s == pytest.approx(6e-3)
     assert r.compute_time_s == pytest.approx(5e-3)
@@ -87,7 +59,7 @@ def test_communication_overlaps_backward_and_exposes_only_the_tail():
 def test_slow_network_serialises_collectives_on_one_stream():
     w = chain_workload([1e-3], [1e-3] * 4, 1e-3, [10**6] * 4)
     p = compute_profile(w, REPLAY)
-    r = simulate_data_parallel(p, fabric(spb=1e-8), BucketPolicy(bucketing="none"), batch_size=2)
+    r = simulate_data_parallel(p, linear_fabric(spb=1e-8), BucketPolicy(bucketing="none"), batch_size=2)
     starts = [c["start_s"] for c in r.collectives]
     ends = [c["end_s"] for c in r.collectives]
     assert all(s2 >= e1 for e1, s2 in zip(ends, starts[1:], strict=False))
@@ -96,7 +68,7 @@ def test_slow_network_serialises_collectives_on_one_stream():
 
 def test_single_node_has_no_communication():
     w = chain_workload([1e-3], [1e-3], 1e-3, [10**6])
-    r = simulate_data_parallel(compute_profile(w, REPLAY), fabric(nodes=1), BucketPolicy(), batch_size=2)
+    r = simulate_data_parallel(compute_profile(w, REPLAY), linear_fabric(nodes=1), BucketPolicy(), batch_size=2)
     assert r.comm_time_s == 0 and r.exposed_comm_time_s == pytest.approx(0)
 
 
