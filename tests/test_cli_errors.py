@@ -1,0 +1,47 @@
+"""Bad input through the real CLI: one line naming the input and the problem, exit 2, nothing written."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def run_cli(*args, cwd=REPO):
+    return subprocess.run(
+        [sys.executable, "-m", "estimator.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["estimate", "model=nosuchmodel"], "unknown model 'nosuchmodel'"),
+        (["estimate", "fabric=nosuchfabric"], "unknown fabric 'nosuchfabric'"),
+        (["estimate", "fabric.nodes=0"], "fabric.nodes"),
+        (["estimate", "fabric.bandwidth_Bps=-5"], "bandwidth_Bps"),
+        (["estimate", "fabric.nodez=8"], "nodez"),
+        (["frobnicate"], "unknown command 'frobnicate'"),
+        (["collective", "fabric.nodes=64", "collective=all_reduce", "algorithm=nosuchalgo"], "nosuchalgo"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):
+    store = tmp_path / "store.duckdb"
+    out = run_cli(*args, f"store={store}", "write=true") if args[0] == "estimate" else run_cli(*args)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out.stderr
+    assert "Traceback" not in out.stderr
+    assert not store.exists()
+
+
+def test_corrupt_trace_is_named(tmp_path):
+    bad = tmp_path / "broken.workload.json"
+    bad.write_text('{"format": "estimator.workload", "format_version": 1, "nodes": [')
+    store = tmp_path / "s.duckdb"
+    out = run_cli("estimate", f"workload={bad}", f"store={store}", "write=true")
+    assert out.returncode == 2
+    assert "broken.workload.json" in out.stderr and "not valid JSON" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert not store.exists()
