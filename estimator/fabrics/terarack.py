@@ -1,0 +1,122 @@
+"""TeraRack: a bidirectional WDM optical ring, all-gather by OpTree and its competitors.
+
+Model (seed 002, Secs. III-IV; defaults in conf/fabric/terarack.yaml). As in the paper's Eq. (3),
+a scheme of S steps takes ``S * (d / B + a)``: every step is a time slot in which each used
+wavelength carries one item of ``d`` bytes at ``B`` = ``wavelength_bps`` / 8, and pays
+``a`` = MRR reconfiguration (25 us) + O/E/O conversion (``oeo_cycles_per_flit`` cycles per 32-byte
+flit at ``clock_hz``; flits counted fractionally so the cost stays affine in bytes). The paper
+charges ``a`` on every step, even where circuits do not change (e.g. Ring); we follow it.
+
+* All-gather of a ``nbytes`` output (NCCL convention) on N nodes: ``d = nbytes / N``. Schemes:
+  ``ring`` (N-1 steps of d), ``ne`` (Neighbour Exchange: N/2 steps, d then 2d), ``wrht``,
+  ``one_stage`` (ceil(N^2/8w) steps), ``optree`` (Theorem 2's k*), ``optree_best`` (the integer
+  depth with the fewest steps, brute force); step counts in :mod:`.optical.wdm_ring_steps`.
+* Reduce-scatter: the mirror of ``ring`` / ``optree`` all-gather (same steps, reversed).
+* All-reduce (our extension so BERT/ResNet can run end to end; seed 002 cites WRHT [6] for it):
+  ``wrht`` = reduce up a p-ary tree in ceil(log_p N) steps and broadcast down in as many, each
+  step carrying the whole buffer on a wavelength; ``ring`` = ring reduce-scatter + all-gather,
+  2(N-1) steps of nbytes/N; ``optree`` = OpTree reduce-scatter + all-gather.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.errors import EstimatorError
+from estimator.fabrics.base import FabricConfig
+from estimator.fabrics.optical import wdm_ring_steps as wr
+from estimator.fabrics.optical.base import Affine, OpticalFabric
+
+
+@dataclass
+class TeraRackConfig(FabricConfig):
+    name: str = "terarack"
+    nodes: int = 1024
+    wavelengths: int = 64
+    wavelength_bps: float = 40.0e9
+    mrr_reconfig_s: float = 25.0e-6
+    flit_bytes: int = 32
+    oeo_cycles_per_flit: float = 1.0
+    clock_hz: float = 1.0e9
+    packet_bytes: int = 128
+    wrht_group: int = 0
+
+    def validate(self) -> None:
+        super().validate()
+        if self.wavelengths < 1:
+            raise EstimatorError(f"fabric.wavelengths must be >= 1, got {self.wavelengths}")
+        for key in ("wavelength_bps", "clock_hz", "flit_bytes", "packet_bytes"):
+            if not getattr(self, key) > 0:
+                raise EstimatorError(f"fabric.{key} must be positive, got {getattr(self, key)!r}")
+        for key in ("mrr_reconfig_s", "oeo_cycles_per_flit"):
+            if not getattr(self, key) >= 0:
+                raise EstimatorError(f"fabric.{key} must be >= 0, got {getattr(self, key)!r}")
+        if self.wrht_group == 1 or self.wrht_group < 0:
+            raise EstimatorError(f"fabric.wrht_group must be 0 (auto) or >= 2, got {self.wrht_group}")
+
+
+class TeraRackFabric(OpticalFabric):
+    name = "terarack"
+    Config = TeraRackConfig
+    COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
+
+    @property
+    def cfg(self) -> TeraRackConfig:
+        return self.config  # type: ignore[return-value]
+
+    def algorithms(self, collective: str) -> tuple[str, ...]:
+        return {
+            "all_gather": ("optree", "optree_best", "wrht", "ne", "ring", "one_stage"),
+            "reduce_scatter": ("optree", "optree_best", "ring"),
+            "all_reduce": ("wrht", "optree", "optree_best", "ring"),
+        }.get(collective, ())
+
+    def valid_algorithms(self, collective: str, n: int) -> tuple[str, ...]:
+        return self.algorithms(collective) if n >= 2 else ()
+
+    # ---- step model -----------------------------------------------------------------------
+    def per_item_byte_s(self) -> float:
+        """Seconds per byte of an item: serialisation on one wavelength + O/E/O per flit."""
+        c = self.cfg
+        return 8.0 / c.wavelength_bps + c.oeo_cycles_per_flit / (c.flit_bytes * c.clock_hz)
+
+    def steps(self, scheme: str, n: int) -> int:
+        c = self.cfg
+        if scheme == "wrht":
+            return wr.wrht_steps(n, c.wavelengths, c.wrht_group or None)
+        if scheme == "optree_best":
+            return wr.optree_best_depth(n, c.wavelengths)[1]
+        return wr.allgather_steps(scheme, n, c.wavelengths)
+
+    def _steps_cost(self, steps: int, item_bytes_per_buffer_byte: float, extra_items: float = 0.0) -> Affine:
+        """``steps`` slots, each carrying (items x buffer-fraction) bytes per wavelength."""
+        a = self.cfg.mrr_reconfig_s
+        return Affine(
+            fixed_s=steps * a,
+            per_byte_s=(steps + extra_items) * item_bytes_per_buffer_byte * self.per_item_byte_s(),
+            steps=steps,
+            reconfig_s=steps * a,
+        )
+
+    def model(self, collective: str, algorithm: str, n: int) -> Affine:
+        if collective in ("all_gather", "reduce_scatter"):
+            s = self.steps(algorithm, n)
+            # NE: the first step carries d, the other N/2 - 1 steps carry 2d
+            extra = (s - 1) if algorithm == "ne" else 0.0
+            return self._steps_cost(s, 1.0 / n, extra)
+        # all_reduce
+        if algorithm == "wrht":
+            p = self.cfg.wrht_group or wr.wrht_group_default(self.cfg.wavelengths)
+            levels = 1
+            while p**levels < n:
+                levels += 1
+            return self._steps_cost(2 * levels, 1.0)
+        half = self.model("all_gather", algorithm, n)
+        return half + half
+
+    def p2p_time(self, src: int, dst: int, nbytes: float) -> float:
+        self.check_size(max(src, dst) + 1)
+        if src == dst:
+            return 0.0
+        # one circuit on all w wavelengths of the shorter arc, set up once
+        return self.cfg.mrr_reconfig_s + nbytes * self.per_item_byte_s() / self.cfg.wavelengths

@@ -1,0 +1,67 @@
+"""TeraRack fabric (seed 002): Eq. (3) times, the paper's average reductions, all-reduce."""
+
+import statistics
+
+import pytest
+
+from estimator.errors import EstimatorError
+from estimator.fabrics.registry import make_fabric
+from estimator.fabrics.terarack import TeraRackConfig, TeraRackFabric
+
+PAPER_AVG_REDUCTION = {"wrht": 0.7221, "ring": 0.9430, "ne": 0.8858}  # seed 002 abstract / Sec. VI
+# the paper's sweep (Sec. IV-C): 1024 and 2048 nodes at 64 wavelengths, and 1024 nodes at 96 and
+# 128 wavelengths, over message sizes (we use 1..64 MiB)
+SWEEP = [(1024, 64), (2048, 64), (1024, 96), (1024, 128)]
+SIZES = [2**i * 2**20 for i in range(7)]
+
+
+def test_table_one_steps_through_the_fabric():
+    fab = make_fabric({"name": "terarack", "nodes": 1024, "wavelengths": 64})
+    steps = {a: fab.collective_cost("all_gather", 2**20, a).steps for a in ("ring", "ne", "wrht", "optree")}
+    assert steps == {"ring": 1023, "ne": 512, "wrht": 259, "optree": 70}
+
+
+def test_time_is_steps_times_item_time_plus_overhead():
+    fab = TeraRackFabric(TeraRackConfig(nodes=1024))
+    d = 4096.0  # bytes per node item
+    t = fab.collective_cost("all_gather", d * 1024, "optree").time_s
+    a = 25e-6 + (d / 32) * 1e-9
+    assert t == pytest.approx(70 * (d / 5e9 + a), rel=1e-12)
+
+
+def test_average_reductions_match_paper():
+    red = {a: [] for a in PAPER_AVG_REDUCTION}
+    for n, w in SWEEP:
+        fab = TeraRackFabric(TeraRackConfig(nodes=n, wavelengths=w))
+        for b in SIZES:
+            t = fab.collective_cost("all_gather", b, "optree").time_s
+            for a in red:
+                red[a].append(1 - t / fab.collective_cost("all_gather", b, a).time_s)
+    for a, paper in PAPER_AVG_REDUCTION.items():
+        ours = statistics.mean(red[a])
+        print(f"OpTree vs {a:>4}: project {ours:.2%}  paper {paper:.2%}")
+        assert abs(ours - paper) < 0.03
+
+
+def test_allreduce_and_auto():
+    fab = TeraRackFabric(TeraRackConfig(nodes=1024))
+    small = fab.collective_cost("all_reduce", 4096, "auto")
+    assert small.algorithm == "wrht" and small.steps == 4
+    ring = fab.collective_cost("all_reduce", 4096, "ring")
+    assert ring.steps == 2046 and ring.time_s > small.time_s
+    for b in (1e3, 1e6, 1e9):
+        best = fab.collective_cost("all_reduce", b, "auto").time_s
+        assert best == min(fab.collective_cost("all_reduce", b, a).time_s for a in fab.algorithms("all_reduce"))
+    assert fab.collective_cost("all_gather", 1e6, "auto").algorithm in ("optree", "optree_best")
+
+
+def test_errors():
+    with pytest.raises(EstimatorError):
+        make_fabric({"name": "terarack", "wavelengths": 0})
+    fab = make_fabric({"name": "terarack", "nodes": 16})
+    with pytest.raises(EstimatorError, match="does not model"):
+        fab.collective_cost("all_to_all", 1e6)
+    with pytest.raises(EstimatorError, match="unknown algorithm"):
+        fab.collective_cost("all_gather", 1e6, "tree")
+    with pytest.raises(EstimatorError):
+        fab.collective_cost("all_gather", 1e6, group_size=17)
