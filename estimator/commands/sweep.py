@@ -1,82 +1,114 @@
-"""Run a declared sweep on Ray into the DuckDB store: ``estimator sweep sweep=resnet50_scaling``.
+"""Run a declared sweep on Ray into the DuckDB store.
 
-The grid comes from ``conf/sweep/<name>.yaml`` (``grid: {override: [values]}``); other overrides on
-the command line apply to every point (``estimator sweep sweep=x device=h100``). Points whose config
-hash is already in the store are skipped (resumable; ``sweep_force=true`` recomputes). Every point
-is validated before anything runs, so a bad grid writes nothing. Ray is local by default
-(``ray.address=local ray.num_cpus=2``); ``ray.address=auto`` or ``host:port`` joins a cluster.
+    estimator sweep sweep=resnet50_scaling          # one grid from conf/sweep/
+    estimator sweep experiment=lumorph              # every sweep of a paper's experiment
+    estimator sweep experiment=lumorph fabric.reconfig_s=10e-6
+
+A sweep is ``{name, kind, grid, zip}`` (see :mod:`estimator.sweep.grid` and
+:mod:`estimator.sweep.kinds`); an experiment (``conf/experiment/<name>.yaml``) holds several under
+``experiment.sweeps``. Other overrides on the command line apply to every point whose config has
+the key. Points whose config hash is already in the store are skipped (resumable;
+``sweep_force=true`` recomputes). Every point is validated before anything runs, so a bad grid
+writes nothing. Ray is local by default (``ray.address=local ray.num_cpus=2``); ``ray.address=auto``
+or ``host:port`` joins an existing cluster.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
 from estimator.config import to_container
 from estimator.errors import EstimatorError
-from estimator.estimate import _resolve, estimate, estimate_config, load_workload, workload_path
-from estimator.fabrics.registry import make_fabric
-from estimator.store.duckdb_store import existing_keys, write_estimates
-from estimator.sweep import grid
+from estimator.estimate import _resolve, load_workload, workload_path
+from estimator.store.duckdb_store import existing_keys
+from estimator.sweep import grid, kinds
 from estimator.sweep.runner import run_batches
 
-HELP = "run a conf/sweep grid on Ray into the DuckDB store (resumable)"
+HELP = "run a conf/sweep grid or a conf/experiment on Ray into the DuckDB store (resumable)"
 RUN_WITH_OVERRIDES = True
+_NOT_POINT_KEYS = ("sweep=", "sweep.", "experiment=", "experiment.", "ray.", "store=", "output=", "sweep_force=")
 
 
 def evaluate_batch(items: list[tuple[dict[str, Any], str]]) -> list[Any]:
-    """Ray task: estimate a batch of (config, absolute workload path) points."""
-    return [estimate(cfg, path) for cfg, path in items]
+    """Ray task for ``estimate`` sweeps (kept for the benchmark script)."""
+    return kinds.get("estimate").evaluate(items)
 
 
-def plan(cfg: DictConfig, overrides: list[str]) -> tuple[list[tuple[dict[str, Any], str]], int]:
-    """Expand, compose and validate the grid; return the points still to run and the total."""
-    sweep = to_container(cfg.sweep)
-    base = [o for o in overrides if not o.startswith(("sweep=", "sweep.", "ray.", "store=", "output="))]
+def _workload_file(c: dict[str, Any], seen: dict[str, str]) -> str:
+    """Absolute workload path of an estimate point (captured on first use if missing)."""
+    path = _resolve(workload_path(c))
+    key = str(path)
+    if key not in seen:
+        if not path.exists():
+            from estimator.commands.estimate import ensure_workload
+            from estimator.config import compose
+
+            ensure_workload(compose([f"model={c['model']['name']}"]))
+        load_workload(path)
+        seen[key] = str(path.resolve())
+    return seen[key]
+
+
+def plan(sweep: dict[str, Any], overrides: list[str]) -> tuple[kinds.Kind, list[tuple[dict[str, Any], str]]]:
+    """Expand, compose and validate one sweep; return its kind and (config, workload path) points."""
+    kind = kinds.get(str(sweep.get("kind") or "estimate"))
+    base = [o for o in overrides if not o.startswith(_NOT_POINT_KEYS)]
     configs = grid.compose_points(grid.expand(sweep.get("grid") or {}, sweep.get("zip")), base)
-    from estimator.commands.estimate import ensure_workload
-    from estimator.config import compose
-
-    items, seen_models = [], {}
+    seen: dict[str, str] = {}
+    items = []
     for c in configs:
-        make_fabric(c["fabric"] or {})  # validates every point before anything runs
-        path = _resolve(workload_path(c))
-        if str(path) not in seen_models:
-            if not path.exists():
-                ensure_workload(compose([f"model={c['model']['name']}"]))
-            load_workload(path)
-            seen_models[str(path)] = True
-        items.append((c, str(path.resolve())))
-    return items, len(configs)
+        kind.validate(c)  # every point before anything runs
+        items.append((c, _workload_file(c, seen) if kind.name == "estimate" else ""))
+    return kind, items
+
+
+def run_sweep(name: str, sweep: dict[str, Any], overrides: list[str], store: str, ray_cfg: dict[str, Any],
+              force: bool = False) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    kind, items = plan(sweep, overrides)
+    done = set() if force else existing_keys(store, kind.table)
+    todo = [it for it in items if kind.point_hash(it[0]) not in done]
+    skipped = len(items) - len(todo)
+    if skipped:
+        print(f"sweep {name}: {skipped} of {len(items)} points already in {store}; running {len(todo)}",
+              file=sys.stderr)
+    written = 0
+    for batch in run_batches(kind.evaluate, todo, ray_cfg, batch_size=sweep.get("batch_size"), desc=f"sweep {name}"):
+        written += kind.write(store, batch)
+    elapsed = time.perf_counter() - t0
+    return {"sweep": name, "kind": kind.name, "points": len(items), "skipped": skipped, "written": written,
+            "elapsed_s": elapsed}
 
 
 def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    items, total = plan(cfg, overrides)
-    from estimator.config import config_hash
-
-    done = set() if cfg.get("sweep_force") else existing_keys(cfg.store)
-    todo = [it for it in items if config_hash(estimate_config(it[0])) not in done]
-    skipped = total - len(todo)
-    if skipped:
-        print(f"sweep {cfg.sweep.name}: {skipped} of {total} points already in {cfg.store}; running {len(todo)}",
-              file=sys.stderr)
-    written = 0
-    for batch in run_batches(evaluate_batch, todo, to_container(cfg.ray), desc=f"sweep {cfg.sweep.name}"):
-        written += write_estimates(cfg.store, batch)
-    if not Path(cfg.store).exists() and total:
-        raise EstimatorError(f"sweep {cfg.sweep.name}: nothing was written to {cfg.store}")
-    elapsed = time.perf_counter() - t0
+    ray_cfg = to_container(cfg.ray)
+    exp = cfg.get("experiment")
+    if exp:
+        sweeps = to_container(exp.get("sweeps") or {})
+        if not sweeps:
+            raise EstimatorError(f"experiment {exp.get('name')!r} declares no sweeps")
+        label = str(exp.get("name"))
+    else:
+        sweeps = {str(cfg.sweep.name): to_container(cfg.sweep)}
+        label = str(cfg.sweep.name)
+    plans = {}
+    for name, sweep in sweeps.items():  # validate every sweep before running any
+        plan(sweep, overrides)
+        plans[name] = sweep
+    results = [
+        run_sweep(f"{label}/{name}" if exp else name, sweep, overrides, str(cfg.store), ray_cfg,
+                  bool(cfg.get("sweep_force")))
+        for name, sweep in plans.items()
+    ]
     return {
-        "sweep": cfg.sweep.name,
-        "points": total,
-        "skipped": skipped,
-        "written": written,
+        "experiment" if exp else "sweep": label,
         "store": str(cfg.store),
-        "elapsed_s": elapsed,
-        "points_per_s": (len(todo) / elapsed) if elapsed > 0 else 0.0,
+        "points": sum(r["points"] for r in results),
+        "written": sum(r["written"] for r in results),
+        "skipped": sum(r["skipped"] for r in results),
+        "sweeps": results,
     }

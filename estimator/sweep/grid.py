@@ -53,23 +53,53 @@ def expand(grid: dict[str, list[Any]], zipped: list[list[str]] | None = None) ->
     return points
 
 
+def _parse_override(text: str) -> tuple[str, Any]:
+    """``key=value`` with Hydra's value grammar (``10e-6`` is a float, ``[1,2]`` a list)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        ov = OverridesParser.create().parse_override(text)
+    except Exception as exc:
+        raise EstimatorError(f"bad override {text!r}: {str(exc).splitlines()[0]}") from None
+    return ov.get_key_element().lstrip("+~"), ov.value()
+
+
 def compose_points(points: list[dict[str, Any]], base_overrides: list[str] | None = None) -> list[dict[str, Any]]:
-    """Resolve each point to a full config dict (group choices via Hydra, the rest via OmegaConf)."""
+    """Resolve each point to a full config dict.
+
+    Group choices (``fabric=lumorph``) go through Hydra; dotted keys through OmegaConf. A point's
+    own keys must exist in its config. ``base_overrides`` (from the command line) apply to every
+    point where their key exists — ``fabric.reconfig_s=10e-6`` changes the Lumorph points of a
+    sweep that also has ideal-switch points — and must apply to at least one point.
+    """
     groups = config_mod.config_groups()
-    base_overrides = list(base_overrides or [])
+    base_groups = [o for o in (base_overrides or []) if o.partition("=")[0].lstrip("+~") in groups]
+    base_keys = [_parse_override(o) for o in (base_overrides or []) if o not in base_groups]
+    used = {k: False for k, _ in base_keys}
     cache: dict[tuple[str, ...], Any] = {}
     out = []
     for point in points:
         group_ov = tuple(sorted(f"{k}={_value(v)}" for k, v in point.items() if k in groups))
-        if group_ov not in cache:
-            cache[group_ov] = config_mod.compose([*base_overrides, *group_ov])
-        cfg = cache[group_ov].copy()
-        for key, value in point.items():
-            if key in groups:
+        key = (*base_groups, *group_ov)
+        if key not in cache:
+            cache[key] = config_mod.compose(list(key))
+        cfg = cache[key].copy()
+        for k, value in base_keys:
+            if OmegaConf.select(cfg, k, default=_ABSENT) is not _ABSENT and k not in point:
+                OmegaConf.update(cfg, k, value, merge=False)
+                used[k] = True
+        for k, value in point.items():
+            if k in groups:
                 continue
             try:
-                OmegaConf.update(cfg, key, value, merge=False)
+                OmegaConf.update(cfg, k, value, merge=False)
             except Exception as exc:
-                raise EstimatorError(f"sweep override {key}={value!r}: {str(exc).splitlines()[0]}") from None
+                raise EstimatorError(f"sweep override {k}={value!r}: {str(exc).splitlines()[0]}") from None
         out.append(config_mod.to_container(cfg))
+    unused = [k for k, ok in used.items() if not ok]
+    if unused and points:
+        raise EstimatorError(f"override {unused[0]} matches no point of this sweep")
     return out
+
+
+_ABSENT = object()

@@ -1,0 +1,128 @@
+"""What a sweep point computes, and where its rows go.
+
+A sweep declares ``kind`` (default ``estimate``):
+
+* ``estimate`` — one training-iteration estimate per point (tables ``estimates`` and
+  ``collectives``), see :mod:`estimator.estimate`.
+* ``collective`` — the price of one collective per point (table ``collective_costs``): the
+  config's ``fabric``, ``collective``, ``algorithm``, ``bytes``, ``group_size``.
+
+Other components register further kinds with :func:`register` (e.g. packet-level simulation).
+A kind gives the config keys that identify a point (hashed into ``config_hash``), a Ray-side batch
+evaluator returning store rows, and a writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from estimator import __version__
+from estimator.config import config_hash, flatten
+from estimator.errors import EstimatorError
+from estimator.fabrics.registry import make_fabric
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    keys: tuple[str, ...]  # config keys that determine a point's result
+    table: str  # the table whose config_hash column says a point is done
+    evaluate: Callable[[list[tuple[dict[str, Any], str]]], Any]  # Ray task: batch -> result
+    write: Callable[[str, Any], int]  # driver: (store path, batch result) -> rows written
+    validate: Callable[[dict[str, Any]], None] = lambda cfg: None
+
+    def point_hash(self, cfg: dict[str, Any]) -> str:
+        return config_hash({k: cfg.get(k) for k in self.keys})
+
+
+_KINDS: dict[str, Kind] = {}
+
+
+def register(kind: Kind) -> None:
+    _KINDS[kind.name] = kind
+
+
+def get(name: str) -> Kind:
+    if name not in _KINDS:
+        raise EstimatorError(f"unknown sweep kind {name!r}; known: {', '.join(sorted(_KINDS))}")
+    return _KINDS[name]
+
+
+def config_columns(cfg: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """Flattened ``_``-joined config columns for the given top-level keys."""
+    return {k.replace(".", "_"): v for k, v in flatten({k: cfg.get(k) for k in keys}).items()}
+
+
+# ---- estimate ---------------------------------------------------------------------------------
+def _estimate_batch(items: list[tuple[dict[str, Any], str]]) -> list[Any]:
+    from estimator.estimate import estimate
+
+    return [estimate(cfg, path) for cfg, path in items]
+
+
+def _write_estimates(store: str, batch: list[Any]) -> int:
+    from estimator.store.duckdb_store import write_estimates
+
+    return write_estimates(store, batch)
+
+
+def _validate_estimate(cfg: dict[str, Any]) -> None:
+    make_fabric(cfg["fabric"] or {})
+
+
+def _estimate_keys() -> tuple[str, ...]:
+    from estimator.estimate import ESTIMATE_KEYS
+
+    return ESTIMATE_KEYS
+
+
+# ---- collective -------------------------------------------------------------------------------
+COLLECTIVE_KEYS = ("fabric", "collective", "algorithm", "bytes", "group_size")
+
+
+def collective_row(cfg: dict[str, Any]) -> dict[str, Any]:
+    fabric = make_fabric(cfg["fabric"] or {})
+    n = int(cfg.get("group_size") or fabric.nodes)
+    nbytes = float(cfg["bytes"])
+    if nbytes < 0:
+        raise EstimatorError(f"bytes must be >= 0, got {nbytes!r}")
+    cost = fabric.collective_cost(str(cfg["collective"]), nbytes, str(cfg.get("algorithm") or "default"), n)
+    algbw = nbytes / cost.time_s if cost.time_s > 0 else 0.0
+    factor = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
+              "all_to_all": (n - 1) / n}.get(str(cfg["collective"]), 1.0)
+    row = {
+        "config_hash": config_hash({k: cfg.get(k) for k in COLLECTIVE_KEYS}),
+        "version": __version__,
+        **config_columns(cfg, COLLECTIVE_KEYS),
+        "nodes": n,
+        "algorithm_used": cost.algorithm,
+        "time_s": cost.time_s,
+        "steps": cost.steps,
+        "reconfig_s": cost.reconfig_s,
+        "algbw_Bps": algbw,
+        "busbw_Bps": algbw * factor,
+    }
+    return row
+
+
+def _collective_batch(items: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:
+    return [collective_row(cfg) for cfg, _ in items]
+
+
+def _write_collective_rows(store: str, rows: list[dict[str, Any]]) -> int:
+    from estimator.store.duckdb_store import write_rows
+
+    return write_rows(store, {"collective_costs": ("config_hash", rows)})
+
+
+def _validate_collective(cfg: dict[str, Any]) -> None:
+    fabric = make_fabric(cfg["fabric"] or {})
+    if cfg.get("group_size"):
+        fabric.check_size(int(cfg["group_size"]))
+
+
+register(Kind("estimate", _estimate_keys(), "estimates", _estimate_batch, _write_estimates, _validate_estimate))
+register(Kind("collective", COLLECTIVE_KEYS, "collective_costs", _collective_batch, _write_collective_rows,
+              _validate_collective))
