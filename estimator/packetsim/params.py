@@ -1,0 +1,156 @@
+"""Typed, validated parameters of a packet-level run (built from the ``packetsim`` Hydra config).
+
+Units are SI (seconds, bits/s, bytes). Defaults and their sources live in ``conf/packetsim.yaml``;
+the dataclass defaults below repeat them so the library is usable without Hydra.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from estimator.errors import EstimatorError, require
+
+NETWORKS = ("opsquare", "leafspine")
+TRAFFICS = ("uniform", "ring_allreduce", "hierarchical_allreduce")
+
+
+@dataclass(frozen=True)
+class OpsquareParams:
+    """OPSquare for ML (seed 004 §2): N pods × M nodes, P groups of F = M/P nodes per pod."""
+
+    pods: int | None = None  # N; null = sqrt(nodes)
+    nodes_per_pod: int | None = None  # M; null = sqrt(nodes)
+    groups: int | None = None  # P; null = M / group_size
+    group_size: int = 4  # F = M/P when groups is null
+    link_bps: float = 3.6e12  # per transceiver
+    transceiver_s: float = 80e-9
+    label_processing_s: float = 10e-9
+    preamble_s: float = 30e-9
+    propagation_s: float = 0.0
+    tx_buffer_bytes: int = 1_000_000
+    retry_s: float | None = None  # NACK round trip; null = label_processing_s + 2·propagation_s
+
+    def layout(self, nodes: int) -> tuple[int, int, int]:
+        """(N pods, M nodes per pod, P groups) for ``nodes``, validated."""
+        root = math.isqrt(nodes)
+        m = self.nodes_per_pod or (root if root * root == nodes else None)
+        n = self.pods or (nodes // m if m else None)
+        require(
+            m is not None and n is not None and n * m == nodes,
+            f"nodes={nodes}: OPSquare needs nodes = opsquare.pods × opsquare.nodes_per_pod "
+            "(or a perfect square when they are null)",
+        )
+        p = self.groups or max(1, m // self.group_size)
+        require(m % p == 0, f"opsquare.groups={p} must divide opsquare.nodes_per_pod={m}")
+        require(n >= 2 and m >= 2, f"nodes={nodes}: OPSquare needs at least 2 pods of 2 nodes")
+        return n, m, p
+
+
+@dataclass(frozen=True)
+class LeafSpineParams:
+    """NVLink leaf-spine (seed 004 §2): 8-GPU pods, 4 leaf planes, one spine per plane."""
+
+    gpus_per_pod: int = 8
+    planes: int = 4  # NVLink switches per pod = spine switches
+    gpu_link_bps: float = 900e9  # per GPU per plane (4 × 900 Gb/s = 3.6 Tb/s)
+    uplink_bps: float = 800e9  # leaf -> spine and spine -> leaf, per plane
+    switch_latency_s: float = 1e-6
+    leaf_buffer_bytes: int = 16_000_000
+    spine_buffer_bytes: int = 64_000_000
+    propagation_s: float = 0.0
+
+    def pods(self, nodes: int) -> int:
+        require(
+            nodes % self.gpus_per_pod == 0 and nodes // self.gpus_per_pod >= 2,
+            f"nodes={nodes}: leaf-spine needs a multiple of leafspine.gpus_per_pod="
+            f"{self.gpus_per_pod} with at least 2 pods",
+        )
+        return nodes // self.gpus_per_pod
+
+
+@dataclass(frozen=True)
+class SimSpec:
+    """One packet-level run."""
+
+    network: str = "opsquare"
+    nodes: int = 256
+    load: float = 0.6  # offered load per node, fraction of node_bps
+    locality: float = 0.5  # share of traffic whose destination is in the source's pod
+    seed: int = 1
+    traffic: str = "uniform"
+    packet_bytes: int = 1500
+    node_bps: float = 3.6e12  # per-node injection capacity that load is relative to
+    warmup_s: float = 20e-6
+    measure_s: float = 20e-6
+    collective_bytes: float = 4_194_304.0  # per-node all-reduce buffer (collective traffic)
+    max_time_s: float = 1e-3  # collective runs stop here (error) if not finished
+    opsquare: OpsquareParams = field(default_factory=OpsquareParams)
+    leafspine: LeafSpineParams = field(default_factory=LeafSpineParams)
+
+    def __post_init__(self) -> None:
+        require(self.network in NETWORKS, f"network={self.network!r}: choose one of {', '.join(NETWORKS)}")
+        require(self.traffic in TRAFFICS, f"traffic={self.traffic!r}: choose one of {', '.join(TRAFFICS)}")
+        require(0.0 < self.load <= 1.0, f"load={self.load!r} must be in (0, 1]")
+        require(0.0 <= self.locality <= 1.0, f"locality={self.locality!r} must be in [0, 1]")
+        require(self.packet_bytes > 0, f"packet_bytes={self.packet_bytes!r} must be positive")
+        require(self.warmup_s >= 0, f"warmup_s={self.warmup_s!r} must be >= 0")
+        require(self.measure_s > 0, f"measure_s={self.measure_s!r} must be > 0")
+        require(self.collective_bytes > 0, f"collective_bytes={self.collective_bytes!r} must be > 0")
+        if self.network == "opsquare":
+            self.opsquare.layout(self.nodes)
+        else:
+            self.leafspine.pods(self.nodes)
+            require(self.traffic == "uniform", f"traffic={self.traffic!r}: the leaf-spine model runs uniform traffic only")
+
+    @property
+    def packet_bits(self) -> int:
+        return 8 * self.packet_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_mapping(cls, cfg: dict[str, Any]) -> SimSpec:
+        """Build from a plain mapping (the resolved Hydra config), with one-line type errors."""
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in cfg.items() if k in known}
+        kwargs["opsquare"] = _sub(OpsquareParams, "opsquare", cfg.get("opsquare") or {})
+        kwargs["leafspine"] = _sub(LeafSpineParams, "leafspine", cfg.get("leafspine") or {})
+        for f in fields(cls):
+            if f.name in kwargs and f.name not in ("opsquare", "leafspine"):
+                kwargs[f.name] = _coerce(f.name, f.default, kwargs[f.name])
+        return cls(**kwargs)
+
+
+def _sub(kind: type, prefix: str, values: dict[str, Any]) -> Any:
+    known = {f.name: f for f in fields(kind)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise EstimatorError(f"{prefix}: unknown parameter(s) {unknown}; known: {sorted(known)}")
+    out = {}
+    for key, value in values.items():
+        default = known[key].default
+        if default is None:  # optional field: the type named first in its annotation
+            default = 0 if str(known[key].type).startswith("int") else 0.0
+        out[key] = None if value is None else _coerce(f"{prefix}.{key}", default, value)
+    return kind(**out)
+
+
+def _coerce(name: str, default: Any, value: Any) -> Any:
+    """Convert a config value to the type of its default, or raise a one-line error."""
+    if isinstance(default, str):
+        return str(value)
+    if isinstance(value, bool):
+        raise EstimatorError(f"{name} must be a number, got {value!r}")
+    if isinstance(default, int) and not isinstance(default, bool):
+        if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+            return int(value)
+        raise EstimatorError(f"{name} must be an integer, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise EstimatorError(f"{name} must be a number, got {value!r}") from None
+    require(math.isfinite(number), f"{name} must be finite, got {value!r}")
+    return number
