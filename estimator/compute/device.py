@@ -15,6 +15,9 @@ Assumptions, documented here because the papers do not fix them:
 * ``memory_efficiency`` = 0.7: streaming kernels typically reach 70-90% of spec-sheet HBM bandwidth.
 * Kernel launches are asynchronous and hidden behind running kernels (``op_overhead_s`` = 0).
 * When the profile is the capture device (``replay: true``), measured durations are replayed.
+* An op with a measured duration but no FLOPs and no bytes (e.g. a TopoOpt task that only
+  carries its measured run time) keeps its measured duration on any device: there is nothing
+  to scale it by.
 """
 
 from __future__ import annotations
@@ -75,9 +78,9 @@ def node_times(workload: Workload, device: DeviceProfile) -> np.ndarray:
     peak = np.where(tensor, device.peak_flops, fp32) * device.compute_efficiency
     t = np.maximum(flops / peak, mem / (device.mem_bw_Bps * device.memory_efficiency))
     t = np.where(is_compute, t + device.op_overhead_s, 0.0)
-    if device.replay:
-        measured = np.fromiter(
-            (np.nan if x.duration_s is None else x.duration_s for x in workload.nodes), float, n
-        )
-        t = np.where(is_compute & ~np.isnan(measured), measured, t)
+    measured = np.fromiter((np.nan if x.duration_s is None else x.duration_s for x in workload.nodes), float, n)
+    use_measured = is_compute & ~np.isnan(measured)
+    if not device.replay:
+        use_measured &= (flops == 0) & (mem == 0)
+    t = np.where(use_measured, measured, t)
     return t
