@@ -1,0 +1,454 @@
+"""Capture one training iteration of a zoo model with ``torch.profiler`` on the CPU.
+
+What is measured and how (each choice is an assumption the estimates inherit):
+
+* The iteration is forward (incl. the loss), ``loss.backward()`` and an optimizer step of
+  ``torch.optim.SGD`` (lr 0.01, momentum 0.9, the per-parameter "for-loop" implementation),
+  wrapped in ``record_function`` markers that assign every op its phase.
+* ``warmup_iters`` untimed iterations run first, then a *cost pass*, then the *timed pass*. Both
+  passes are profiled; only top-level aten ops count (an ``aten::`` event without an ``aten::``
+  ancestor), so nested events (``conv2d`` -> ``convolution`` -> ``mkldnn_convolution``) are not
+  double counted.
+* The timed pass gives each op its ``duration_s`` (wall time of the profiler event) and input
+  shapes. Under the profiler the per-op overhead is a few microseconds; it is part of the time.
+* The cost pass runs the same iteration under a ``TorchDispatchMode`` that prices every kernel
+  call: FLOPs by PyTorch's own formulas (``torch.utils.flop_counter.flop_registry``; ops without
+  a formula count 0) and bytes moved = bytes of the distinct tensor arguments + bytes of the
+  outputs (views move nothing). Each price is tagged on the profiler timeline and summed into its
+  top-level op; the passes' op sequences are matched per phase by name (ops the matcher cannot pair
+  keep 0 FLOPs and an input-shape byte estimate, counted in ``meta.unmatched_ops``).
+* Gradient readiness: ``register_post_accumulate_grad_hook`` on every parameter marks the
+  timeline when its gradient is final; the gradient's ``ready_node`` is the last top-level
+  backward op that started before the mark, ``order`` the order of the marks. A parameter that gets
+  no gradient is listed last, ready at the last backward op.
+* Nodes are chained in execution order on device 0 (one stream); forward and backward ops scale
+  with the batch, optimizer ops do not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import difflib
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from estimator.errors import EstimatorError
+from estimator.workloads.flops import op_class
+from estimator.workloads.graph import Gradient, Node, Workload
+
+PHASE_ORDER = ("forward", "backward", "optimizer")
+_PHASE_MARK = "## {} ##"
+_COST_TAG = "##cost:"
+_GRAD_TAG = "##grad:"
+OPTIMIZER = {"name": "SGD", "lr": 0.01, "momentum": 0.9, "foreach": False}
+FALLBACK_ELEMENT_BYTES = 4  # unmatched ops: float32 inputs assumed
+
+
+@dataclass
+class TopOp:
+    """A top-level aten op of one profiled pass."""
+
+    op: str
+    phase: str
+    start_us: float
+    duration_s: float
+    input_shapes: tuple[tuple[int, ...], ...]
+    flops: float = 0.0
+    mem_bytes: float = 0.0
+    matched: bool = True
+
+
+# ---- the training iteration ----------------------------------------------------------------------
+def _iteration(zoo_model, optimizer, args, target) -> None:
+    from torch.profiler import record_function
+
+    optimizer.zero_grad(set_to_none=True)
+    with record_function(_PHASE_MARK.format("forward")):
+        loss = zoo_model.loss_fn(zoo_model.module(*args), target)
+    with record_function(_PHASE_MARK.format("backward")):
+        loss.backward()
+    with record_function(_PHASE_MARK.format("optimizer")):
+        optimizer.step()
+
+
+def _profiled(fn) -> list[Any]:
+    """Run ``fn`` under the CPU profiler (shapes recorded); return its event list."""
+    from torch.profiler import ProfilerActivity, profile
+
+    prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+    with _quiet_stderr():  # kineto prints start/stop banners to fd 2 at every level
+        prof.start()
+    try:
+        fn()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    return list(prof.events())
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence file descriptor 2 (C++ logging) for the duration of the block."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _cost_mode():
+    """A dispatch mode that tags every kernel call with its FLOPs and bytes moved."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+    from torch.utils.flop_counter import flop_registry
+
+    def tensor_bytes(tree) -> int:
+        seen: dict[int, int] = {}
+        for t in tree_flatten(tree)[0]:
+            if isinstance(t, torch.Tensor):
+                seen[id(t)] = t.numel() * t.element_size()
+        return sum(seen.values())
+
+    class CostMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            formula = flop_registry.get(func._overloadpacket)
+            flops = int(formula(*args, **kwargs, out_val=out)) if formula else 0
+            nbytes = 0 if func.is_view else tensor_bytes((args, kwargs)) + tensor_bytes(out)
+            with torch.profiler.record_function(f"{_COST_TAG}{flops}:{nbytes}"):
+                pass
+            return out
+
+    return CostMode()
+
+
+# ---- reading the profiler timeline -----------------------------------------------------------------
+def _is_aten(ev) -> bool:
+    return ev.name.startswith("aten::")
+
+
+def _top_aten_ancestor(ev):
+    top, parent = None, ev.cpu_parent
+    while parent is not None:
+        if _is_aten(parent):
+            top = parent
+        parent = parent.cpu_parent
+    return top
+
+
+def _phase_windows(events) -> list[tuple[float, float, str]]:
+    marks = {_PHASE_MARK.format(p): p for p in PHASE_ORDER}
+    windows = [(ev.time_range.start, ev.time_range.end, marks[ev.name]) for ev in events if ev.name in marks]
+    found = {w[2] for w in windows}
+    if found != set(PHASE_ORDER):
+        raise RuntimeError(f"profiler trace lacks phase markers {sorted(set(PHASE_ORDER) - found)}")
+    return windows
+
+
+def _phase_of(start: float, windows) -> str | None:
+    for lo, hi, phase in windows:
+        if lo <= start <= hi:
+            return phase
+    return None
+
+
+def _shapes(raw) -> tuple[tuple[int, ...], ...]:
+    out: list[tuple[int, ...]] = []
+    for entry in raw or ():
+        if entry and all(isinstance(x, list | tuple) for x in entry):  # a tensor list
+            out.extend(tuple(int(d) for d in s) for s in entry)
+        elif all(isinstance(x, int) for x in entry):
+            out.append(tuple(entry))
+    return tuple(out)
+
+
+def _top_ops(events) -> dict[int, TopOp]:
+    """Top-level aten ops inside the phase markers, keyed by the profiler event id."""
+    windows = _phase_windows(events)
+    ops: dict[int, TopOp] = {}
+    for ev in events:
+        if not _is_aten(ev) or _top_aten_ancestor(ev) is not None:
+            continue
+        phase = _phase_of(ev.time_range.start, windows)
+        if phase is None:
+            continue
+        ops[ev.id] = TopOp(
+            op=ev.name,
+            phase=phase,
+            start_us=ev.time_range.start,
+            duration_s=max(ev.time_range.elapsed_us(), 0) * 1e-6,
+            input_shapes=_shapes(ev.input_shapes),
+        )
+    return ops
+
+
+def _sorted(ops: dict[int, TopOp]) -> list[TopOp]:
+    rank = {p: i for i, p in enumerate(PHASE_ORDER)}
+    return sorted(ops.values(), key=lambda o: (rank[o.phase], o.start_us))
+
+
+def _priced_ops(events) -> list[TopOp]:
+    """Top-level ops of the cost pass with the FLOPs/bytes of the kernels they contain."""
+    ops = _top_ops(events)
+    for ev in events:
+        if ev.name.startswith(_COST_TAG):
+            top = _top_aten_ancestor(ev)
+            if top is not None and top.id in ops:
+                flops, nbytes = ev.name[len(_COST_TAG) :].split(":")
+                ops[top.id].flops += float(flops)
+                ops[top.id].mem_bytes += float(nbytes)
+    return _sorted(ops)
+
+
+def _transfer_costs(timed: list[TopOp], priced: list[TopOp]) -> int:
+    """Copy FLOPs/bytes from the cost pass onto the timed pass, phase by phase; return how many
+    timed ops found no partner (they get 0 FLOPs and an input-bytes estimate).
+
+    Ops pair up by (name, input shapes): first in sequence order (``difflib``), then leftovers with
+    any unused op of equal key (autograd may run independent branches in another order)."""
+    unmatched = 0
+    for phase in PHASE_ORDER:
+        a = [o for o in timed if o.phase == phase]
+        b = [o for o in priced if o.phase == phase]
+        keys_a, keys_b = [_match_key(o) for o in a], [_match_key(o) for o in b]
+        matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
+        pairs = {i + k: j + k for i, j, size in matcher.get_matching_blocks() for k in range(size)}
+        spare: dict[tuple, list[int]] = {}
+        for j in sorted(set(range(len(b))) - set(pairs.values()), reverse=True):
+            spare.setdefault(keys_b[j], []).append(j)
+        for i in range(len(a)):
+            if i not in pairs and spare.get(keys_a[i]):
+                pairs[i] = spare[keys_a[i]].pop()
+        for i, o in enumerate(a):
+            if i in pairs:
+                o.flops, o.mem_bytes = b[pairs[i]].flops, b[pairs[i]].mem_bytes
+            else:
+                o.matched = False
+                o.mem_bytes = FALLBACK_ELEMENT_BYTES * sum(_numel(s) for s in o.input_shapes)
+                unmatched += 1
+    return unmatched
+
+
+def _match_key(o: TopOp) -> tuple:
+    """In-place and out-of-place variants pair up: the cost pass's dispatch mode keeps extra
+    references, so autograd accumulates some gradients with ``add`` instead of ``add_``."""
+    return o.op.rstrip("_"), o.input_shapes
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _gradients(events, params, backward_starts: list[tuple[float, int]]) -> tuple[Gradient, ...]:
+    """Gradient records from the ``##grad:<index>`` marks of the timed pass."""
+    import bisect
+
+    marks = sorted(
+        (ev.time_range.start, int(ev.name[len(_GRAD_TAG) :]))
+        for ev in events
+        if ev.name.startswith(_GRAD_TAG)
+    )
+    starts = [s for s, _ in backward_starts]
+    last_backward = backward_starts[-1][1]
+    grads: list[Gradient] = []
+    seen: set[int] = set()
+    for t, index in marks:
+        if index in seen:  # a parameter accumulated twice keeps its final mark
+            grads = [g for g in grads if g.name != params[index][0]]
+        seen.add(index)
+        pos = bisect.bisect_right(starts, t) - 1
+        ready = backward_starts[max(pos, 0)][1]
+        name, p = params[index]
+        grads.append(Gradient(name, p.numel() * p.element_size(), ready, 0))
+    for index, (name, p) in enumerate(params):
+        if index not in seen:
+            grads.append(Gradient(name, p.numel() * p.element_size(), last_backward, 0))
+    return tuple(Gradient(g.name, g.nbytes, g.ready_node, k) for k, g in enumerate(grads))
+
+
+# ---- the capture ---------------------------------------------------------------------------------------
+def capture(
+    zoo_model, batch: int, warmup_iters: int = 1, seed: int = 0, model_cfg: dict | None = None
+) -> Workload:
+    """Profile one training iteration of ``zoo_model`` at ``batch`` on the CPU; return the Workload."""
+    import torch
+
+    from estimator.workloads.zoo import count_params
+
+    if batch < 1:
+        raise EstimatorError(f"capture.batch must be a positive integer, got {batch!r}")
+    if warmup_iters < 0:
+        raise EstimatorError(f"capture.warmup_iters must be >= 0, got {warmup_iters!r}")
+    torch.manual_seed(seed)
+    module = zoo_model.module.train()
+    optimizer = torch.optim.SGD(
+        module.parameters(), lr=OPTIMIZER["lr"], momentum=OPTIMIZER["momentum"], foreach=OPTIMIZER["foreach"]
+    )
+    args, target = zoo_model.make_inputs(batch, "cpu")
+
+    def step() -> None:
+        _iteration(zoo_model, optimizer, args, target)
+
+    t0 = time.perf_counter()
+    for _ in range(warmup_iters):
+        step()
+    with _cost_mode():
+        priced = _priced_ops(_profiled(step))
+
+    params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    handles = [p.register_post_accumulate_grad_hook(_grad_marker(i)) for i, (_, p) in enumerate(params)]
+    try:
+        wall0 = time.perf_counter()
+        events = _profiled(step)
+        iteration_s = time.perf_counter() - wall0
+    finally:
+        for h in handles:
+            h.remove()
+    timed = _sorted(_top_ops(events))
+    unmatched = _transfer_costs(timed, priced)
+
+    nodes = tuple(
+        Node(
+            id=i,
+            name=o.op,
+            deps=(i - 1,) if i else (),
+            op=o.op,
+            op_class=op_class(o.op, o.phase),
+            phase=o.phase,
+            flops=float(o.flops),
+            mem_bytes=float(o.mem_bytes),
+            duration_s=o.duration_s,
+            input_shapes=o.input_shapes,
+            scales_with_batch=o.phase != "optimizer",
+        )
+        for i, o in enumerate(timed)
+    )
+    backward_starts = [(o.start_us, i) for i, o in enumerate(timed) if o.phase == "backward"]
+    if not backward_starts:
+        raise RuntimeError("profiler trace has no backward ops")
+    gradients = _gradients(events, params, backward_starts)
+    forward = sum(n.flops for n in nodes if n.phase == "forward")
+    meta = {
+        "torch_version": torch.__version__,
+        "captured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "model": dict(model_cfg or {}),
+        "seq_len": zoo_model.info.get("seq_len"),
+        "optimizer": dict(OPTIMIZER),
+        "warmup_iters": warmup_iters,
+        "seed": seed,
+        "torch_threads": torch.get_num_threads(),
+        "iteration_wall_s": iteration_s,
+        "capture_wall_s": time.perf_counter() - t0,
+        "unmatched_ops": unmatched,
+        "core_params": count_params(zoo_model.core),
+        "flops_counter": "torch.utils.flop_counter.flop_registry",
+        "mem_bytes_estimate": "distinct tensor inputs + outputs per kernel call; views 0",
+    }
+    return Workload(
+        name=zoo_model.name,
+        nodes=nodes,
+        source="capture:torch.profiler",
+        devices=1,
+        batch_size=batch,
+        capture_device="cpu",
+        params=count_params(module),
+        forward_flops=float(forward),
+        gradients=gradients,
+        meta=meta,
+    ).validate()
+
+
+def _grad_marker(index: int):
+    from torch.profiler import record_function
+
+    def hook(_param) -> None:
+        with record_function(f"{_GRAD_TAG}{index}"):
+            pass
+
+    return hook
+
+
+# ---- config-level entry points -------------------------------------------------------------------
+def trace_path(cfg) -> Path:
+    """``<traces_dir>/<model.name>.workload.json`` for a composed config (where captures go)."""
+    from estimator.workloads.io import SUFFIX
+
+    return Path(str(cfg.traces_dir)) / f"{cfg.model.name}{SUFFIX}"
+
+
+def existing(path: Path) -> Path | None:
+    """``path`` if it exists; a relative path not found from the working directory is also
+    looked up from the repository root (as the estimate command does); else None."""
+    from estimator.config import REPO_ROOT
+
+    for candidate in (path, REPO_ROOT / path) if not path.is_absolute() else (path,):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def summary(workload: Workload) -> dict[str, Any]:
+    """Headline numbers of a workload (per-sample forward FLOPs)."""
+    return {
+        "name": workload.name,
+        "batch_size": workload.batch_size,
+        "ops": len(workload.compute_nodes()),
+        "params": workload.params,
+        "forward_flops": workload.forward_flops / workload.batch_size,
+        "gradient_bytes": workload.gradient_bytes,
+        "capture_wall_s": workload.meta.get("capture_wall_s", 0.0),
+    }
+
+
+def capture_from_config(cfg) -> tuple[Workload, Path]:
+    """Build ``cfg.model``, capture it with ``cfg.capture`` settings and save it atomically."""
+    from estimator.config import to_container
+    from estimator.workloads import io, zoo
+
+    model_cfg = to_container(cfg.model)
+    cap = to_container(cfg.capture)
+    batch = cap.get("batch") or model_cfg.get("capture_batch") or 1
+    for key, value in (("capture.batch", batch), ("capture.warmup_iters", cap.get("warmup_iters", 1))):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise EstimatorError(f"{key} must be an integer, got {value!r}")
+    seed = cap.get("seed", 0)
+    workload = capture(zoo.build(model_cfg), batch, cap.get("warmup_iters", 1), seed, model_cfg)
+    path = trace_path(cfg)
+    try:
+        io.save(workload, path)
+    except OSError as exc:
+        raise EstimatorError(f"{path}: cannot write workload ({exc.strerror or exc})") from None
+    return workload, path
+
+
+def ensure_workload(cfg, announce=None) -> tuple[Workload, Path]:
+    """The workload for ``cfg``: ``cfg.workload`` if set, else the model's trace in
+    ``traces_dir``, captured first when missing (``announce(message)`` is told so)."""
+    from estimator.workloads import io
+
+    if cfg.get("workload"):
+        given = Path(str(cfg.workload))
+        path = existing(given) or given
+        return io.load(path), path
+    found = existing(trace_path(cfg))
+    if found is not None:
+        return io.load(found), found
+    path = trace_path(cfg)
+    if announce is not None:
+        announce(f"{path} not found: capturing model {cfg.model.name} first")
+    return capture_from_config(cfg)
