@@ -181,7 +181,7 @@ class LumorphFabric(OpticalFabric):
         return rounds_cost(c.alpha_s, c.reconfig_s, rounds)
 
     def p2p_time(self, src: int, dst: int, nbytes: float) -> float:
-        self.check_size(max(src, dst) + 1)
+        self.check_endpoints(src, dst)
         if src == dst:
             return 0.0
         return self.cfg.alpha_s + self.cfg.reconfig_s + nbytes / self.cfg.bandwidth_Bps

@@ -115,7 +115,7 @@ class TeraRackFabric(OpticalFabric):
         return half + half
 
     def p2p_time(self, src: int, dst: int, nbytes: float) -> float:
-        self.check_size(max(src, dst) + 1)
+        self.check_endpoints(src, dst)
         if src == dst:
             return 0.0
         # one circuit on all w wavelengths of the shorter arc, set up once

@@ -93,6 +93,11 @@ class OpticalFabric(Fabric):
             )
         return self.model(collective, algorithm, n)
 
+    def check_endpoints(self, src: int, dst: int) -> None:
+        for ep in (src, dst):
+            if not 0 <= ep < self.nodes:
+                raise EstimatorError(f"fabric {self.name!r}: endpoint {ep} outside 0..{self.nodes - 1}")
+
     def _group(self, collective: str, group_size: int | None) -> int:
         if collective not in self.COLLECTIVES:
             raise EstimatorError(

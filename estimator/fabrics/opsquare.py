@@ -1,0 +1,155 @@
+"""OPSquare: a flat optically packet-switched network, analytical collective costs.
+
+Model (seed 004 Sec. 2; defaults in conf/fabric/opsquare.yaml). N pods x M nodes; a pod's nodes
+are split into P groups of F = M/P. A node has P intra-pod transceivers, transceiver g feeding the
+M x M broadcast-and-select switch that reaches group g of its pod, and one inter-pod transceiver
+into the N x N switch that joins the m-th nodes of all pods; each transceiver carries
+``transceiver_bps``. A hop costs transceiver forward latency + label processing + optical preamble
+(80 + 10 + 30 ns); an inter-pod destination that is not the sender's m-th peer takes two hops
+(inter-pod switch, then intra-pod switch). Assumptions of the analytical level:
+
+* collectives are scheduled, so the switches see no output contention (the packet level in
+  ``estimator.packetsim`` models contention and retransmission); no host software overhead
+  unless ``host_overhead_s`` is set (seed 004 models none);
+* a phase in which a node sends to several peers spreads them over its transceivers, and a
+  transceiver serialises what it sends;
+* a group of G nodes occupies whole pods (G = multiple of M) or lies inside one pod (G <= M).
+
+Algorithms (all_reduce; reduce_scatter / all_gather are its halves):
+
+* ``hierarchical`` (default): direct reduce-scatter inside the pod over the P transceivers, direct
+  all-reduce of the 1/M shard among the N same-position nodes over the inter-pod transceiver,
+  direct all-gather inside the pod. Every phase is one round.
+* ``hierarchical_ring``: the same three phases as rings (one transceiver per phase step).
+* all_to_all ``direct``: intra-pod traffic over the P transceivers, inter-pod traffic over the
+  inter-pod transceiver then relayed by the destination pod's m-th node (two hops).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.errors import EstimatorError
+from estimator.fabrics.base import FabricConfig
+from estimator.fabrics.optical.base import ZERO, Affine, OpticalFabric
+
+
+@dataclass
+class OpsquareConfig(FabricConfig):
+    name: str = "opsquare"
+    nodes: int = 256
+    pods: int = 16
+    pod_nodes: int = 16
+    groups: int = 4
+    transceiver_bps: float = 3.6e12
+    transceiver_latency_s: float = 80e-9
+    label_processing_s: float = 10e-9
+    preamble_s: float = 30e-9
+    host_overhead_s: float = 0.0
+
+    def validate(self) -> None:
+        super().validate()
+        for key in ("pods", "pod_nodes", "groups"):
+            if getattr(self, key) < 1:
+                raise EstimatorError(f"fabric.{key} must be >= 1, got {getattr(self, key)}")
+        if self.nodes != self.pods * self.pod_nodes:
+            raise EstimatorError(
+                f"fabric.nodes={self.nodes} must equal pods x pod_nodes = {self.pods} x {self.pod_nodes} = "
+                f"{self.pods * self.pod_nodes} (OPSquare connects N x M nodes)"
+            )
+        if self.pod_nodes % self.groups:
+            raise EstimatorError(f"fabric.groups={self.groups} must divide pod_nodes={self.pod_nodes} (P groups of M/P)")
+        if not self.transceiver_bps > 0:
+            raise EstimatorError(f"fabric.transceiver_bps must be positive, got {self.transceiver_bps!r}")
+        for key in ("transceiver_latency_s", "label_processing_s", "preamble_s", "host_overhead_s"):
+            if not getattr(self, key) >= 0:
+                raise EstimatorError(f"fabric.{key} must be >= 0, got {getattr(self, key)!r}")
+
+
+class OpsquareFabric(OpticalFabric):
+    name = "opsquare"
+    Config = OpsquareConfig
+    COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
+
+    @property
+    def cfg(self) -> OpsquareConfig:
+        return self.config  # type: ignore[return-value]
+
+    def algorithms(self, collective: str) -> tuple[str, ...]:
+        if collective == "all_to_all":
+            return ("direct",)
+        if collective in ("all_reduce", "reduce_scatter", "all_gather"):
+            return ("hierarchical", "hierarchical_ring")
+        return ()
+
+    def check_size(self, n: int) -> None:
+        super().check_size(n)
+        m = self.cfg.pod_nodes
+        if n > m and n % m:
+            raise EstimatorError(
+                f"fabric 'opsquare': a group of {n} must fit in one pod (<= {m}) or be whole pods (multiple of {m})"
+            )
+
+    # ---- building blocks --------------------------------------------------------------------
+    @property
+    def hop_s(self) -> float:
+        c = self.cfg
+        return c.transceiver_latency_s + c.label_processing_s + c.preamble_s
+
+    def _round(self, hops: int, per_byte_s: float) -> Affine:
+        return Affine(self.cfg.host_overhead_s + hops * self.hop_s, per_byte_s, 1)
+
+    def _shape(self, n: int) -> tuple[int, int]:
+        """(pods used, nodes per pod) of a group of ``n``."""
+        m = self.cfg.pod_nodes
+        return (1, n) if n <= m else (n // m, m)
+
+    def _intra_direct(self, members: int, frac: float) -> Affine:
+        """One round: each node sends ``frac``/members of the buffer to each pod-mate, spread over
+        the P transceivers (transceiver g serves group g: at most F peers)."""
+        if members <= 1:
+            return ZERO
+        f = self.cfg.pod_nodes // self.cfg.groups
+        per_tx = min(f, members - 1)  # peers behind the busiest transceiver
+        return self._round(1, per_tx * frac / members * 8 / self.cfg.transceiver_bps)
+
+    def _inter_direct(self, pods: int, frac: float) -> Affine:
+        if pods <= 1:
+            return ZERO
+        return self._round(1, (pods - 1) * frac / pods * 8 / self.cfg.transceiver_bps)
+
+    def _ring(self, members: int, frac: float) -> Affine:
+        """members-1 rounds, each sending frac/members on one transceiver."""
+        if members <= 1:
+            return ZERO
+        one = self._round(1, frac / members * 8 / self.cfg.transceiver_bps)
+        return Affine(one.fixed_s * (members - 1), one.per_byte_s * (members - 1), members - 1)
+
+    def model(self, collective: str, algorithm: str, n: int) -> Affine:
+        pods, per_pod = self._shape(n)
+        if collective == "all_to_all":
+            c = self.cfg
+            inter = (pods - 1) / pods * 8 / c.transceiver_bps if pods > 1 else 0.0
+            f = c.pod_nodes // c.groups
+            # a node's intra transceivers carry its own pod traffic plus what it relays for the
+            # other pods: per_pod - 1 destinations x pods sources, spread over the P transceivers
+            intra = min(f, per_pod - 1) * pods / n * 8 / c.transceiver_bps
+            return Affine(c.host_overhead_s + (2 if pods > 1 else 1) * self.hop_s, max(inter, intra), 1)
+        ring = algorithm == "hierarchical_ring"
+        intra = self._ring(per_pod, 1.0) if ring else self._intra_direct(per_pod, 1.0)
+        inter = self._ring(pods, 1.0 / per_pod) if ring else self._inter_direct(pods, 1.0 / per_pod)
+        # intra-pod reduce-scatter, inter-pod reduce-scatter + all-gather of the shard, intra all-gather
+        if collective == "reduce_scatter":
+            return intra + inter
+        if collective == "all_gather":
+            return inter + intra
+        return intra + inter + inter + intra
+
+    def p2p_time(self, src: int, dst: int, nbytes: float) -> float:
+        self.check_endpoints(src, dst)
+        if src == dst:
+            return 0.0
+        m = self.cfg.pod_nodes
+        same_pod, same_pos = src // m == dst // m, src % m == dst % m
+        hops = 1 if (same_pod or same_pos) else 2
+        return self.cfg.host_overhead_s + hops * self.hop_s + nbytes * 8 / self.cfg.transceiver_bps
