@@ -422,7 +422,9 @@ def capture_from_config(cfg) -> tuple[Workload, Path]:
 
     model_cfg = to_container(cfg.model)
     cap = to_container(cfg.capture)
-    batch = cap.get("batch") or model_cfg.get("capture_batch") or 1
+    batch = cap.get("batch")
+    if batch is None:
+        batch = model_cfg.get("capture_batch", 1)
     for key, value in (("capture.batch", batch), ("capture.warmup_iters", cap.get("warmup_iters", 1))):
         if isinstance(value, bool) or not isinstance(value, int):
             raise EstimatorError(f"{key} must be an integer, got {value!r}")
