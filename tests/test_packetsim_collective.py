@@ -1,0 +1,46 @@
+"""Collective traffic on the packet-level OPSquare vs the closed-form all-reduce cost.
+
+The analytical opsquare fabric (estimator/fabrics/opsquare.py) was not in the tree when this was
+written, so the reference is the α-β cost from the paper's parameters
+(estimator.packetsim.analytical): the textbook ring 2(n−1)(α + S/(nB)) and the same ring with the
+pod-boundary relay hops added.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator.packetsim import SimSpec, analytical, simulate
+from estimator.packetsim.traffic import hierarchical_allreduce, ring_allreduce
+
+
+@pytest.mark.parametrize("nodes,nbytes", [(64, 64 * 10 * 1500), (256, 4 * 2**20)])
+def test_ring_allreduce_packet_level_matches_closed_form(nodes, nbytes):
+    spec = SimSpec(nodes=nodes, traffic="ring_allreduce", collective_bytes=nbytes)
+    r = simulate(spec)
+    t = r.summary()["completion_s"]
+    plan = ring_allreduce(nodes, nbytes, 1500)
+    assert r.received.sum() == plan.total_packets() == r.packets  # nothing lost, all delivered
+    assert r.lost.sum() == 0
+    assert t == pytest.approx(analytical.ring_critical_path(spec), rel=0.01)
+    # the textbook alpha-beta ring is a lower bound within 15 %: the gap is the pod-boundary relay
+    ab = analytical.ring_alpha_beta(spec)
+    assert ab <= t <= 1.15 * ab
+
+
+def test_hierarchical_allreduce_matches_closed_form_and_beats_flat_ring():
+    kw = dict(nodes=64, collective_bytes=960_000)
+    flat = SimSpec(traffic="ring_allreduce", **kw)
+    hier = SimSpec(traffic="hierarchical_allreduce", **kw)
+    rh = simulate(hier)
+    plan = hierarchical_allreduce(8, 8, 960_000, 1500)
+    assert rh.received.sum() == plan.total_packets()
+    assert rh.summary()["completion_s"] == pytest.approx(analytical.hierarchical(hier), rel=0.01)
+    assert rh.summary()["completion_s"] < simulate(flat).summary()["completion_s"]
+
+
+def test_collective_that_cannot_finish_is_a_one_line_error():
+    from estimator.errors import EstimatorError
+
+    with pytest.raises(EstimatorError, match="did not finish"):
+        simulate(SimSpec(nodes=16, traffic="ring_allreduce", collective_bytes=1e8, max_time_s=1e-6))
