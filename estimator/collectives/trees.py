@@ -1,0 +1,59 @@
+"""Tree shapes used by the tree algorithms.
+
+In-order binary tree (the shape of NCCL's ``ncclGetBtree``, src/graph/trees.cc): rank ``r`` with
+lowest set bit ``l`` has children ``r - l/2`` and ``r + l/2``; a missing right child is replaced by
+the first existing ``r + l/4, r + l/8, ...``; rank 0 is the root and its only child is the largest
+power of two below ``n``. Odd ranks are leaves.
+
+The *send step* of rank ``r`` (reduce direction) is the number of trailing zeros of ``r``: every
+child of ``r`` has fewer trailing zeros, so a level-by-level schedule is valid. ``H`` send steps
+exist: ``floor(log2(n-1)) + 1`` for ``n >= 2``.
+
+Double binary tree (Sanders, Speck & Träff 2009, as NCCL 2.4+ builds it in ``ncclGetDtree``): the
+second tree is the first mirrored (``r -> n-1-r``, n even) or shifted by one (``r -> r-1``,
+n odd), so every rank is a leaf in at least one tree.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+
+def tz(r: int) -> int:
+    """Trailing zeros of ``r > 0``."""
+    return (r & -r).bit_length() - 1
+
+
+def tree_height(n: int) -> int:
+    """Number of send steps of the in-order binary tree on ``n`` ranks (0 for n = 1)."""
+    return (n - 1).bit_length() if n >= 2 else 0
+
+
+def _natural_parent(r: int) -> int:
+    low = r & -r
+    return (r ^ low) | (low << 1)
+
+
+@cache
+def inorder_parents(n: int) -> tuple[int, ...]:
+    """``parents[r]`` of the in-order binary tree on ``n`` ranks; ``parents[0] == -1``."""
+    parents = [-1] * n
+    for r in range(1, n):
+        p = _natural_parent(r)
+        while p >= n:
+            if p & (p - 1) == 0:  # climbed past the top power of two: hang under the root
+                p = 0
+                break
+            p = _natural_parent(p)
+        parents[r] = p
+    return tuple(parents)
+
+
+def children_at_step(n: int, s: int) -> int:
+    """Most children any rank receives from in send step ``s``: 2 if ``3 * 2**s < n`` else 1."""
+    return 2 if 3 * (1 << s) < n else 1
+
+
+def second_tree_rank(b: int, n: int) -> int:
+    """Actual rank of position ``b`` of the second tree of the double binary tree."""
+    return n - 1 - b if n % 2 == 0 else (b - 1) % n

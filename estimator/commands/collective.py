@@ -1,0 +1,116 @@
+"""Price one collective on a fabric, print its schedule, or a bus-bandwidth curve.
+
+  estimator collective fabric=ideal fabric.nodes=64 collective=all_reduce algorithm=ring bytes=67108864
+  estimator collective fabric=nvlink_leafspine algorithm=auto output=json
+  estimator collective fabric=torus2d collective=all_to_all explicit=true show_schedule=true bytes=1e6
+  estimator collective fabric=ring fabric.nodes=64 'sizes=[1e3,1e6,64e6]'
+
+Keys: collective, algorithm (a name, ``default`` or ``auto``), bytes (per-rank buffer, nccl-tests
+convention), group_size (default all fabric.nodes), explicit (price the explicit schedule on the
+topology instead of the closed form), show_schedule, sizes (list of byte sizes: one row per size
+with time, algbw = bytes/time and busbw = algbw x the nccl-tests factor, e.g. 2(n-1)/n for
+all-reduce).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig
+
+from estimator.collectives.algorithms import collective_name
+from estimator.config import to_container
+from estimator.errors import EstimatorError
+from estimator.fabrics.library import LibraryFabric
+from estimator.fabrics.registry import make_fabric
+
+HELP = "price a collective (any algorithm x fabric x size), its schedule, or a busbw curve"
+
+
+def bus_factor(collective: str, n: int) -> float:
+    """nccl-tests' busBw / algBw factor (doc/PERFORMANCE.md of nccl-tests)."""
+    if n <= 1:
+        return 1.0
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n
+    if collective in ("reduce_scatter", "all_gather", "all_to_all", "gather"):
+        return (n - 1) / n
+    return 1.0
+
+
+def _number(value: Any, name: str) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise EstimatorError(f"{name} must be a number of bytes, got {value!r}") from None
+    if not (out >= 0) or out == float("inf"):
+        raise EstimatorError(f"{name} must be a non-negative finite number of bytes, got {value!r}")
+    return out
+
+
+def _row(fabric: Any, coll: str, nbytes: float, algorithm: str, n: int | None, explicit: bool) -> dict[str, Any]:
+    if explicit:
+        if not isinstance(fabric, LibraryFabric):
+            raise EstimatorError(f"fabric {fabric.name!r} cannot price explicit schedules")
+        cost = fabric.collective_cost(coll, nbytes, algorithm, n, explicit=True)
+    else:
+        cost = fabric.collective_cost(coll, nbytes, algorithm, n)
+    algbw = nbytes / cost.time_s if cost.time_s > 0 else 0.0
+    return {
+        "bytes": nbytes,
+        "time_s": cost.time_s,
+        "algbw_Bps": algbw,
+        "busbw_Bps": algbw * bus_factor(coll, cost.nodes),
+        "algorithm": cost.algorithm,
+        "steps": cost.steps,
+        "reconfig_s": cost.reconfig_s,
+    }
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    tree = to_container(cfg)
+    fabric = make_fabric(tree.get("fabric") or {})
+    coll = collective_name(tree.get("collective") or "all_reduce")
+    algorithm = str(tree.get("algorithm") or "default")
+    n = tree.get("group_size")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int)):
+        raise EstimatorError(f"group_size must be an integer, got {n!r}")
+    explicit = bool(tree.get("explicit"))
+    head = {"fabric": fabric.name, "collective": coll, "nodes": fabric.nodes if n is None else n}
+    sizes = tree.get("sizes")
+    if sizes is not None:
+        if not isinstance(sizes, list) or not sizes:
+            raise EstimatorError(f"sizes must be a non-empty list of byte sizes, got {sizes!r}")
+        rows = [_row(fabric, coll, _number(s, "sizes[]"), algorithm, n, explicit) for s in sizes]
+        return {**head, "algorithm": algorithm, "curve": rows}
+    nbytes = _number(tree.get("bytes"), "bytes")
+    out = {**head, **_row(fabric, coll, nbytes, algorithm, n, explicit), "explicit": explicit}
+    if tree.get("show_schedule"):
+        if not isinstance(fabric, LibraryFabric):
+            raise EstimatorError(f"fabric {fabric.name!r} has no explicit schedules")
+        group = fabric.nodes if n is None else n
+        sched = fabric.schedule(coll, out["algorithm"], group, nbytes)
+        out["schedule"] = [
+            {"step": i, "reconfigure": st.reconfigure,
+             "transfers": [[t.src, t.dst, t.nbytes, t.reduce_bytes] for t in st.transfers]}
+            for i, st in enumerate(sched.steps)
+        ]
+    return out
+
+
+def format_text(result: dict[str, Any]) -> str:
+    if "curve" in result:
+        lines = [f"# {result['fabric']} {result['collective']} n={result['nodes']} algorithm={result['algorithm']}",
+                 f"{'bytes':>14} {'time_us':>12} {'algbw_GB/s':>11} {'busbw_GB/s':>11}  algorithm"]
+        for r in result["curve"]:
+            lines.append(f"{r['bytes']:>14.0f} {r['time_s'] * 1e6:>12.3f} {r['algbw_Bps'] / 1e9:>11.3f} "
+                         f"{r['busbw_Bps'] / 1e9:>11.3f}  {r['algorithm']}")
+        return "\n".join(lines)
+    keys = [k for k in result if k != "schedule"]
+    width = max(len(k) for k in keys)
+    lines = [f"{k:<{width}}  {result[k]:.6g}" if isinstance(result[k], float) else f"{k:<{width}}  {result[k]}"
+             for k in keys]
+    for st in result.get("schedule", []):
+        pairs = " ".join(f"{s}->{d}:{b:.6g}{'(+r)' if r else ''}" for s, d, b, r in st["transfers"])
+        lines.append(f"step {st['step']}{' [reconfigure]' if st['reconfigure'] else ''}: {pairs}")
+    return "\n".join(lines)

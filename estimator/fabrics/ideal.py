@@ -1,0 +1,65 @@
+"""``ideal``: N endpoints on one non-blocking switch (the α-β-γ model).
+
+Assumes every endpoint has ``bandwidth_Bps`` per direction into a switch that never blocks and
+every message pays ``alpha_s``; reductions cost ``1 / memory_bandwidth_Bps`` per byte (0 = free,
+the default, so ring all-reduce is exactly 2(N-1)·α + 2(N-1)/N·M/B). Every algorithm has a closed
+form here (:mod:`estimator.collectives.switch_model`), equal to its schedule priced on the star.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.collectives.algorithms import algorithm as lookup
+from estimator.collectives.pricing import PricingParams
+from estimator.errors import non_negative, positive
+from estimator.fabrics.base import FabricConfig
+from estimator.fabrics.library import LibraryFabric
+from estimator.topology.builders import star
+from estimator.topology.graph import Topology
+
+SWITCH_OFFERS: dict[str, tuple[str, ...]] = {
+    "all_reduce": ("ring", "double_binary_tree", "halving_doubling", "recursive_doubling", "radix4", "bidir_ring",
+                   "binary_tree", "neighbor_exchange", "direct", "one_shot", "ps", "torus2d"),
+    "reduce_scatter": ("ring", "halving_doubling", "radix4", "bidir_ring", "direct"),
+    "all_gather": ("ring", "recursive_doubling", "halving_doubling", "radix4", "bidir_ring", "neighbor_exchange",
+                   "direct"),
+    "broadcast": ("binomial_tree", "binary_tree", "direct"),
+    "reduce": ("binomial_tree", "binary_tree", "direct"),
+    "gather": ("binomial_tree", "direct"),
+    "all_to_all": ("direct", "pairwise"),
+    "p2p": ("direct",),
+}
+
+
+@dataclass
+class IdealConfig(FabricConfig):
+    name: str = "ideal"
+    nodes: int = 8
+    bandwidth_Bps: float = 300.0e9
+    alpha_s: float = 0.7e-6
+    memory_bandwidth_Bps: float = 0.0
+
+    def validate(self) -> None:
+        super().validate()
+        positive(self.bandwidth_Bps, "fabric.bandwidth_Bps")
+        non_negative(self.alpha_s, "fabric.alpha_s")
+        non_negative(self.memory_bandwidth_Bps, "fabric.memory_bandwidth_Bps")
+
+
+class IdealFabric(LibraryFabric):
+    name = "ideal"
+    Config = IdealConfig
+    OFFERS = SWITCH_OFFERS
+
+    def build_topology(self, algorithm: str) -> Topology:
+        return star(self.nodes, self.config.bandwidth_Bps, 0.0, "ideal")
+
+    def pricing(self, algorithm: str) -> PricingParams:
+        return PricingParams(alpha_s=self.config.alpha_s, memory_bandwidth_Bps=self.config.memory_bandwidth_Bps)
+
+    def closed_form(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int]:
+        c = self.config
+        p = self.pricing(algorithm)
+        return lookup(algorithm).switch_cost(collective, n, nbytes, c.alpha_s, c.bandwidth_Bps, p.gamma,
+                                             self.algo_params(n))

@@ -1,0 +1,176 @@
+"""``LibraryFabric``: a fabric = a topology + the shared collective library.
+
+A subclass declares:
+
+* ``Config``: its dataclass of parameters (validated in ``validate``);
+* ``OFFERS``: ``{collective: (algorithm, ...)}``, first = default (names from
+  :mod:`estimator.collectives.algorithms`; ``radix4`` etc. allowed);
+* ``build_topology(self, algorithm)``: the :class:`~estimator.topology.Topology` (may differ per
+  algorithm, e.g. NCCL's per-algorithm latencies; cached per returned object by the caller);
+* ``pricing(self, algorithm)``: :class:`~estimator.collectives.pricing.PricingParams`;
+* optionally ``algo_params(self, n)`` (radix, torus dims, ranks per node), ``ranks(self, n)``
+  (which endpoints a group of n uses; default the first n) and ``closed_form(self, collective,
+  algorithm, n, nbytes)`` returning ``(seconds, steps)`` or ``None`` to fall back to the compiled
+  schedule (which is exact, cached per (collective, algorithm, n), and priced in microseconds).
+
+Costs are memoised per (collective, algorithm, n, nbytes), so the timeline can call
+:meth:`collective_cost` for every gradient bucket.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from estimator.collectives.algorithms import algorithm as lookup
+from estimator.collectives.algorithms import collective_name
+from estimator.collectives.params import AlgoParams
+from estimator.collectives.pricing import CompiledSchedule, PricingParams, compile_schedule
+from estimator.collectives.schedule import Schedule, Step, Transfer
+from estimator.errors import EstimatorError
+from estimator.fabrics.base import CollectiveCost, Fabric
+from estimator.topology.graph import Topology
+
+ALL_PAIRS = {"direct", "one_shot", "pairwise"}
+MAX_EXPLICIT_PAIRS = 4_000_000  # all-pairs schedules beyond this many transfers are refused
+
+
+class LibraryFabric(Fabric):
+    OFFERS: dict[str, tuple[str, ...]] = {}
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self._memo: dict[tuple[str, str, int, float, bool], CollectiveCost] = {}
+        self._compiled: dict[tuple[str, str, int], CompiledSchedule] = {}
+        self._topos: dict[str, Topology] = {}
+
+    # ---- hooks -----------------------------------------------------------------------------
+    def build_topology(self, algorithm: str) -> Topology:
+        raise NotImplementedError
+
+    def topology_key(self, algorithm: str) -> str:
+        """Algorithms with the same key share one topology object (default: all)."""
+        return ""
+
+    def pricing(self, algorithm: str) -> PricingParams:
+        return PricingParams()
+
+    def algo_params(self, n: int) -> AlgoParams:
+        return AlgoParams()
+
+    def ranks(self, n: int) -> list[int]:
+        return list(range(n))
+
+    def closed_form(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int] | None:
+        return None
+
+    # ---- plumbing --------------------------------------------------------------------------
+    def topology(self, algorithm: str = "") -> Topology:
+        key = self.topology_key(algorithm)
+        topo = self._topos.get(key)
+        if topo is None:
+            topo = self._topos[key] = self.build_topology(algorithm)
+        return topo
+
+    def algorithms(self, collective: str) -> tuple[str, ...]:
+        return tuple(self.OFFERS.get(collective_name(collective), ()))
+
+    def _group(self, group_size: int | None) -> int:
+        n = self.nodes if group_size is None else group_size
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise EstimatorError(f"group_size must be an integer, got {n!r}")
+        self.check_size(n)
+        return n
+
+    def _names(self, collective: str, algorithm: str) -> list[str]:
+        offered = self.algorithms(collective)
+        if not offered:
+            raise EstimatorError(f"fabric {self.name!r} offers no algorithm for {collective}")
+        if algorithm in ("default", "", None):
+            return [offered[0]]
+        if algorithm == "auto":
+            return list(offered)
+        if algorithm not in offered and not (algorithm.startswith("radix") and any(a.startswith("radix") for a in offered)):
+            raise EstimatorError(
+                f"fabric {self.name!r}: algorithm {algorithm!r} is not offered for {collective}; "
+                f"offered: {', '.join(offered)}, auto"
+            )
+        return [algorithm]
+
+    def resolve(self, collective: str, algorithm: str, n: int, nbytes: float = 1.0) -> str:
+        """The concrete algorithm name ``algorithm`` (default/auto/name) stands for."""
+        if algorithm == "auto":
+            return self.collective_cost(collective, nbytes, "auto", n).algorithm
+        return self._names(collective_name(collective), algorithm)[0]
+
+    def check_algorithm(self, collective: str, algorithm: str, n: int) -> None:
+        lookup(algorithm).check(collective, n, self.algo_params(n))
+
+    def schedule(self, collective: str, algorithm: str, n: int, nbytes: float) -> Schedule:
+        collective = collective_name(collective)
+        name = self.resolve(collective, algorithm, n, nbytes)
+        if name in ALL_PAIRS and n * (n - 1) > MAX_EXPLICIT_PAIRS:
+            raise EstimatorError(f"algorithm {name!r} on {n} ranks: explicit schedule too large ({n * (n - 1)} transfers)")
+        return lookup(name).schedule(collective, n, nbytes, self.algo_params(n))
+
+    def compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule:
+        key = (collective, algorithm, n)
+        hit = self._compiled.get(key)
+        if hit is None:
+            sched = self.schedule(collective, algorithm, n, 1.0)
+            hit = compile_schedule(sched, self.topology(algorithm), self.pricing(algorithm), self.ranks(n))
+            self._compiled[key] = hit
+        return hit
+
+    # ---- the Fabric interface ------------------------------------------------------------------
+    def collective_cost(
+        self, collective: str, nbytes: float, algorithm: str = "default", group_size: int | None = None,
+        explicit: bool = False,
+    ) -> CollectiveCost:
+        """Price a collective. ``explicit=True`` always prices the explicit schedule."""
+        collective = collective_name(collective)
+        n = self._group(group_size)
+        if not (nbytes >= 0):
+            raise EstimatorError(f"bytes must be a non-negative number, got {nbytes!r}")
+        key = (collective, algorithm, n, float(nbytes), explicit)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        names = self._names(collective, algorithm)
+        best: CollectiveCost | None = None
+        errors = []
+        for name in names:
+            try:
+                cost = self._price(collective, name, n, float(nbytes), explicit)
+            except EstimatorError as exc:
+                if len(names) == 1:
+                    raise
+                errors.append(str(exc))
+                continue
+            if best is None or cost.time_s < best.time_s:
+                best = cost
+        if best is None:
+            raise EstimatorError(f"fabric {self.name!r}: no valid algorithm for {collective} on {n} ranks ({'; '.join(errors)})")
+        self._memo[key] = best
+        return best
+
+    def _price(self, collective: str, name: str, n: int, nbytes: float, explicit: bool) -> CollectiveCost:
+        self.check_algorithm(collective, name, n)
+        reconfig = 0.0
+        fast = None if explicit else self.closed_form(collective, name, n, nbytes)
+        if fast is None:
+            comp = self.compiled(collective, name, n)
+            time_s, steps = comp.time(nbytes), comp.steps
+            reconfig = comp.reconfig_steps * comp.reconfig_s
+        else:
+            time_s, steps = fast
+        return CollectiveCost(collective, name, n, nbytes, time_s, steps, reconfig)
+
+    def p2p_time(self, src: int, dst: int, nbytes: float) -> float:
+        for ep in (src, dst):
+            if not 0 <= ep < self.nodes:
+                raise EstimatorError(f"fabric {self.name!r}: no endpoint {ep} (it has {self.nodes})")
+        if src == dst:
+            return 0.0
+        sched = Schedule("p2p", "direct", max(src, dst) + 1, float(nbytes), (Step((Transfer(src, dst, float(nbytes)),)),))
+        topo = self.topology("direct")
+        return compile_schedule(sched, topo, self.pricing("direct")).time(float(nbytes))

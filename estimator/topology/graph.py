@@ -1,0 +1,208 @@
+"""A topology: endpoints, switches and directed links, with routing.
+
+Model assumptions:
+
+* A link is one direction of a cable: ``bandwidth_Bps`` and ``latency_s``. A full-duplex cable is
+  two links (:meth:`Topology.connect`). Switch traversal time is put on the links leaving a switch.
+* Routing is by hop count. ``shortest``: one deterministic shortest path (lowest link id at each
+  hop). ``ecmp``: per-hop equal split over every next hop on a shortest path, so a transfer's
+  bytes spread fractionally over links. ``dimension_order``: a builder-supplied router (e.g. the
+  torus's X-then-Y). Endpoints may forward (BCube servers relay), switches always do.
+* A route's latency is the largest latency over the paths it uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from estimator.errors import EstimatorError
+
+ROUTINGS = ("shortest", "ecmp", "dimension_order")
+
+
+@dataclass(frozen=True)
+class Route:
+    links: np.ndarray  # link ids
+    fractions: np.ndarray  # share of the transfer's bytes on each link
+    latency_s: float
+
+
+Router = Callable[[int, int], list[int]]
+
+
+class Topology:
+    """Build with :meth:`add_endpoint` / :meth:`add_switch` / :meth:`connect`, then route."""
+
+    def __init__(self, name: str = "topology", routing: str = "shortest"):
+        if routing not in ROUTINGS:
+            raise EstimatorError(f"topology {name!r}: routing must be one of {', '.join(ROUTINGS)}, got {routing!r}")
+        self.name = name
+        self.routing = routing
+        self.labels: list[str] = []
+        self.kinds: list[str] = []
+        self.endpoints: list[int] = []
+        self._src: list[int] = []
+        self._dst: list[int] = []
+        self._bw: list[float] = []
+        self._lat: list[float] = []
+        self._out: list[list[int]] = []
+        self.router: Router | None = None
+        self._routes: dict[tuple[int, int], Route] = {}
+        self._dist: dict[int, np.ndarray] = {}
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+
+    # ---- building ----------------------------------------------------------------------------
+    def _add(self, kind: str, label: str | None) -> int:
+        node = len(self.kinds)
+        self.kinds.append(kind)
+        self.labels.append(label if label is not None else f"{kind}{node}")
+        self._out.append([])
+        return node
+
+    def add_endpoint(self, label: str | None = None) -> int:
+        """Add an endpoint (GPU); endpoints are numbered 0.. in the order added (= ranks)."""
+        node = self._add("endpoint", label)
+        self.endpoints.append(node)
+        return node
+
+    def add_switch(self, label: str | None = None) -> int:
+        return self._add("switch", label)
+
+    def add_link(self, a: int, b: int, bandwidth_Bps: float, latency_s: float = 0.0) -> int:
+        if not (bandwidth_Bps > 0 and np.isfinite(bandwidth_Bps)):
+            raise EstimatorError(f"topology {self.name!r}: link {self.labels[a]}->{self.labels[b]} needs a "
+                                 f"positive bandwidth, got {bandwidth_Bps!r}")
+        if not (latency_s >= 0 and np.isfinite(latency_s)):
+            raise EstimatorError(f"topology {self.name!r}: link {self.labels[a]}->{self.labels[b]} needs a "
+                                 f"non-negative latency, got {latency_s!r}")
+        link = len(self._src)
+        self._src.append(a)
+        self._dst.append(b)
+        self._bw.append(float(bandwidth_Bps))
+        self._lat.append(float(latency_s))
+        self._out[a].append(link)
+        self._arrays = None
+        self._routes.clear()
+        self._dist.clear()
+        return link
+
+    def connect(self, a: int, b: int, bandwidth_Bps: float, lat_ab: float = 0.0, lat_ba: float | None = None) -> int:
+        """A full-duplex cable: link a->b (returned) and b->a (the next id)."""
+        first = self.add_link(a, b, bandwidth_Bps, lat_ab)
+        self.add_link(b, a, bandwidth_Bps, lat_ab if lat_ba is None else lat_ba)
+        return first
+
+    # ---- queries ----------------------------------------------------------------------------
+    @property
+    def num_endpoints(self) -> int:
+        return len(self.endpoints)
+
+    @property
+    def num_links(self) -> int:
+        return len(self._src)
+
+    @property
+    def bandwidth(self) -> np.ndarray:
+        return self._link_arrays()[0]
+
+    @property
+    def latency(self) -> np.ndarray:
+        return self._link_arrays()[1]
+
+    def _link_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._arrays is None:
+            self._arrays = (np.asarray(self._bw, dtype=float), np.asarray(self._lat, dtype=float))
+        return self._arrays
+
+    def link_ends(self, link: int) -> tuple[int, int]:
+        return self._src[link], self._dst[link]
+
+    def links_between(self, a: int, b: int) -> list[int]:
+        return [lk for lk in self._out[a] if self._dst[lk] == b]
+
+    def route(self, src: int, dst: int) -> Route:
+        """Route from endpoint index ``src`` to endpoint index ``dst`` (cached)."""
+        key = (src, dst)
+        hit = self._routes.get(key)
+        if hit is None:
+            hit = self._routes[key] = self._compute_route(src, dst)
+        return hit
+
+    # ---- routing ----------------------------------------------------------------------------
+    def _node(self, ep: int) -> int:
+        if not 0 <= ep < len(self.endpoints):
+            raise EstimatorError(f"topology {self.name!r}: no endpoint {ep} (it has {len(self.endpoints)})")
+        return self.endpoints[ep]
+
+    def _compute_route(self, src: int, dst: int) -> Route:
+        a, b = self._node(src), self._node(dst)
+        if a == b:
+            return Route(np.zeros(0, dtype=np.int64), np.zeros(0), 0.0)
+        if self.routing == "dimension_order" and self.router is not None:
+            path = self.router(src, dst)
+            lat = float(sum(self._lat[lk] for lk in path))
+            return Route(np.asarray(path, dtype=np.int64), np.ones(len(path)), lat)
+        dist = self._distances_to(b)
+        if dist[a] < 0:
+            raise EstimatorError(f"topology {self.name!r}: endpoint {dst} is unreachable from endpoint {src}")
+        # nodes on shortest paths, layer by layer from a
+        layers = [[a]]
+        share: dict[int, float] = {a: 1.0}
+        loads: dict[int, float] = {}
+        nexts: dict[int, list[int]] = {}
+        for _ in range(int(dist[a])):
+            layer: list[int] = []
+            for u in layers[-1]:
+                hops = [lk for lk in self._out[u] if dist[self._dst[lk]] == dist[u] - 1]
+                if self.routing != "ecmp":
+                    hops = hops[:1]
+                nexts[u] = hops
+                part = share[u] / len(hops)
+                for lk in hops:
+                    v = self._dst[lk]
+                    loads[lk] = loads.get(lk, 0.0) + part
+                    if v not in share:
+                        share[v] = 0.0
+                        layer.append(v)
+                    share[v] += part
+            layers.append(layer)
+        worst: dict[int, float] = {b: 0.0}
+        for layer in reversed(layers[:-1]):
+            for u in layer:
+                worst[u] = max(self._lat[lk] + worst[self._dst[lk]] for lk in nexts[u])
+        links = np.fromiter(loads.keys(), dtype=np.int64, count=len(loads))
+        fracs = np.fromiter(loads.values(), dtype=float, count=len(loads))
+        return Route(links, fracs, worst[a])
+
+    def _distances_to(self, target: int) -> np.ndarray:
+        dist = self._dist.get(target)
+        if dist is not None:
+            return dist
+        incoming: list[list[int]] = [[] for _ in self.kinds]
+        for s, d in zip(self._src, self._dst, strict=True):
+            incoming[d].append(s)
+        dist = np.full(len(self.kinds), -1, dtype=np.int64)
+        dist[target] = 0
+        frontier = [target]
+        while frontier:
+            nxt = []
+            for v in frontier:
+                for u in incoming[v]:
+                    if dist[u] < 0:
+                        dist[u] = dist[v] + 1
+                        nxt.append(u)
+            frontier = nxt
+        self._dist[target] = dist
+        return dist
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "endpoints": self.num_endpoints,
+            "switches": self.kinds.count("switch"),
+            "links": self.num_links,
+            "routing": self.routing,
+        }
