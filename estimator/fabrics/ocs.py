@@ -1,0 +1,183 @@
+"""OCS: a MEMS optical circuit switch wires every server's ports into a topology.
+
+Model (seed 001; defaults in conf/fabric/ocs.yaml). ``nodes`` servers with ``ports`` optical ports
+of ``port_bps`` each; the OCS realises one topology at a time:
+
+Every circuit (topology edge) is one port (Table I: 100 Gbps per link), whatever the topology's
+degree — our reading of the paper, where Ring, Torus and Binary Tree differ in shape, not link speed:
+
+* ``ring``: a bidirectional ring (2 of the ports used);
+* ``torus2d``: rows x cols torus (the most square factorisation), one port per neighbour;
+* ``btree``: the library's in-order binary tree (NCCL's shape), one port per tree edge;
+* ``one_switch`` (the paper's ideal reference): all ports bonded into one non-blocking switch;
+* ``fattree`` (the paper's L3 fat tree reference): a 3-level k-ary fat tree, ports bonded into
+  one host link, ECMP.
+
+Every link has ``link_delay_s`` (Table I: 5 us); every message pays the ``inner_node_delay_s``
+(Table I: 87 us) as its per-message latency alpha; a received reduction runs at ``memory_bps``
+(Table I: 127.8 Gbps). Collectives are the shared library's schedules priced on that topology
+(routing, link sharing), cached per (collective, algorithm, group size).
+
+Seven all-reduce algorithms (seed 001 Sec. III): BTree = ``binary_tree``, Ring = ``ring``,
+PSLike = ``ps``, Torus = ``torus2d``, DBTree = ``double_binary_tree``, RD = ``recursive_doubling``
+(power-of-two groups), and our seventh, ``halving_doubling`` (Rabenseifner), the paper names only six.
+
+Reconfiguration: changing the topology costs ``reconfig_s`` (MEMS switching, 25 ms, Polatis
+datasheet). ``topology=auto`` prices a collective on every candidate topology and keeps the fastest
+(no reconfiguration charged: that is a job-level decision, see :mod:`.optical.ocs_job`, which
+counts one reconfiguration at job start).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.collectives.params import AlgoParams, torus_dims
+from estimator.collectives.pricing import PricingParams
+from estimator.collectives.trees import inorder_parents
+from estimator.errors import EstimatorError, non_negative, positive
+from estimator.fabrics.base import CollectiveCost, FabricConfig
+from estimator.fabrics.library import LibraryFabric
+from estimator.topology import builders
+from estimator.topology.graph import Topology
+
+TOPOLOGIES = ("ring", "torus2d", "btree", "one_switch", "fattree")
+ALL_REDUCE_7 = ("ring", "binary_tree", "ps", "torus2d", "double_binary_tree", "recursive_doubling", "halving_doubling")
+PAPER_NAMES = {
+    "binary_tree": "BTree", "ring": "Ring", "ps": "PSLike", "torus2d": "Torus",
+    "double_binary_tree": "DBTree", "recursive_doubling": "RD", "halving_doubling": "HD",
+}
+
+
+@dataclass
+class OcsConfig(FabricConfig):
+    name: str = "ocs"
+    nodes: int = 32
+    topology: str = "torus2d"
+    ports: int = 4
+    port_bps: float = 100.0e9
+    link_delay_s: float = 5.0e-6
+    inner_node_delay_s: float = 87.0e-6
+    memory_bps: float = 127.8e9
+    reconfig_s: float = 25.0e-3
+    fattree_radix: int = 8
+
+    def validate(self) -> None:
+        super().validate()
+        if self.topology not in (*TOPOLOGIES, "auto"):
+            raise EstimatorError(f"fabric.topology must be one of {', '.join(TOPOLOGIES)}, auto; got {self.topology!r}")
+        if self.ports < 1:
+            raise EstimatorError(f"fabric.ports must be >= 1, got {self.ports}")
+        if self.topology == "torus2d" and self.ports < 4:
+            raise EstimatorError(f"fabric.topology=torus2d needs 4 ports per server, got {self.ports}")
+        if self.topology in ("ring", "btree") and self.ports < (2 if self.topology == "ring" else 3):
+            raise EstimatorError(f"fabric.topology={self.topology} needs more than {self.ports} port(s) per server")
+        positive(self.port_bps, "fabric.port_bps")
+        positive(self.memory_bps, "fabric.memory_bps")
+        for key in ("link_delay_s", "inner_node_delay_s", "reconfig_s"):
+            non_negative(getattr(self, key), f"fabric.{key}")
+        if self.fattree_radix < 2 or self.fattree_radix % 2:
+            raise EstimatorError(f"fabric.fattree_radix must be an even integer >= 2, got {self.fattree_radix}")
+        if self.topology == "fattree" and self.nodes > self.fattree_radix**3 // 4:
+            raise EstimatorError(
+                f"fabric.fattree_radix={self.fattree_radix} holds {self.fattree_radix**3 // 4} servers, fewer than {self.nodes}"
+            )
+
+
+def binary_tree_topology(n: int, bandwidth_Bps: float, latency_s: float) -> Topology:
+    """The in-order binary tree the library's tree algorithms use (:mod:`estimator.collectives.trees`),
+    wired as circuits: the OCS gives the BTree algorithm exactly its tree."""
+    topo = Topology("btree", "shortest")
+    eps = [topo.add_endpoint(f"node{i}") for i in range(n)]
+    for child, parent in enumerate(inorder_parents(n)):
+        if parent >= 0:
+            topo.connect(eps[parent], eps[child], bandwidth_Bps, latency_s)
+    return topo
+
+
+class OcsFabric(LibraryFabric):
+    name = "ocs"
+    Config = OcsConfig
+    OFFERS = {
+        "all_reduce": ALL_REDUCE_7,
+        "reduce_scatter": ("ring", "halving_doubling"),
+        "all_gather": ("ring", "recursive_doubling", "halving_doubling"),
+        "broadcast": ("binomial_tree", "binary_tree"),
+        "all_to_all": ("direct", "pairwise"),
+        "p2p": ("direct",),
+    }
+
+    def __init__(self, config: OcsConfig):
+        super().__init__(config)
+        self._variants: dict[str, OcsFabric] = {}
+
+    @property
+    def cfg(self) -> OcsConfig:
+        return self.config  # type: ignore[return-value]
+
+    # ---- what the timeline / job planner needs -----------------------------------------------
+    def candidate_topologies(self) -> tuple[str, ...]:
+        """Topologies the OCS can wire (the fat tree needs enough switch ports)."""
+        fits = self.cfg.nodes <= self.cfg.fattree_radix**3 // 4
+        return tuple(t for t in TOPOLOGIES if t != "fattree" or fits)
+
+    def reconfiguration_s(self, current: str | None, target: str) -> float:
+        """Seconds to rewire from ``current`` (None: unknown / not wired yet) to ``target``."""
+        return 0.0 if current == target else self.cfg.reconfig_s
+
+    def with_topology(self, topology: str) -> OcsFabric:
+        """This fabric wired as ``topology`` (cached)."""
+        if topology == self.cfg.topology:
+            return self
+        hit = self._variants.get(topology)
+        if hit is None:
+            params = {**self.cfg.to_dict(), "topology": topology}
+            hit = self._variants[topology] = OcsFabric(OcsConfig(**params))
+        return hit
+
+    # ---- LibraryFabric hooks ---------------------------------------------------------------
+    def build_topology(self, algorithm: str) -> Topology:
+        c, n = self.cfg, self.cfg.nodes
+        port = c.port_bps / 8
+        if c.topology == "ring":
+            return builders.ring(n, port, c.link_delay_s)
+        if c.topology == "torus2d":
+            rows, cols = torus_dims(n, AlgoParams())
+            return builders.torus2d(rows, cols, port, c.link_delay_s)
+        if c.topology == "btree":
+            return binary_tree_topology(n, port, c.link_delay_s)
+        if c.topology == "one_switch":
+            return builders.star(n, port * c.ports, c.link_delay_s, "one_switch")
+        if c.topology == "fattree":
+            return builders.fat_tree(c.fattree_radix, n, port * c.ports, c.link_delay_s)
+        raise EstimatorError("fabric.topology=auto has no single topology")  # pragma: no cover
+
+    def pricing(self, algorithm: str) -> PricingParams:
+        c = self.cfg
+        return PricingParams(alpha_s=c.inner_node_delay_s, memory_bandwidth_Bps=c.memory_bps / 8)
+
+    def collective_cost(
+        self, collective: str, nbytes: float, algorithm: str = "default", group_size: int | None = None,
+        explicit: bool = False,
+    ) -> CollectiveCost:
+        if self.cfg.topology != "auto":
+            return super().collective_cost(collective, nbytes, algorithm, group_size, explicit)
+        best, errors = None, []
+        for topo in self.candidate_topologies():
+            try:
+                cost = self.with_topology(topo).collective_cost(collective, nbytes, algorithm, group_size, explicit)
+            except EstimatorError as exc:
+                errors.append(f"{topo}: {exc}")
+                continue
+            if best is None or cost.time_s < best[1].time_s:
+                best = (topo, cost)
+        if best is None:
+            raise EstimatorError(f"fabric 'ocs': no topology can run {collective} ({'; '.join(errors)})")
+        topo, cost = best
+        return CollectiveCost(cost.collective, f"{cost.algorithm}@{topo}", cost.nodes, cost.nbytes, cost.time_s,
+                              cost.steps, cost.reconfig_s)
+
+    def topology(self, algorithm: str = ""):
+        if self.cfg.topology == "auto":
+            return self.with_topology("torus2d").topology(algorithm)
+        return super().topology(algorithm)
