@@ -1,0 +1,127 @@
+"""Seed 004's panels from the ``packetsim`` DuckDB table: throughput, packet loss and latency vs
+offered load, for OPSquare (paper Fig. 2) and the NVLink leaf-spine (Fig. 3), one line per
+(size, locality). Every number is drawn from the SQL below.
+
+    python -m estimator.reports.packetsim results/estimates.duckdb reports/figures/packetsim.png
+
+``SECTION`` describes the same panels for the HTML report builder (:mod:`estimator.reports.build`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import polars as pl  # noqa: E402
+
+from estimator.errors import EstimatorError  # noqa: E402
+from estimator.reports.model import Figure, Section  # noqa: E402
+
+SQL = """
+SELECT network, nodes, locality, load,
+       avg(throughput) AS throughput,
+       avg(loss_ratio) AS loss_ratio,
+       avg(latency_intra_mean_s) * 1e6 AS latency_intra_us,
+       avg(latency_inter_mean_s) * 1e6 AS latency_inter_us
+FROM packetsim
+WHERE traffic = 'uniform'
+GROUP BY network, nodes, locality, load
+ORDER BY network, nodes, locality, load
+"""
+
+PANELS = (
+    ("throughput", "throughput (fraction of 3.6 Tb/s)", "linear"),
+    ("loss_ratio", "packet loss ratio", "symlog"),
+    ("latency", "mean latency (µs): intra solid, inter dashed", "log"),
+)
+TITLES = {"opsquare": "OPSquare (seed 004 Fig. 2)", "leafspine": "NVLink leaf-spine (seed 004 Fig. 3)"}
+
+
+def _plot_panel(df: pl.DataFrame, ax, metric: str, network: str | None = None) -> None:
+    rows = df if network is None else df.filter(pl.col("network") == network)
+    for (net, nodes, loc), part in rows.group_by(["network", "nodes", "locality"], maintain_order=True):
+        label = f"{net} {nodes} nodes, {loc:.0%} local" if network is None else f"{nodes} nodes, {loc:.0%} local"
+        if metric == "latency":
+            line = ax.plot(part["load"], part["latency_intra_us"], marker="o", ms=3, label=label)[0]
+            ax.plot(part["load"], part["latency_inter_us"], marker="s", ms=3, ls="--", color=line.get_color())
+        else:
+            ax.plot(part["load"], part[metric], marker="o", ms=3, label=label)
+    if metric == "throughput":
+        ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls=":", label="ideal")
+    ax.set_xlabel("offered load")
+    ax.grid(alpha=0.3)
+
+
+def _panel(metric: str, scale: str):
+    def plot(df: pl.DataFrame, ax) -> None:
+        _plot_panel(df, ax, metric)
+        ax.set_yscale(scale, **({"linthresh": 1e-4} if scale == "symlog" else {}))
+        ax.legend(fontsize=6)
+
+    return plot
+
+
+SECTION = Section(
+    key="packetsim",
+    title="Packet level: OPSquare vs NVLink leaf-spine (seed 004)",
+    intro="Uniform random 1500-byte traffic, 20 µs warm-up + 20 µs measurement, per conf/packetsim.yaml.",
+    figures=tuple(
+        Figure(name=f"packetsim_{metric}", title=label, sql=SQL, plot=_panel(metric, scale))
+        for metric, label, scale in PANELS
+    ),
+    order=60,
+    needs_tables=("packetsim",),
+)
+
+
+def make_figure(store: str | Path, out: str | Path) -> Path:
+    """Write the 2 × 3 panel figure (rows: networks; columns: throughput, loss, latency)."""
+    from estimator.store.duckdb_store import query
+
+    df = query(store, SQL)
+    if df.is_empty():
+        raise EstimatorError(f"{store}: table packetsim has no uniform-traffic rows; run the opsquare_packet experiment")
+    networks = [n for n in TITLES if n in set(df["network"].to_list())]
+    fig, axes = plt.subplots(len(networks), 3, figsize=(14, 4 * len(networks)), squeeze=False)
+    for row, net in enumerate(networks):
+        for col, (metric, label, scale) in enumerate(PANELS):
+            ax = axes[row][col]
+            _plot_panel(df, ax, metric, net)
+            ax.set_yscale(scale, **({"linthresh": 1e-4} if scale == "symlog" else {}))
+            ax.set_title(f"{TITLES[net]}: {label}", fontsize=9)
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.stem}.", suffix=out.suffix)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=110)
+        os.replace(tmp, out)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m estimator.reports.packetsim STORE.duckdb OUT.png", file=sys.stderr)
+        sys.exit(2)
+    try:
+        print(make_figure(args[0], args[1]))
+    except EstimatorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
