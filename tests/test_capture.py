@@ -159,3 +159,11 @@ def test_capture_user_errors(tmp_path, override, needle):
 def test_unknown_model_is_one_line_error(tmp_path):
     with pytest.raises(EstimatorError, match="unknown model 'nope'"):
         cli.run(["capture", "model=nope", f"traces_dir={tmp_path}"])
+
+
+def test_unwritable_traces_dir_is_one_line_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(EstimatorError, match="cannot write workload"):
+        cli.run(["capture", "model=lenet5", f"traces_dir={blocker}"])
+    assert blocker.read_text() == "not a directory"

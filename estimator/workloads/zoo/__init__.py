@@ -50,7 +50,10 @@ def architecture(model_cfg: Mapping[str, Any]) -> str:
 def build(model_cfg: Mapping[str, Any], device: str | None = None) -> ZooModel:
     """Build the model described by ``model_cfg`` (a ``conf/model/*.yaml`` mapping) with random
     weights, on ``device`` (default CPU; ``"meta"`` allocates nothing, for FLOP counting)."""
-    import torch
+    try:
+        import torch
+    except ImportError:
+        raise EstimatorError("building zoo models needs PyTorch: pip install 'estimator[capture]'") from None
 
     cfg = dict(model_cfg)
     if not cfg.get("name"):
