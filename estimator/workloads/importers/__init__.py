@@ -9,6 +9,7 @@ detects or forces the format and turns every failure into one
 from __future__ import annotations
 
 import importlib
+import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ def detect(path: Path, head: bytes) -> str:
 
 
 def default_name(path: Path) -> str:
-    stem = path.name
+    stem = re.sub(r"\.\d+\.et$", "", path.name)  # Chakra rank files: <prefix>.<rank>.et
     for suffix in (".json.gz", ".json", ".fbuf", ".et", ".pt.trace"):
         stem = stem.removesuffix(suffix)
     return safe_name(stem)
