@@ -167,3 +167,29 @@ def test_unwritable_traces_dir_is_one_line_error(tmp_path):
     with pytest.raises(EstimatorError, match="cannot write workload"):
         cli.run(["capture", "model=lenet5", f"traces_dir={blocker}"])
     assert blocker.read_text() == "not a directory"
+
+
+def test_parameter_without_gradient_is_listed_last():
+    import torch
+    from torch import nn
+
+    from estimator.workloads.zoo.common import ZooModel, classification_inputs, cross_entropy
+
+    class WithUnused(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used = nn.Linear(16, 3)
+            self.unused = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.used(x.flatten(1))
+
+    module = WithUnused()
+    model = ZooModel("unused", module, classification_inputs(1, 4, 3), cross_entropy, module)
+    w = capture(model, 2, warmup_iters=1)
+    by_order = sorted(w.gradients, key=lambda g: g.order)
+    assert {g.name for g in by_order[-2:]} == {"unused.weight", "unused.bias"}
+    last_backward = max(n.id for n in w.nodes if n.phase == "backward")
+    assert all(g.ready_node == last_backward for g in by_order[-2:])
+    assert w.gradient_bytes == 4 * sum(p.numel() for p in module.parameters())
+    assert torch.is_grad_enabled()
