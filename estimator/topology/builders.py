@@ -148,3 +148,26 @@ def bcube(radix: int, levels: int, port_bw: float, latency_s: float, name: str =
             for j in range(radix):
                 topo.connect(eps[base + j * stride], sw, port_bw, 0.0, latency_s)
     return topo
+
+
+def rail_optimized(n: int, per_node: int, nvlink_bw: float, nic_bw: float, latency_s: float,
+                   name: str = "rail_optimized") -> Topology:
+    """DGX-style servers: ``per_node`` GPUs on a node switch (``nvlink_bw``); GPU i of every server
+    on rail switch i (``nic_bw``); rails joined by one spine whose rail links carry the rail's whole
+    capacity. ``latency_s`` on every link leaving a switch; ECMP."""
+    topo = Topology(name, "ecmp")
+    servers = -(-n // per_node)
+    rails = [topo.add_switch(f"rail{i}") for i in range(min(per_node, n))] if servers > 1 else []
+    if len(rails) > 1:
+        spine = topo.add_switch("spine")
+        for rail in rails:
+            topo.connect(rail, spine, nic_bw * servers, latency_s, latency_s)
+    node_sw = None
+    for g in range(n):
+        if g % per_node == 0:
+            node_sw = topo.add_switch(f"nvswitch{g // per_node}")
+        ep = topo.add_endpoint(f"gpu{g}")
+        topo.connect(ep, node_sw, nvlink_bw, 0.0, latency_s)
+        if rails:
+            topo.connect(ep, rails[g % per_node], nic_bw, 0.0, latency_s)
+    return topo

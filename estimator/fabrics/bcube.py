@@ -1,0 +1,74 @@
+"""``bcube``: electrical BCube(r, l) (Guo et al., SIGCOMM 2009), the baseline SiPAC compares with.
+
+Assumes r^L servers (L = l+1 levels), each with one port per level (``node_bandwidth_Bps`` / L per
+direction, so the per-node total matches SiPAC's normalisation, seed 003 Sec. 4) to an r-port
+packet switch of that level; switch latency ``link_latency_s``; servers relay (ECMP over
+digit-correction orders). Closed forms on the whole BCube: ``dimwise`` (all L levels busy every
+step: the switch formula with bandwidth L x port) and ``radix`` with k = r (one level per step:
+bandwidth = one port).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.collectives.params import AlgoParams, is_power, log_k
+from estimator.errors import EstimatorError, non_negative, positive
+from estimator.fabrics.base import FabricConfig
+from estimator.fabrics.electrical import LinkFabric, offers_with
+from estimator.topology.builders import bcube
+from estimator.topology.graph import Topology
+
+RS_AR_AG = ("all_reduce", "reduce_scatter", "all_gather")
+
+
+@dataclass
+class BCubeConfig(FabricConfig):
+    name: str = "bcube"
+    nodes: int = 512
+    radix: int = 8
+    node_bandwidth_Bps: float = 256.0e9
+    link_latency_s: float = 1.0e-6
+    alpha_s: float = 0.0
+    memory_bandwidth_Bps: float = 0.0
+
+    def validate(self) -> None:
+        super().validate()
+        if self.radix < 2:
+            raise EstimatorError(f"fabric.radix must be >= 2, got {self.radix}")
+        if not is_power(self.nodes, self.radix) or self.nodes < self.radix:
+            raise EstimatorError(f"fabric.nodes={self.nodes} must be a power (>= 1) of fabric.radix={self.radix}")
+        positive(self.node_bandwidth_Bps, "fabric.node_bandwidth_Bps")
+        for key in ("link_latency_s", "alpha_s", "memory_bandwidth_Bps"):
+            non_negative(getattr(self, key), f"fabric.{key}")
+
+    @property
+    def levels(self) -> int:
+        return log_k(self.nodes, self.radix)
+
+    @property
+    def port_bandwidth_Bps(self) -> float:
+        return self.node_bandwidth_Bps / self.levels
+
+
+class BCubeFabric(LinkFabric):
+    name = "bcube"
+    Config = BCubeConfig
+    OFFERS = offers_with({c: ("dimwise", "radix") for c in RS_AR_AG})
+
+    def build_topology(self, algorithm: str) -> Topology:
+        c = self.config
+        return bcube(c.radix, c.levels, c.port_bandwidth_Bps, c.link_latency_s, "bcube")
+
+    def algo_params(self, n: int) -> AlgoParams:
+        return AlgoParams(radix=self.config.radix)
+
+    def closed_form(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int] | None:
+        c = self.config
+        if collective not in RS_AR_AG or n != self.nodes:
+            return None
+        if algorithm == "dimwise":
+            return self.switch_like(collective, algorithm, n, nbytes, c.link_latency_s, c.levels * c.port_bandwidth_Bps)
+        if algorithm in ("radix", f"radix{c.radix}"):
+            return self.switch_like(collective, algorithm, n, nbytes, c.link_latency_s, c.port_bandwidth_Bps)
+        return None

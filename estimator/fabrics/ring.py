@@ -1,0 +1,45 @@
+"""``ring``: N nodes on a (bidirectional) ring of point-to-point links.
+
+Assumes one link per direction between neighbours (``link_bandwidth_Bps`` each, ``link_latency_s``),
+shortest-path routing, nodes that forward. Closed forms: ring (each step uses each node's own
+outgoing link: the switch formula with α + latency) and bidirectional ring (half the data each
+way: twice the bandwidth for n >= 3). Other algorithms are priced from their schedules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.fabrics.electrical import LinkConfig, LinkFabric, offers_with
+from estimator.topology.builders import ring
+from estimator.topology.graph import Topology
+
+RS_AR_AG = ("all_reduce", "reduce_scatter", "all_gather")
+
+
+@dataclass
+class RingConfig(LinkConfig):
+    name: str = "ring"
+    nodes: int = 32
+    bidirectional: bool = True
+
+
+class RingFabric(LinkFabric):
+    name = "ring"
+    Config = RingConfig
+    OFFERS = offers_with({c: ("ring", "bidir_ring") for c in RS_AR_AG})
+
+    def build_topology(self, algorithm: str) -> Topology:
+        c = self.config
+        return ring(c.nodes, c.link_bandwidth_Bps, c.link_latency_s, c.bidirectional, "ring")
+
+    def closed_form(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int] | None:
+        if collective not in RS_AR_AG or n != self.nodes:
+            return None
+        c = self.config
+        if algorithm == "ring":
+            return self.switch_like(collective, "ring", n, nbytes, c.link_latency_s, c.link_bandwidth_Bps)
+        if algorithm == "bidir_ring" and c.bidirectional:
+            both = 2 * c.link_bandwidth_Bps if n >= 3 else c.link_bandwidth_Bps
+            return self.switch_like(collective, "bidir_ring", n, nbytes, c.link_latency_s, both)
+        return None

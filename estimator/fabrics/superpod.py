@@ -1,0 +1,64 @@
+"""``superpod``: NVIDIA DGX SuperPOD-like cluster (the baseline SiPAC compares with, seed 003).
+
+Assumes DGX servers of ``gpus_per_node`` GPUs on an NVSwitch (``nvlink_bandwidth_Bps`` per GPU
+and direction), one NIC per GPU (``nic_bandwidth_Bps``) into a rail-optimised network: GPU i of
+every server on rail switch i, rails joined by a non-blocking spine (each rail's uplink carries its
+whole downlink capacity). Every switch traversal costs ``switch_latency_s``; ECMP; GPUs may relay
+through the NVSwitch to another rail (as NCCL's PXN does). The defaults are DGX A100 SuperPOD
+numbers (NVIDIA DGX SuperPOD reference architecture: NVLink 600 GB/s bidirectional per GPU,
+8 x 200 Gb/s HDR InfiniBand per server). Algorithms are priced from their schedules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.collectives.params import AlgoParams
+from estimator.collectives.pricing import PricingParams
+from estimator.errors import EstimatorError, non_negative, positive
+from estimator.fabrics.base import FabricConfig
+from estimator.fabrics.electrical import LinkFabric, offers_with
+from estimator.topology.builders import rail_optimized
+from estimator.topology.graph import Topology
+
+
+@dataclass
+class SuperPodConfig(FabricConfig):
+    name: str = "superpod"
+    nodes: int = 64
+    gpus_per_node: int = 8
+    nvlink_bandwidth_Bps: float = 300.0e9
+    nic_bandwidth_Bps: float = 25.0e9
+    switch_latency_s: float = 1.0e-6
+    alpha_s: float = 0.7e-6
+    memory_bandwidth_Bps: float = 0.0
+
+    def validate(self) -> None:
+        super().validate()
+        if self.gpus_per_node < 1:
+            raise EstimatorError(f"fabric.gpus_per_node must be a positive integer, got {self.gpus_per_node}")
+        if self.nodes > self.gpus_per_node and self.nodes % self.gpus_per_node:
+            raise EstimatorError(
+                f"fabric.nodes={self.nodes} is not a whole number of {self.gpus_per_node}-GPU servers"
+            )
+        positive(self.nvlink_bandwidth_Bps, "fabric.nvlink_bandwidth_Bps")
+        positive(self.nic_bandwidth_Bps, "fabric.nic_bandwidth_Bps")
+        for key in ("switch_latency_s", "alpha_s", "memory_bandwidth_Bps"):
+            non_negative(getattr(self, key), f"fabric.{key}")
+
+
+class SuperPodFabric(LinkFabric):
+    name = "superpod"
+    Config = SuperPodConfig
+    OFFERS = offers_with({"all_reduce": ("hierarchical", "hierarchical_tree", "ring")})
+
+    def build_topology(self, algorithm: str) -> Topology:
+        c = self.config
+        return rail_optimized(c.nodes, c.gpus_per_node, c.nvlink_bandwidth_Bps, c.nic_bandwidth_Bps,
+                              c.switch_latency_s, "superpod")
+
+    def pricing(self, algorithm: str) -> PricingParams:
+        return PricingParams(alpha_s=self.config.alpha_s, memory_bandwidth_Bps=self.config.memory_bandwidth_Bps)
+
+    def algo_params(self, n: int) -> AlgoParams:
+        return AlgoParams(local=self.config.gpus_per_node)

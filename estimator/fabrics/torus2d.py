@@ -1,0 +1,61 @@
+"""``torus2d``: a rows x cols 2D torus (TPU-style), each node linked to its four neighbours.
+
+Assumes full-duplex links of ``link_bandwidth_Bps`` / ``link_latency_s``, dimension-order routing
+(X then Y, shorter way round), nodes that forward. The ``torus2d`` algorithm (ring per dimension)
+on the whole torus has a closed form: every step each node uses one of its own links, so it is
+the switch formula with α + link latency. Everything else (all-to-all, trees, ...) is priced from
+the schedule, where link sharing shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.collectives.params import AlgoParams, torus_dims
+from estimator.errors import EstimatorError
+from estimator.fabrics.electrical import LinkConfig, LinkFabric, offers_with
+from estimator.topology.builders import torus2d
+from estimator.topology.graph import Topology
+
+RS_AR_AG = ("all_reduce", "reduce_scatter", "all_gather")
+
+
+@dataclass
+class Torus2dConfig(LinkConfig):
+    name: str = "torus2d"
+    nodes: int = 16
+    rows: int = 0  # 0 = the most square factorisation of nodes
+    cols: int = 0
+
+    def validate(self) -> None:
+        super().validate()
+        if self.rows or self.cols:
+            if self.rows < 1 or self.cols < 1 or self.rows * self.cols != self.nodes:
+                raise EstimatorError(
+                    f"fabric.rows x fabric.cols = {self.rows} x {self.cols} must equal fabric.nodes = {self.nodes}"
+                )
+
+    def dims(self) -> tuple[int, int]:
+        return torus_dims(self.nodes, AlgoParams(rows=self.rows, cols=self.cols))
+
+
+class Torus2dFabric(LinkFabric):
+    name = "torus2d"
+    Config = Torus2dConfig
+    OFFERS = offers_with({c: ("torus2d",) for c in RS_AR_AG})
+
+    def build_topology(self, algorithm: str) -> Topology:
+        rows, cols = self.config.dims()
+        return torus2d(rows, cols, self.config.link_bandwidth_Bps, self.config.link_latency_s, "torus2d")
+
+    def algo_params(self, n: int) -> AlgoParams:
+        if n != self.nodes:
+            return AlgoParams()
+        rows, cols = self.config.dims()
+        return AlgoParams(rows=rows, cols=cols)
+
+    def closed_form(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int] | None:
+        if algorithm != "torus2d" or n != self.nodes:
+            return None
+        c = self.config
+        return self.switch_like(collective, algorithm, n, nbytes, c.link_latency_s, c.link_bandwidth_Bps)
