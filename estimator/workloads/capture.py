@@ -352,6 +352,8 @@ def capture(
         "warmup_iters": warmup_iters,
         "seed": seed,
         "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "load_avg_1min": os.getloadavg()[0],  # durations are only as quiet as the machine was
         "iteration_wall_s": iteration_s,
         "capture_wall_s": time.perf_counter() - t0,
         "unmatched_ops": unmatched,
