@@ -10,7 +10,12 @@ from hypothesis import strategies as st
 from estimator.errors import EstimatorError
 from estimator.packetsim.params import SimSpec
 from estimator.packetsim.queues import FifoBank
-from estimator.packetsim.traffic import CollectiveSource, ring_allreduce, uniform_destinations
+from estimator.packetsim.traffic import (
+    CollectiveSource,
+    hierarchical_direct_allreduce,
+    ring_allreduce,
+    uniform_destinations,
+)
 from estimator.packetsim.vector import fifo_departures, group_rank
 
 
@@ -68,10 +73,23 @@ def test_collective_source_waits_for_the_previous_step():
     src = CollectiveSource(plan)
     assert src.ready().tolist() == [0, 1, 2, 3]
     for _ in range(2):
-        src.release(np.arange(4))
+        node, dst, tag = src.candidates(src.ready())
+        assert dst.tolist() == [1, 2, 3, 0] and tag.tolist() == [0, 0, 0, 0]
+        src.release(node)
     assert src.ready().size == 0  # step 0 sent, nothing received yet
     src.deliver(np.array([1, 1]), np.array([0, 0]))
     assert src.ready().tolist() == [1]
+
+
+def test_direct_plan_interleaves_destinations_in_bursts():
+    plan = hierarchical_direct_allreduce(2, 4, 4 * 3000, 1500)  # 2 pods of 4: 3 pod-mates, 1 peer
+    assert plan.fanout.tolist() == [3, 1, 1, 3] and plan.packets.tolist() == [2, 1, 1, 2]
+    src = CollectiveSource(plan, burst=4)
+    node, dst, _ = src.candidates(np.array([0]))
+    assert dst.tolist() == [1, 2, 3, 1]  # round-robin over the pod-mates, burst of 4
+    src.release(node[:3])  # only a prefix was accepted
+    node, dst, _ = src.candidates(np.array([0]))
+    assert dst.tolist() == [1, 2, 3]  # the rest of step 0 (6 packets in all)
 
 
 @pytest.mark.parametrize("kw,needle", [

@@ -21,14 +21,19 @@ def simulate(spec: SimSpec) -> PacketSimResult:
 
         return LeafSpineSim(spec).run()
     from estimator.packetsim.opsquare import OpsquareSim
-    from estimator.packetsim.traffic import hierarchical_allreduce, ring_allreduce
+    from estimator.packetsim.traffic import (
+        hierarchical_allreduce,
+        hierarchical_direct_allreduce,
+        ring_allreduce,
+    )
 
     plan = None
     if spec.traffic == "ring_allreduce":
         plan = ring_allreduce(spec.nodes, spec.collective_bytes, spec.packet_bytes)
-    elif spec.traffic == "hierarchical_allreduce":
+    elif spec.traffic in ("hierarchical_allreduce", "hierarchical_direct_allreduce"):
         pods, m, _ = spec.opsquare.layout(spec.nodes)
-        plan = hierarchical_allreduce(pods, m, spec.collective_bytes, spec.packet_bytes)
+        build = hierarchical_allreduce if spec.traffic == "hierarchical_allreduce" else hierarchical_direct_allreduce
+        plan = build(pods, m, spec.collective_bytes, spec.packet_bytes)
     return OpsquareSim(spec, plan).run()
 
 

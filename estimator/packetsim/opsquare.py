@@ -39,6 +39,7 @@ from estimator.packetsim.params import SimSpec
 from estimator.packetsim.queues import FifoBank
 from estimator.packetsim.results import PacketSimResult
 from estimator.packetsim.traffic import CollectiveSource, uniform_destinations
+from estimator.packetsim.vector import group_rank
 
 FIELDS = ("dst", "src", "birth", "tag")
 
@@ -70,7 +71,7 @@ class OpsquareSim:
         self.bank = FifoBank(self.nodes * self.k, capacity, FIELDS)
         self.blocked = np.zeros(self.nodes * self.k, dtype=np.int64)
         self.rng = np.random.default_rng(spec.seed)
-        self.source = CollectiveSource(plan) if plan is not None else None
+        self.source = CollectiveSource(plan, burst=self.k) if plan is not None else None
         node = np.arange(self.nodes)
         self.pod_of = node // self.m
         self.idx_of = node % self.m
@@ -152,14 +153,20 @@ class OpsquareSim:
             src = np.nonzero(self.rng.random(self.nodes) < self.gen_prob)[0]
             dst = uniform_destinations(self.rng, src, self.m, self.pods, self.spec.locality)
             return src, dst, np.full(src.shape[0], -1)
-        ready = self.source.ready()
-        if ready.shape[0] == 0:
-            return ready, ready, ready
-        dst = self.source.plan.succ[self.source.step[ready], ready]
-        room = self.bank.free(self._tx(ready, dst)) > 0  # back-pressure: collectives never overflow
-        ready = ready[room]
-        dst, tag = self.source.release(ready)
-        return ready, dst, tag
+        node, dst, tag = self.source.candidates(self.source.ready())
+        if node.shape[0] == 0:
+            return node, dst, tag
+        # back-pressure (collectives never overflow a buffer): each node injects the longest
+        # prefix of its candidates that fits its transmitters' free space
+        tx = self._tx(node, dst)
+        bad = (self.bank.count[tx] + group_rank(tx) >= self.bank.capacity).astype(np.int64)
+        cum = np.cumsum(bad)
+        first = np.ones(node.shape[0], dtype=bool)
+        first[1:] = node[1:] != node[:-1]
+        base = np.maximum.accumulate(np.where(first, cum - bad, 0))
+        ok = cum == base
+        self.source.release(node[ok])
+        return node[ok], dst[ok], tag[ok]
 
     def _enqueue(self, t, rec, holder, dst, src, birth, tag) -> None:
         ok = self.bank.push(self._tx(holder, dst), dst=dst, src=src, birth=birth, tag=tag)

@@ -13,7 +13,7 @@ from typing import Any
 from estimator.errors import EstimatorError, require
 
 NETWORKS = ("opsquare", "leafspine")
-TRAFFICS = ("uniform", "ring_allreduce", "hierarchical_allreduce")
+TRAFFICS = ("uniform", "ring_allreduce", "hierarchical_allreduce", "hierarchical_direct_allreduce")
 
 
 @dataclass(frozen=True)
