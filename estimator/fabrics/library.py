@@ -154,10 +154,10 @@ class LibraryFabric(Fabric):
         return best
 
     def _price(self, collective: str, name: str, n: int, nbytes: float, explicit: bool) -> CollectiveCost:
-        self.check_algorithm(collective, name, n)
         reconfig = 0.0
-        fast = None if explicit else self.closed_form(collective, name, n, nbytes)
+        fast = None if explicit else self.closed_form(collective, name, n, nbytes)  # validates as it goes
         if fast is None:
+            self.check_algorithm(collective, name, n)
             comp = self.compiled(collective, name, n)
             time_s, steps = comp.time(nbytes), comp.steps
             reconfig = comp.reconfig_steps * comp.reconfig_s

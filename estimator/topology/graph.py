@@ -53,6 +53,9 @@ class Topology:
         self._routes: dict[tuple[int, int], Route] = {}
         self._dist: dict[int, np.ndarray] = {}
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+        self._incoming: tuple[np.ndarray, np.ndarray] | None = None
+        self._adj: dict[tuple[int, int], list[int]] | None = None
+        self._outs: list[tuple[np.ndarray, np.ndarray]] | None = None
 
     # ---- building ----------------------------------------------------------------------------
     def _add(self, kind: str, label: str | None) -> int:
@@ -85,6 +88,7 @@ class Topology:
         self._lat.append(float(latency_s))
         self._out[a].append(link)
         self._arrays = None
+        self._incoming = self._adj = self._outs = None
         self._routes.clear()
         self._dist.clear()
         return link
@@ -156,7 +160,7 @@ class Topology:
         for _ in range(int(dist[a])):
             layer: list[int] = []
             for u in layers[-1]:
-                hops = [lk for lk in self._out[u] if dist[self._dst[lk]] == dist[u] - 1]
+                hops = self._next_hops(u, dist, b)
                 if self.routing != "ecmp":
                     hops = hops[:1]
                 nexts[u] = hops
@@ -177,26 +181,57 @@ class Topology:
         fracs = np.fromiter(loads.values(), dtype=float, count=len(loads))
         return Route(links, fracs, worst[a])
 
+    def _next_hops(self, u: int, dist: np.ndarray, target: int) -> list[int]:
+        """Links out of ``u`` that lie on a shortest path to ``target`` (ascending id)."""
+        if dist[u] == 1:
+            return self._adjacency().get((u, target), [])
+        links, dsts = self._out_arrays()[u]
+        return links[dist[dsts] == dist[u] - 1].tolist()
+
+    def _adjacency(self) -> dict[tuple[int, int], list[int]]:
+        if self._adj is None:
+            self._adj = {}
+            for lk, (a, b) in enumerate(zip(self._src, self._dst, strict=True)):
+                self._adj.setdefault((a, b), []).append(lk)
+        return self._adj
+
+    def _out_arrays(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        if self._outs is None:
+            dst = np.asarray(self._dst, dtype=np.int64)
+            self._outs = [(np.asarray(o, dtype=np.int64), dst[o] if o else np.zeros(0, dtype=np.int64))
+                          for o in self._out]
+        return self._outs
+
     def _distances_to(self, target: int) -> np.ndarray:
+        """Hop distance of every node to ``target`` (-1 = cannot reach it): a vectorised BFS."""
         dist = self._dist.get(target)
         if dist is not None:
             return dist
-        incoming: list[list[int]] = [[] for _ in self.kinds]
-        for s, d in zip(self._src, self._dst, strict=True):
-            incoming[d].append(s)
+        indptr, preds = self._incoming_csr()
         dist = np.full(len(self.kinds), -1, dtype=np.int64)
         dist[target] = 0
-        frontier = [target]
-        while frontier:
-            nxt = []
-            for v in frontier:
-                for u in incoming[v]:
-                    if dist[u] < 0:
-                        dist[u] = dist[v] + 1
-                        nxt.append(u)
-            frontier = nxt
+        frontier = np.array([target], dtype=np.int64)
+        level = 0
+        while frontier.size:
+            starts, counts = indptr[frontier], indptr[frontier + 1] - indptr[frontier]
+            total = int(counts.sum())
+            if total == 0:
+                break
+            offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+            cand = preds[offsets + np.arange(total)]
+            frontier = np.unique(cand[dist[cand] < 0])
+            level += 1
+            dist[frontier] = level
         self._dist[target] = dist
         return dist
+
+    def _incoming_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._incoming is None:
+            dst = np.asarray(self._dst, dtype=np.int64)
+            order = np.argsort(dst, kind="stable")
+            indptr = np.concatenate(([0], np.cumsum(np.bincount(dst, minlength=len(self.kinds)))))
+            self._incoming = (indptr, np.asarray(self._src, dtype=np.int64)[order])
+        return self._incoming
 
     def describe(self) -> dict[str, object]:
         return {
