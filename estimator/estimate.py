@@ -30,7 +30,7 @@ from estimator.workloads import io
 from estimator.workloads.graph import Workload
 
 # The parts of the resolved config that determine an estimate (and so its config hash).
-ESTIMATE_KEYS = ("model", "fabric", "device", "parallelism", "batch_size", "algorithm", "workload")
+ESTIMATE_KEYS = ("model", "fabric", "device", "parallelism", "precision", "batch_size", "algorithm", "workload")
 
 
 @dataclass
@@ -81,8 +81,8 @@ def load_workload(path: Path) -> Workload:
 
 
 @lru_cache(maxsize=256)
-def _profile(path: str, mtime: float, batch: int, device: DeviceProfile, dtype_bytes: int):
-    return compute_profile(_load(path, mtime).scaled_to_batch(batch), device, dtype_bytes)
+def _profile(path: str, mtime: float, batch: int, device: DeviceProfile, dtype_bytes: int, precision: str):
+    return compute_profile(_load(path, mtime).scaled_to_batch(batch), device, dtype_bytes, precision)
 
 
 def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Estimate:
@@ -101,15 +101,15 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
     if not isinstance(batch, int) or batch < 1:
         raise EstimatorError(f"batch_size must be a positive integer, got {batch!r}")
     algorithm = str(sub["algorithm"] or "default")
+    precision = str(sub["precision"] or "amp")
     if workload.devices == 1:
         if par.get("strategy", "data") != "data":
             raise EstimatorError(f"parallelism.strategy {par.get('strategy')!r} is not supported for single-replica workloads")
         policy = BucketPolicy.from_dict(par)
-        profile = _profile(str(path), os.stat(path).st_mtime, batch, device, policy.gradient_dtype_bytes)
+        profile = _profile(str(path), os.stat(path).st_mtime, batch, device, policy.gradient_dtype_bytes, precision)
         result = simulate_data_parallel(profile, fabric, policy, batch, algorithm)
     else:
-        result = simulate_dag(workload.scaled_to_batch(batch) if batch != workload.batch_size else workload,
-                              fabric, device, algorithm)
+        result = simulate_dag(workload.scaled_to_batch(batch), fabric, device, algorithm, precision)
     metrics = {
         "workload_name": workload.name,
         "nodes": fabric.nodes,

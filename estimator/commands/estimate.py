@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from estimator.config import to_container
-from estimator.estimate import estimate, workload_path
+from estimator.estimate import estimate
 from estimator.store.duckdb_store import write_estimates
 
 HELP = "estimate one iteration (time, compute, exposed communication, throughput)"
@@ -22,14 +22,9 @@ HELP = "estimate one iteration (time, compute, exposed communication, throughput
 
 def ensure_workload(cfg: DictConfig) -> None:
     """Capture the model first when its canonical trace does not exist yet."""
-    from estimator.estimate import _resolve
+    from estimator.workloads.capture import ensure_workload as ensure
 
-    if cfg.get("workload") or _resolve(workload_path(to_container(cfg))).exists():
-        return
-    from estimator.commands import capture
-
-    print(f"note: no trace for model {cfg.model.name!r} yet; capturing it first", file=sys.stderr)
-    capture.run(cfg)
+    ensure(cfg, announce=lambda msg: print(f"note: {msg}", file=sys.stderr))
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

@@ -13,11 +13,15 @@ Assumptions, documented here because the papers do not fix them:
   other arithmetic. Large GEMMs reach 70-90% of peak, but training kernels of vision models are
   smaller; 0.5 is a middle choice (override ``device.compute_efficiency``).
 * ``memory_efficiency`` = 0.7: streaming kernels typically reach 70-90% of spec-sheet HBM bandwidth.
+* ``precision`` — ``amp`` (mixed precision, the default for training on tensor-core GPUs): conv
+  and matmul run at the tensor-core peak and activations/weights move as 16-bit values, i.e.
+  half the bytes of the fp32 CPU capture; ``fp32``: every op at the FP32 peak, bytes as captured.
 * Kernel launches are asynchronous and hidden behind running kernels (``op_overhead_s`` = 0).
 * When the profile is the capture device (``replay: true``), measured durations are replayed.
-* An op with a measured duration but no FLOPs and no bytes (e.g. a TopoOpt task that only
-  carries its measured run time) keeps its measured duration on any device: there is nothing
-  to scale it by.
+* A workload with no FLOP/byte costs at all (e.g. a TopoOpt task graph that only carries
+  measured task times) keeps its measured durations on any device: there is nothing to scale.
+  In a workload that has costs, an op with zero FLOPs and bytes (a view such as ``aten::t``)
+  costs nothing on the target device.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from estimator.errors import EstimatorError, positive
 from estimator.workloads.graph import Workload
 
 TENSOR_CORE_CLASSES = frozenset({"conv", "matmul", "attention"})
+PRECISIONS = {"amp": 0.5, "fp32": 1.0}  # precision -> bytes relative to the fp32 capture
 
 
 @dataclass(frozen=True)
@@ -67,20 +72,23 @@ class DeviceProfile:
             raise EstimatorError(f"device: {exc}") from None
 
 
-def node_times(workload: Workload, device: DeviceProfile) -> np.ndarray:
+def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp") -> np.ndarray:
     """Seconds per node of ``workload`` (in node order); 0 for communication nodes."""
+    if precision not in PRECISIONS:
+        raise EstimatorError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
     n = len(workload.nodes)
     flops = np.fromiter((x.flops for x in workload.nodes), float, n)
     mem = np.fromiter((x.mem_bytes for x in workload.nodes), float, n)
     is_compute = np.fromiter((x.kind == "compute" for x in workload.nodes), bool, n)
     tensor = np.fromiter((x.op_class in TENSOR_CORE_CLASSES for x in workload.nodes), bool, n)
     fp32 = device.peak_flops_fp32 or device.peak_flops
-    peak = np.where(tensor, device.peak_flops, fp32) * device.compute_efficiency
-    t = np.maximum(flops / peak, mem / (device.mem_bw_Bps * device.memory_efficiency))
+    tensor_peak = device.peak_flops if precision == "amp" else fp32
+    peak = np.where(tensor, tensor_peak, fp32) * device.compute_efficiency
+    moved = mem * PRECISIONS[precision]
+    t = np.maximum(flops / peak, moved / (device.mem_bw_Bps * device.memory_efficiency))
     t = np.where(is_compute, t + device.op_overhead_s, 0.0)
     measured = np.fromiter((np.nan if x.duration_s is None else x.duration_s for x in workload.nodes), float, n)
-    use_measured = is_compute & ~np.isnan(measured)
-    if not device.replay:
-        use_measured &= (flops == 0) & (mem == 0)
+    replay = device.replay or not (flops.any() or mem.any())
+    use_measured = is_compute & ~np.isnan(measured) & replay
     t = np.where(use_measured, measured, t)
     return t

@@ -44,7 +44,7 @@ class DagResult:
 
 
 def simulate_dag(
-    workload: Workload, fabric: Fabric, device: DeviceProfile, algorithm: str = "default"
+    workload: Workload, fabric: Fabric, device: DeviceProfile, algorithm: str = "default", precision: str = "amp"
 ) -> DagResult:
     if workload.devices > fabric.nodes:
         raise EstimatorError(
@@ -52,7 +52,7 @@ def simulate_dag(
             f"has {fabric.nodes} nodes (set fabric.nodes={workload.devices} or more)"
         )
     workload.topological_order()  # raises on cycles
-    times = node_times(workload, device)
+    times = node_times(workload, device, precision)
     nodes = list(workload.nodes)
     index = {n.id: i for i, n in enumerate(nodes)}
     users: dict[int, list[int]] = {n.id: [] for n in nodes}

@@ -78,7 +78,9 @@ class ComputeProfile:
         return self.forward_s + self.backward_s + self.optimizer_s
 
 
-def compute_profile(workload: Workload, device: DeviceProfile, dtype_bytes: int = 4) -> ComputeProfile:
+def compute_profile(
+    workload: Workload, device: DeviceProfile, dtype_bytes: int = 4, precision: str = "amp"
+) -> ComputeProfile:
     """Run the compute stream once: phase times and gradient ready times."""
     if workload.devices != 1:
         raise EstimatorError(
@@ -88,7 +90,7 @@ def compute_profile(workload: Workload, device: DeviceProfile, dtype_bytes: int 
     if not workload.gradients:
         raise EstimatorError(f"workload {workload.name!r} has no gradients to all-reduce")
     order = workload.topological_order()
-    times = node_times(workload, device)
+    times = node_times(workload, device, precision)
     index = {n.id: i for i, n in enumerate(workload.nodes)}
     finish: dict[int, float] = {}
     clock = 0.0
