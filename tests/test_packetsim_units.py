@@ -13,6 +13,7 @@ from estimator.packetsim.queues import FifoBank
 from estimator.packetsim.traffic import (
     CollectiveSource,
     hierarchical_direct_allreduce,
+    hierarchical_scheduled_allreduce,
     ring_allreduce,
     uniform_destinations,
 )
@@ -90,6 +91,28 @@ def test_direct_plan_interleaves_destinations_in_bursts():
     src.release(node[:3])  # only a prefix was accepted
     node, dst, _ = src.candidates(np.array([0]))
     assert dst.tolist() == [1, 2, 3]  # the rest of step 0 (6 packets in all)
+
+
+def test_scheduled_sub_rounds_are_contention_free_permutations():
+    pods, m, groups = 4, 8, 2  # F = 4
+    plan = hierarchical_scheduled_allreduce(pods, m, groups, 1e6, 1500)
+    f = m // groups
+    for s in range(plan.steps):
+        d = plan.dests[s, :, : plan.fanout[s]]
+        src = np.repeat(np.arange(pods * m), plan.fanout[s])
+        dst = d.ravel()
+        assert not (dst == src).any()
+        intra = (src // m == dst // m).all()
+        # one packet stream per switch output: (receiver, source group) pairs are distinct
+        out = dst * groups + (src % m) // f if intra else dst
+        assert np.unique(out).shape[0] == out.shape[0]
+        # and one destination per transmitter: (sender, destination group) pairs are distinct
+        tx = src * (groups + 1) + np.where(src // m == dst // m, (dst % m) // f, groups)
+        assert np.unique(tx).shape[0] == tx.shape[0]
+    # every pod-mate is reached once in each intra phase
+    intra_steps = np.nonzero(plan.phase == 0)[0]
+    reached = np.concatenate([plan.dests[s, 5, : plan.fanout[s]] for s in intra_steps])
+    assert sorted(reached.tolist()) == [0, 1, 2, 3, 4, 6, 7]
 
 
 @pytest.mark.parametrize("kw,needle", [

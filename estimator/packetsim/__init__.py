@@ -20,20 +20,20 @@ def simulate(spec: SimSpec) -> PacketSimResult:
         from estimator.packetsim.leafspine import LeafSpineSim
 
         return LeafSpineSim(spec).run()
+    from estimator.packetsim import traffic
     from estimator.packetsim.opsquare import OpsquareSim
-    from estimator.packetsim.traffic import (
-        hierarchical_allreduce,
-        hierarchical_direct_allreduce,
-        ring_allreduce,
-    )
 
     plan = None
+    pods, m, groups = spec.opsquare.layout(spec.nodes)
+    nbytes, pkt = spec.collective_bytes, spec.packet_bytes
     if spec.traffic == "ring_allreduce":
-        plan = ring_allreduce(spec.nodes, spec.collective_bytes, spec.packet_bytes)
-    elif spec.traffic in ("hierarchical_allreduce", "hierarchical_direct_allreduce"):
-        pods, m, _ = spec.opsquare.layout(spec.nodes)
-        build = hierarchical_allreduce if spec.traffic == "hierarchical_allreduce" else hierarchical_direct_allreduce
-        plan = build(pods, m, spec.collective_bytes, spec.packet_bytes)
+        plan = traffic.ring_allreduce(spec.nodes, nbytes, pkt)
+    elif spec.traffic == "hierarchical_allreduce":
+        plan = traffic.hierarchical_allreduce(pods, m, nbytes, pkt)
+    elif spec.traffic == "hierarchical_direct_allreduce":
+        plan = traffic.hierarchical_direct_allreduce(pods, m, nbytes, pkt)
+    elif spec.traffic == "hierarchical_scheduled_allreduce":
+        plan = traffic.hierarchical_scheduled_allreduce(pods, m, groups, nbytes, pkt)
     return OpsquareSim(spec, plan).run()
 
 

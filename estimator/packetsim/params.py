@@ -13,7 +13,13 @@ from typing import Any
 from estimator.errors import EstimatorError, require
 
 NETWORKS = ("opsquare", "leafspine")
-TRAFFICS = ("uniform", "ring_allreduce", "hierarchical_allreduce", "hierarchical_direct_allreduce")
+TRAFFICS = (
+    "uniform",
+    "ring_allreduce",
+    "hierarchical_allreduce",
+    "hierarchical_direct_allreduce",
+    "hierarchical_scheduled_allreduce",
+)
 
 
 @dataclass(frozen=True)

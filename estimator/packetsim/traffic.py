@@ -46,6 +46,7 @@ class CollectivePlan:
     dests: np.ndarray  # (steps, nodes, max fanout) int64
     fanout: np.ndarray  # (steps,) int64
     packets: np.ndarray  # (steps,) int64, per destination
+    phase: np.ndarray  # (steps,) int64, nondecreasing; a new phase waits for the previous one
 
     @property
     def steps(self) -> int:
@@ -56,6 +57,11 @@ class CollectivePlan:
         """Packets each node sends (and receives) in each step."""
         return self.packets * self.fanout
 
+    @property
+    def per_phase(self) -> np.ndarray:
+        """Packets each node receives in each phase."""
+        return np.bincount(self.phase, weights=self.per_step).astype(np.int64)
+
     def total_packets(self) -> int:
         return int(self.per_step.sum()) * int(self.dests.shape[1])
 
@@ -64,8 +70,9 @@ def _packets(nbytes: float, packet_bytes: int) -> int:
     return max(1, math.ceil(nbytes / packet_bytes))
 
 
-def _plan(name: str, phases: list[tuple[np.ndarray, int]]) -> CollectivePlan:
-    """Build a plan from (destinations (nodes, fanout), packets per destination) per step."""
+def _plan(name: str, phases: list[tuple[np.ndarray, int]], phase: list[int] | None = None) -> CollectivePlan:
+    """Build a plan from (destinations (nodes, fanout), packets per destination) per step;
+    ``phase`` groups consecutive steps that need not wait for each other (default: none)."""
     width = max(d.shape[1] for d, _ in phases)
     nodes = phases[0][0].shape[0]
     dests = np.zeros((len(phases), nodes, width), dtype=np.int64)
@@ -73,7 +80,8 @@ def _plan(name: str, phases: list[tuple[np.ndarray, int]]) -> CollectivePlan:
         dests[s, :, : d.shape[1]] = d
     fanout = np.array([d.shape[1] for d, _ in phases], dtype=np.int64)
     packets = np.array([c for _, c in phases], dtype=np.int64)
-    return CollectivePlan(name, dests, fanout, packets)
+    ph = np.arange(len(phases)) if phase is None else np.array(phase, dtype=np.int64)
+    return CollectivePlan(name, dests, fanout, packets, ph)
 
 
 def ring_allreduce(nodes: int, nbytes: float, packet_bytes: int) -> CollectivePlan:
@@ -113,6 +121,31 @@ def hierarchical_direct_allreduce(pods: int, pod_size: int, nbytes: float, packe
     return _plan("hierarchical_direct_allreduce", [a, b, b, a])
 
 
+def hierarchical_scheduled_allreduce(
+    pods: int, pod_size: int, groups: int, nbytes: float, packet_bytes: int
+) -> CollectivePlan:
+    """The direct phases, each split into contention-free sub-rounds (not waiting for each
+    other): in intra-pod sub-round j = 1..F node x sends to the pod-mates y ≡ x + j (mod F), one
+    per group, so every transmitter has one destination and every switch output one source; in
+    inter-pod sub-round j = 1..N−1 node (p, x) sends to (p + j mod N, x)."""
+    f = pod_size // groups
+    node = np.arange(pods * pod_size)
+    pod, idx = np.divmod(node, pod_size)
+    c_intra = _packets(nbytes / pod_size, packet_bytes)
+    c_inter = _packets(nbytes / (pod_size * pods), packet_bytes)
+    intra: list[tuple[np.ndarray, int]] = []
+    for j in range(1, f + 1):
+        y = (idx[:, None] + j) % f + f * np.arange(groups)[None, :]
+        if j == f:  # y ≡ x: drop the node itself
+            y = np.sort(np.where(y == idx[:, None], pod_size, y), axis=1)[:, : groups - 1]
+        if y.shape[1]:
+            intra.append((pod[:, None] * pod_size + y, c_intra))
+    inter = [(((pod + j) % pods * pod_size + idx)[:, None], c_inter) for j in range(1, pods)]
+    steps = intra + inter + inter + intra
+    phase = [0] * len(intra) + [1] * len(inter) + [2] * len(inter) + [3] * len(intra)
+    return _plan("hierarchical_scheduled_allreduce", steps, phase)
+
+
 class CollectiveSource:
     """Releases collective packets: up to ``burst`` per node per slot, gated by step completion."""
 
@@ -122,22 +155,29 @@ class CollectiveSource:
         n = plan.dests.shape[1]
         self.step = np.zeros(n, dtype=np.int64)  # step each node is sending
         self.sent_in_step = np.zeros(n, dtype=np.int64)
-        self.received = np.zeros((plan.steps + 1, n), dtype=np.int64)  # row `steps` is a sentinel
-        self.needed = np.append(plan.per_step, 0)
+        phases = int(plan.phase[-1]) + 1
+        self.received = np.zeros((phases, n), dtype=np.int64)  # per phase
+        self.needed = np.append(plan.per_step, 0)  # per step (sending)
+        self.phase_needed = plan.per_phase
+        # waits[s] = the phase step s must have fully received first (-1: none)
+        waits = np.full(plan.steps + 1, -1, dtype=np.int64)
+        new_phase = np.nonzero(plan.phase[1:] != plan.phase[:-1])[0] + 1
+        waits[new_phase] = plan.phase[new_phase - 1]
+        self.waits = waits
 
     def ready(self) -> np.ndarray:
         """Nodes allowed to inject a packet now."""
         s = self.step
         not_done = s < self.plan.steps
         prev_ok = np.ones_like(not_done)
-        has_prev = s > 0
-        nodes = np.nonzero(has_prev)[0]
-        prev_ok[nodes] = self.received[s[nodes] - 1, nodes] >= self.needed[s[nodes] - 1]
+        w = self.waits[s]
+        nodes = np.nonzero(w >= 0)[0]
+        prev_ok[nodes] = self.received[w[nodes], nodes] >= self.phase_needed[w[nodes]]
         return np.nonzero(not_done & prev_ok)[0]
 
     def candidates(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The next packets (up to ``burst`` per node, within its step) in order:
-        (node, destination, step tag); a node's packets are contiguous."""
+        (node, destination, phase tag); a node's packets are contiguous."""
         s = self.step[nodes]
         count = np.minimum(self.burst, self.needed[s] - self.sent_in_step[nodes])
         node = np.repeat(nodes, count)
@@ -145,7 +185,7 @@ class CollectiveSource:
         k = np.arange(node.shape[0]) - np.repeat(start, count) + self.sent_in_step[node]
         step = self.step[node]
         dst = self.plan.dests[step, node, k % self.plan.fanout[step]]
-        return node, dst, step
+        return node, dst, self.plan.phase[step]
 
     def release(self, node: np.ndarray) -> None:
         """Account the packets actually injected (each node's a prefix of its candidates)."""
@@ -158,5 +198,6 @@ class CollectiveSource:
         np.add.at(self.received, (tag, dst), 1)
 
     def finished(self) -> bool:
-        last = self.plan.steps - 1
-        return bool(np.all(self.received[last] >= self.needed[last])) and bool(np.all(self.step >= self.plan.steps))
+        return bool(np.all(self.received >= self.phase_needed[:, None])) and bool(
+            np.all(self.step >= self.plan.steps)
+        )
