@@ -9,7 +9,7 @@ Keys: collective, algorithm (a name, ``default`` or ``auto``), bytes (per-rank b
 convention), group_size (default all fabric.nodes), explicit (price the explicit schedule on the
 topology instead of the closed form), show_schedule, sizes (list of byte sizes: one row per size
 with time, algbw = bytes/time and busbw = algbw x the nccl-tests factor, e.g. 2(n-1)/n for
-all-reduce).
+all-reduce); busbw_plot (with sizes: also write the curve as a figure, .png/.svg/.pdf).
 """
 
 from __future__ import annotations
@@ -19,23 +19,13 @@ from typing import Any
 from omegaconf import DictConfig
 
 from estimator.collectives.algorithms import collective_name
+from estimator.collectives.busbw import cost_row, curve, plot_curves
 from estimator.config import to_container
 from estimator.errors import EstimatorError
 from estimator.fabrics.library import LibraryFabric
 from estimator.fabrics.registry import make_fabric
 
 HELP = "price a collective (any algorithm x fabric x size), its schedule, or a busbw curve"
-
-
-def bus_factor(collective: str, n: int) -> float:
-    """nccl-tests' busBw / algBw factor (doc/PERFORMANCE.md of nccl-tests)."""
-    if n <= 1:
-        return 1.0
-    if collective == "all_reduce":
-        return 2 * (n - 1) / n
-    if collective in ("reduce_scatter", "all_gather", "all_to_all", "gather"):
-        return (n - 1) / n
-    return 1.0
 
 
 def _number(value: Any, name: str) -> float:
@@ -46,25 +36,6 @@ def _number(value: Any, name: str) -> float:
     if not (out >= 0) or out == float("inf"):
         raise EstimatorError(f"{name} must be a non-negative finite number of bytes, got {value!r}")
     return out
-
-
-def _row(fabric: Any, coll: str, nbytes: float, algorithm: str, n: int | None, explicit: bool) -> dict[str, Any]:
-    if explicit:
-        if not isinstance(fabric, LibraryFabric):
-            raise EstimatorError(f"fabric {fabric.name!r} cannot price explicit schedules")
-        cost = fabric.collective_cost(coll, nbytes, algorithm, n, explicit=True)
-    else:
-        cost = fabric.collective_cost(coll, nbytes, algorithm, n)
-    algbw = nbytes / cost.time_s if cost.time_s > 0 else 0.0
-    return {
-        "bytes": nbytes,
-        "time_s": cost.time_s,
-        "algbw_Bps": algbw,
-        "busbw_Bps": algbw * bus_factor(coll, cost.nodes),
-        "algorithm": cost.algorithm,
-        "steps": cost.steps,
-        "reconfig_s": cost.reconfig_s,
-    }
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -81,10 +52,14 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if sizes is not None:
         if not isinstance(sizes, list) or not sizes:
             raise EstimatorError(f"sizes must be a non-empty list of byte sizes, got {sizes!r}")
-        rows = [_row(fabric, coll, _number(s, "sizes[]"), algorithm, n, explicit) for s in sizes]
-        return {**head, "algorithm": algorithm, "curve": rows}
+        rows = curve(fabric, coll, [_number(s, "sizes[]") for s in sizes], algorithm, n, explicit)
+        out = {**head, "algorithm": algorithm, "curve": rows}
+        if tree.get("busbw_plot"):
+            label = f"{fabric.name} {algorithm}"
+            out["figure"] = str(plot_curves({label: rows}, tree["busbw_plot"], f"{coll}, n={head['nodes']}"))
+        return out
     nbytes = _number(tree.get("bytes"), "bytes")
-    out = {**head, **_row(fabric, coll, nbytes, algorithm, n, explicit), "explicit": explicit}
+    out = {**head, **cost_row(fabric, coll, nbytes, algorithm, n, explicit), "explicit": explicit}
     if tree.get("show_schedule"):
         if not isinstance(fabric, LibraryFabric):
             raise EstimatorError(f"fabric {fabric.name!r} has no explicit schedules")
@@ -100,7 +75,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 def format_text(result: dict[str, Any]) -> str:
     if "curve" in result:
-        lines = [f"# {result['fabric']} {result['collective']} n={result['nodes']} algorithm={result['algorithm']}",
+        lines = [f"# {result['fabric']} {result['collective']} n={result['nodes']} algorithm={result['algorithm']}"
+                 + (f" figure={result['figure']}" if "figure" in result else ""),
                  f"{'bytes':>14} {'time_us':>12} {'algbw_GB/s':>11} {'busbw_GB/s':>11}  algorithm"]
         for r in result["curve"]:
             lines.append(f"{r['bytes']:>14.0f} {r['time_s'] * 1e6:>12.3f} {r['algbw_Bps'] / 1e9:>11.3f} "
