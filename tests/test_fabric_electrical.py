@@ -36,7 +36,7 @@ def test_bad_parameters_raise_one_line(params):
 def test_leafspine_closed_forms_equal_schedules(extra):
     f = leafspine(nodes=64, **extra)
     for name in ("ring", "hierarchical", "hierarchical_tree"):
-        for n in [*range(1, 9), *range(16, 65, 8)]:
+        for n in range(1, 65) if name == "ring" else [*range(1, 9), *range(16, 65, 8)]:
             for m in (1e3, 1e8):
                 fast = f.collective_cost("all_reduce", m, name, n)
                 slow = f.collective_cost("all_reduce", m, name, n, explicit=True)

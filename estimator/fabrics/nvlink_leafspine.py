@@ -153,7 +153,7 @@ class NvlinkLeafSpineFabric(LibraryFabric):
         g = min(c.gpus_per_node, n)
         nodes = n // g
         if algorithm == "ring":
-            if nodes == 1:
+            if n <= c.gpus_per_node:
                 t, s = sw.ring("all_reduce")(n, m, a + intra_lat, nv, gamma, AlgoParams())
             else:  # each step has one inter-node transfer per node boundary; it is the slowest
                 t, s = sw.ring("all_reduce")(n, m, a + inter_lat, min(nv, c.uplinks * up), gamma, AlgoParams())
