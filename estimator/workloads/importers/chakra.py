@@ -34,6 +34,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from estimator.errors import EstimatorError
 from estimator.workloads.graph import Gradient, Node, Workload
 from estimator.workloads.importers._common import BadInput, read_bytes
@@ -66,13 +68,20 @@ EXT = "estimator."
 
 
 def sniff(head: bytes, path: Path) -> bool:
+    """``.et`` names, or a head that frames and decodes as a GlobalMetadata with a version."""
     if path.suffix == ".et":
         return True
+    if head.lstrip()[:1] in (b"{", b"["):
+        return False  # JSON ('[' then newline also reads as a varint then a string tag)
     try:
         length, pos = decode_varint(head, 0)
-    except ChakraFormatError:
+        meta = GlobalMetadata()
+        if not 0 < length <= len(head) - pos:
+            return False
+        meta.ParseFromString(head[pos : pos + length])
+    except (ChakraFormatError, DecodeError):
         return False
-    return 0 < length <= len(head) - pos and head[pos : pos + 1] in (b"\x0a", b"\x12")
+    return bool(meta.version)
 
 
 def rank_files(path: Path) -> list[Path]:
@@ -93,11 +102,12 @@ def rank_files(path: Path) -> list[Path]:
 
 
 # ---- import ---------------------------------------------------------------------------------
-def _decode(path: Path, data: bytes) -> tuple[dict[str, Any], list[Any]]:
+def _decode(path: Path, data: bytes, primary: Path) -> tuple[dict[str, Any], list[Any]]:
     try:
         meta, nodes = read_messages(data)
     except ChakraFormatError as exc:
-        raise BadInput(f"{path.name}: not a valid Chakra trace ({exc})") from None
+        where = "" if path == primary else f"rank file {path.name}: "
+        raise BadInput(f"{where}not a valid Chakra trace ({exc})") from None
     return {a.name: attr_value(a) for a in meta.attr}, nodes
 
 
@@ -148,12 +158,13 @@ def _key(local: _Local, counters: dict[Any, int], global_ids: bool) -> tuple:
     return (*base, counters[slot] - 1)
 
 
-def _collect(files: list[tuple[Path, bytes]], global_ids: bool) -> tuple[dict[tuple, list[_Local]], dict]:
+def _collect(files: list[tuple[Path, bytes]], global_ids: bool, primary: Path
+             ) -> tuple[dict[tuple, list[_Local]], dict]:
     instances: dict[tuple, list[_Local]] = {}
     local_key: dict[tuple[int, int], tuple] = {}
     counters: dict[Any, int] = {}
     for rank, (path, data) in enumerate(files):
-        _, nodes = _decode(path, data)
+        _, nodes = _decode(path, data, primary)
         seen: set[int] = set()
         mine: list[_Local] = []
         for k, node in enumerate(nodes):
@@ -227,10 +238,10 @@ def load(data: bytes, name: str, options: dict[str, Any]) -> Workload:
     files = []
     for p in rank_files(path):
         files.append((p, data if p == path else read_bytes(p)))
-    header_attrs, _ = _decode(files[0][0], files[0][1][: _first_message_end(files[0][1])])
+    header_attrs, _ = _decode(files[0][0], files[0][1][: _first_message_end(files[0][1])], path)
     header = header_attrs.get(EXT + "workload")
     global_ids = isinstance(header, str)
-    instances, local_key = _collect(files, global_ids)
+    instances, local_key = _collect(files, global_ids, path)
     if not instances:
         raise BadInput("trace has no nodes")
     keys = sorted(instances, key=lambda k: k[1]) if global_ids else list(instances)
