@@ -66,6 +66,10 @@ def test_vgg16_fixture_matches_readme():
     assert len(w.topological_order()) == 768  # acyclic, every reference resolved
     assert meta["netbw_Bps"] == pytest.approx(12.5e9)  # 100 Gbps in bytes/ms * 1000
     assert w.capture_device == "topoopt"
+    assert len(w.gradients) == 32
+    assert w.gradient_bytes == sum(n.comm_bytes for n in w.nodes if n.kind == "collective")
+    nodes = w.node_map()
+    assert all(nodes[g.ready_node].phase == "backward" for g in w.gradients)
 
 
 @pytest.mark.parametrize("name, tasks, p2p", [("100transformer_16", 2020, 0), ("100dlrm_16", 1278, 496),
@@ -95,6 +99,8 @@ def test_builder_graph_maps_every_field(tmp_path):
     assert set(ar.deps) == {by_name["backward_0"].id, by_name["backward_1"].id}
     assert ar.attrs["intra_node_s"] == pytest.approx(1e-5)
     assert w.meta["topoopt"]["ops"] == ["Conv2D_1"]
+    (grad,) = w.gradients
+    assert (grad.nbytes, grad.ready_node) == (1 << 20, by_name["backward_1"].id)  # backward on device 0
 
 
 def test_cli_imports_and_summarises(tmp_path):

@@ -16,6 +16,8 @@ Mapping (see ``../shared/fixtures/topoopt/README.md`` for the field meanings):
   the graph: ``src`` is the device of the nearest compute ancestor, ``dst`` that of the nearest
   compute descendant (through chains of transfers). A transfer without either is an error.
 * Every other task's ``nexttasks`` are successors: each becomes a dependency edge.
+* Each all-reduce also yields a :class:`Gradient` of ``xfersize`` bytes, ready after its latest
+  predecessor on the group's first device (gradient order = that readiness order).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from estimator.workloads.graph import Workload
+from estimator.workloads.graph import Gradient, Workload
 from estimator.workloads.importers._common import BadInput, GraphBuilder
 from estimator.workloads.importers.flatbuf import FlatBufferError
 from estimator.workloads.importers.topoopt_schema import (
@@ -138,6 +140,7 @@ def convert(graph: TaskGraph, name: str) -> Workload:
             raise BadInput(f"task #{i} (taskid {t.taskid:#x}): {TASK_TYPES[t.type]} task on device "
                            f"{t.deviceid}, which is not a compute device record")
     builder = GraphBuilder()
+    grads: list[tuple[str, int, int, int]] = []  # (name, bytes, ready task index, all-reduce node)
     counts = {TASK_TYPES[k].lower(): 0 for k in TASK_TYPES}
     for i, t in enumerate(graph.tasks):
         kind = TASK_TYPES[t.type].lower()
@@ -151,8 +154,11 @@ def convert(graph: TaskGraph, name: str) -> Workload:
                 raise BadInput(f"task #{i} (taskid {t.taskid:#x}): all-reduce over node(s) "
                                f"{missing[:5] or list(t.nexttasks)} that have no compute device")
             common["attrs"]["intra_node_s"] = t.runtime_ms * MS
-            builder.add(label, kind="collective", collective="all_reduce", comm_bytes=float(t.xfersize),
-                        group=tuple(group), device=group[0], **common)
+            nid = builder.add(label, kind="collective", collective="all_reduce", comm_bytes=float(t.xfersize),
+                              group=tuple(group), device=group[0], **common)
+            on_first = [p for p in preds[i] if device_of[p] == group[0]] or preds[i]
+            if on_first:
+                grads.append((label, t.xfersize, max(on_first), nid))
         elif t.type in _COMM:
             src, dst = _endpoints(i, preds, succs, device_of, is_comm)
             common["attrs"]["sim_time_s"] = t.runtime_ms * MS
@@ -173,5 +179,8 @@ def convert(graph: TaskGraph, name: str) -> Workload:
             "task_counts": {k: v for k, v in counts.items() if v},
         }
     }
+    # Node ids equal task positions, so a ready task index is its node id.
+    gradients = tuple(Gradient(g_name, nbytes, ready, order)
+                      for order, (g_name, nbytes, ready, _) in enumerate(sorted(grads, key=lambda g: (g[2], g[3]))))
     return builder.build(name=name, source=f"topoopt:{name}", devices=len(devices),
-                         capture_device="topoopt", meta=meta)
+                         capture_device="topoopt", gradients=gradients, meta=meta)
