@@ -156,7 +156,8 @@ def write_rows(
 
 
 def write_estimates(path: str | Path, estimates: Iterable[Any]) -> int:
-    """Store :class:`estimator.estimate.Estimate` objects (rows + per-collective rows)."""
+    """Store :class:`estimator.estimate.Estimate` objects (rows + per-collective rows); returns
+    the number of estimates written."""
     now = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
     rows, colls = [], []
     for est in estimates:
@@ -164,7 +165,8 @@ def write_estimates(path: str | Path, estimates: Iterable[Any]) -> int:
         row.update(est.row())
         rows.append(row)
         colls.extend({"config_hash": est.config_hash, **c} for c in est.collectives)
-    return write_rows(path, {"estimates": ("config_hash", rows), "collectives": (("config_hash", "idx"), colls)})
+    write_rows(path, {"estimates": ("config_hash", rows), "collectives": (("config_hash", "idx"), colls)})
+    return len(rows)
 
 
 def existing_keys(path: str | Path, table: str = "estimates", key: str = "config_hash") -> set[str]:
