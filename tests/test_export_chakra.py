@@ -126,7 +126,7 @@ def foreign_ranks() -> list[list]:
           et_node(11, "send", SEND, (10,), comm_size=8192, comm_dst=1, comm_tag=7),
           et_node(12, "allreduce", COLL, (11,), comm_type=0, comm_size=4 << 20)]
     r1 = [et_node(1, "recv", RECV, comm_size=8192, comm_src=0, comm_tag=7),
-          et_node(2, "fwd1", COMP, (1,), duration=80),
+          et_node(2, "fwd1", COMP, (1,), runtime=80),  # older traces carry runtime as an attribute
           et_node(3, "allreduce", COLL, (2,), comm_type=0, comm_size=4 << 20)]
     return [r0, r1]
 
@@ -146,6 +146,7 @@ def test_foreign_chakra_files(tmp_path):
     send = by_name["send"]
     assert (send.src, send.dst, send.comm_bytes, send.deps) == (0, 1, 8192.0, (by_name["fwd0"].id,))
     assert by_name["fwd1"].deps == (send.id,) and by_name["fwd1"].device == 1
+    assert by_name["fwd1"].duration_s == pytest.approx(80e-6)
     ar = by_name["allreduce"]
     assert ar.group == (0, 1) and ar.comm_bytes == float(4 << 20)
     assert set(ar.deps) == {send.id, by_name["fwd1"].id}

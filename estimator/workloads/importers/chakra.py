@@ -4,7 +4,8 @@
 contiguous) and merges the per-rank graphs:
 
 * ``COMP_NODE`` (and ``MEM_LOAD/STORE``, ``METADATA``) -> a compute node on that rank;
-  ``duration_micros`` -> ``duration_s`` (``None`` when it is 0 and ``num_ops`` gives the work),
+  ``duration_micros`` (else a ``runtime`` attribute, microseconds) -> ``duration_s`` (``None``
+  when both are 0 and ``num_ops`` gives the work),
   ``num_ops`` -> ``flops``, ``tensor_size`` -> ``mem_bytes``.
 * ``COMM_COLL_NODE`` -> one collective per (``pg_name``, k-th collective of that group on each
   rank); ``comm_type`` -> kind, ``comm_size`` -> ``comm_bytes`` (must agree across ranks); its
@@ -196,7 +197,8 @@ def _convert(key: tuple, copies: list[_Local], gid: int, deps: list[int], global
         if len(copies) > 1:
             raise BadInput(f"{where}: compute node id {key[-1]} appears on {len(copies)} ranks")
         flops = first.ext("flops", first._int("num_ops"))
-        duration = et.duration_micros * 1e-6 if et.duration_micros or not flops else None
+        micros = et.duration_micros or first._int("runtime")  # older traces: a ``runtime`` attribute (us)
+        duration = micros * 1e-6 if micros or not flops else None
         shapes: tuple = ()
         if et.HasField("inputs") and et.inputs.shapes:
             try:

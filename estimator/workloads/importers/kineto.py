@@ -10,6 +10,8 @@ What the trace is taken to mean (choices documented here and tested):
   (the kernel's own args, else the ``record_param_comms`` CPU op that launched it, found through
   the ``correlation`` id of the ``cudaLaunchKernel`` runtime event), else from the kernel name;
   ``comm_bytes = In msg nelems x dtype size``. A collective without a message size is an error.
+  NCCL ``SendRecv`` kernels stay compute nodes (``op_class = "kernel"``): a single-rank trace
+  does not say who the peer is.
 * **CPU traces**: top-level ``cpu_op`` events of each thread are compute nodes; a top-level op
   that is or wraps a ``record_param_comms`` op with a ``Collective name`` is a collective.
 * **Phase**: inside ``autograd::engine::evaluate_function`` -> backward; inside an
