@@ -4,21 +4,15 @@ import pytest
 
 from estimator.errors import EstimatorError
 from estimator.fabrics.lumorph import LumorphConfig, LumorphFabric, lumorph_k_schedule, radix_digits
-from estimator.fabrics.optical.circuits import price_on_circuits
 from estimator.fabrics.registry import make_fabric
 
 SMALL = 1024  # bytes: alpha-dominated at 300 GB/s
 
 
-def ideal_ring(n):
-    """Ring all-reduce on the ideal switch (alpha 0.7 us, 300 GB/s): the `ideal` fabric when it is
-    registered, else the same alpha-beta ring on a Lumorph with no reconfiguration."""
-    try:
-        fab = make_fabric({"name": "ideal", "nodes": n})
-        return lambda b: fab.collective_cost("all_reduce", b, "ring").time_s
-    except EstimatorError:
-        fab = LumorphFabric(LumorphConfig(nodes=n, reconfig_s=0.0))
-        return lambda b: fab.collective_cost("all_reduce", b, "ring").time_s
+def ideal_ring(n, algorithm="ring"):
+    """All-reduce on the `ideal` switch fabric (seed 000's baseline: alpha 0.7 us, 300 GB/s)."""
+    fab = make_fabric({"name": "ideal", "nodes": n})
+    return lambda b: fab.collective_cost("all_reduce", b, algorithm).time_s
 
 
 @pytest.mark.parametrize("n", [64, 128, 256])
@@ -31,6 +25,15 @@ def test_lumorph_cuts_alpha_dominated_allreduce_vs_ring_on_ideal_switch(n):
     assert red[4] >= 0.70
     assert red[2] >= 0.40
     assert red[4] > red[2]
+    # vs Tree: the library's (non-pipelined) double binary tree pays only 2 log2(N) x 0.7 us, so at
+    # 1 KB it beats Lumorph's 4.4 us rounds (the paper claims ~80% less than Tree too: a mismatch,
+    # see the report); from 1 MiB on Lumorph-4 wins, as the tree is not bandwidth-optimal
+    tree = ideal_ring(n, "double_binary_tree")
+    for size in (SMALL, 2**20):
+        red_tree = 1 - fab.collective_cost("all_reduce", size, "lumorph_4").time_s / tree(size)
+        print(f"N={n}: Lumorph-4 vs Tree on ideal switch at {size} B: {red_tree:.0%} less time")
+    assert tree(SMALL) < fab.collective_cost("all_reduce", SMALL, "lumorph_4").time_s
+    assert fab.collective_cost("all_reduce", 2**20, "lumorph_4").time_s < tree(2**20)
     # the gain grows with the number of GPUs (paper: "performance improves with the number of GPUs")
     if n > 64:
         small = make_fabric({"name": "lumorph", "nodes": n // 2})
@@ -58,18 +61,15 @@ def test_crossover_where_bandwidth_takes_over(n):
     assert fab.collective_cost("all_reduce", cross * 0.99, "lumorph_4").time_s < ring(cross * 0.99)
 
 
-@pytest.mark.parametrize("n,k", [(8, 2), (16, 4), (32, 4), (16, 8)])
-def test_explicit_schedule_equals_closed_form(n, k):
+@pytest.mark.parametrize("n,k", [(8, 2), (16, 4), (32, 4), (16, 8), (8, 8)])
+def test_explicit_schedule_priced_by_library_equals_closed_form(n, k):
     fab = LumorphFabric(LumorphConfig(nodes=n))
     for coll in ("all_reduce", "reduce_scatter", "all_gather"):
+        closed = fab.collective_cost(coll, 3e6, f"lumorph_{k}")
+        assert fab.explicit_time(coll, f"lumorph_{k}", 3e6) == pytest.approx(closed.time_s, rel=1e-9), coll
         sched = lumorph_k_schedule(coll, n, k, 3e6)
-        t, _ = price_on_circuits(sched, 300e9, 0.7e-6, 3.7e-6, 16)
-        if coll == "all_gather":
-            t_closed = fab.collective_cost(coll, 3e6, f"lumorph_{k}").time_s
-            assert t == pytest.approx(t_closed, rel=1e-9)
-        elif coll == "all_reduce":
-            assert t == pytest.approx(fab.collective_cost(coll, 3e6, f"lumorph_{k}").time_s, rel=1e-9)
-            assert sched.num_steps == 2 * len(radix_digits(n, k))
+        assert sched.num_steps == closed.steps
+    assert lumorph_k_schedule("all_reduce", n, k, 1.0).num_steps == 2 * len(radix_digits(n, k))
 
 
 def test_rounds_and_auto():

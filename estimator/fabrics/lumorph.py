@@ -24,14 +24,17 @@ Model (seed 000, Secs. 2-4; defaults in conf/fabric/lumorph.yaml):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
+from estimator.collectives.algorithms import algorithm as lookup
+from estimator.collectives.params import is_power
+from estimator.collectives.pricing import PricingParams, compile_schedule, mark_reconfigurations
 from estimator.collectives.schedule import Schedule, Step, Transfer
 from estimator.errors import EstimatorError
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.optical.base import Affine, OpticalFabric, rounds_cost
-from estimator.fabrics.optical.circuits import circuit_share
+from estimator.fabrics.optical.circuits import circuit_mesh, circuit_share
 
 
 @dataclass
@@ -75,7 +78,11 @@ def radix_digits(n: int, k: int) -> tuple[int, ...]:
 
 
 def lumorph_k_schedule(collective: str, n: int, k: int, nbytes: float) -> Schedule:
-    """Explicit Lumorph-k schedule (all_reduce, reduce_scatter or all_gather) on ``n`` GPUs."""
+    """Explicit Lumorph-k schedule (all_reduce, reduce_scatter or all_gather) on ``n`` GPUs: the
+    shared library's radix-k halving/doubling when ``n`` is a power of k; otherwise the mixed-radix
+    form (digits k, ..., k, n/k^m), which the library does not generate."""
+    if is_power(n, k):
+        return replace(lookup(f"radix{k}").schedule(collective, n, nbytes), algorithm=f"lumorph_{k}")
     digits = radix_digits(n, k)
     place = [1]
     for f in digits[:-1]:
@@ -194,3 +201,20 @@ class LumorphFabric(OpticalFabric):
         if algorithm not in self.valid_algorithms(collective, n):
             raise EstimatorError(f"fabric 'lumorph': {algorithm} needs a power-of-two group, got {n}")
         return lumorph_k_schedule(collective, n, int(algorithm.split("_")[1]), nbytes)
+
+    def explicit_time(self, collective: str, algorithm: str, nbytes: float, group_size: int | None = None) -> float:
+        """The explicit schedule priced by the shared library on per-round circuits (slow path):
+        each step on a circuit mesh whose circuits get the share its senders' fan-out allows."""
+        sched = mark_reconfigurations(self.schedule(collective, algorithm, nbytes, group_size))
+        c = self.cfg
+        params = PricingParams(alpha_s=c.alpha_s, reconfig_s=c.reconfig_s)
+        meshes: dict[int, object] = {}
+        total = 0.0
+        for step in sched.steps:
+            fan_out = max(sum(1 for t in step.transfers if t.src == s) for s in {t.src for t in step.transfers})
+            topo = meshes.get(fan_out) or meshes.setdefault(
+                fan_out, circuit_mesh(sched.nodes, c.bandwidth_Bps, fan_out, c.wavelengths)
+            )
+            one = replace(sched, steps=(step,))
+            total += compile_schedule(one, topo, params).time(nbytes)
+        return total

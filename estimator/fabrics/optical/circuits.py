@@ -1,22 +1,20 @@
-"""Pricing explicit schedules on per-round optical circuits (a generic hook the collective
-library does not have: per-round reconfiguration latency and per-circuit bandwidth splitting).
+"""Per-round optical circuits as a topology the shared library can price.
 
-Model: in every step each endpoint sets up one circuit per distinct destination it sends to; an
-endpoint's ``wavelengths`` lasers are split evenly over its circuits in whole wavelengths, so a
-circuit gets ``floor(W / c) / W`` of the endpoint's egress bandwidth when it drives ``c`` circuits.
-A step costs ``alpha`` + (``reconfig`` if it sets up new circuits) + the slowest transfer at its
-circuit's bandwidth. This is the explicit, slow path; fabrics use closed forms tested equal to it.
+The collective library prices a schedule on a topology with per-step reconfiguration
+(:func:`estimator.collectives.pricing.mark_reconfigurations`, ``PricingParams.reconfig_s``). What
+it does not have is circuit *bandwidth splitting*: an endpoint that drives ``c`` circuits at once
+splits its ``W`` lasers over them in whole wavelengths, so each circuit gets ``floor(W / c) / W``
+of its egress. For an algorithm whose every step drives the same number of circuits per endpoint
+(Lumorph-k: k-1), that is a full mesh of direct circuits of that bandwidth: :func:`circuit_mesh`.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-
-from estimator.collectives.schedule import Schedule
+from estimator.topology.graph import Topology
 
 
 def circuit_share(circuits: int, wavelengths: int) -> float:
-    """Fraction of an endpoint's egress one of its ``circuits`` circuits gets."""
+    """Fraction of an endpoint's egress one of its ``circuits`` concurrent circuits gets."""
     if circuits <= 1 or wavelengths <= 0:
         return 1.0
     per = wavelengths // circuits
@@ -26,24 +24,14 @@ def circuit_share(circuits: int, wavelengths: int) -> float:
     return per / wavelengths
 
 
-def price_on_circuits(
-    schedule: Schedule, bandwidth_Bps: float, alpha_s: float, reconfig_s: float, wavelengths: int
-) -> tuple[float, float]:
-    """``(time_s, reconfig_time_s)`` of ``schedule`` on per-round circuits."""
-    total = reconf_total = 0.0
-    prev: set[tuple[int, int]] | None = None
-    for step in schedule.steps:
-        if not step.transfers:
-            continue
-        dests: dict[int, set[int]] = defaultdict(set)
-        for t in step.transfers:
-            dests[t.src].add(t.dst)
-        worst = max(
-            t.nbytes / (bandwidth_Bps * circuit_share(len(dests[t.src]), wavelengths)) for t in step.transfers
-        )
-        circuits = {(t.src, t.dst) for t in step.transfers}
-        reconf = reconfig_s if (step.reconfigure or prev is None or not circuits <= prev) else 0.0
-        total += alpha_s + reconf + worst
-        reconf_total += reconf
-        prev = circuits
-    return total, reconf_total
+def circuit_mesh(n: int, bandwidth_Bps: float, circuits: int, wavelengths: int, name: str = "circuits") -> Topology:
+    """A direct circuit from every endpoint to every other, each at the bandwidth an endpoint
+    driving ``circuits`` circuits gives one of them (only the circuits a step uses exist then)."""
+    topo = Topology(name, "shortest")
+    eps = [topo.add_endpoint(f"tile{i}") for i in range(n)]
+    bw = bandwidth_Bps * circuit_share(circuits, wavelengths)
+    for a in range(n):
+        for b in range(n):
+            if a != b:
+                topo.add_link(eps[a], eps[b], bw, 0.0)
+    return topo
