@@ -29,7 +29,7 @@ def speeds():
     for model, (grad, batch, compute) in MODELS.items():
         prof = trace_profile(grad, compute)
         for algo in ALL_REDUCE_7:
-            plans = plan_topology(base, prof, POLICY, batch, algo, iterations=1000)
+            plans = plan_topology(base, prof, POLICY, batch, algo, iterations=1000, references=True)
             out[model, algo] = {p.topology: p.samples_per_s for p in plans}
     return out
 
@@ -73,8 +73,8 @@ def test_resnet50_prototype_finding(speeds):
     base = OcsFabric(OcsConfig(topology="ring"))
     grad, batch, compute = MODELS["resnet50"]
     plans = plan_topology(base, trace_profile(grad, compute), POLICY, batch, "recursive_doubling", 1000, current="ring")
-    shaped = [p for p in plans if p.topology in SHAPES]
-    assert shaped[0].topology == "torus2d" and shaped[0].reconfig_s == pytest.approx(25e-3)
+    assert [p.topology for p in plans][0] == "torus2d" and plans[0].reconfig_s == pytest.approx(25e-3)
+    assert {p.topology for p in plans} == set(SHAPES)
     assert next(p for p in plans if p.topology == "ring").reconfig_s == 0.0
 
 

@@ -23,7 +23,7 @@ PSLike = ``ps``, Torus = ``torus2d``, DBTree = ``double_binary_tree``, RD = ``re
 (power-of-two groups), and our seventh, ``halving_doubling`` (Rabenseifner), the paper names only six.
 
 Reconfiguration: changing the topology costs ``reconfig_s`` (MEMS switching, 25 ms, Polatis
-datasheet). ``topology=auto`` prices a collective on every candidate topology and keeps the fastest
+datasheet). ``topology=auto`` prices a collective on every OCS-wired shape (ring, torus2d, btree) and keeps the fastest
 (no reconfiguration charged: that is a job-level decision, see :mod:`.optical.ocs_job`, which
 counts one reconfiguration at job start).
 """
@@ -42,6 +42,7 @@ from estimator.topology import builders
 from estimator.topology.graph import Topology
 
 TOPOLOGIES = ("ring", "torus2d", "btree", "one_switch", "fattree")
+WIRED = ("ring", "torus2d", "btree")  # what the MEMS OCS wires; the other two are references
 ALL_REDUCE_7 = ("ring", "binary_tree", "ps", "torus2d", "double_binary_tree", "recursive_doubling", "halving_doubling")
 PAPER_NAMES = {
     "binary_tree": "BTree", "ring": "Ring", "ps": "PSLike", "torus2d": "Torus",
@@ -116,10 +117,13 @@ class OcsFabric(LibraryFabric):
         return self.config  # type: ignore[return-value]
 
     # ---- what the timeline / job planner needs -----------------------------------------------
-    def candidate_topologies(self) -> tuple[str, ...]:
-        """Topologies the OCS can wire (the fat tree needs enough switch ports)."""
+    def candidate_topologies(self, references: bool = False) -> tuple[str, ...]:
+        """Topologies ``topology=auto`` chooses from: the shapes the OCS wires (ring, torus2d,
+        btree); with ``references`` also the electrical one_switch / fattree references (the fat
+        tree only if it has enough switch ports)."""
         fits = self.cfg.nodes <= self.cfg.fattree_radix**3 // 4
-        return tuple(t for t in TOPOLOGIES if t != "fattree" or fits)
+        shapes = TOPOLOGIES if references else WIRED
+        return tuple(t for t in shapes if t != "fattree" or fits)
 
     def reconfiguration_s(self, current: str | None, target: str) -> float:
         """Seconds to rewire from ``current`` (None: unknown / not wired yet) to ``target``."""

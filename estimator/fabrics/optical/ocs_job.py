@@ -54,12 +54,14 @@ def plan_topology(
     algorithm: str = "default",
     iterations: int = 1000,
     current: str | None = None,
+    references: bool = False,
 ) -> list[TopologyPlan]:
-    """Every candidate topology's plan, fastest job first."""
+    """Every candidate topology's plan, fastest job first (``references``: also the electrical
+    one_switch / fattree references)."""
     if iterations < 1:
         raise EstimatorError(f"iterations must be >= 1, got {iterations}")
     plans = []
-    for topo in fabric.candidate_topologies():
+    for topo in fabric.candidate_topologies(references):
         fab = fabric.with_topology(topo)
         try:
             res = simulate_data_parallel(profile, fab, policy, batch_size, algorithm=algorithm)
