@@ -66,6 +66,10 @@ _TYPE_NAME = {v: k for k, v in NODE_TYPES.items()}
 _COLL_NAME = {v: k for k, v in COLLECTIVE_TYPES.items()}
 _COMPUTE_TYPES = (1, 2, 3, 4)
 EXT = "estimator."
+EXT_TYPES: dict[str, type | tuple[type, ...]] = {
+    "id": int, "device": int, "op": str, "op_class": str, "phase": str, "flops": (int, float),
+    "mem_bytes": (int, float), "duration_s": (int, float), "scales_with_batch": bool, "comm_bytes": (int, float),
+    "group": list, "deps": list, "attrs": str}
 
 
 def sniff(head: bytes, path: Path) -> bool:
@@ -135,7 +139,21 @@ class _Local:
         return value
 
     def ext(self, key: str, default: Any = None) -> Any:
-        return self.attrs.get(EXT + key, default)
+        """An ``estimator.*`` attribute, type-checked (``default`` when absent)."""
+        value = self.attrs.get(EXT + key)
+        if value is None:
+            return default
+        kind = EXT_TYPES[key]
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):  # bool is an int
+            raise BadInput(f"{self.where}: attribute {EXT + key!r} has the wrong type ({value!r})"[:200])
+        if key == "attrs":
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                value = None
+            if not isinstance(value, dict):
+                raise BadInput(f"{self.where}: attribute 'estimator.attrs' is not a JSON object")
+        return value
 
 
 def _key(local: _Local, counters: dict[Any, int], global_ids: bool) -> tuple:
@@ -143,8 +161,8 @@ def _key(local: _Local, counters: dict[Any, int], global_ids: bool) -> tuple:
     node = local.node
     if global_ids:
         est = local.ext("id")
-        if not isinstance(est, int) or isinstance(est, bool):
-            raise BadInput(f"{local.where}: attribute 'estimator.id' missing or not an integer")
+        if est is None:
+            raise BadInput(f"{local.where}: attribute 'estimator.id' is missing")
         return ("g", est)
     if node.type == 7:
         base = ("coll", str(local.attrs.get("pg_name", "")))
@@ -192,7 +210,7 @@ def _convert(key: tuple, copies: list[_Local], gid: int, deps: list[int], global
     et, where = first.node, first.where
     types = {c.node.type for c in copies}
     common: dict[str, Any] = {"id": gid, "name": et.name, "deps": tuple(deps),
-                              "attrs": json.loads(first.ext("attrs", "{}"))}
+                              "attrs": first.ext("attrs", {})}
     if types <= set(_COMPUTE_TYPES):
         if len(copies) > 1:
             raise BadInput(f"{where}: compute node id {key[-1]} appears on {len(copies)} ranks")
@@ -260,13 +278,14 @@ def load(data: bytes, name: str, options: dict[str, Any]) -> Workload:
     if global_ids:
         try:
             head = json.loads(header)
-        except json.JSONDecodeError:
-            raise BadInput("estimator.workload header is not valid JSON") from None
-        workload = Workload(name=name, nodes=tuple(nodes), source=head.get("source", ""),
-                            devices=int(head.get("devices", len(files))), batch_size=int(head.get("batch_size", 1)),
-                            capture_device=head.get("capture_device", ""), params=int(head.get("params", 0)),
-                            forward_flops=float(head.get("forward_flops", 0.0)), meta=head.get("meta", {}),
-                            gradients=tuple(Gradient.from_dict(g) for g in head.get("gradients", [])))
+            workload = Workload(name=name, nodes=tuple(nodes), source=str(head.get("source", "")),
+                                devices=int(head.get("devices", len(files))),
+                                batch_size=int(head.get("batch_size", 1)),
+                                capture_device=str(head.get("capture_device", "")), params=int(head.get("params", 0)),
+                                forward_flops=float(head.get("forward_flops", 0.0)), meta=dict(head.get("meta", {})),
+                                gradients=tuple(Gradient.from_dict(g) for g in head.get("gradients", [])))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise BadInput(f"estimator.workload header is malformed ({type(exc).__name__})") from None
     else:
         workload = Workload(name=name, nodes=tuple(nodes), source=f"chakra:{name}", devices=len(files),
                             capture_device="chakra", meta={"chakra": {"ranks": len(files)}})
