@@ -71,6 +71,7 @@ def test_closed_forms_equal_schedules_for_every_algorithm_up_to_64():
     checked = 0
     for coll, names in SWITCH_OFFERS.items():
         extra = ("radix2", "radix3", "radix8") if coll in ("all_reduce", "reduce_scatter", "all_gather") else ()
+        extra += ("pipelined_dbt1", "pipelined_dbt3") if coll == "all_reduce" else ()
         for name in names + extra:
             for n in range(1, 65):
                 if not _valid(coll, name, n):
@@ -116,3 +117,15 @@ def test_radix_k_trades_steps_for_nothing_on_a_switch():
     r4 = f.collective_cost("all_reduce", 1e6, "radix4")
     assert (r2.steps, r4.steps) == (12, 6)
     assert r2.time_s - r4.time_s == pytest.approx(6 * ALPHA, rel=1e-9)
+
+
+def test_pipelined_tree_is_the_tree_with_one_chunk_and_approaches_2M_over_B():
+    f = ideal(64)
+    m = 64 * 2**20
+    one = f.collective_cost("all_reduce", m, "pipelined_dbt1")
+    assert one.time_s == pytest.approx(f.collective_cost("all_reduce", m, "double_binary_tree").time_s, rel=1e-12)
+    deep = f.collective_cost("all_reduce", m, "pipelined_dbt256")
+    assert deep.steps == 2 * (6 + 256 - 1)
+    # steady state: every rank sends M/(2C) in both trees or receives from two children -> M/C per step
+    assert deep.time_s == pytest.approx(deep.steps * ALPHA + 2 * (6 + 255) * m / 256 / BW, rel=0.02)
+    assert deep.time_s < 0.35 * one.time_s

@@ -41,6 +41,12 @@ class Algorithm:
     generators: dict[str, gen.Generator]
     closed_forms: dict[str, sw.ClosedForm]
     fixed_radix: int | None = None
+    fixed_chunks: int | None = None
+    family: str = ""  # the registry name a parameterised variant (radix4, pipelined_dbt16) belongs to
+
+    @property
+    def base(self) -> str:
+        return self.family or self.name
 
     def supports(self, collective: str) -> bool:
         return collective in self.generators
@@ -52,7 +58,11 @@ class Algorithm:
             )
 
     def params(self, p: AlgoParams) -> AlgoParams:
-        return p.with_(radix=self.fixed_radix) if self.fixed_radix else p
+        if self.fixed_radix:
+            p = p.with_(radix=self.fixed_radix)
+        if self.fixed_chunks:
+            p = p.with_(chunks=self.fixed_chunks)
+        return p
 
     def check(self, collective: str, n: int, p: AlgoParams = DEFAULT_PARAMS) -> None:
         """Raise :class:`EstimatorError` if this algorithm cannot run ``collective`` on ``n``."""
@@ -118,6 +128,8 @@ def _build() -> dict[str, Algorithm]:
         "torus2d": _family("torus2d", RS_AR_AG, gen.torus2d, sw.torus2d),
         "hierarchical": _single("hierarchical", "all_reduce", gen.hierarchical("all_reduce"),
                                 sw.hierarchical("all_reduce")),
+        "pipelined_dbt": _single("pipelined_dbt", "all_reduce", gen.pipelined_dbt_all_reduce,
+                                 sw.pipelined_dbt_all_reduce),
         "hierarchical_tree": _single("hierarchical_tree", "all_reduce", gen.hierarchical_tree_all_reduce,
                                      sw.hierarchical_tree_all_reduce),
     }
@@ -126,6 +138,7 @@ def _build() -> dict[str, Algorithm]:
 
 _REGISTRY = _build()
 _RADIX = re.compile(r"^radix(\d+)$")
+_PIPE = re.compile(r"^pipelined_dbt(\d+)$")
 
 
 def names() -> tuple[str, ...]:
@@ -143,5 +156,10 @@ def algorithm(name: str) -> Algorithm:
         if k < 2:
             raise EstimatorError(f"algorithm {name!r}: radix must be >= 2")
         base = _REGISTRY["radix"]
-        return Algorithm(name, base.generators, base.closed_forms, fixed_radix=k)
-    raise EstimatorError(f"unknown algorithm {name!r}; known: {', '.join(_REGISTRY)}, radix<k>")
+        return Algorithm(name, base.generators, base.closed_forms, fixed_radix=k, family="radix")
+    m = _PIPE.match(name)
+    if m:
+        base = _REGISTRY["pipelined_dbt"]
+        return Algorithm(name, base.generators, base.closed_forms, fixed_chunks=max(1, int(m.group(1))),
+                         family="pipelined_dbt")
+    raise EstimatorError(f"unknown algorithm {name!r}; known: {', '.join(_REGISTRY)}, radix<k>, pipelined_dbt<C>")

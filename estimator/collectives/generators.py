@@ -317,3 +317,27 @@ def hierarchical_tree_all_reduce(n: int, m: float, p: AlgoParams) -> Steps:
         inter.append(_step([Transfer(t.src * g + i, t.dst * g + i, t.nbytes, t.reduce_bytes)
                             for i in range(g) for t in st.transfers]))
     return parallel_rings(intra, m / g, True) + inter + parallel_rings(intra, m / g, False)
+
+
+def pipelined_dbt_all_reduce(n: int, m: float, p: AlgoParams) -> Steps:
+    """Double binary tree, each tree's half cut into C = ``p.chunks`` chunks and pipelined: in
+    reduce step t a rank with send step h (see :mod:`.trees`) sends chunk t - h to its parent;
+    H + C - 1 steps; the broadcast phase is its mirror image. (NCCL's tree is pipelined the same
+    way, with reduce and broadcast overlapped; here they run one after the other.)"""
+    c = p.chunks
+    if c < 1:
+        from estimator.errors import EstimatorError
+
+        raise EstimatorError(f"algorithm 'pipelined_dbt' needs chunks >= 1, got {c}")
+    parents = inorder_parents(n)
+    h = tree_height(n)
+    size = m / (2 * c)
+    maps = (lambda b: b, lambda b: second_tree_rank(b, n))
+    up: list[list[Transfer]] = [[] for _ in range(h + c - 1)]
+    for rank_of in maps:
+        for b in range(1, n):
+            src, dst = rank_of(b), rank_of(parents[b])
+            for k in range(c):
+                up[tz(b) + k].append(Transfer(src, dst, size, size))
+    down = [[Transfer(t.dst, t.src, t.nbytes, 0.0) for t in step] for step in reversed(up)]
+    return [_step(t) for t in up] + [_step(t) for t in down]

@@ -15,12 +15,14 @@ class AlgoParams:
     radix:  k of radix-k halving/doubling and of dimension-wise (BCube/SiPAC r).
     rows, cols: 2D-torus dimensions (0 = the most square factorisation of n).
     local:  ranks per node for hierarchical algorithms (0 = not set: the algorithm is invalid).
+    chunks: pipeline depth of pipelined trees (the buffer is cut into this many chunks per tree).
     """
 
     radix: int = 2
     rows: int = 0
     cols: int = 0
     local: int = 0
+    chunks: int = 8
 
     def with_(self, **kw: int) -> AlgoParams:
         return replace(self, **kw)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from estimator.collectives.params import AlgoParams, local_size, need_power, torus_dims
-from estimator.collectives.trees import children_at_step, tree_height
+from estimator.collectives.trees import children_at_step, dbt_shapes, tree_height
 
 Cost = tuple[float, int]
 ClosedForm = Callable[[int, float, float, float, float, AlgoParams], Cost]
@@ -193,3 +193,24 @@ def hierarchical_tree_all_reduce(n: int, m: float, a: float, b: float, g: float,
         _ph(loc - 1, a, b, g, m / loc),
     )
     return _sum(*parts)
+
+
+def pipelined_dbt_all_reduce(n: int, m: float, a: float, b: float, g: float, p: AlgoParams) -> Cost:
+    """Pipelined double binary tree: per reduce step t, the busiest rank receives from every child
+    whose chunk window [s, s + C) holds t, and sends in every tree whose window holds t; the
+    broadcast phase mirrors it (no reductions). Chunks are M / (2C)."""
+    c = p.chunks
+    if c < 1:
+        from estimator.errors import EstimatorError
+
+        raise EstimatorError(f"algorithm 'pipelined_dbt' needs chunks >= 1, got {c}")
+    child_sets, send_sets = dbt_shapes(n)
+    size = m / (2 * c)
+    total = 0.0
+    steps = tree_height(n) + c - 1
+    for t in range(steps):
+        down = max(sum(1 for s in cs if 0 <= t - s < c) for cs in child_sets)
+        up = max(sum(1 for s in ss if 0 <= t - s < c) for ss in send_sets)
+        load = max(up, down) * size
+        total += 2 * (a + load / b) + down * size * g
+    return total, 2 * steps

@@ -57,3 +57,19 @@ def children_at_step(n: int, s: int) -> int:
 def second_tree_rank(b: int, n: int) -> int:
     """Actual rank of position ``b`` of the second tree of the double binary tree."""
     return n - 1 - b if n % 2 == 0 else (b - 1) % n
+
+
+@cache
+def dbt_shapes(n: int) -> tuple[frozenset[tuple[int, ...]], frozenset[tuple[int, ...]]]:
+    """Distinct per-rank patterns of the double binary tree on ``n`` ranks:
+    (child send-steps of each rank over both trees, own send-steps over both trees).
+    Loads of pipelined tree steps depend only on these sets."""
+    parents = inorder_parents(n)
+    children: list[list[int]] = [[] for _ in range(n)]
+    sends: list[list[int]] = [[] for _ in range(n)]
+    for mapping in (lambda b: b, lambda b: second_tree_rank(b, n)):
+        for b in range(1, n):
+            s = tz(b)
+            sends[mapping(b)].append(s)
+            children[mapping(parents[b])].append(s)
+    return frozenset(tuple(sorted(c)) for c in children), frozenset(tuple(sorted(x)) for x in sends)

@@ -18,7 +18,7 @@ from estimator.fabrics.library import LibraryFabric
 
 # every algorithm that runs on any topology (no shape constraint beyond the algorithm's own)
 GENERIC_OFFERS: dict[str, tuple[str, ...]] = {
-    "all_reduce": ("ring", "bidir_ring", "double_binary_tree", "halving_doubling", "recursive_doubling",
+    "all_reduce": ("ring", "bidir_ring", "double_binary_tree", "pipelined_dbt", "halving_doubling", "recursive_doubling",
                    "binary_tree", "radix4", "neighbor_exchange", "direct", "ps", "torus2d"),
     "reduce_scatter": ("ring", "bidir_ring", "halving_doubling", "direct"),
     "all_gather": ("ring", "bidir_ring", "recursive_doubling", "neighbor_exchange", "direct"),

@@ -19,7 +19,7 @@ from estimator.topology.builders import star
 from estimator.topology.graph import Topology
 
 SWITCH_OFFERS: dict[str, tuple[str, ...]] = {
-    "all_reduce": ("ring", "double_binary_tree", "halving_doubling", "recursive_doubling", "radix4", "bidir_ring",
+    "all_reduce": ("ring", "double_binary_tree", "pipelined_dbt", "halving_doubling", "recursive_doubling", "radix4", "bidir_ring",
                    "binary_tree", "neighbor_exchange", "direct", "one_shot", "ps", "torus2d"),
     "reduce_scatter": ("ring", "halving_doubling", "radix4", "bidir_ring", "direct"),
     "all_gather": ("ring", "recursive_doubling", "halving_doubling", "radix4", "bidir_ring", "neighbor_exchange",

@@ -34,6 +34,13 @@ ALL_PAIRS = {"direct", "one_shot", "pairwise"}
 MAX_EXPLICIT_PAIRS = 4_000_000  # all-pairs schedules beyond this many transfers are refused
 
 
+def _family(name: str) -> str | None:
+    try:
+        return lookup(name).base
+    except EstimatorError:
+        return None
+
+
 class LibraryFabric(Fabric):
     OFFERS: dict[str, tuple[str, ...]] = {}
 
@@ -89,7 +96,7 @@ class LibraryFabric(Fabric):
             return [offered[0]]
         if algorithm == "auto":
             return list(offered)
-        if algorithm not in offered and not (algorithm.startswith("radix") and any(a.startswith("radix") for a in offered)):
+        if algorithm not in offered and _family(algorithm) not in {_family(a) for a in offered}:
             raise EstimatorError(
                 f"fabric {self.name!r}: algorithm {algorithm!r} is not offered for {collective}; "
                 f"offered: {', '.join(offered)}, auto"

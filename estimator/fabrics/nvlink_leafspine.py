@@ -33,7 +33,7 @@ from estimator.fabrics.library import LibraryFabric
 from estimator.topology.builders import leaf_spine
 from estimator.topology.graph import Topology
 
-TREE_ALGOS = {"binary_tree", "double_binary_tree", "hierarchical_tree", "binomial_tree"}
+TREE_ALGOS = {"binary_tree", "double_binary_tree", "pipelined_dbt", "hierarchical_tree", "binomial_tree"}
 # NCCL src/graph/tuning.cc (2.18/2.19): baseLat[algo][proto], hwLat[NVLINK|NET][algo][proto], in us
 NCCL_BASE_US = {"tree": {"ll": 6.8, "ll128": 14.0, "simple": 0.0}, "ring": {"ll": 6.6, "ll128": 14.0, "simple": 8.4}}
 NCCL_HW_US = {
@@ -43,7 +43,7 @@ NCCL_HW_US = {
 PROTOCOL_EFFICIENCY = {"ll": 0.5, "ll128": 120.0 / 128.0, "simple": 1.0}
 
 OFFERS: dict[str, tuple[str, ...]] = {
-    "all_reduce": ("hierarchical", "hierarchical_tree", "ring", "double_binary_tree", "halving_doubling",
+    "all_reduce": ("hierarchical", "hierarchical_tree", "ring", "double_binary_tree", "pipelined_dbt", "halving_doubling",
                    "recursive_doubling", "binary_tree", "direct"),
     "reduce_scatter": ("ring", "halving_doubling", "direct"),
     "all_gather": ("ring", "recursive_doubling", "halving_doubling", "direct"),
