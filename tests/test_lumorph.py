@@ -61,12 +61,14 @@ def test_crossover_where_bandwidth_takes_over(n):
     assert fab.collective_cost("all_reduce", cross * 0.99, "lumorph_4").time_s < ring(cross * 0.99)
 
 
-@pytest.mark.parametrize("n,k", [(8, 2), (16, 4), (32, 4), (16, 8), (8, 8)])
+@pytest.mark.parametrize("n,k", [(8, 2), (16, 4), (32, 4), (16, 8), (8, 8), (8, 4), (32, 8)])  # last two: mixed radix
 def test_explicit_schedule_priced_by_library_equals_closed_form(n, k):
     fab = LumorphFabric(LumorphConfig(nodes=n))
     for coll in ("all_reduce", "reduce_scatter", "all_gather"):
         closed = fab.collective_cost(coll, 3e6, f"lumorph_{k}")
-        assert fab.explicit_time(coll, f"lumorph_{k}", 3e6) == pytest.approx(closed.time_s, rel=1e-9), coll
+        explicit = fab.collective_cost(coll, 3e6, f"lumorph_{k}", explicit=True)
+        assert explicit.time_s == pytest.approx(closed.time_s, rel=1e-9), coll
+        assert fab.schedule(coll, f"lumorph_{k}", n, 3e6).num_steps == closed.steps
         sched = lumorph_k_schedule(coll, n, k, 3e6)
         assert sched.num_steps == closed.steps
     assert lumorph_k_schedule("all_reduce", n, k, 1.0).num_steps == 2 * len(radix_digits(n, k))

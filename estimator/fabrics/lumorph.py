@@ -193,19 +193,22 @@ class LumorphFabric(OpticalFabric):
             return 0.0
         return self.cfg.alpha_s + self.cfg.reconfig_s + nbytes / self.cfg.bandwidth_Bps
 
-    def schedule(self, collective: str, algorithm: str, nbytes: float, group_size: int | None = None) -> Schedule:
-        """The explicit schedule of a Lumorph-k all-reduce / reduce-scatter / all-gather."""
-        n = self._group(collective, group_size)
+    def schedule(self, collective: str, algorithm: str, n: int, nbytes: float) -> Schedule:
+        """The explicit schedule of a Lumorph-k all-reduce / reduce-scatter / all-gather on ``n``
+        GPUs (same signature as :meth:`estimator.fabrics.library.LibraryFabric.schedule`)."""
+        n = self._group(collective, n)
+        if algorithm == "default":
+            algorithm = self.default_algorithm(collective)
         if not algorithm.startswith("lumorph_") or collective not in ("all_reduce", "reduce_scatter", "all_gather"):
             raise EstimatorError(f"fabric 'lumorph': no explicit schedule for {algorithm} {collective}")
         if algorithm not in self.valid_algorithms(collective, n):
             raise EstimatorError(f"fabric 'lumorph': {algorithm} needs a power-of-two group, got {n}")
         return lumorph_k_schedule(collective, n, int(algorithm.split("_")[1]), nbytes)
 
-    def explicit_time(self, collective: str, algorithm: str, nbytes: float, group_size: int | None = None) -> float:
+    def explicit_cost(self, collective: str, algorithm: str, n: int, nbytes: float) -> float:
         """The explicit schedule priced by the shared library on per-round circuits (slow path):
         each step on a circuit mesh whose circuits get the share its senders' fan-out allows."""
-        sched = mark_reconfigurations(self.schedule(collective, algorithm, nbytes, group_size))
+        sched = mark_reconfigurations(self.schedule(collective, algorithm, n, nbytes))
         c = self.cfg
         params = PricingParams(alpha_s=c.alpha_s, reconfig_s=c.reconfig_s)
         meshes: dict[int, object] = {}

@@ -107,9 +107,15 @@ class OpticalFabric(Fabric):
         self.check_size(n)
         return n
 
+    def explicit_cost(self, collective: str, algorithm: str, n: int, nbytes: float) -> float:
+        """Seconds of the explicit schedule priced step by step (fabrics that have one override)."""
+        raise EstimatorError(f"fabric {self.name!r} has no explicit schedules (closed forms only)")
+
     def collective_cost(
-        self, collective: str, nbytes: float, algorithm: str = "default", group_size: int | None = None
+        self, collective: str, nbytes: float, algorithm: str = "default", group_size: int | None = None,
+        explicit: bool = False,
     ) -> CollectiveCost:
+        """``explicit=True`` prices the explicit schedule instead of the closed form (slow)."""
         n = self._group(collective, group_size)
         if nbytes < 0:
             raise EstimatorError(f"collective bytes must be >= 0, got {nbytes!r}")
@@ -124,4 +130,5 @@ class OpticalFabric(Fabric):
                 raise EstimatorError(f"fabric {self.name!r}: no algorithm can run {collective} on {n} nodes")
             algorithm = valid[0]
         m = self._model_cached(collective, algorithm, n)
-        return CollectiveCost(collective, algorithm, n, float(nbytes), m.time(nbytes), m.steps, m.reconfig_s)
+        t = self.explicit_cost(collective, algorithm, n, nbytes) if explicit and n > 1 else m.time(nbytes)
+        return CollectiveCost(collective, algorithm, n, float(nbytes), t, m.steps, m.reconfig_s)
