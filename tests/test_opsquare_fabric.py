@@ -65,3 +65,16 @@ def test_all_to_all_bound_by_inter_pod_transceiver():
     m = 1e8
     t = fab.collective_cost("all_to_all", m).time_s
     assert t == pytest.approx(2 * 120e-9 + (31 / 32) * m * 8 / 3.6e12)
+
+
+@pytest.mark.parametrize("size", [SIZE_256, {"nodes": 24, "pods": 3, "pod_nodes": 8, "groups": 2}])
+def test_hierarchical_ring_closed_form_equals_library_schedule_on_opsquare_topology(size):
+    fab = make_fabric({"name": "opsquare", **size})
+    for m in (0.0, 1e6, 1e8):
+        closed = fab.collective_cost("all_reduce", m, "hierarchical_ring").time_s
+        explicit = fab.collective_cost("all_reduce", m, "hierarchical_ring", explicit=True).time_s
+        assert explicit == pytest.approx(closed, rel=1e-9)
+    assert fab.collective_cost("all_reduce", 1e6, "hierarchical_ring", group_size=8, explicit=True).time_s == \
+        pytest.approx(fab.collective_cost("all_reduce", 1e6, "hierarchical_ring", group_size=8).time_s)
+    with pytest.raises(EstimatorError, match="no explicit schedule"):
+        fab.collective_cost("all_reduce", 1e6, "hierarchical", explicit=True)

@@ -29,9 +29,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estimator.collectives.algorithms import algorithm as lookup
+from estimator.collectives.params import AlgoParams
+from estimator.collectives.pricing import PricingParams, compile_schedule
 from estimator.errors import EstimatorError
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.optical.base import ZERO, Affine, OpticalFabric
+from estimator.topology.graph import Topology
 
 
 @dataclass
@@ -153,3 +157,35 @@ class OpsquareFabric(OpticalFabric):
         same_pod, same_pos = src // m == dst // m, src % m == dst % m
         hops = 1 if (same_pod or same_pos) else 2
         return self.cfg.host_overhead_s + hops * self.hop_s + nbytes * 8 / self.cfg.transceiver_bps
+
+    # ---- explicit path: the library's schedules on the OPSquare topology --------------------
+    def topology(self) -> Topology:
+        """Nodes, P intra-pod switches per pod (switch g delivers to group g of the pod) and one
+        inter-pod switch per position; each transceiver a link of ``transceiver_bps``; a hop's
+        latency on the switch -> node link. Routing by hop count (<= 2 hops)."""
+        c = self.cfg
+        bw, m, f = c.transceiver_bps / 8, c.pod_nodes, c.pod_nodes // c.groups
+        topo = Topology("opsquare", "shortest")
+        eps = [topo.add_endpoint(f"node{i}") for i in range(c.nodes)]
+        for pod in range(c.pods):
+            for g in range(c.groups):
+                sw = topo.add_switch(f"intra{pod}_{g}")
+                for i in range(m):
+                    topo.add_link(eps[pod * m + i], sw, bw, 0.0)
+                for i in range(g * f, (g + 1) * f):
+                    topo.add_link(sw, eps[pod * m + i], bw, self.hop_s)
+        for pos in range(m):
+            sw = topo.add_switch(f"inter{pos}")
+            for pod in range(c.pods):
+                topo.connect(eps[pod * m + pos], sw, bw, 0.0, self.hop_s)
+        return topo
+
+    def explicit_cost(self, collective: str, algorithm: str, n: int, nbytes: float) -> float:
+        """``hierarchical_ring`` all-reduce = the library's ``hierarchical`` schedule (intra ring,
+        inter rings per position, intra ring) priced by the library on :meth:`topology`."""
+        if (collective, algorithm) != ("all_reduce", "hierarchical_ring"):
+            raise EstimatorError(f"fabric 'opsquare': no explicit schedule for {algorithm} {collective}")
+        _, per_pod = self._shape(n)
+        sched = lookup("hierarchical").schedule(collective, n, nbytes, AlgoParams(local=per_pod))
+        params = PricingParams(alpha_s=self.cfg.host_overhead_s)
+        return compile_schedule(sched, self.topology(), params).time(nbytes)
