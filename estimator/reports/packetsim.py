@@ -36,11 +36,11 @@ ORDER BY network, nodes, locality, load
 """
 
 PANELS = (
-    ("throughput", "throughput (fraction of 3.6 Tb/s)", "linear"),
+    ("throughput", "throughput / 3.6 Tb/s", "linear"),
     ("loss_ratio", "packet loss ratio", "symlog"),
-    ("latency", "mean latency (µs): intra solid, inter dashed", "log"),
+    ("latency", "mean latency µs (solid intra, dashed inter)", "log"),
 )
-TITLES = {"opsquare": "OPSquare (seed 004 Fig. 2)", "leafspine": "NVLink leaf-spine (seed 004 Fig. 3)"}
+TITLES = {"opsquare": "OPSquare (cf. Fig. 2)", "leafspine": "Leaf-spine (cf. Fig. 3)"}
 
 
 def _plot_panel(df: pl.DataFrame, ax, metric: str, network: str | None = None) -> None:
