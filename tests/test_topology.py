@@ -84,3 +84,28 @@ def test_reconfiguration_marks_changed_circuits():
     base = price_schedule(marked, star, PricingParams(alpha_s=0.7e-6))
     with_reconf = price_schedule(marked, star, PricingParams(alpha_s=0.7e-6, reconfig_s=3.7e-6))
     assert with_reconf - base == pytest.approx(5 * 3.7e-6, rel=1e-9)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: builders.bcube(3, 3, 10e9, 1e-6),
+    lambda: builders.fat_tree(4, 16, 10e9, 1e-6),
+    lambda: builders.leaf_spine(32, 8, 100e9, 4, 50e9, 1e-6, 2e-6, 3e-6),
+    lambda: builders.rail_optimized(32, 8, 300e9, 25e9, 1e-6),
+    lambda: builders.ring(12, 10e9, 1e-6),
+    lambda: builders.star(16, 10e9, 1e-6),
+])
+def test_bulk_dag_pricing_equals_per_route_pricing(make):
+    from estimator.collectives.pricing import _bulk_step, _routed_step
+    from estimator.collectives.schedule import Transfer
+
+    topo = make()
+    rng = np.random.default_rng(7)
+    n = topo.num_endpoints
+    moving = [Transfer(int(a), int(b), float(rng.uniform(1, 10)))
+              for a, b in rng.integers(0, n, size=(6 * n, 2)) if a != b]
+    params = PricingParams(alpha_s=1e-7)
+    ranks = list(range(n))
+    r0, r1 = _routed_step(moving, topo, ranks, params)
+    b0, b1 = _bulk_step(moving, topo, ranks, params)
+    assert np.allclose(r0, b0, rtol=1e-12, atol=0)
+    assert np.allclose(r1, b1, rtol=1e-9, atol=0)

@@ -73,16 +73,22 @@ def _step_coefficients(
     step: Step, topo: Topology, ranks: Sequence[int], scale: float, params: PricingParams
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """(c0, c1) Pareto front over the step's transfers and the reduction slope, per byte of M."""
-    routes, sizes, dsts, reds = [], [], [], []
-    for t in step.transfers:
-        if t.src == t.dst:
-            continue
-        routes.append(topo.route(ranks[t.src], ranks[t.dst]))
-        sizes.append(t.nbytes)
-        dsts.append(t.dst)
-        reds.append(t.reduce_bytes)
-    if not routes:
+    moving = [t for t in step.transfers if t.src != t.dst]
+    if not moving:
         return np.zeros(1), np.zeros(1), 0.0
+    dsts = [t.dst for t in moving]
+    reds = [t.reduce_bytes for t in moving]
+    red = np.bincount(np.asarray(dsts), weights=np.asarray(reds, dtype=float)).max() * params.gamma / scale
+    bulk = topo.routing != "dimension_order" and len(moving) > 4 * len(set(dsts))
+    c0, c1 = (_bulk_step if bulk else _routed_step)(moving, topo, ranks, params)
+    return (*_pareto(c0, c1 / scale), float(red))
+
+
+def _routed_step(moving: list[Transfer], topo: Topology, ranks: Sequence[int], params: PricingParams
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Per-transfer (c0, c1 in seconds) from cached per-pair routes."""
+    routes = [topo.route(ranks[t.src], ranks[t.dst]) for t in moving]
+    sizes = [t.nbytes for t in moving]
     lens = np.fromiter((len(r.links) for r in routes), dtype=np.int64, count=len(routes))
     links = np.concatenate([r.links for r in routes])
     owner = np.repeat(np.arange(len(routes)), lens)
@@ -96,9 +102,42 @@ def _step_coefficients(
         starts = np.concatenate(([0], np.cumsum(lens)[:-1]))[has]
         c1[has] = np.maximum.reduceat(link_time[links], starts)
     c0 = params.alpha_s + np.fromiter((r.latency_s for r in routes), dtype=float, count=len(routes))
-    c1 = c1 / scale
-    red = np.bincount(np.asarray(dsts), weights=np.asarray(reds, dtype=float)).max() * params.gamma / scale
-    return (*_pareto(c0, c1), float(red))
+    return c0, c1
+
+
+def _bulk_step(moving: list[Transfer], topo: Topology, ranks: Sequence[int], params: PricingParams
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The same numbers as :func:`_routed_step`, computed per destination over its routing DAG
+    (flows injected at every source at once, split evenly per hop): for many-to-many steps."""
+    src_node = np.array([topo.node_of(ranks[t.src]) for t in moving], dtype=np.int64)
+    dst_ep = np.array([ranks[t.dst] for t in moving], dtype=np.int64)
+    size = np.array([t.nbytes for t in moving], dtype=float)
+    lsrc, ldst = topo.link_arrays()
+    nodes = len(topo.kinds)
+    load = np.zeros(topo.num_links)
+    groups = [(int(b), np.nonzero(dst_ep == b)[0]) for b in np.unique(dst_ep)]
+    dags = {}
+    for b, idx in groups:
+        layers, degree = dags[b] = topo.dag_to(b)
+        flow = np.bincount(src_node[idx], weights=size[idx], minlength=nodes)
+        for layer in reversed(layers):
+            share = flow[lsrc[layer]] / degree[lsrc[layer]]
+            load[layer] += share
+            flow += np.bincount(ldst[layer], weights=share, minlength=nodes)
+    link_time = load / topo.bandwidth
+    lat = topo.latency
+    c0 = np.empty(len(moving))
+    c1 = np.empty(len(moving))
+    for b, idx in groups:
+        layers, _ = dags[b]
+        best = np.zeros(nodes)
+        worst = np.zeros(nodes)
+        for layer in layers:
+            np.maximum.at(best, lsrc[layer], np.maximum(link_time[layer], best[ldst[layer]]))
+            np.maximum.at(worst, lsrc[layer], lat[layer] + worst[ldst[layer]])
+        c1[idx] = best[src_node[idx]]
+        c0[idx] = params.alpha_s + worst[src_node[idx]]
+    return c0, c1
 
 
 def _pareto(c0: np.ndarray, c1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -55,6 +55,7 @@ class Topology:
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
         self._incoming: tuple[np.ndarray, np.ndarray] | None = None
         self._adj: dict[tuple[int, int], list[int]] | None = None
+        self._ends: tuple[np.ndarray, np.ndarray] | None = None
         self._outs: list[tuple[np.ndarray, np.ndarray]] | None = None
 
     # ---- building ----------------------------------------------------------------------------
@@ -88,7 +89,7 @@ class Topology:
         self._lat.append(float(latency_s))
         self._out[a].append(link)
         self._arrays = None
-        self._incoming = self._adj = self._outs = None
+        self._incoming = self._adj = self._outs = self._ends = None
         self._routes.clear()
         self._dist.clear()
         return link
@@ -180,6 +181,36 @@ class Topology:
         links = np.fromiter(loads.keys(), dtype=np.int64, count=len(loads))
         fracs = np.fromiter(loads.values(), dtype=float, count=len(loads))
         return Route(links, fracs, worst[a])
+
+    def node_of(self, ep: int) -> int:
+        """Graph node of endpoint index ``ep``."""
+        return self._node(ep)
+
+    def link_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(source node, destination node) of every link."""
+        if self._ends is None:
+            self._ends = (np.asarray(self._src, dtype=np.int64), np.asarray(self._dst, dtype=np.int64))
+        return self._ends
+
+    def dag_to(self, ep: int) -> tuple[list[np.ndarray], np.ndarray]:
+        """The routing DAG towards endpoint ``ep``: its links grouped by the hop distance of their
+        source (layers[0]: sources one hop away, ...), and every node's number of next hops.
+        Equal to what :meth:`route` uses (``ecmp``: all next hops; ``shortest``: the lowest id)."""
+        if self.routing == "dimension_order" and self.router is not None:
+            raise EstimatorError(f"topology {self.name!r}: dimension-order routing has no per-destination DAG")
+        dist = self._distances_to(self._node(ep))
+        src, dst = self.link_arrays()
+        links = np.nonzero((dist[dst] >= 0) & (dist[src] == dist[dst] + 1))[0]
+        if self.routing != "ecmp" and links.size:
+            _, first = np.unique(src[links], return_index=True)
+            links = links[first]
+        depth = dist[src[links]]
+        order = np.argsort(depth, kind="stable")
+        links, depth = links[order], depth[order]
+        cuts = np.searchsorted(depth, np.arange(1, int(depth.max(initial=0)) + 2))
+        layers = [links[cuts[i]:cuts[i + 1]] for i in range(len(cuts) - 1)]
+        degree = np.bincount(src[links], minlength=len(self.kinds))
+        return layers, degree
 
     def _next_hops(self, u: int, dist: np.ndarray, target: int) -> list[int]:
         """Links out of ``u`` that lie on a shortest path to ``target`` (ascending id)."""
