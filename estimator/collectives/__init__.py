@@ -14,9 +14,12 @@ How a fabric uses it (the electrical fabrics in :mod:`estimator.fabrics` are exa
    ``switch_cost(collective, n, nbytes, alpha, bw, gamma, AlgoParams)`` (closed form on a
    non-blocking switch, :mod:`.switch_model`) and ``check(collective, n, AlgoParams)``
    (constraints, raising :class:`~estimator.errors.EstimatorError`). Names: ring, bidir_ring,
-   binary_tree, double_binary_tree, recursive_doubling, halving_doubling, radix<k> (radix2, radix4,
+   binary_tree, double_binary_tree, pipelined_dbt / pipelined_dbt<C> (C chunks per tree, default
+   AlgoParams.chunks = 8), recursive_doubling, halving_doubling, radix / radix<k> (radix2, radix4,
    ...), dimwise (BCube/SiPAC, radix from AlgoParams), neighbor_exchange, direct, one_shot, ps,
-   pairwise, binomial_tree, torus2d, hierarchical, hierarchical_tree.
+   pairwise, binomial_tree, torus2d, hierarchical, hierarchical_tree (ranks per node from
+   AlgoParams.local). ``algorithms.names()`` lists them; the docstrings of
+   :mod:`.generators` and :mod:`.switch_model` state each schedule and formula with its source.
 3. **Pricing.** :func:`~.pricing.compile_schedule` (schedule, topology, :class:`~.pricing.PricingParams`
    with ``alpha_s``, ``memory_bandwidth_Bps``, ``reconfig_s`` per step marked ``reconfigure``,
    ``step_overhead_s``, ``fixed_s``) gives a :class:`~.pricing.CompiledSchedule` whose ``time(M)``
@@ -32,6 +35,18 @@ How a fabric uses it (the electrical fabrics in :mod:`estimator.fabrics` are exa
    against ``explicit=True`` (see tests/test_collectives.py).
 
 Sizes follow nccl-tests: ``nbytes`` is the per-rank buffer (all-reduce input, all-gather output).
+
+Pricing model in one paragraph (details in :mod:`.pricing`): steps are sequential; a transfer
+takes ``alpha_s`` + its route latency + (max over its links of the bytes all the step's transfers
+put on that link / link bandwidth); a step lasts as long as its slowest transfer plus the busiest
+rank's reduction (reduce bytes / ``memory_bandwidth_Bps``, free when 0) plus per-step extras.
+Example for an optical fabric that reconfigures circuits between steps::
+
+    from estimator.collectives import algorithm, compile_schedule, mark_reconfigurations, PricingParams
+    from estimator.topology.builders import star
+    sched = mark_reconfigurations(algorithm("radix4").schedule("all_reduce", 64, 1.0))
+    comp = compile_schedule(sched, star(64, 300e9), PricingParams(alpha_s=0.7e-6, reconfig_s=3.7e-6))
+    seconds = comp.time(64 * 2**20)   # any size, microseconds per call
 """
 
 from estimator.collectives.algorithms import COLLECTIVES, Algorithm, algorithm, collective_name
