@@ -39,6 +39,13 @@ def main() -> None:
     rows.append(("nvlink_leafspine", "hierarchical", 1024, "explicit", *bench(leaf, "hierarchical", 1024, True, 200)))
     rows.append(("nvlink_leafspine", "double_binary_tree", 1024, "explicit",
                  *bench(leaf, "double_binary_tree", 1024, True, 200)))
+    f = make_fabric({"name": "ideal", "nodes": 65536})
+    f.collective_cost("all_reduce", 1e6, "ring")
+    t0 = time.perf_counter()
+    for _ in range(20000):
+        f.collective_cost("all_reduce", 1e6, "ring")
+    hit = (time.perf_counter() - t0) / 20000
+    print(f"memoised repeat call (ideal ring N=65536): {hit * 1e6:.2f} us ({1 / hit:.0f} calls/s)")
     print(f"{'fabric':<18}{'algorithm':<20}{'N':>7} {'mode':<9}{'cold_ms':>10}{'per_call_us':>13}{'calls/s':>11}")
     for fab, algo, n, mode, cold, warm in rows:
         print(f"{fab:<18}{algo:<20}{n:>7} {mode:<9}{cold * 1e3:>10.3f}{warm * 1e6:>13.2f}{1 / warm:>11.0f}")
