@@ -42,6 +42,9 @@ def test_compare_table_all_fabrics(workload, capsys):
         assert "iter_time_s" in by[name], by[name]
     # the ideal switch has the most bandwidth any fabric can give at this per-GPU bandwidth
     assert by["ideal"]["speedup_vs_ideal"] == pytest.approx(1.0)
+    # the OCS is wired once for the job (one reconfiguration at start), to a shape it can wire
+    assert by["ocs"]["algorithm"].split("@")[1] in ("ring", "torus2d", "btree")
+    assert by["ocs"]["reconfig_s"] == pytest.approx(25e-3)
     # every fabric runs the same compute: iteration times differ only by exposed communication
     compute = {round(r["iter_time_s"] - r["exposed_comm_time_s"], 9) for r in rows if "iter_time_s" in r}
     assert len(compute) == 1
