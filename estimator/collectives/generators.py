@@ -16,6 +16,7 @@ from collections.abc import Callable
 from estimator.collectives.params import AlgoParams, local_size, need_power, torus_dims
 from estimator.collectives.schedule import Step, Transfer
 from estimator.collectives.trees import inorder_parents, second_tree_rank, tree_height, tz
+from estimator.errors import EstimatorError
 
 Steps = list[Step]
 Generator = Callable[[int, float, AlgoParams], Steps]
@@ -151,9 +152,7 @@ def neighbor_exchange(coll: str) -> Generator:
 
     def gen(n: int, m: float, p: AlgoParams) -> Steps:
         if n % 2:
-            from estimator.errors import EstimatorError
-
-            raise EstimatorError(f"algorithm 'neighbor_exchange' needs an even group size, got {n}")
+                raise EstimatorError(f"algorithm 'neighbor_exchange' needs an even group size, got {n}")
         rs = ring_phase(list(range(n)), m / n, True) if coll == "all_reduce" else []
         ag = []
         for s in range(n // 2):
@@ -326,8 +325,6 @@ def pipelined_dbt_all_reduce(n: int, m: float, p: AlgoParams) -> Steps:
     way, with reduce and broadcast overlapped; here they run one after the other.)"""
     c = p.chunks
     if c < 1:
-        from estimator.errors import EstimatorError
-
         raise EstimatorError(f"algorithm 'pipelined_dbt' needs chunks >= 1, got {c}")
     parents = inorder_parents(n)
     h = tree_height(n)

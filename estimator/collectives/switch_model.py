@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from estimator.collectives.params import AlgoParams, local_size, need_power, torus_dims
 from estimator.collectives.trees import children_at_step, dbt_shapes, tree_height
+from estimator.errors import EstimatorError
 
 Cost = tuple[float, int]
 ClosedForm = Callable[[int, float, float, float, float, AlgoParams], Cost]
@@ -81,9 +82,7 @@ def radix(coll: str, fixed_k: int | None = None, name: str = "radix") -> ClosedF
 def neighbor_exchange(coll: str) -> ClosedForm:
     def cf(n: int, m: float, a: float, b: float, g: float, p: AlgoParams) -> Cost:
         if n % 2:
-            from estimator.errors import EstimatorError
-
-            raise EstimatorError(f"algorithm 'neighbor_exchange' needs an even group size, got {n}")
+                raise EstimatorError(f"algorithm 'neighbor_exchange' needs an even group size, got {n}")
         rs = _ph(n - 1, a, b, g, m / n, m / n) if coll == "all_reduce" else (0.0, 0)
         return _sum(rs, _ph(1, a, b, g, m / n), _ph(n // 2 - 1, a, b, g, 2 * m / n))
 
@@ -201,8 +200,6 @@ def pipelined_dbt_all_reduce(n: int, m: float, a: float, b: float, g: float, p: 
     broadcast phase mirrors it (no reductions). Chunks are M / (2C)."""
     c = p.chunks
     if c < 1:
-        from estimator.errors import EstimatorError
-
         raise EstimatorError(f"algorithm 'pipelined_dbt' needs chunks >= 1, got {c}")
     child_sets, send_sets = dbt_shapes(n)
     size = m / (2 * c)

@@ -11,7 +11,8 @@ Assumptions:
 * At most ``spine_ports`` nodes (a spine has one port per node).
 * ``latency_model: nccl`` replaces α and switch latencies by NCCL's tuning constants (NCCL
   src/graph/tuning.cc, v2.18/2.19): per step the hardware latency of the slowest transfer's link type
-  (NVLink inside a node, NET between nodes) for the algorithm class (Ring or Tree) and ``nccl_protocol``,
+  (NVLink inside a node, NET between nodes) for the algorithm class (Tree for the tree algorithms,
+  Ring for all others) and ``nccl_protocol``,
   plus NCCL's base latency once per collective; link bandwidths are scaled by the protocol's wire
   efficiency (LL: 4 data bytes per 8-byte line = 0.5; LL128: 120/128; Simple: 1).
 
