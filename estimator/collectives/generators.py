@@ -152,7 +152,7 @@ def neighbor_exchange(coll: str) -> Generator:
 
     def gen(n: int, m: float, p: AlgoParams) -> Steps:
         if n % 2:
-                raise EstimatorError(f"algorithm 'neighbor_exchange' needs an even group size, got {n}")
+            raise EstimatorError(f"algorithm 'neighbor_exchange' needs an even group size, got {n}")
         rs = ring_phase(list(range(n)), m / n, True) if coll == "all_reduce" else []
         ag = []
         for s in range(n // 2):

@@ -82,7 +82,7 @@ def radix(coll: str, fixed_k: int | None = None, name: str = "radix") -> ClosedF
 def neighbor_exchange(coll: str) -> ClosedForm:
     def cf(n: int, m: float, a: float, b: float, g: float, p: AlgoParams) -> Cost:
         if n % 2:
-                raise EstimatorError(f"algorithm 'neighbor_exchange' needs an even group size, got {n}")
+            raise EstimatorError(f"algorithm 'neighbor_exchange' needs an even group size, got {n}")
         rs = _ph(n - 1, a, b, g, m / n, m / n) if coll == "all_reduce" else (0.0, 0)
         return _sum(rs, _ph(1, a, b, g, m / n), _ph(n // 2 - 1, a, b, g, 2 * m / n))
 
