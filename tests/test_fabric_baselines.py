@@ -117,3 +117,19 @@ def test_superpod_cross_server_is_nic_bound():
     # other rails, so it is at least as fast as the NIC alone
     assert f.p2p_time(0, 8, 25e6) <= 25e6 / 25e9 + 1e-12
     assert f.p2p_time(0, 1, 300e6) == pytest.approx(300e6 / 300e9, rel=1e-12)
+
+
+def test_custom_builder_file_prices_like_the_builtin_fabric():
+    custom = make_fabric({"name": "custom", "nodes": 16, "topology": "topologies/torus_4x4.yaml"})
+    torus = make_fabric({"name": "torus2d", "nodes": 16, "link_bandwidth_Bps": 12.5e9, "link_latency_s": 5e-6})
+    for coll, algo in (("all_to_all", "direct"), ("all_reduce", "ring"), ("all_reduce", "double_binary_tree")):
+        assert custom.collective_cost(coll, 4e6, algo).time_s == pytest.approx(
+            torus.collective_cost(coll, 4e6, algo, explicit=True).time_s, rel=1e-12)
+
+
+def test_leafspine_p2p_hand_checked():
+    f = make_fabric({"name": "nvlink_leafspine", "nodes": 16})
+    # other node: alpha + 3 switches + M over 4 ECMP spine paths of 100 GB/s (GPU link 450 GB/s is faster)
+    assert f.p2p_time(0, 8, 4e8) == pytest.approx(0.7e-6 + 3e-6 + 4e8 / 400e9, rel=1e-12)
+    assert f.p2p_time(0, 1, 4.5e8) == pytest.approx(0.7e-6 + 1e-6 + 4.5e8 / 450e9, rel=1e-12)
+    assert f.collective_cost("p2p", 4e8, group_size=16).time_s == pytest.approx(f.p2p_time(0, 15, 4e8), rel=1e-12)
