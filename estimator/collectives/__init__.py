@@ -17,7 +17,8 @@ How a fabric uses it (the electrical fabrics in :mod:`estimator.fabrics` are exa
    binary_tree, double_binary_tree, pipelined_dbt / pipelined_dbt<C> (C chunks per tree, default
    AlgoParams.chunks = 8), recursive_doubling, halving_doubling, radix / radix<k> (radix2, radix4,
    ...), dimwise (BCube/SiPAC, radix from AlgoParams), neighbor_exchange, direct, one_shot, ps,
-   pairwise, binomial_tree, torus2d, hierarchical, hierarchical_tree (ranks per node from
+   pairwise, binomial_tree, scatter_allgather (broadcast), reducescatter_gather (reduce), torus2d,
+   hierarchical, hierarchical_tree (ranks per node from
    AlgoParams.local). ``algorithms.names()`` lists them; the docstrings of
    :mod:`.generators` and :mod:`.switch_model` state each schedule and formula with its source.
 3. **Pricing.** :func:`~.pricing.compile_schedule` (schedule, topology, :class:`~.pricing.PricingParams`

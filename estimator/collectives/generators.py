@@ -338,3 +338,21 @@ def pipelined_dbt_all_reduce(n: int, m: float, p: AlgoParams) -> Steps:
                 up[tz(b) + k].append(Transfer(src, dst, size, size))
     down = [[Transfer(t.dst, t.src, t.nbytes, 0.0) for t in step] for step in reversed(up)]
     return [_step(t) for t in up] + [_step(t) for t in down]
+
+
+def scatter_allgather_broadcast(n: int, m: float, p: AlgoParams) -> Steps:
+    """Large-message broadcast (van de Geijn): the root scatters M/n to every rank in one step,
+    then a ring all-gather."""
+    if n < 2:
+        return []
+    scatter = _step([Transfer(0, q, m / n) for q in range(1, n)])
+    return [scatter] + ring_phase(list(range(n)), m / n, False)
+
+
+def reducescatter_gather_reduce(n: int, m: float, p: AlgoParams) -> Steps:
+    """Large-message reduce (Rabenseifner): a ring reduce-scatter, then every rank sends its
+    reduced M/n block to the root in one step."""
+    if n < 2:
+        return []
+    gather = _step([Transfer(q, 0, m / n) for q in range(1, n)])
+    return ring_phase(list(range(n)), m / n, True) + [gather]

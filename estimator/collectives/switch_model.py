@@ -211,3 +211,13 @@ def pipelined_dbt_all_reduce(n: int, m: float, a: float, b: float, g: float, p: 
         load = max(up, down) * size
         total += 2 * (a + load / b) + down * size * g
     return total, 2 * steps
+
+
+def scatter_allgather_broadcast(n: int, m: float, a: float, b: float, g: float, p: AlgoParams) -> Cost:
+    """α + (n-1)/n·M/B (scatter from the root's port) + (n-1)(α + M/(nB))."""
+    return _sum(_ph(1, a, b, g, (n - 1) * m / n), _ph(n - 1, a, b, g, m / n))
+
+
+def reducescatter_gather_reduce(n: int, m: float, a: float, b: float, g: float, p: AlgoParams) -> Cost:
+    """(n-1)(α + M/(nB) + M/n·γ) + α + (n-1)/n·M/B (gather into the root's port)."""
+    return _sum(_ph(n - 1, a, b, g, m / n, m / n), _ph(1, a, b, g, (n - 1) * m / n))
