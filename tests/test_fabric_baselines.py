@@ -133,3 +133,13 @@ def test_leafspine_p2p_hand_checked():
     assert f.p2p_time(0, 8, 4e8) == pytest.approx(0.7e-6 + 3e-6 + 4e8 / 400e9, rel=1e-12)
     assert f.p2p_time(0, 1, 4.5e8) == pytest.approx(0.7e-6 + 1e-6 + 4.5e8 / 450e9, rel=1e-12)
     assert f.collective_cost("p2p", 4e8, group_size=16).time_s == pytest.approx(f.p2p_time(0, 15, 4e8), rel=1e-12)
+
+
+def test_fabrics_pickle_after_use():
+    import pickle
+
+    for params in ({"name": "torus2d", "nodes": 16}, {"name": "custom", "topology": "topologies/torus_4x4.yaml",
+                                                      "nodes": 16}):
+        f = make_fabric(params)
+        t = f.collective_cost("all_to_all", 1e6).time_s
+        assert pickle.loads(pickle.dumps(f)).collective_cost("all_to_all", 1e6).time_s == t

@@ -54,4 +54,4 @@ class CustomTopologyFabric(LinkFabric):
         self._topos[""] = topo
 
     def build_topology(self, algorithm: str) -> Topology:
-        return self._topos[""]
+        return load_topology(_resolve(self.config.topology))

@@ -50,6 +50,12 @@ class LibraryFabric(Fabric):
         self._compiled: dict[tuple[str, str, int], CompiledSchedule] = {}
         self._topos: dict[str, Topology] = {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle (e.g. to a Ray worker) without the caches: topologies hold router closures."""
+        state = dict(self.__dict__)
+        state["_memo"], state["_compiled"], state["_topos"] = {}, {}, {}
+        return state
+
     # ---- hooks -----------------------------------------------------------------------------
     def build_topology(self, algorithm: str) -> Topology:
         raise NotImplementedError
