@@ -65,3 +65,25 @@ def test_errors():
         fab.collective_cost("all_gather", 1e6, "tree")
     with pytest.raises(EstimatorError):
         fab.collective_cost("all_gather", 1e6, group_size=17)
+
+
+def test_explicit_schedules_on_the_wdm_ring():
+    from estimator.collectives.algorithms import algorithm as lookup
+    from estimator.fabrics.optical.wdm_ring import optree_schedule, schedule_slots
+
+    # Lemma 1 from the schedule: one-stage all-to-all needs ceil(N^2/8) wavelengths on a ring
+    for n in (8, 16, 64, 256):
+        assert schedule_slots(lookup("direct").schedule("all_gather", n, float(n)), 1) == -(-n * n // 8)
+    # Sec. III-C motivation: 16 nodes, 2 wavelengths, two-stage 4-ary tree = 12 steps
+    assert schedule_slots(optree_schedule(16, (4, 4), 16.0), 2) == 12
+    fab = TeraRackFabric(TeraRackConfig(nodes=1024))
+    m = 4 * 2**20
+    for algo in ("ring", "one_stage"):
+        assert fab.collective_cost("all_gather", m, algo, explicit=True).time_s == pytest.approx(
+            fab.collective_cost("all_gather", m, algo).time_s, rel=1e-12)
+    ratio = fab.collective_cost("all_gather", m, "optree", explicit=True).time_s / fab.collective_cost(
+        "all_gather", m, "optree").time_s
+    print(f"OpTree explicit (stages 4,4,4,2,2,2,2) vs Theorem 1: {ratio * 70:.0f} vs 70 slots")
+    assert ratio == pytest.approx(72 / 70)
+    with pytest.raises(EstimatorError, match="no explicit schedule"):
+        fab.collective_cost("all_gather", m, "wrht", explicit=True)

@@ -54,3 +54,30 @@ def test_bad_inputs():
         wr.optree_steps(1024, 0, 3)
     with pytest.raises(EstimatorError):
         wr.allgather_steps("nope", 8, 4)
+
+
+def test_wdm_ring_link_load_against_hop_by_hop_count():
+    import numpy as np
+
+    from estimator.fabrics.optical.wdm_ring import max_link_load, near_equal_digits
+
+    def naive(n, src, dst, items):
+        load = np.zeros((2, n))
+        for s, d, q in zip(src, dst, items, strict=True):
+            f = (d - s) % n
+            if f < n - f or (f == n - f and s % 2 == 0):
+                for h in range(f):
+                    load[0][(s + h) % n] += q
+            else:
+                for h in range(n - f):
+                    load[1][(s - h) % n] += q
+        return load.max()
+
+    rng = np.random.default_rng(0)
+    for n in (5, 8, 13, 16):
+        src, dst = rng.integers(0, n, 60), rng.integers(0, n, 60)
+        items = rng.integers(1, 4, 60).astype(float)
+        assert max_link_load(n, src, dst, items) == naive(n, src, dst, items)
+    assert near_equal_digits(1024, 7) == (4, 4, 4, 2, 2, 2, 2)
+    with pytest.raises(EstimatorError):
+        near_equal_digits(7, 2)

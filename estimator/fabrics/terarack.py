@@ -16,16 +16,26 @@ charges ``a`` on every step, even where circuits do not change (e.g. Ring); we f
   ``wrht`` = reduce up a p-ary tree in ceil(log_p N) steps and broadcast down in as many, each
   step carrying the whole buffer on a wavelength; ``ring`` = ring reduce-scatter + all-gather,
   2(N-1) steps of nbytes/N; ``optree`` = OpTree reduce-scatter + all-gather.
+
+Explicit path (``explicit=True``, all-gather ``ring`` / ``one_stage`` / ``optree``): the library's
+ring and direct schedules and OpTree's own schedule (integer stage sizes as equal as possible, so
+1024 nodes at k = 7 are stages 4,4,4,2,2,2,2) priced slot by slot on the WDM ring
+(:mod:`.optical.wdm_ring`). Ring and one-stage equal the closed forms (one-stage reproduces Lemma
+1's ceil(N^2/8) wavelengths); OpTree's integer stages need a few more slots than Theorem 1's
+continuous formula (72 vs 70 at N = 1024, w = 64).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estimator.collectives.algorithms import algorithm as lookup
+from estimator.collectives.schedule import Schedule
 from estimator.errors import EstimatorError
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.optical import wdm_ring_steps as wr
 from estimator.fabrics.optical.base import Affine, OpticalFabric
+from estimator.fabrics.optical.wdm_ring import near_equal_digits, optree_schedule, schedule_slots
 
 
 @dataclass
@@ -120,3 +130,19 @@ class TeraRackFabric(OpticalFabric):
             return 0.0
         # one circuit on all w wavelengths of the shorter arc, set up once
         return self.cfg.mrr_reconfig_s + nbytes * self.per_item_byte_s() / self.cfg.wavelengths
+
+    # ---- explicit path ----------------------------------------------------------------------
+    def schedule(self, collective: str, algorithm: str, n: int, nbytes: float) -> Schedule:
+        if collective != "all_gather" or algorithm not in ("ring", "one_stage", "optree", "optree_best"):
+            raise EstimatorError(f"fabric 'terarack': no explicit schedule for {algorithm} {collective}")
+        if algorithm == "ring":
+            return lookup("ring").schedule("all_gather", n, nbytes)
+        if algorithm == "one_stage":
+            return lookup("direct").schedule("all_gather", n, nbytes)
+        k = wr.optree_k_star(n) if algorithm == "optree" else wr.optree_best_depth(n, self.cfg.wavelengths)[0]
+        return optree_schedule(n, near_equal_digits(n, k), nbytes)
+
+    def explicit_cost(self, collective: str, algorithm: str, n: int, nbytes: float) -> float:
+        slots = schedule_slots(self.schedule(collective, algorithm, n, max(nbytes, 1.0)), self.cfg.wavelengths)
+        return self._steps_cost(slots, 1.0 / n).time(nbytes)
+

@@ -1,0 +1,105 @@
+"""Pricing explicit all-gather schedules on a bidirectional WDM ring (TeraRack), and OpTree's
+explicit schedule.
+
+Model (seed 002 Sec. III): a transfer of ``q`` items (an item = one node's ``d`` bytes) occupies
+``q`` wavelengths on every directed fibre link of its shorter path round the ring (antipodal ties
+alternate direction by source parity), one item per wavelength ("load balance"). A step whose busiest directed link carries
+``L`` items needs ``ceil(L / w)`` time slots of ``d / B + a`` each (``w`` wavelengths per link).
+This is the wavelength count the paper's Lemma 1 bounds (ceil(N^2/8) for one-stage all-to-all on
+a ring), so the slot counts of the paper's step formulas can be checked from the schedules.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from estimator.collectives.schedule import Schedule, Step, Transfer
+from estimator.errors import EstimatorError
+
+
+def max_link_load(n: int, src: np.ndarray, dst: np.ndarray, items: np.ndarray) -> float:
+    """Largest number of items on one directed link when each (src -> dst) takes its shorter arc."""
+    fwd = (dst - src) % n  # clockwise hops
+    # shorter arc; antipodal pairs alternate by source parity so the two directions share them
+    cw = (fwd < n - fwd) | ((fwd == n - fwd) & (src % 2 == 0))
+    load = np.zeros((2, n + 1))
+    # clockwise: links src, src+1, ..., src+fwd-1 (link i = i -> i+1); counter: links i -> i-1
+    for direction, mask, start, length in (
+        (0, cw, src, fwd),
+        (1, ~cw, (src - (n - fwd)) % n, n - fwd),
+    ):
+        s, ln, q = start[mask], length[mask], items[mask]
+        end = s + ln
+        wrap = end > n
+        np.add.at(load[direction], s, q)
+        np.add.at(load[direction], np.minimum(end, n), -q)
+        np.add.at(load[direction], np.zeros(int(wrap.sum()), dtype=int), q[wrap])
+        np.add.at(load[direction], (end - n)[wrap], -q[wrap])
+    return float(np.cumsum(load[:, :n], axis=1).max())
+
+
+def step_slots(step: Step, n: int, w: int, item_bytes: float) -> int:
+    ts = [t for t in step.transfers if t.src != t.dst and t.nbytes > 0]
+    if not ts:
+        return 0
+    src = np.fromiter((t.src for t in ts), dtype=np.int64, count=len(ts))
+    dst = np.fromiter((t.dst for t in ts), dtype=np.int64, count=len(ts))
+    items = np.fromiter((math.ceil(t.nbytes / item_bytes - 1e-9) for t in ts), dtype=float, count=len(ts))
+    return math.ceil(max_link_load(n, src, dst, items) / w - 1e-9)
+
+
+def schedule_slots(schedule: Schedule, w: int) -> int:
+    """Time slots of an all-gather schedule (items of ``nbytes / nodes``) on a ``w``-wavelength ring."""
+    item = schedule.nbytes / schedule.nodes
+    if item <= 0:
+        raise EstimatorError("WDM ring pricing needs a positive buffer size")
+    cache: dict[int, int] = {}
+    total = 0
+    for st in schedule.steps:
+        key = id(st)
+        if key not in cache:
+            cache[key] = step_slots(st, schedule.nodes, w, item)
+        total += cache[key]
+    return total
+
+
+def near_equal_digits(n: int, k: int) -> tuple[int, ...]:
+    """k integer factors of n as equal as possible (largest first); n must factor into them."""
+    digits = []
+    rest = n
+    for stages_left in range(k, 0, -1):
+        target = rest ** (1 / stages_left)
+        divisors = [d for d in range(2, rest + 1) if rest % d == 0]
+        if not divisors:
+            break
+        d = min(divisors, key=lambda x: (abs(math.log(x) - math.log(target)), x))
+        digits.append(d)
+        rest //= d
+        if rest == 1:
+            break
+    if rest != 1:
+        raise EstimatorError(f"OpTree: {n} nodes do not split into {k} integer stages")
+    return tuple(sorted(digits, reverse=True))
+
+
+def optree_schedule(n: int, digits: tuple[int, ...], nbytes: float) -> Schedule:
+    """OpTree all-gather (seed 002 Sec. III-D-1): stage j splits every group of the previous stage
+    into ``digits[j]`` children; the nodes at the same position of sibling children exchange
+    everything they hold (prod(digits[:j]) items) by one-stage all-to-all."""
+    if math.prod(digits) != n:
+        raise EstimatorError(f"OpTree: stage sizes {digits} do not multiply to {n}")
+    item = nbytes / n
+    group, held = n, 1
+    steps = []
+    for m in digits:
+        child = group // m
+        transfers = []
+        for base in range(0, n, group):
+            for pos in range(child):
+                members = [base + c * child + pos for c in range(m)]
+                transfers += [Transfer(a, b, held * item) for a in members for b in members if a != b]
+        steps.append(Step(tuple(transfers)))
+        group, held = child, held * m
+    return Schedule("all_gather", "optree", n, nbytes, tuple(steps))
