@@ -9,9 +9,10 @@ The *send step* of rank ``r`` (reduce direction) is the number of trailing zeros
 child of ``r`` has fewer trailing zeros, so a level-by-level schedule is valid. ``H`` send steps
 exist: ``floor(log2(n-1)) + 1`` for ``n >= 2``.
 
-Double binary tree (Sanders, Speck & Träff 2009, as NCCL 2.4+ builds it in ``ncclGetDtree``): the
-second tree is the first mirrored (``r -> n-1-r``, n even) or shifted by one (``r -> r-1``,
-n odd), so every rank is a leaf in at least one tree.
+Double binary tree (Sanders, Speck & Träff 2009), as recent NCCL builds it in ``ncclGetDtree``
+(src/graph/trees.cc): the second tree is the first mirrored (position b is rank n-1-b, n even) or
+shifted by one (position b is rank b+1 mod n, n odd), so every rank but a root is a leaf in one of
+the trees. (NCCL 2.4's first version swapped the two cases.)
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def children_at_step(n: int, s: int) -> int:
 
 def second_tree_rank(b: int, n: int) -> int:
     """Actual rank of position ``b`` of the second tree of the double binary tree."""
-    return n - 1 - b if n % 2 == 0 else (b - 1) % n
+    return n - 1 - b if n % 2 == 0 else (b + 1) % n
 
 
 @cache
