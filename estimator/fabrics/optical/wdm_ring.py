@@ -66,7 +66,8 @@ def schedule_slots(schedule: Schedule, w: int) -> int:
 
 
 def near_equal_digits(n: int, k: int) -> tuple[int, ...]:
-    """k integer factors of n as equal as possible (largest first); n must factor into them."""
+    """At most k integer factors of n, as equal as possible (largest first); fewer when n has
+    fewer prime factors than k (e.g. a prime n is one stage)."""
     digits = []
     rest = n
     for stages_left in range(k, 0, -1):
