@@ -30,23 +30,16 @@ def tree_height(n: int) -> int:
     return (n - 1).bit_length() if n >= 2 else 0
 
 
-def _natural_parent(r: int) -> int:
-    low = r & -r
-    return (r ^ low) | (low << 1)
-
-
 @cache
 def inorder_parents(n: int) -> tuple[int, ...]:
-    """``parents[r]`` of the in-order binary tree on ``n`` ranks; ``parents[0] == -1``."""
+    """``parents[r]`` of the in-order binary tree on ``n`` ranks; ``parents[0] == -1``.
+    NCCL's rule: with ``l`` the lowest set bit of r, the parent is ``(r ^ l) | (l << 1)``, or
+    ``r ^ l`` when that is out of range."""
     parents = [-1] * n
     for r in range(1, n):
-        p = _natural_parent(r)
-        while p >= n:
-            if p & (p - 1) == 0:  # climbed past the top power of two: hang under the root
-                p = 0
-                break
-            p = _natural_parent(p)
-        parents[r] = p
+        low = r & -r
+        up = (r ^ low) | (low << 1)
+        parents[r] = up if up < n else r ^ low
     return tuple(parents)
 
 
