@@ -129,3 +129,16 @@ def test_pipelined_tree_is_the_tree_with_one_chunk_and_approaches_2M_over_B():
     # steady state: every rank sends M/(2C) in both trees or receives from two children -> M/C per step
     assert deep.time_s == pytest.approx(deep.steps * ALPHA + 2 * (6 + 255) * m / 256 / BW, rel=0.02)
     assert deep.time_s < 0.35 * one.time_s
+
+
+def test_inorder_tree_matches_nccl_btree_picture():
+    # NCCL src/graph/trees.cc comment, 13 ranks: 0-8; 8: 4, 12; 4: 2, 6; 12: 10; 2: 1, 3; 6: 5, 7; 10: 9, 11
+    from estimator.collectives.trees import inorder_parents, second_tree_rank
+
+    want = {8: 0, 4: 8, 12: 8, 2: 4, 6: 4, 10: 12, 1: 2, 3: 2, 5: 6, 7: 6, 9: 10, 11: 10}
+    parents = inorder_parents(13)
+    assert {r: parents[r] for r in want} == want
+    for n in range(2, 65):  # every rank is interior in at most one of the two trees
+        interior_a = {parents_r for parents_r in inorder_parents(n)[1:]}
+        interior_b = {second_tree_rank(p, n) for p in inorder_parents(n)[1:]}
+        assert len(interior_a & interior_b) <= 1
