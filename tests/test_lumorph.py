@@ -103,3 +103,14 @@ def test_bad_config_is_one_line_error(params):
     with pytest.raises(EstimatorError) as exc:
         make_fabric({"name": "lumorph", **params})
     assert "\n" not in str(exc.value)
+
+
+def test_broadcast_and_all_to_all_any_size():
+    fab = LumorphFabric(LumorphConfig(nodes=96))
+    b2 = fab.collective_cost("broadcast", 1e6, "lumorph_2")
+    b4 = fab.collective_cost("broadcast", 1e6, "lumorph_4")
+    assert b2.steps == 7 and b4.steps == 4  # ceil(log2 96), ceil(log4 96)
+    # k = 4 splits the egress over 3 circuits of 5/16: each round is 16/5 times slower per byte
+    assert b4.time_s - 4 * 4.4e-6 == pytest.approx(4 * 1e6 / (300e9 * 5 / 16))
+    a2a = fab.collective_cost("all_to_all", 96e6, "lumorph_8")
+    assert a2a.steps == 14  # ceil(95 / 7) rounds of at most 7 circuits

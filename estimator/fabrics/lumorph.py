@@ -18,7 +18,8 @@ Model (seed 000, Secs. 2-4; defaults in conf/fabric/lumorph.yaml):
   algorithm): Lumorph-2 reduce-scatter inside each server, ring all-reduce of the shards across
   servers over fibres, Lumorph-2 all-gather inside each server. Needs whole servers (N = s x tiles).
 * Reductions are not charged (the paper's alpha-beta model has no gamma term).
-* Broadcast: k-ary tree, each round the holders send the whole buffer to k-1 new GPUs.
+* Broadcast: k-ary tree, each round every holder sends the whole buffer to k-1 new GPUs
+  (ceil(log_k N) rounds, any N).
   All-to-all: direct, at most k-1 circuits per round, ceil((N-1)/(k-1)) rounds.
 """
 
@@ -125,7 +126,7 @@ class LumorphFabric(OpticalFabric):
     def valid_algorithms(self, collective: str, n: int) -> tuple[str, ...]:
         out = []
         for a in self.algorithms(collective):
-            if a.startswith("lumorph_") and collective != "all_to_all" and not is_power_of_two(n):
+            if a.startswith("lumorph_") and collective not in ("all_to_all", "broadcast") and not is_power_of_two(n):
                 continue
             if a == "dnc" and not (n > self.cfg.tiles_per_server and n % self.cfg.tiles_per_server == 0):
                 continue
@@ -171,7 +172,11 @@ class LumorphFabric(OpticalFabric):
         if n == 1:
             return Affine(0.0, 0.0, 0)
         if collective == "broadcast":
-            rounds = [(self._circuit_s_per_byte(f - 1), True) for f in radix_digits(n, k)]
+            # holders multiply k-fold per round; each sends the whole buffer on k-1 circuits
+            rounds, holders = [], 1
+            while holders < n:
+                rounds.append((self._circuit_s_per_byte(k - 1), True))
+                holders *= k
         elif collective == "all_to_all":
             rounds = []
             left = n - 1
@@ -181,10 +186,12 @@ class LumorphFabric(OpticalFabric):
                 left -= peers
         else:
             rs = self._halving_rounds(n, k)
-            ag = [(b, i > 0) for i, (b, _) in enumerate(reversed(rs))]
-            rounds = {"reduce_scatter": rs, "all_gather": [(b, True) for b, _ in reversed(rs)], "all_reduce": rs + ag}[
-                collective
-            ]
+            if collective == "reduce_scatter":
+                rounds = rs
+            elif collective == "all_gather":
+                rounds = list(reversed(rs))
+            else:  # the first all-gather round reuses the last reduce-scatter round's circuits
+                rounds = rs + [(b, i > 0) for i, (b, _) in enumerate(reversed(rs))]
         return rounds_cost(c.alpha_s, c.reconfig_s, rounds)
 
     def p2p_time(self, src: int, dst: int, nbytes: float) -> float:
