@@ -109,3 +109,13 @@ def test_bulk_dag_pricing_equals_per_route_pricing(make):
     b0, b1 = _bulk_step(moving, topo, ranks, params)
     assert np.allclose(r0, b0, rtol=1e-12, atol=0)
     assert np.allclose(r1, b1, rtol=1e-9, atol=0)
+
+
+def test_per_step_extra_time_is_added():
+    from estimator.collectives.schedule import Schedule, Step
+
+    sched = algorithm("ring").schedule("all_gather", 4, 4e6)
+    slow = Schedule(sched.collective, sched.algorithm, 4, sched.nbytes,
+                    (Step(sched.steps[0].transfers, False, 1e-3), *sched.steps[1:]))
+    star = builders.star(4, 100e9)
+    assert price_schedule(slow, star) - price_schedule(sched, star) == pytest.approx(1e-3, rel=1e-9)

@@ -10,7 +10,8 @@ Model (a fluid, step-synchronous one):
 * Reduction: after the data of a step has arrived, each rank reduces the ``reduce_bytes`` of all
   transfers it received at ``memory_bandwidth_Bps`` (0 = free); the step waits for the busiest.
 * ``step_overhead_s`` is added to every step, ``reconfig_s`` to steps marked ``reconfigure``
-  (circuit fabrics: see :func:`mark_reconfigurations`), ``fixed_s`` once per collective.
+  (circuit fabrics: see :func:`mark_reconfigurations`), a step's own ``extra_s`` to it, and
+  ``fixed_s`` once per collective.
 
 Every step time is ``max_t(c0_t + c1_t * M) + r * M + extra`` in the buffer size M, so a schedule
 is *compiled* once per (algorithm, n) into per-step coefficient arrays and then priced for any M in
@@ -165,7 +166,7 @@ def compile_schedule(
     weight: list[int] = []
     reconf = 0
     for step in schedule.steps:
-        extra = params.step_overhead_s + (params.reconfig_s if step.reconfigure else 0.0)
+        extra = params.step_overhead_s + (params.reconfig_s if step.reconfigure else 0.0) + step.extra_s
         reconf += int(step.reconfigure)
         key = id(step)
         if key in seen:
@@ -203,13 +204,14 @@ def merge_concurrent(schedules: Sequence[tuple[Schedule, Sequence[int]]]) -> Sch
     steps = []
     for i in range(length):
         transfers: list[Transfer] = []
-        reconf = False
+        reconf, extra = False, 0.0
         for sched, ranks in schedules:
             if i < sched.num_steps:
                 st = sched.steps[i]
                 reconf |= st.reconfigure
+                extra = max(extra, st.extra_s)
                 transfers += [replace(t, src=ranks[t.src], dst=ranks[t.dst]) for t in st.transfers]
-        steps.append(Step(tuple(transfers), reconf))
+        steps.append(Step(tuple(transfers), reconf, extra))
     n = max(max(r[: s.nodes], default=0) for s, r in schedules) + 1
     return Schedule("concurrent", "+".join(s.algorithm for s, _ in schedules), n, 1.0, tuple(steps))
 
@@ -221,6 +223,6 @@ def mark_reconfigurations(schedule: Schedule, first: bool = True) -> Schedule:
     for i, st in enumerate(schedule.steps):
         pairs = frozenset((t.src, t.dst) for t in st.transfers if t.src != t.dst)
         change = pairs != prev if i else first
-        out.append(st if st.reconfigure == change else Step(st.transfers, change))
+        out.append(st if st.reconfigure == change else Step(st.transfers, change, st.extra_s))
         prev = pairs
     return replace(schedule, steps=tuple(out))

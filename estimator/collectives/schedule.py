@@ -24,10 +24,13 @@ class Transfer:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """Concurrent transfers. ``reconfigure`` marks a step that needs new circuits first."""
+    """Concurrent transfers. ``reconfigure`` marks a step that needs new circuits first (priced at
+    the fabric's ``PricingParams.reconfig_s``); ``extra_s`` is any further fixed time this step
+    costs (e.g. a slower reconfiguration of some steps only)."""
 
     transfers: tuple[Transfer, ...]
     reconfigure: bool = False
+    extra_s: float = 0.0
 
     @property
     def max_bytes(self) -> float:
