@@ -59,7 +59,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             out["figure"] = str(plot_curves({label: rows}, tree["busbw_plot"], f"{coll}, n={head['nodes']}"))
         return out
     nbytes = _number(tree.get("bytes"), "bytes")
-    out = {**head, **cost_row(fabric, coll, nbytes, algorithm, n, explicit), "explicit": explicit}
+    out = {**head, **cost_row(fabric, coll, nbytes, algorithm, n, explicit), "explicit": explicit,
+           "offered": ",".join(fabric.algorithms(coll))}
     if tree.get("show_schedule"):
         if not isinstance(fabric, LibraryFabric):
             raise EstimatorError(f"fabric {fabric.name!r} has no explicit schedules")
