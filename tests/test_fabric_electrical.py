@@ -81,3 +81,11 @@ def test_cli_json_and_errors():
     assert row["time_s"] == pytest.approx(126 * 0.7e-6 + 2 * 63 / 64 * 67108864 / 300e9, rel=1e-12)
     bad = _cli("fabric=ideal", "fabric.nodes=6", "algorithm=recursive_doubling")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "power of 2" in bad.stderr
+
+
+def test_default_is_the_first_offered_algorithm_that_fits():
+    f = leafspine(nodes=64)
+    assert f.collective_cost("all_reduce", 1e6, group_size=16).algorithm == "hierarchical"
+    assert f.collective_cost("all_reduce", 1e6, group_size=12).algorithm == "ring"  # 1.5 nodes
+    with pytest.raises(EstimatorError, match="whole nodes"):
+        f.collective_cost("all_reduce", 1e6, "hierarchical", 12)

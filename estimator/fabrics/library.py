@@ -3,7 +3,7 @@
 A subclass declares:
 
 * ``Config``: its dataclass of parameters (validated in ``validate``);
-* ``OFFERS``: ``{collective: (algorithm, ...)}``, first = default (names from
+* ``OFFERS``: ``{collective: (algorithm, ...)}``, default = the first that fits the group (names from
   :mod:`estimator.collectives.algorithms`; ``radix4`` etc. allowed);
 * ``build_topology(self, algorithm)``: the :class:`~estimator.topology.Topology` (may differ per
   algorithm, e.g. NCCL's per-algorithm latencies; cached per returned object by the caller);
@@ -98,9 +98,7 @@ class LibraryFabric(Fabric):
         offered = self.algorithms(collective)
         if not offered:
             raise EstimatorError(f"fabric {self.name!r} offers no algorithm for {collective}")
-        if algorithm in ("default", "", None):
-            return [offered[0]]
-        if algorithm == "auto":
+        if algorithm in ("default", "", None, "auto"):
             return list(offered)
         if algorithm not in offered and _family(algorithm) not in {_family(a) for a in offered}:
             raise EstimatorError(
@@ -149,6 +147,7 @@ class LibraryFabric(Fabric):
         if hit is not None:
             return hit
         names = self._names(collective, algorithm)
+        first_valid = algorithm in ("default", "", None)  # default: the first offered that fits n
         best: CollectiveCost | None = None
         errors = []
         for name in names:
@@ -161,6 +160,8 @@ class LibraryFabric(Fabric):
                 continue
             if best is None or cost.time_s < best.time_s:
                 best = cost
+            if first_valid:
+                break
         if best is None:
             raise EstimatorError(f"fabric {self.name!r}: no valid algorithm for {collective} on {n} ranks ({'; '.join(errors)})")
         self._memo[key] = best
