@@ -2,6 +2,7 @@
 
     python benchmarks/optical_bench.py            # timings + paper tables (~2 min: 512-CU all-to-all)
     python benchmarks/optical_bench.py --quick    # timings only
+    python benchmarks/optical_bench.py --paper    # the papers' results next to the project's (markdown)
 
 1. ``collective_cost`` calls per second on each optical fabric (memoised closed forms: what the
    timeline pays per gradient bucket), first call (model build / schedule compile) separately.
@@ -85,6 +86,11 @@ def sipac_512() -> None:
 
 
 if __name__ == "__main__":
+    if "--paper" in sys.argv:
+        from estimator.fabrics.optical.paper_checks import report
+
+        print(report())
+        sys.exit(0)
     bench_costs()
     bench_iterations()
     if "--quick" not in sys.argv:

@@ -5,19 +5,12 @@ import pytest
 from estimator.errors import EstimatorError
 from estimator.fabrics.ocs import ALL_REDUCE_7, PAPER_NAMES, OcsConfig, OcsFabric
 from estimator.fabrics.optical.ocs_job import plan_topology, trace_profile
+from estimator.fabrics.optical.paper_checks import OCS_MODELS
 from estimator.fabrics.registry import make_fabric
 from estimator.timeline.dataparallel import BucketPolicy
 
-# Gradient volume (fp32) from parameter counts: LeNet-5 61,706 (conf/model/lenet5.yaml), ResNet-50
-# 25,557,032 and VGG-13 133,047,848 (torchvision model cards), BERT-base 109,482,240 (HF
-# bert-base-uncased). Per-iteration compute times are our assumption (seed 001 does not print its
-# 2080 Ti traces); they only scale training speed, not which topology wins for an algorithm.
-MODELS = {
-    "lenet5": (61_706 * 4, 64, 2e-3),
-    "resnet50": (25_557_032 * 4, 32, 0.10),
-    "vgg13": (133_047_848 * 4, 32, 0.25),
-    "bert": (109_482_240 * 4, 8, 0.20),
-}
+# gradient bytes, batch, assumed compute seconds per iteration: see paper_checks.OCS_MODELS
+MODELS = OCS_MODELS
 POLICY = BucketPolicy(bucketing="horovod", fusion_threshold_bytes=2**20, cycle_time_s=10e-6)  # Table I
 SHAPES = ("ring", "torus2d", "btree")  # the reconfigurable shapes (one_switch / fattree are references)
 

@@ -1,17 +1,13 @@
 """TeraRack fabric (seed 002): Eq. (3) times, the paper's average reductions, all-reduce."""
 
-import statistics
-
 import pytest
 
 from estimator.errors import EstimatorError
+from estimator.fabrics.optical.paper_checks import terarack_reductions
 from estimator.fabrics.registry import make_fabric
 from estimator.fabrics.terarack import TeraRackConfig, TeraRackFabric
 
-PAPER_AVG_REDUCTION = {"wrht": 0.7221, "ring": 0.9430, "ne": 0.8858}  # seed 002 abstract / Sec. VI
-# the paper's sweep (Sec. IV-C): 1024 and 2048 nodes at 64 wavelengths, and 1024 nodes at 96 and
-# 128 wavelengths, over message sizes (we use 1..64 MiB)
-SWEEP = [(1024, 64), (2048, 64), (1024, 96), (1024, 128)]
+# the paper's sweeps (Sec. IV-C, in paper_checks.SWEEPS) over message sizes (we use 1..64 MiB)
 SIZES = [2**i * 2**20 for i in range(7)]
 
 
@@ -29,30 +25,12 @@ def test_time_is_steps_times_item_time_plus_overhead():
     assert t == pytest.approx(70 * (d / 5e9 + a), rel=1e-12)
 
 
-def _avg_reductions(points):
-    red = {a: [] for a in PAPER_AVG_REDUCTION}
-    for n, w in points:
-        fab = TeraRackFabric(TeraRackConfig(nodes=n, wavelengths=w))
-        for b in SIZES:
-            t = fab.collective_cost("all_gather", b, "optree").time_s
-            for a in red:
-                red[a].append(1 - t / fab.collective_cost("all_gather", b, a).time_s)
-    return {a: statistics.mean(v) for a, v in red.items()}
-
-
-@pytest.mark.parametrize(
-    "label,points,paper",
-    [
-        ("whole sweep (abstract, Sec. VI)", SWEEP, PAPER_AVG_REDUCTION),
-        ("1024/2048 nodes, w=64 (Sec. I, IV-C)", SWEEP[:2], {"wrht": 0.5636, "ring": 0.9276, "ne": 0.8554}),
-        ("1024 nodes, w=64/96/128 (Sec. I, IV-C)", [SWEEP[0], *SWEEP[2:]], {"wrht": 0.8806, "ring": 0.9584, "ne": 0.9169}),
-    ],
-)
-def test_average_reductions_match_paper(label, points, paper):
-    ours = _avg_reductions(points)
-    for a, p in paper.items():
-        print(f"{label}: OpTree vs {a:>4}: project {ours[a]:.2%}  paper {p:.2%}")
-        assert abs(ours[a] - p) < 0.035
+def test_average_reductions_match_paper():
+    rows = terarack_reductions(tuple(SIZES))
+    assert len(rows) == 9
+    for row in rows:
+        print(f"{row.claim}: project {row.project}  paper {row.paper}")
+        assert abs(row.value - float(row.paper.rstrip("%")) / 100) < 0.035
 
 
 def test_wrht_vs_ne_at_128_wavelengths():

@@ -81,3 +81,12 @@ def test_wdm_ring_link_load_against_hop_by_hop_count():
     assert near_equal_digits(1024, 7) == (4, 4, 4, 2, 2, 2, 2)
     assert near_equal_digits(7, 2) == (7,)  # a prime cannot be staged: fewer stages
     assert near_equal_digits(1000, 7) == (5, 5, 5, 2, 2, 2)
+
+
+def test_paper_check_rows_for_table_one():
+    from estimator.fabrics.optical.paper_checks import terarack_table1
+
+    rows = {r.claim: r for r in terarack_table1()}
+    assert rows["Table I steps, optree, N=1024 w=64"].value == 70
+    assert rows["Table I steps, one_stage, N=1024 w=64"].paper == "128"
+    assert rows["optimal depth (brute force), N=2048"].value == 7
