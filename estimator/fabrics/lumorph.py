@@ -2,6 +2,8 @@
 
 Model (seed 000, Secs. 2-4; defaults in conf/fabric/lumorph.yaml):
 
+* A circuit between tiles of different servers runs over the fibres between them with the same
+  bandwidth and latency as one inside a server (seed 000 assumes "enough fibers between servers").
 * alpha-beta: every round pays ``alpha_s`` (0.7 us, NVLink-class) plus the MZI reconfiguration
   ``reconfig_s`` (3.7 us) when it needs circuits it did not already have; a GPU's egress is
   ``bandwidth_Bps`` (300 GB/s) per direction.
