@@ -103,6 +103,7 @@ def make_figure(store: str | Path, out: str | Path) -> Path:
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=110)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, out)
     finally:
         plt.close(fig)

@@ -1,0 +1,32 @@
+"""The seed 004 figure is drawn from SQL over the `packetsim` table (estimator.reports.packetsim)."""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator.errors import EstimatorError
+from estimator.packetsim import SimSpec, simulate
+from estimator.packetsim.sweep import TABLE, row
+from estimator.reports import packetsim as report
+from estimator.store.duckdb_store import write_rows
+
+
+def test_figure_from_store_and_empty_store_error(tmp_path):
+    store = tmp_path / "s.duckdb"
+    rows = []
+    for network in ("opsquare", "leafspine"):
+        for load in (0.2, 0.8):
+            spec = SimSpec(network=network, nodes=16, load=load, locality=0.5, warmup_s=1e-6, measure_s=2e-6)
+            rows.append(row(spec, simulate(spec).summary()))
+    write_rows(store, {TABLE: ("config_hash", rows)})
+    from estimator.store.duckdb_store import query
+
+    df = query(store, report.SQL)
+    assert df.height == 4 and set(df["network"]) == {"opsquare", "leafspine"}
+    out = report.make_figure(store, tmp_path / "fig" / "p.png")
+    assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
+    assert not list((tmp_path / "fig").glob(".*"))  # no temp file left behind
+    write_rows(tmp_path / "empty.duckdb", {TABLE: ("config_hash", [dict(rows[0], traffic="ring_allreduce")])})
+    with pytest.raises(EstimatorError, match="no uniform-traffic rows"):
+        report.make_figure(tmp_path / "empty.duckdb", tmp_path / "x.png")
+    assert not (tmp_path / "x.png").exists()
