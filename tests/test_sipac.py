@@ -116,3 +116,18 @@ def test_bandwidth_scaling_of_hybrid_traffic():
         times.append(fab.hybrid_cost(100 * MB))
     assert all(a > b for a, b in zip(times, times[1:], strict=False))
     assert times[0] / times[-1] == pytest.approx(4096 / 128, rel=0.01)
+
+
+def test_compiled_schedules_shared_across_instances_and_fabrics_pickle():
+    import pickle
+
+    a = SipacFabric(SipacConfig(r=2, l=2, nodes=8))
+    b = SipacFabric(SipacConfig(r=2, l=2, nodes=8))
+    assert a.compiled("all_reduce", "ring", 8) is b.compiled("all_reduce", "ring", 8)
+    c = SipacFabric(SipacConfig(r=2, l=2, nodes=8, alpha_s=1e-6))
+    assert c.compiled("all_reduce", "ring", 8) is not a.compiled("all_reduce", "ring", 8)
+    for name in ("sipac", "lumorph", "terarack", "opsquare", "ocs"):
+        fab = make_fabric({"name": name})
+        fab.collective_cost("all_reduce", MB)
+        assert pickle.loads(pickle.dumps(fab)).collective_cost("all_reduce", MB).time_s == fab.collective_cost(
+            "all_reduce", MB).time_s

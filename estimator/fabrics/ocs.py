@@ -38,6 +38,7 @@ from estimator.collectives.trees import inorder_parents
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import CollectiveCost, FabricConfig
 from estimator.fabrics.library import LibraryFabric
+from estimator.fabrics.optical.compile_cache import SharedCompiled
 from estimator.topology import builders
 from estimator.topology.graph import Topology
 
@@ -96,7 +97,7 @@ def binary_tree_topology(n: int, bandwidth_Bps: float, latency_s: float) -> Topo
     return topo
 
 
-class OcsFabric(LibraryFabric):
+class OcsFabric(SharedCompiled, LibraryFabric):
     name = "ocs"
     Config = OcsConfig
     OFFERS = {

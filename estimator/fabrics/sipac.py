@@ -39,6 +39,7 @@ from estimator.collectives.pricing import PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.library import LibraryFabric
+from estimator.fabrics.optical.compile_cache import SharedCompiled
 from estimator.topology.graph import Topology
 
 
@@ -88,7 +89,7 @@ def sipac_topology(r: int, levels: int, port_Bps: float) -> Topology:
     return topo
 
 
-class SipacFabric(LibraryFabric):
+class SipacFabric(SharedCompiled, LibraryFabric):
     name = "sipac"
     Config = SipacConfig
     OFFERS = {

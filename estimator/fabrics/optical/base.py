@@ -13,7 +13,6 @@ requested size and keeps the fastest, reconfiguration included.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from estimator.errors import EstimatorError
 from estimator.fabrics.base import CollectiveCost, Fabric
@@ -66,7 +65,14 @@ class OpticalFabric(Fabric):
 
     def __init__(self, config):
         super().__init__(config)
-        self._model_cached = lru_cache(maxsize=4096)(self._checked_model)
+        self._models: dict[tuple[str, str, int], Affine] = {}  # a dict (not lru_cache): picklable
+
+    def _model_cached(self, collective: str, algorithm: str, n: int) -> Affine:
+        key = (collective, algorithm, n)
+        hit = self._models.get(key)
+        if hit is None:
+            hit = self._models[key] = self._checked_model(collective, algorithm, n)
+        return hit
 
     # subclasses -----------------------------------------------------------------------------
     def valid_algorithms(self, collective: str, n: int) -> tuple[str, ...]:
