@@ -39,9 +39,8 @@ def format_text(result: dict[str, Any]) -> str:
     if "experiment" in result:
         return "\n".join(f"{k:<10} {v}" for k, v in result.items())
     r = result
-    lines = [
-        f"{r['network']} · {r['nodes']} nodes · {r['traffic']} · load {r['load']:g} · locality {r['locality']:g} · seed {r['seed']}",
-    ]
+    what = "" if "completion_s" in r else f" · load {r['load']:g} · locality {r['locality']:g}"
+    lines = [f"{r['network']} · {r['nodes']} nodes · {r['traffic']}{what} · seed {r['seed']}"]
     if "completion_s" in r:
         lines.append(f"completion      {_us(r['completion_s'])} for {r['collective_bytes']:.6g} bytes per node")
     else:
