@@ -108,3 +108,14 @@ def test_rd_needs_power_of_two():
     with pytest.raises(EstimatorError, match="power of 2"):
         fab.collective_cost("all_reduce", 1e6, "recursive_doubling")
     assert fab.collective_cost("all_reduce", 1e6, "auto").algorithm != "recursive_doubling"
+
+
+def test_for_job_hook_wires_one_topology():
+    grad, batch, compute = MODELS["resnet50"]
+    prof = trace_profile(grad, compute)
+    auto = OcsFabric(OcsConfig(topology="auto"))
+    fab, plans = auto.for_job(prof, POLICY, batch, "recursive_doubling")
+    assert fab.cfg.topology == plans[0].topology == "torus2d"
+    assert all(p.reconfig_s == pytest.approx(25e-3) for p in plans)  # current wiring unknown
+    fixed = OcsFabric(OcsConfig(topology="ring"))
+    assert fixed.for_job(prof, POLICY, batch) == (fixed, [])

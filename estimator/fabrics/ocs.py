@@ -140,6 +140,18 @@ class OcsFabric(SharedCompiled, LibraryFabric):
             hit = self._variants[topology] = OcsFabric(OcsConfig(**params))
         return hit
 
+    def for_job(self, profile, policy, batch_size: int, algorithm: str = "default", iterations: int = 1000,
+                current: str | None = None):
+        """The hook for a job-level ``topology=auto``: ``(fabric wired as the best topology for the
+        whole job, its plans)``; one reconfiguration at job start is counted (see
+        :func:`estimator.fabrics.optical.ocs_job.plan_topology`). A fixed topology returns itself."""
+        if self.cfg.topology != "auto":
+            return self, []
+        from estimator.fabrics.optical.ocs_job import plan_topology
+
+        plans = plan_topology(self, profile, policy, batch_size, algorithm, iterations, current)
+        return self.with_topology(plans[0].topology), plans
+
     # ---- LibraryFabric hooks ---------------------------------------------------------------
     def build_topology(self, algorithm: str) -> Topology:
         c, n = self.cfg, self.cfg.nodes
