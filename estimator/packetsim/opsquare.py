@@ -172,6 +172,10 @@ class OpsquareSim:
         ok = self.bank.push(self._tx(holder, dst), dst=dst, src=src, birth=birth, tag=tag)
         if not ok.all():
             lost = ~ok
+            if self.source is not None:  # a lost collective packet would stall the collective
+                raise EstimatorError(f"traffic={self.spec.traffic}: a relay overflowed its "
+                                     f"opsquare.tx_buffer_bytes={self.spec.opsquare.tx_buffer_bytes}; "
+                                     "collectives assume lossless transfer")
             rec.dropped(np.full(int(lost.sum()), t * self.tau), dst[lost])
 
     def _contend(self, t: int) -> np.ndarray:
