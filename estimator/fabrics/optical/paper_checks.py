@@ -167,7 +167,32 @@ def allocation_mix() -> list[Check]:
     return rows
 
 
-SECTIONS = (terarack_table1, terarack_reductions, lumorph_vs_ideal, sipac_ratios, ocs_best_topologies,
+def lumorph_bert() -> list[Check]:
+    """BERT-base data parallel on Lumorph (auto) vs Ring on the ideal switch (A100 roofline), one
+    all-reduce per gradient tensor (many small buffers, the regime of seed 000's FlexFlow BERT) and
+    with DDP buckets. Needs the captured trace traces/bert_base.workload.json (else no rows)."""
+    from estimator.config import compose, to_container
+    from estimator.estimate import estimate, load_workload, workload_path
+
+    rows = []
+    try:
+        load_workload(workload_path({"model": {"name": "bert_base"}}))
+    except Exception:  # no captured trace here: nothing to report
+        return rows
+    for bucketing in ("none", "ddp"):
+        for n in (64, 128, 256):
+            speed = {}
+            for label, ov in (("ring", ["fabric=ideal", "algorithm=ring"]), ("lumorph", ["fabric=lumorph", "algorithm=auto"])):
+                cfg = to_container(compose([*ov, "model=bert_base", f"fabric.nodes={n}",
+                                            f"parallelism.bucketing={bucketing}", "device=a100"]))
+                speed[label] = estimate(cfg).metrics["samples_per_s"]
+            v = speed["lumorph"] / speed["ring"]
+            rows.append(Check("lumorph", f"BERT-base DP, {n} GPUs, bucketing={bucketing}: throughput Lumorph / Ring(ideal)",
+                              f"{v:.2f}x", "up to 1.7x", v))
+    return rows
+
+
+SECTIONS = (terarack_table1, terarack_reductions, lumorph_vs_ideal, lumorph_bert, sipac_ratios, ocs_best_topologies,
             opsquare_latency, allocation_mix)
 
 
