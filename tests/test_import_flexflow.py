@@ -127,9 +127,9 @@ def test_mapped_parallel_computation_graph(tmp_path):
 
 def _inconsistent(rng: random.Random) -> list[bytes]:
     out = []
-    for k in range(60):
-        case = k % 12
-        doc = mlp_cg() if case < 8 else dp_pcg()
+    for k in range(70):
+        case = k % 14
+        doc = mlp_cg() if case < 8 or case == 13 else dp_pcg()
         raw = doc["raw_graph"]
         edges = raw["graph"]["edges"]
         if case == 0:  # dangling edge
@@ -154,8 +154,13 @@ def _inconsistent(rng: random.Random) -> list[bytes]:
             raw["output_labels"]["0"][0]["shape"]["dims"]["shard_dims"]["ff_ordered"][0]["degree"] = 0
         elif case == 10:  # mapping with the wrong number of devices
             doc = {"pcg": doc, "mapped_tasks": {"3": [{"node_idx": 0, "device_idx": 0}]}}
-        else:  # conv2d on a 2-D input
+        elif case == 11:  # conv2d on a 2-D input
             raw["node_labels"]["3"] = layer("conv2d", "bad", out_channels=4, kernel_h=3, kernel_w=3)
+        elif case == 12:  # a degree that would mean 2**30 tasks
+            dim = raw["output_labels"]["3"][0]["shape"]["dims"]["shard_dims"]["ff_ordered"][0]
+            dim["size"], dim["degree"] = 2**31, 2**30
+        else:  # edge endpoints must be ids
+            edges[0]["srcNode"] = {"id": 1}
         out.append(json.dumps(doc).encode())
     return out
 
@@ -172,7 +177,7 @@ def test_bad_files_rejected_in_process(tmp_path):
     joined = "\n".join(assert_rejected(tmp_path, blobs, "flexflow", ".json"))
     for problem in ("JSON error", "does not exist", "cycle", "finite number >= 1", "no entry in node_labels",
                     "has no output", "no FLOP model", "unknown dtype", "twice", "not divisible", "mapped device",
-                    "must be 4-D", "no raw_graph"):
+                    "must be 4-D", "no raw_graph", "exceeds the limit", "expected a number or string id"):
         assert problem in joined, problem
 
 

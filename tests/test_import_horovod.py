@@ -93,9 +93,9 @@ def test_cli_import(tmp_path):
 
 def _inconsistent(rng: random.Random) -> list[bytes]:
     out = []
-    for k in range(40):
+    for k in range(50):
         ev = timeline(iterations=2, ranks=2)
-        case = k % 8
+        case = k % 10
         ends = [i for i, e in enumerate(ev) if e.get("args", {}).get("shape")]
         if case == 0:  # end event before any begin: a dangling end
             ev.insert(rng.randrange(len(ev) - 5, len(ev)), {"ph": "E", "ts": 10**7, "pid": 1})
@@ -112,6 +112,11 @@ def _inconsistent(rng: random.Random) -> list[bytes]:
             ev[rng.choice(ends)]["args"]["dtype"] = "HOROVOD_QUBIT"
         elif case == 6:  # no operations at all
             ev = ev[:8]
+        elif case == 8:  # a rank tick that would mean 10**30 ranks
+            tick = next(e for e in ev if e["ph"] == "X")
+            tick["name"] = str(10**30)
+        elif case == 9:  # ids must be scalars
+            ev[rng.randrange(8, len(ev))]["pid"] = [1, 2]
         else:  # timestamp not a number
             ev[rng.randrange(8, len(ev))]["ts"] = "later"
         out.append(("[" + ",".join(json.dumps(e) for e in ev) + "]").encode())
@@ -126,7 +131,8 @@ def test_bad_files_rejected_in_process(tmp_path):
     assert len(blobs) >= 200
     joined = "\n".join(assert_rejected(tmp_path, blobs, "horovod", ".json"))
     for problem in ("JSON error", "without a matching begin", "negative dimension", "no dtype/shape",
-                    "no process_name", "before it starts", "unknown dtype", "no completed", "expected a number"):
+                    "no process_name", "before it starts", "unknown dtype", "no completed", "expected a number",
+                    "exceeds the limit", "expected a number or string id"):
         assert problem in joined, problem
 
 

@@ -113,11 +113,11 @@ def test_gpu_style_trace(tmp_path):
 
 def _inconsistent(rng: random.Random) -> list[bytes]:
     out = []
-    for k in range(50):
+    for k in range(60):
         doc = gpu_style_trace()
         ev = doc["traceEvents"]
         i = rng.randrange(len(ev))
-        case = k % 10
+        case = k % 12
         if case == 0:
             ev[i]["dur"] = -rng.uniform(1, 100)
         elif case == 1:
@@ -136,6 +136,10 @@ def _inconsistent(rng: random.Random) -> list[bytes]:
             doc["traceEvents"] = []
         elif case == 8:
             doc["traceEvents"] = {"not": "a list"}
+        elif case == 10:  # a corrupt world size must not allocate 10**20 ranks
+            doc["distributedInfo"]["world_size"] = 10**20
+        elif case == 11:  # ids must be scalars
+            ev[i]["pid"] = {"nested": [k]}
         else:
             ev[i]["args"] = ["not", "an", "object"]
         out.append(json.dumps(doc).encode())
@@ -154,7 +158,8 @@ def test_bad_files_rejected_in_process(tmp_path, cpu_trace):
     messages = assert_rejected(tmp_path, blobs, "kineto", ".json")
     joined = "\n".join(messages)
     for problem in ("JSON error", "no traceEvents", "finite number", "no message size", "unknown collective",
-                    "outside 0..3", "unknown dtype", "no CPU ops", "UTF-8"):
+                    "outside 0..3", "unknown dtype", "no CPU ops", "UTF-8", "exceeds the limit",
+                    "expected a number or string id"):
         assert problem in joined, problem
 
 

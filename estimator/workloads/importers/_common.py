@@ -27,8 +27,21 @@ DTYPE_BYTES = {
 }
 
 
+#: Size limits that keep a corrupt count (a world size of 10**20) from exhausting memory.
+MAX_DEVICES = 1 << 16
+MAX_NODES = 5_000_000
+
+
 class BadInput(EstimatorError):
     """A problem with the input file (the file name is added by ``import_file``)."""
+
+
+def check_scale(devices: int, nodes: int, what: str) -> None:
+    """Refuse graphs beyond :data:`MAX_DEVICES` devices or :data:`MAX_NODES` nodes."""
+    if devices > MAX_DEVICES:
+        raise BadInput(f"{what}: {devices} devices exceeds the limit of {MAX_DEVICES}")
+    if nodes > MAX_NODES:
+        raise BadInput(f"{what}: would create {nodes} nodes, more than the limit of {MAX_NODES}")
 
 
 def dtype_bytes(name: str, where: str) -> int:
@@ -73,6 +86,13 @@ def number(value: Any, where: str, *, minimum: float = 0.0, integer: bool = Fals
     if integer and int(value) != value:
         raise BadInput(f"{where}: must be an integer, got {value!r}")
     return int(value) if integer else float(value)
+
+
+def scalar_key(value: Any, where: str) -> Any:
+    """An id used as a dictionary key: a string, number or null (never a list/object)."""
+    if value is not None and not isinstance(value, str | int | float):
+        raise BadInput(f"{where}: expected a number or string id, got {type(value).__name__}")
+    return value
 
 
 def mapping(value: Any, where: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from estimator.workloads.importers._common import BadInput, mapping, number
+from estimator.workloads.importers._common import BadInput, mapping, number, scalar_key
 
 US = 1e-6
 
@@ -53,7 +53,8 @@ def complete_spans(events: list[Any], cats: set[str] | None = None) -> list[Span
         ts = number(ev.get("ts"), f"{where} ts", minimum=-1e300)
         dur = number(ev.get("dur", 0), f"{where} dur")
         args = ev.get("args", {})
-        spans.append(Span(str(ev.get("name", "")), cat, ts, dur, (ev.get("pid"), ev.get("tid")),
+        track = (scalar_key(ev.get("pid"), f"{where} pid"), scalar_key(ev.get("tid"), f"{where} tid"))
+        spans.append(Span(str(ev.get("name", "")), cat, ts, dur, track,
                           mapping(args, f"{where} args") if args is not None else {}, i))
     return spans
 

@@ -46,11 +46,13 @@ from estimator.workloads.importers import flop_model
 from estimator.workloads.importers._common import (
     BadInput,
     GraphBuilder,
+    check_scale,
     dtype_bytes,
     mapping,
     number,
     parse_json,
     product,
+    scalar_key,
     sequence,
 )
 
@@ -184,7 +186,7 @@ def _layers(raw: dict[str, Any]) -> list[Layer]:
     incoming: dict[int, list[tuple[tuple, int, Tensor]]] = {n: [] for n in nodes}
     for i, e in enumerate(sequence(graph.get("edges", []), "graph.edges")):
         e = mapping(e, f"edge #{i}")
-        src, dst = e.get("srcNode"), e.get("dstNode")
+        src, dst = scalar_key(e.get("srcNode"), f"edge #{i} srcNode"), scalar_key(e.get("dstNode"), f"edge #{i} dstNode")
         if src not in layers or dst not in layers:
             missing = src if src not in layers else dst
             raise BadInput(f"edge #{i}: refers to node {missing!r}, which does not exist")
@@ -213,6 +215,7 @@ def _coordinates(x: Any) -> list[tuple[int, int]]:
 
 
 def _place(layers: list[Layer], mapped: dict[str, Any] | None) -> int:
+    check_scale(max(layer.tasks for layer in layers), 2 * sum(layer.tasks for layer in layers), "parallel degrees")
     coords = {k: _coordinates(v) for k, v in (mapped or {}).items()}
     per_node = 1 + max((d for cs in coords.values() for _, d in cs), default=0)
     for layer in layers:
@@ -223,7 +226,9 @@ def _place(layers: list[Layer], mapped: dict[str, Any] | None) -> int:
             raise BadInput(f"node {layer.id}: {layer.tasks} task(s) but {len(cs)} mapped device(s)")
         else:
             layer.devices = [n * per_node + d for n, d in cs]
-    return 1 + max(d for layer in layers for d in layer.devices)
+    devices = 1 + max(d for layer in layers for d in layer.devices)
+    check_scale(devices, 0, "mapped devices")
+    return devices
 
 
 def _topological(layers: list[Layer]) -> list[Layer]:

@@ -34,11 +34,13 @@ from estimator.workloads.graph import Gradient, Workload
 from estimator.workloads.importers._common import (
     BadInput,
     GraphBuilder,
+    check_scale,
     dtype_bytes,
     mapping,
     number,
     parse_json,
     product,
+    scalar_key,
 )
 
 FORMAT = "horovod"
@@ -113,13 +115,14 @@ def _operations(events: list[Any]) -> tuple[list[Operation], list[float]]:
             if ev.get("name") == "process_name":
                 args = mapping(ev.get("args", {}), f"event #{i} args")
                 if "name" in args:
-                    tracks.setdefault(ev.get("pid"), _Track()).tensor = str(args["name"])
+                    pid = scalar_key(ev.get("pid"), f"event #{i} pid")
+                    tracks.setdefault(pid, _Track()).tensor = str(args["name"])
             continue
         ts = number(ev.get("ts"), f"event #{i} ts")
         if ph == "i":
             markers.append(ts)
             continue
-        pid = ev.get("pid")
+        pid = scalar_key(ev.get("pid"), f"event #{i} pid")
         track = tracks.get(pid)
         if track is None or not track.tensor:
             raise BadInput(f"event #{i}: pid {pid!r} has no process_name event naming its tensor")
@@ -191,6 +194,7 @@ def _workload(ops: list[Operation], markers: list[float], name: str, options: di
         if options.get("ranks") is not None else max_rank + 1
     if max_rank >= ranks:
         raise BadInput(f"rank tick {max_rank} but importer.ranks={ranks}")
+    check_scale(ranks, ranks * len(chosen) * 2, "ranks x tensors")
 
     def ready(op: Operation, r: int) -> float:
         return op.ticks.get(r, op.negotiate if op.negotiate is not None else op.start)

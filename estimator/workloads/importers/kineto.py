@@ -38,10 +38,12 @@ from estimator.workloads.graph import Workload
 from estimator.workloads.importers._common import (
     BadInput,
     GraphBuilder,
+    check_scale,
     dtype_bytes,
     mapping,
     number,
     parse_json,
+    scalar_key,
 )
 from estimator.workloads.importers.chrome_trace import (
     US,
@@ -94,6 +96,7 @@ def load(data: bytes, name: str, options: dict[str, Any]) -> Workload:
     if not template:
         raise BadInput("trace has no CPU ops or GPU kernels to import")
     ranks = _ranks(doc, options)
+    check_scale(ranks, ranks * len(template), "ranks x traced nodes")
     return _replicate(template, ranks, name, device, doc)
 
 
@@ -158,15 +161,17 @@ def _node(s: Span, phase: str, stream: Any, **kw: Any) -> dict[str, Any]:
 
 
 def _gpu_nodes(spans: list[Span], comms: list[Span], phase_of: _Phases) -> list[dict[str, Any]]:
-    launches = {s.args.get("correlation"): s for s in spans if s.cat in ("cuda_runtime", "cuda_driver")
-                and s.args.get("correlation") is not None}
+    launches = {scalar_key(s.args.get("correlation"), f"event #{s.index} correlation"): s for s in spans
+                if s.cat in ("cuda_runtime", "cuda_driver") and s.args.get("correlation") is not None}
     cpu_ops = Enclosers([s for s in spans if s.cat in CPU_CATS])
     comm_at = Enclosers(comms)
     out = []
     for s in sorted((s for s in spans if s.cat in GPU_CATS), key=lambda s: (s.ts, s.index)):
-        launch = launches.get(s.args.get("correlation"))
+        where = f"event #{s.index}"
+        launch = launches.get(scalar_key(s.args.get("correlation"), f"{where} correlation"))
         phase = phase_of(launch.track, launch.ts) if launch else "forward"
-        stream = (s.args.get("device", 0), s.args.get("stream", 0))
+        stream = (scalar_key(s.args.get("device", 0), f"{where} device"),
+                  scalar_key(s.args.get("stream", 0), f"{where} stream"))
         if s.cat == "kernel" and _NCCL.match(s.name) and "sendrecv" not in s.name.lower():
             comm = comm_at.find(launch.track, launch.ts) if launch else None
             kind, size, group = _collective(s, comm)
