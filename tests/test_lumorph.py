@@ -114,3 +114,14 @@ def test_broadcast_and_all_to_all_any_size():
     assert b4.time_s - 4 * 4.4e-6 == pytest.approx(4 * 1e6 / (300e9 * 5 / 16))
     a2a = fab.collective_cost("all_to_all", 96e6, "lumorph_8")
     assert a2a.steps == 14  # ceil(95 / 7) rounds of at most 7 circuits
+
+
+def test_paper_accounting_charges_every_round():
+    n = 64
+    ours = LumorphFabric(LumorphConfig(nodes=n)).collective_cost("all_reduce", 1024, "lumorph_4")
+    paper = LumorphFabric(LumorphConfig(nodes=n, reconfig_every_round=True))
+    cost = paper.collective_cost("all_reduce", 1024, "lumorph_4")
+    assert cost.time_s - ours.time_s == pytest.approx(3.7e-6)  # the reused all-gather circuits
+    assert cost.reconfig_s == pytest.approx(6 * 3.7e-6)
+    assert paper.collective_cost("all_reduce", 1024, "lumorph_4", explicit=True).time_s == pytest.approx(cost.time_s)
+    assert make_fabric({"name": "lumorph", "reconfig_every_round": True}).cfg.reconfig_every_round is True

@@ -14,7 +14,8 @@ Model (seed 000, Secs. 2-4; defaults in conf/fabric/lumorph.yaml):
   powers of two but not of k use mixed radix (the last digit smaller). Non-power-of-two groups use
   the ring (seed 000 Sec. 3). Every round changes peers, except that the first all-gather round
   reuses the last reduce-scatter round's circuits, so an all-reduce in m digits pays 2m rounds of
-  alpha and 2m-1 reconfigurations (the paper charges 0.7 + 3.7 us on all 2m rounds).
+  alpha and 2m-1 reconfigurations (the paper charges 0.7 + 3.7 us on all 2m rounds:
+  ``reconfig_every_round=true`` reproduces that accounting).
 * ``ring``: one ring of circuits set up once (one reconfiguration), 2(N-1) rounds at full bandwidth.
 * ``dnc``: our reading of the paper's greedy divide-and-conquer baseline (seed 000 gives no
   algorithm): Lumorph-2 reduce-scatter inside each server, ring all-reduce of the shards across
@@ -48,6 +49,7 @@ class LumorphConfig(FabricConfig):
     bandwidth_Bps: float = 300.0e9
     alpha_s: float = 0.7e-6
     reconfig_s: float = 3.7e-6
+    reconfig_every_round: bool = False  # True: seed 000's accounting, alpha + 3.7 us on every Lumorph-k round
     wavelengths: int = 16
     max_radix: int = 8
 
@@ -193,7 +195,8 @@ class LumorphFabric(OpticalFabric):
             elif collective == "all_gather":
                 rounds = list(reversed(rs))
             else:  # the first all-gather round reuses the last reduce-scatter round's circuits
-                rounds = rs + [(b, i > 0) for i, (b, _) in enumerate(reversed(rs))]
+                reuse = not c.reconfig_every_round
+                rounds = rs + [(b, i > 0 or not reuse) for i, (b, _) in enumerate(reversed(rs))]
         return rounds_cost(c.alpha_s, c.reconfig_s, rounds)
 
     def p2p_time(self, src: int, dst: int, nbytes: float) -> float:
@@ -218,6 +221,8 @@ class LumorphFabric(OpticalFabric):
         """The explicit schedule priced by the shared library on per-round circuits (slow path):
         each step on a circuit mesh whose circuits get the share its senders' fan-out allows."""
         sched = mark_reconfigurations(self.schedule(collective, algorithm, n, nbytes))
+        if self.cfg.reconfig_every_round:
+            sched = replace(sched, steps=tuple(replace(st, reconfigure=True) for st in sched.steps))
         c = self.cfg
         params = PricingParams(alpha_s=c.alpha_s, reconfig_s=c.reconfig_s)
         meshes: dict[int, object] = {}
