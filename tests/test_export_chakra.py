@@ -253,3 +253,20 @@ def test_bad_files_rejected_by_cli(tmp_path):
     from fixtures.importing import assert_cli_rejects
 
     assert_cli_rejects(tmp_path, [b"\x05\x0a\x03abc\xff\xff", _inconsistent(random.Random(0))[1]], ".et")
+
+
+def test_standard_attributes_use_the_feeder_types(tmp_path):
+    """ASTRA-sim's Chakra feeder reads each standard attribute as one protobuf type."""
+    expected = {"is_cpu_op": "bool_val", "num_ops": "int64_val", "tensor_size": "uint64_val",
+                "comm_type": "int64_val", "comm_size": "int64_val", "comm_src": "int32_val", "comm_dst": "int32_val",
+                "comm_tag": "int32_val", "pg_name": "string_val"}
+    seen = set()
+    for f in export_chakra(handmade(), tmp_path / "et", "h")["files"]:
+        meta, nodes = read_messages(Path(f).read_bytes())
+        assert meta.version == "0.0.4"
+        for node in nodes:
+            for a in node.attr:
+                if a.name in expected:
+                    assert a.WhichOneof("value") == expected[a.name], a.name
+                    seen.add(a.name)
+    assert seen == set(expected)

@@ -19,8 +19,9 @@ on every member of their group (all devices when the group is empty), p2p as a s
 and a recv on ``dst``; ``data_deps`` keep the dependencies present on that rank (a compute node's
 dependency on another rank's compute, with no communication between them, cannot be expressed
 per rank: it is dropped from ``data_deps`` and counted). Standard attributes are the ones ASTRA-sim
-reads (``num_ops``, ``tensor_size``, ``comm_type``, ``comm_size``, ``comm_src``, ``comm_dst``,
-``comm_tag``, ``pg_name``); exact estimator fields ride along as ``estimator.*`` attributes and a
+reads, with the value types its feeder reads them as (``is_cpu_op`` bool, ``num_ops`` /
+``comm_type`` / ``comm_size`` int64, ``tensor_size`` uint64, ``comm_src`` / ``comm_dst`` /
+``comm_tag`` int32, ``pg_name`` string); exact estimator fields ride along as ``estimator.*`` attributes and a
 ``estimator.workload`` header in the global metadata, so an exported workload imports back
 identically (node ids, order, deps, durations to the bit). Collectives over a strict subset of
 devices get a ``pg_name``; ``comm_group.json`` maps those names to ranks.
@@ -339,7 +340,7 @@ def _standard_attrs(et: Any, n: Node, devices: int, groups: dict[str, list[int]]
         if n.duration_s is not None:
             et.duration_micros = int(round(n.duration_s * 1e6))
         et.attr.extend([make_attr("is_cpu_op", False), make_attr("num_ops", int(round(n.flops))),
-                        make_attr("tensor_size", int(round(n.mem_bytes)))])
+                        make_attr("tensor_size", int(round(n.mem_bytes)), "uint64")])
         if n.input_shapes:
             et.inputs.CopyFrom(IOInfo(shapes=json.dumps([list(s) for s in n.input_shapes])))
         return
@@ -351,7 +352,8 @@ def _standard_attrs(et: Any, n: Node, devices: int, groups: dict[str, list[int]]
             groups[pg] = list(n.group)
             et.attr.append(make_attr("pg_name", pg))
     else:
-        et.attr.extend([make_attr("comm_src", n.src), make_attr("comm_dst", n.dst), make_attr("comm_tag", n.id)])
+        et.attr.extend([make_attr("comm_src", n.src, "int32"), make_attr("comm_dst", n.dst, "int32"),
+                        make_attr("comm_tag", n.id % (1 << 31), "int32")])
 
 
 def _exact_attrs(et: Any, n: Node, nodes: dict[int, Node]) -> None:

@@ -156,10 +156,13 @@ def attr_value(attr: Any) -> Any:
     return list(value.values) if which.endswith("_list") else value
 
 
-def make_attr(name: str, value: Any) -> Any:
-    """An AttributeProto for a bool / int / float / str / list[int] value."""
+def make_attr(name: str, value: Any, kind: str = "") -> Any:
+    """An AttributeProto for a bool / int / float / str / list[int] value; ``kind`` forces the
+    oneof member (``"uint64"``, ``"int32"``, ...) where a consumer reads one type only."""
     a = AttributeProto(name=name)
-    if isinstance(value, bool):
+    if kind:
+        setattr(a, f"{kind}_val", value)
+    elif isinstance(value, bool):
         a.bool_val = value
     elif isinstance(value, int):
         a.int64_val = value
