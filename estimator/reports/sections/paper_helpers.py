@@ -1,0 +1,107 @@
+"""Helpers shared by the paper sections: claim rows from SQL, number formats, line plots.
+
+A claim's project number always comes from a query over the store (``q(sql)``); these helpers only
+format it and decide ``holds`` from a stated rule, so each rule is visible in the section module.
+When a query returns no rows (the sweep has not run), the claim says so and ``holds`` is None.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import polars as pl
+
+from estimator.reports.model import Claim
+
+Query = Callable[[str], pl.DataFrame]
+NO_DATA = "no data (run the experiment)"
+
+
+def scalar(q: Query, sql: str) -> float | None:
+    """The first column of the first row of ``sql`` as a float (None when empty or NULL)."""
+    df = q(sql)
+    if df.is_empty():
+        return None
+    v = df.row(0)[0]
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def rows(q: Query, sql: str) -> list[dict[str, Any]]:
+    return q(sql).to_dicts()
+
+
+def pct(x: float | None) -> str:
+    return NO_DATA if x is None else f"{100 * x:.1f}%"
+
+
+def times(x: float | None) -> str:
+    return NO_DATA if x is None else f"{x:.2f}x"
+
+
+def num(x: float | None, unit: str = "", digits: int = 3) -> str:
+    return NO_DATA if x is None else f"{x:.{digits}g}{unit}"
+
+
+def claim(paper_claim: str, paper_value: str, project: Any, shown: str,
+          rule: Callable[[Any], bool] | None, detail: str = "") -> Claim:
+    """A claim row whose verdict is ``rule(project)`` (None when there is no project number)."""
+    holds = None if project is None or rule is None else bool(rule(project))
+    return Claim(paper_claim, paper_value, shown if project is not None else NO_DATA, holds, detail)
+
+
+def near(paper: float, tol: float) -> Callable[[float], bool]:
+    """Rule: the project's number is within ``tol`` (absolute) of the paper's."""
+    return lambda v: abs(v - paper) <= tol
+
+
+def overlaps(lo: float, hi: float) -> Callable[[tuple[float, float]], bool]:
+    """Rule for a (min, max) range: it overlaps the paper's [lo, hi]."""
+    return lambda r: r[0] <= hi and r[1] >= lo
+
+
+def line_plot(x: str, y: str, series: Sequence[str], *, xlabel: str, ylabel: str, logx: bool = True,
+              logy: bool = True, yscale: float = 1.0, marker: str = "o") -> Callable[[pl.DataFrame, Any], None]:
+    """A plot function for :class:`~estimator.reports.model.Figure`: one line per ``series`` combination."""
+
+    def plot(df: pl.DataFrame, ax) -> None:
+        for key, part in df.group_by(list(series), maintain_order=True):
+            label = " / ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
+            part = part.sort(x)
+            ax.plot(part[x].to_list(), [v * yscale for v in part[y].to_list()], marker=marker, ms=3, label=label)
+        if logx:
+            ax.set_xscale("log", base=2)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+
+    return plot
+
+
+def bar_plot(x: str, y: str, series: str, *, xlabel: str, ylabel: str, logy: bool = False,
+             yscale: float = 1.0) -> Callable[[pl.DataFrame, Any], None]:
+    """Grouped bars: categories ``x`` on the axis, one bar per ``series`` value."""
+
+    def plot(df: pl.DataFrame, ax) -> None:
+        cats = list(dict.fromkeys(df[x].to_list()))
+        groups = list(dict.fromkeys(df[series].to_list()))
+        width = 0.8 / max(1, len(groups))
+        for i, g in enumerate(groups):
+            part = df.filter(pl.col(series) == g)
+            vals = dict(zip(part[x].to_list(), part[y].to_list(), strict=True))
+            xs = [j + i * width for j, c in enumerate(cats) if c in vals]
+            ax.bar(xs, [vals[c] * yscale for c in cats if c in vals], width, label=str(g))
+        ax.set_xticks([j + width * (len(groups) - 1) / 2 for j in range(len(cats))], [str(c) for c in cats],
+                      fontsize=8)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=7, ncol=2)
+
+    return plot
