@@ -107,8 +107,13 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
             raise EstimatorError(f"parallelism.strategy {par.get('strategy')!r} is not supported for single-replica workloads")
         policy = BucketPolicy.from_dict(par)
         profile = _profile(str(path), os.stat(path).st_mtime, batch, device, policy.gradient_dtype_bytes, precision)
+        choice = ""
+        if hasattr(fabric, "for_job"):  # a fabric that picks its configuration per job (OCS topology=auto)
+            fabric, plans = fabric.for_job(profile, policy, batch, algorithm)
+            choice = str(getattr(plans[0], "topology", "")) if plans else ""
         result = simulate_data_parallel(profile, fabric, policy, batch, algorithm)
     else:
+        choice = ""
         result = simulate_dag(workload.scaled_to_batch(batch), fabric, device, algorithm, precision)
     metrics = {
         "workload_name": workload.name,
@@ -116,6 +121,7 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
         "global_batch": batch * fabric.nodes if workload.devices == 1 else batch,
         **result.metrics(),
         "num_collectives": len(result.collectives),
+        "fabric_choice": choice,  # what a job-level `auto` fabric chose (e.g. the OCS topology)
     }
     metrics.pop("devices", None)
     metrics.pop("batch_size", None)
