@@ -19,6 +19,17 @@ Query = Callable[[str], pl.DataFrame]
 NO_DATA = "no data (run the experiment)"
 
 
+def table_with(table: str, columns: dict[str, str]) -> str:
+    """``table`` as a subquery that surely has ``columns`` (name -> SQL type; NULL where absent).
+
+    A fabric's parameter columns (``fabric_per_cu_bandwidth_bps``...) exist only once that fabric
+    has rows, so a section's SQL reads ``FROM {table_with(...)} AS t`` and still binds when only
+    some experiments have run.
+    """
+    stub = ", ".join(f"NULL::{t} AS {c}" for c, t in columns.items())
+    return f"(SELECT * FROM {table} UNION ALL BY NAME (SELECT {stub} LIMIT 0))"
+
+
 def scalar(q: Query, sql: str) -> float | None:
     """The first column of the first row of ``sql`` as a float (None when empty or NULL)."""
     df = q(sql)
