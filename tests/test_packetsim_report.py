@@ -30,3 +30,27 @@ def test_figure_from_store_and_empty_store_error(tmp_path):
     with pytest.raises(EstimatorError, match="no uniform-traffic rows"):
         report.make_figure(tmp_path / "empty.duckdb", tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_section_renders_in_the_html_report_with_claims(tmp_path, monkeypatch):
+    from estimator.reports import build
+
+    store = tmp_path / "s.duckdb"
+    rows = []
+    for network, nodes in (("opsquare", 16), ("opsquare", 64), ("leafspine", 16)):
+        for load, loc in ((0.1, 0.33), (0.6, 0.33), (1.0, 0.33), (1.0, 0.67)):
+            spec = SimSpec(network=network, nodes=nodes, load=load, locality=loc, warmup_s=1e-6, measure_s=2e-6)
+            rows.append(row(spec, simulate(spec).summary()))
+    write_rows(store, {TABLE: ("config_hash", rows)})
+    monkeypatch.setattr(build, "sections", lambda: [report.SECTION])
+    page = build.build_report(store, tmp_path / "rep").read_text()
+    assert "Packet level: OPSquare vs NVLink leaf-spine" in page
+    assert page.count("packetsim_throughput.png") == 1
+    from estimator.store.duckdb_store import connect
+
+    with connect(store, read_only=True) as con:
+        claims = report.SECTION.claims(lambda sql: con.sql(sql).pl())
+    assert len(claims) == 8
+    by_text = {c.paper_claim: c for c in claims}
+    assert by_text["OPSquare: inter-pod packets within 6 µs"].holds is True
+    assert by_text["Leaf-spine: local traffic ≈ 1 µs (the switch latency) at low load"].holds is True

@@ -67,6 +67,54 @@ def _panel(metric: str, scale: str):
     return plot
 
 
+U = "FROM packetsim WHERE traffic = 'uniform'"
+OPS, LS = "network = 'opsquare'", "network = 'leafspine'"
+
+
+def _claims(q):
+    """Seed 004's statements vs the sweep, each number from SQL over ``packetsim``."""
+    from estimator.reports.sections.paper_helpers import claim, num, scalar
+
+    dev = scalar(q, f"SELECT max(abs(throughput - load) / load) {U} AND {OPS} AND load <= 0.6")
+    lost = scalar(q, f"SELECT sum(lost) {U} AND {OPS} AND load <= 0.6")
+    ideal = None if dev is None else (dev, lost)
+    intra = scalar(q, f"SELECT max(latency_intra_p99_s) {U} AND {OPS}")
+    inter = scalar(q, f"SELECT max(latency_inter_p99_s) {U} AND {OPS}")
+    scale = scalar(q, f"""SELECT max(b.latency_inter_mean_s - a.latency_inter_mean_s)
+        FROM packetsim a JOIN packetsim b USING (network, traffic, load, locality, seed)
+        WHERE a.{OPS} AND a.traffic = 'uniform' AND a.nodes = 256 AND b.nodes = 1024""")
+    local = scalar(q, f"SELECT max(latency_intra_mean_s) {U} AND {LS} AND load <= 0.1")
+    sat = scalar(q, f"SELECT max(latency_inter_mean_s) {U} AND {LS}")
+    step = scalar(q, f"SELECT min(load) {U} AND {LS} AND abs(locality - 0.33) < 0.01 AND loss_ratio > 0")
+    two = scalar(q, f"SELECT max(throughput) {U} AND {LS} AND abs(locality - 0.67) < 0.01")
+    one = scalar(q, f"SELECT max(throughput) {U} AND {LS} AND abs(locality - 0.33) < 0.01")
+    us = 1e6
+    return [
+        claim("OPSquare: near-ideal throughput, zero loss up to load 0.6", "≈ ideal, 0 lost", ideal,
+              "" if ideal is None else f"max deviation {dev:.1%}, {int(lost or 0)} lost",
+              lambda v: v[0] <= 0.03 and not v[1], "all sizes and localities, load <= 0.6"),
+        claim("OPSquare: intra-pod packets within 0.5 µs", "<= 0.5 µs", intra,
+              num(None if intra is None else intra * us, " µs"), lambda v: v <= 0.5e-6, "max p99, all loads"),
+        claim("OPSquare: inter-pod packets within 6 µs", "<= 6 µs", inter,
+              num(None if inter is None else inter * us, " µs"), lambda v: v <= 6e-6, "max p99, all loads"),
+        claim("OPSquare: 1024 nodes worse than 256 by less than 1 µs", "< 1 µs", scale,
+              num(None if scale is None else scale * us, " µs"), lambda v: v < 1e-6,
+              "max increase of the inter-pod mean latency at equal load and locality"),
+        claim("Leaf-spine: local traffic ≈ 1 µs (the switch latency) at low load", "≈ 1 µs", local,
+              num(None if local is None else local * us, " µs"), lambda v: abs(v - 1e-6) <= 0.2e-6, "load 0.1"),
+        claim("Leaf-spine: inter-pod latency saturates near 25 µs", "≈ 25 µs", sat,
+              num(None if sat is None else sat * us, " µs"), lambda v: 20e-6 <= v <= 30e-6,
+              "max mean; the ceiling is set by the 20 + 20 µs run"),
+        claim("Leaf-spine: loss steps up from load 0.8 at 33 % local traffic", "0.8", step, num(step),
+              lambda v: abs(v - 0.8) < 0.05,
+              "first load with loss; here the shared 16 MB leaf buffer overflows, not the spine's"),
+        claim("Leaf-spine: only two-thirds-local traffic exceeds half the capacity", "> 0.5 vs < 0.5",
+              None if two is None or one is None else (two, one),
+              "" if two is None or one is None else f"{two:.2f} vs {one:.2f}", lambda v: v[0] > 0.5 > v[1],
+              "max node throughput, 67 % vs 33 % local"),
+    ]
+
+
 SECTION = Section(
     key="packetsim",
     title="Packet level: OPSquare vs NVLink leaf-spine (seed 004)",
@@ -75,6 +123,7 @@ SECTION = Section(
         Figure(name=f"packetsim_{metric}", title=label, sql=SQL, plot=_panel(metric, scale))
         for metric, label, scale in PANELS
     ),
+    claims=_claims,
     order=60,
     needs_tables=("packetsim",),
 )
