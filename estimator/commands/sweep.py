@@ -30,6 +30,8 @@ from estimator.sweep.runner import run_batches
 
 HELP = "run a conf/sweep grid or a conf/experiment on Ray into the DuckDB store (resumable)"
 RUN_WITH_OVERRIDES = True
+WRITE_EVERY_POINTS = 2000
+WRITE_EVERY_S = 10.0
 _NOT_POINT_KEYS = ("sweep=", "sweep.", "experiment=", "experiment.", "ray.", "store=", "output=", "sweep_force=")
 
 
@@ -76,9 +78,17 @@ def run_sweep(name: str, sweep: dict[str, Any], overrides: list[str], store: str
     if skipped:
         print(f"sweep {name}: {skipped} of {len(items)} points already in {store}; running {len(todo)}",
               file=sys.stderr)
-    written = 0
+    written, pending = 0, []
+    last_write = time.monotonic()
     for batch in run_batches(kind.evaluate, todo, ray_cfg, batch_size=sweep.get("batch_size"), desc=f"sweep {name}"):
-        written += kind.write(store, batch)
+        pending.extend(batch)
+        # one transaction per ~2,000 points or 10 s: fewer, larger writes; an interrupted sweep
+        # loses at most that much and resumes from what is stored
+        if len(pending) >= WRITE_EVERY_POINTS or time.monotonic() - last_write > WRITE_EVERY_S:
+            written += kind.write(store, pending)
+            pending, last_write = [], time.monotonic()
+    if pending:
+        written += kind.write(store, pending)
     elapsed = time.perf_counter() - t0
     return {"sweep": name, "kind": kind.name, "points": len(items), "skipped": skipped, "written": written,
             "elapsed_s": elapsed}

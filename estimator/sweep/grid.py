@@ -9,10 +9,9 @@ of Hydra configs, not 5,000.
 
 from __future__ import annotations
 
+import copy
 import itertools
 from typing import Any
-
-from omegaconf import OmegaConf
 
 from estimator import config as config_mod
 from estimator.errors import EstimatorError
@@ -67,39 +66,56 @@ def _parse_override(text: str) -> tuple[str, Any]:
 def compose_points(points: list[dict[str, Any]], base_overrides: list[str] | None = None) -> list[dict[str, Any]]:
     """Resolve each point to a full config dict.
 
-    Group choices (``fabric=lumorph``) go through Hydra; dotted keys through OmegaConf. A point's
-    own keys must exist in its config. ``base_overrides`` (from the command line) apply to every
-    point where their key exists — ``fabric.reconfig_s=10e-6`` changes the Lumorph points of a
-    sweep that also has ideal-switch points — and must apply to at least one point.
+    Group choices (``fabric=lumorph``) go through Hydra, once per distinct set of choices; dotted
+    keys are then set on a plain copy of that resolved config (the configs use no interpolation
+    that depends on a swept key, so resolving once is exact and ~100x faster than OmegaConf per
+    point). A point's own keys must exist in its config. ``base_overrides`` (from the command line)
+    apply to every point where their key exists — ``fabric.reconfig_s=10e-6`` changes the Lumorph
+    points of a sweep that also has ideal-switch points — and must apply to at least one point.
     """
     groups = config_mod.config_groups()
     base_groups = [o for o in (base_overrides or []) if o.partition("=")[0].lstrip("+~") in groups]
     base_keys = [_parse_override(o) for o in (base_overrides or []) if o not in base_groups]
     used = {k: False for k, _ in base_keys}
-    cache: dict[tuple[str, ...], Any] = {}
+    cache: dict[tuple[str, ...], dict[str, Any]] = {}
     out = []
     for point in points:
         group_ov = tuple(sorted(f"{k}={_value(v)}" for k, v in point.items() if k in groups))
         key = (*base_groups, *group_ov)
         if key not in cache:
-            cache[key] = config_mod.compose(list(key))
-        cfg = cache[key].copy()
+            cache[key] = config_mod.to_container(config_mod.compose(list(key)))
+        cfg = copy.deepcopy(cache[key])
         for k, value in base_keys:
-            if OmegaConf.select(cfg, k, default=_ABSENT) is not _ABSENT and k not in point:
-                OmegaConf.update(cfg, k, value, merge=False)
+            if k not in point and _has(cfg, k):
+                _set(cfg, k, value)
                 used[k] = True
         for k, value in point.items():
             if k in groups:
                 continue
-            try:
-                OmegaConf.update(cfg, k, value, merge=False)
-            except Exception as exc:
-                raise EstimatorError(f"sweep override {k}={value!r}: {str(exc).splitlines()[0]}") from None
-        out.append(config_mod.to_container(cfg))
+            if not _has(cfg, k):
+                raise EstimatorError(f"sweep override {k}={value!r}: key {k!r} is not in the config")
+            _set(cfg, k, value)
+        out.append(cfg)
     unused = [k for k, ok in used.items() if not ok]
     if unused and points:
         raise EstimatorError(f"override {unused[0]} matches no point of this sweep")
     return out
 
 
-_ABSENT = object()
+def _has(tree: dict[str, Any], dotted: str) -> bool:
+    node: Any = tree
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    node = tree
+    for part in parents:
+        node = node[part]
+    node[leaf] = value
+
+
