@@ -82,3 +82,13 @@ def test_per_node_counts_are_consistent():
     assert (r.latency_s > 0).all()
     # every measured packet is accounted for within what was generated before the window closed
     assert r.received.sum() + r.lost.sum() <= r.packets
+
+
+def test_slower_contention_feedback_costs_throughput_on_opsquare():
+    from estimator.packetsim import OpsquareParams
+
+    kw = dict(nodes=64, load=0.8, locality=0.0, warmup_s=5e-6, measure_s=5e-6)
+    fast = run(opsquare=OpsquareParams(retry_s=3.4e-9), **kw).summary()
+    slow = run(opsquare=OpsquareParams(retry_s=120e-9), **kw).summary()
+    assert slow["throughput"] < fast["throughput"] - 0.1
+    assert slow["latency_inter_mean_s"] > fast["latency_inter_mean_s"]
