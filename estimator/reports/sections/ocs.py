@@ -82,7 +82,8 @@ def _claims(q: Query):
                             ("recursive_doubling", "torus2d", "RD -> reconfigure to Torus")):
         r = r50.get(alg)
         out.append(claim(f"32-node ResNet50 prototype: {text} is fastest", topo, r["best_topology"] if r else None,
-                         r["best_topology"] if r else "", lambda x, t=topo: x == t,
+                         f"{r['best_topology']} ({r['best_samples_per_s']:.0f} samples/s)" if r else "",
+                         lambda x, t=topo: x == t,
                          f"samples/s ring {r['ring']:.0f}, torus {r['torus2d']:.0f}, btree {r['btree']:.0f}" if r else ""))
     return out
 

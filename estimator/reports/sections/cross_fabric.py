@@ -1,0 +1,117 @@
+"""Cross-fabric comparison: four models on every fabric at 64..1024 A100s, equal per-GPU bandwidth.
+
+Data: experiment ``cross_fabric`` (conf/experiment/cross_fabric.yaml), table ``estimates``. A row
+belongs to the comparison when its fabric's per-GPU bandwidth (the sum over the GPU's links,
+computed in SQL from the fabric's own parameters: :data:`PER_GPU`) is 450e9 B/s = 3.6 Tb/s; the
+NVLink leaf-spine is the reference as configured (NVLink 450e9 B/s per GPU, its own uplinks).
+Speedups are over the leaf-spine with its default (NCCL-style hierarchical) all-reduce.
+"""
+
+from __future__ import annotations
+
+from estimator.reports.model import Figure, Section, Table
+from estimator.reports.sections.paper_helpers import Query, bar_plot, claim, line_plot, rows, table_with
+
+MODELS = ("bert_base", "resnet50", "vgg13", "mobilenet_v2")
+PARAMS = {c: "DOUBLE" for c in (
+    "fabric_bandwidth_Bps", "fabric_nvlink_bandwidth_Bps", "fabric_nic_bandwidth_Bps", "fabric_per_cu_bandwidth_bps",
+    "fabric_wavelength_bps", "fabric_transceiver_bps", "fabric_port_bps", "fabric_link_bandwidth_Bps",
+    "fabric_node_bandwidth_Bps", "fabric_inner_node_delay_s")}
+PARAMS.update({"fabric_groups": "BIGINT", "fabric_ports": "BIGINT"})
+ESTIMATES = table_with("estimates", PARAMS)
+PER_GPU = """CASE fabric_name
+  WHEN 'ideal' THEN fabric_bandwidth_Bps WHEN 'lumorph' THEN fabric_bandwidth_Bps
+  WHEN 'nvlink_leafspine' THEN fabric_nvlink_bandwidth_Bps
+  WHEN 'superpod' THEN fabric_nvlink_bandwidth_Bps + fabric_nic_bandwidth_Bps
+  WHEN 'sipac' THEN fabric_per_cu_bandwidth_bps / 8 WHEN 'terarack' THEN fabric_wavelength_bps / 8
+  WHEN 'opsquare' THEN fabric_transceiver_bps * (fabric_groups + 1) / 8
+  WHEN 'ocs' THEN CASE WHEN fabric_inner_node_delay_s = 0.7e-6 THEN fabric_port_bps * fabric_ports / 8 END
+  WHEN 'torus2d' THEN 4 * fabric_link_bandwidth_Bps WHEN 'fattree' THEN fabric_link_bandwidth_Bps
+  WHEN 'bcube' THEN fabric_node_bandwidth_Bps END"""
+
+BASE_SQL = f"""
+WITH e AS (
+  SELECT fabric_name, model_name, nodes, algorithm, algorithm_used, iter_time_s, compute_time_s,
+         exposed_comm_time_s, samples_per_s, {PER_GPU} AS per_gpu_Bps
+  FROM {ESTIMATES} AS t
+  WHERE device_name = 'a100' AND model_name IN {MODELS} AND nodes IN (64, 256, 1024)
+    AND algorithm IN ('default', 'auto') AND parallelism_bucketing = 'ddp' AND precision = 'amp'
+),
+eq AS (SELECT * FROM e WHERE abs(per_gpu_Bps - 450e9) < 1e3)
+SELECT eq.fabric_name, eq.model_name, eq.nodes, eq.algorithm, eq.algorithm_used, eq.iter_time_s, eq.compute_time_s,
+       eq.exposed_comm_time_s, eq.samples_per_s, r.iter_time_s / eq.iter_time_s AS speedup_vs_leafspine
+FROM eq JOIN eq AS r ON r.fabric_name = 'nvlink_leafspine' AND r.algorithm = 'default'
+ AND r.model_name = eq.model_name AND r.nodes = eq.nodes
+"""
+
+SPEEDUP_SQL = BASE_SQL + "WHERE eq.algorithm = 'default' ORDER BY eq.model_name, eq.fabric_name, eq.nodes"
+
+EXPOSED_SQL = f"""
+SELECT fabric_name, model_name, 1e3 * exposed_comm_time_s AS exposed_ms,
+       exposed_comm_time_s / iter_time_s AS exposed_share
+FROM ({BASE_SQL}) AS b
+WHERE nodes = 1024 AND algorithm = 'default'
+ORDER BY model_name, fabric_name
+"""
+
+RECOMMEND_SQL = f"""
+SELECT model_name, nodes, arg_min(fabric_name, iter_time_s) AS fabric, arg_min(algorithm, iter_time_s) AS algorithm,
+       arg_min(algorithm_used, iter_time_s) AS algorithm_used, min(iter_time_s) AS iter_time_s,
+       max(speedup_vs_leafspine) AS speedup_vs_leafspine,
+       arg_min(fabric_name, iter_time_s) FILTER (WHERE fabric_name NOT IN ('ideal')) AS best_buildable_fabric,
+       max(speedup_vs_leafspine) FILTER (WHERE fabric_name NOT IN ('ideal')) AS best_buildable_speedup
+FROM ({BASE_SQL}) AS b
+GROUP BY model_name, nodes
+ORDER BY model_name, nodes
+"""
+
+TABLE_SQL = BASE_SQL + "ORDER BY eq.model_name, eq.nodes, eq.iter_time_s"
+
+
+def _claims(q: Query):
+    out = []
+    rec = rows(q, RECOMMEND_SQL)
+    for m in MODELS:
+        mine = {r["nodes"]: r for r in rec if r["model_name"] == m}
+        top = mine.get(max(mine)) if mine else None
+        out.append(claim(
+            f"{m}: recommended fabric and algorithm at {max(mine) if mine else 1024} GPUs (equal per-GPU bandwidth)",
+            "— (project's recommendation)", top["best_buildable_speedup"] if top else None,
+            (f"{top['best_buildable_fabric']} ({top['best_buildable_speedup']:.2f}x the leaf-spine); "
+             f"overall fastest {top['fabric']} / {top['algorithm_used']}") if top else "",
+            None,
+            "; ".join(f"{n} GPUs: {r['best_buildable_fabric']} {r['best_buildable_speedup']:.2f}x" for n, r in sorted(mine.items())),
+        ))
+    return out
+
+
+SECTION = Section(
+    key="cross_fabric",
+    title="Cross-fabric: BERT, ResNet50, VGG13, MobileNetV2 on every fabric (64-1024 A100s)",
+    intro=(
+        "Data-parallel training (PyTorch-DDP buckets, mixed precision) on every fabric with 3.6 Tb/s per GPU "
+        "summed over its links (the leaf-spine GPU's NVLink bandwidth), each fabric's default algorithm and its "
+        "fastest (auto). Speedup = leaf-spine iteration time / fabric iteration time. Recommended = fastest "
+        "buildable fabric (the ideal switch excluded). Experiment: <code>estimator sweep experiment=cross_fabric</code>."
+    ),
+    figures=tuple(
+        Figure(f"cross_speedup_{m}", f"{m}: speedup over the NVLink leaf-spine (default algorithms)",
+               SPEEDUP_SQL.replace("WHERE eq.algorithm", f"WHERE eq.model_name = '{m}' AND eq.algorithm"),
+               line_plot("nodes", "speedup_vs_leafspine", ["fabric_name"], xlabel="GPUs (A100)",
+                         ylabel="speedup (x)", logy=True),
+               "Above 1: faster than the leaf-spine.")
+        for m in MODELS
+    ) + (
+        Figure("cross_exposed_1024", "Exposed communication per iteration at 1024 GPUs", EXPOSED_SQL,
+               bar_plot("fabric_name", "exposed_ms", "model_name", xlabel="fabric", ylabel="exposed comm (ms)",
+                        logy=True),
+               "Communication not hidden behind backward compute."),
+    ),
+    tables=(
+        Table("cross_recommend", "Recommended fabric and algorithm per model and size", RECOMMEND_SQL),
+        Table("cross_all", "Every estimate (iteration time, exposed communication, speedup)", TABLE_SQL),
+    ),
+    claims=_claims,
+    order=70,
+    needs_tables=("estimates",),
+)
