@@ -57,3 +57,18 @@ def test_experiment_sweep_writes_rows_to_duckdb_and_resumes(tmp_path):
     assert df["load"].to_list() == [0.3, 0.9, 0.3, 0.9]
     again = run_sweep(cfg)
     assert again["skipped"] == 4 and again["written"] == 0
+
+
+def test_named_sweep_entry_point_for_the_generic_sweep_command(tmp_path):
+    """`run_named_sweep` has the shape of `estimator sweep`'s per-sweep runner, so that command can
+    dispatch `kind: packetsim` sweeps to it; foreign overrides (fabric.*) are ignored."""
+    from estimator.packetsim.sweep import run_named_sweep
+    from estimator.store.duckdb_store import query
+
+    store = str(tmp_path / "n.duckdb")
+    sweep = {"kind": "packetsim", "grid": {"network": ["opsquare"], "nodes": [16], "load": [0.5]}}
+    out = run_named_sweep("tiny", sweep, ["warmup_s=1e-6", "measure_s=2e-6", "fabric.nodes=8"], store,
+                          {"address": "local", "num_cpus": 1, "batch_size": 256})
+    assert out["kind"] == "packetsim" and out["written"] == 1
+    df = query(store, "SELECT nodes, load, window_s FROM packetsim")
+    assert df.row(0) == (16, 0.5, 2e-6)

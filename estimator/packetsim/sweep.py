@@ -45,8 +45,6 @@ def simulate_batch(specs: list[SimSpec]) -> list[dict[str, Any]]:
 
 def points(cfg: DictConfig) -> list[SimSpec]:
     """Every point of the experiment's packetsim sweeps, validated before anything runs."""
-    from estimator.sweep.grid import expand
-
     exp = to_container(cfg.experiment)
     sweeps = {k: v for k, v in (exp.get("sweeps") or {}).items() if (v or {}).get("kind") == "packetsim"}
     if not sweeps:
@@ -55,15 +53,21 @@ def points(cfg: DictConfig) -> list[SimSpec]:
     OmegaConf.set_struct(base, True)
     with _unlocked(base):
         del base["experiment"]
+    return [spec for name, sweep in sweeps.items() for spec in specs_for(base, name, sweep)]
+
+
+def specs_for(base: DictConfig, name: str, sweep: dict[str, Any]) -> list[SimSpec]:
+    """The validated points of one sweep (``grid`` keys are packetsim config keys)."""
+    from estimator.sweep.grid import expand
+
     specs = []
-    for name, sweep in sweeps.items():
-        for point in expand(sweep.get("grid") or {}, sweep.get("zip")):
-            c = base.copy()
-            for key, value in point.items():
-                if OmegaConf.select(c, key, default=None) is None and key not in _nullable(c):
-                    raise EstimatorError(f"experiment sweep {name}: grid key {key!r} is not a packetsim setting")
-                OmegaConf.update(c, key, value, merge=False)
-            specs.append(spec_from_config(to_container(c)))
+    for point in expand(sweep.get("grid") or {}, sweep.get("zip")):
+        c = base.copy()
+        for key, value in point.items():
+            if OmegaConf.select(c, key, default=None) is None and key not in _nullable(c):
+                raise EstimatorError(f"experiment sweep {name}: grid key {key!r} is not a packetsim setting")
+            OmegaConf.update(c, key, value, merge=False)
+        specs.append(spec_from_config(to_container(c)))
     return specs
 
 
@@ -82,19 +86,39 @@ class _unlocked:
         OmegaConf.set_struct(self.cfg, True)
 
 
-def run_sweep(cfg: DictConfig) -> dict[str, Any]:
+def _run(specs: list[SimSpec], store: str, ray_cfg: dict[str, Any], force: bool, label: str) -> dict[str, Any]:
     from estimator.store.duckdb_store import existing_keys, write_rows
     from estimator.sweep.runner import run_batches
 
     t0 = time.perf_counter()
-    specs = points(cfg)
-    store = str(cfg.store)
-    done = set() if cfg.get("sweep_force") else existing_keys(store, TABLE)
+    done = set() if force else existing_keys(store, TABLE)
     todo = [s for s in specs if config_hash(s.to_dict()) not in done]
     written = 0
-    ray_cfg = to_container(cfg.ray)
-    for rows in run_batches(simulate_batch, todo, ray_cfg, batch_size=ray_cfg.get("batch_size"),
-                            desc=f"packetsim {cfg.experiment.name}"):
+    for rows in run_batches(simulate_batch, todo, ray_cfg, batch_size=ray_cfg.get("batch_size"), desc=label):
         written += write_rows(store, {TABLE: ("config_hash", rows)})
-    return {"experiment": str(cfg.experiment.name), "store": store, "table": TABLE, "points": len(specs),
-            "skipped": len(specs) - len(todo), "written": written, "elapsed_s": time.perf_counter() - t0}
+    return {"store": store, "table": TABLE, "points": len(specs), "skipped": len(specs) - len(todo),
+            "written": written, "elapsed_s": time.perf_counter() - t0}
+
+
+def run_sweep(cfg: DictConfig) -> dict[str, Any]:
+    """``estimator packetsim experiment=NAME``: every ``kind: packetsim`` sweep of the experiment."""
+    result = _run(points(cfg), str(cfg.store), to_container(cfg.ray), bool(cfg.get("sweep_force")),
+                  f"packetsim {cfg.experiment.name}")
+    return {"experiment": str(cfg.experiment.name), **result}
+
+
+def run_named_sweep(name: str, sweep: dict[str, Any], overrides: list[str], store: str,
+                    ray_cfg: dict[str, Any], force: bool = False) -> dict[str, Any]:
+    """For ``estimator sweep`` (same shape as its ``run_sweep``): run one ``kind: packetsim``
+    sweep. Command-line overrides whose top-level key is a packetsim setting apply to every point."""
+    from estimator.config import compose
+
+    keys = set(compose([], config_name="packetsim"))
+    mine = [o for o in overrides if o.partition("=")[0].lstrip("+~").split(".")[0] in keys - {"experiment"}
+            and not o.startswith(("store=", "output=", "ray.", "sweep_force="))]
+    base = compose(mine, config_name="packetsim")
+    with _unlocked(base):
+        base.pop("experiment", None)
+    ray = {**ray_cfg, "batch_size": sweep.get("batch_size") or base.ray.batch_size}  # points are heavy
+    result = _run(specs_for(base, name, sweep), store, ray, force, f"sweep {name}")
+    return {"sweep": name, "kind": "packetsim", **result}
