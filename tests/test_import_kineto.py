@@ -56,6 +56,31 @@ def test_captured_trace_replicated_over_ranks(cpu_trace):
     assert Counter(n.device for n in four.nodes) == {r: len(one.nodes) for r in range(4)}
 
 
+def test_captured_gloo_collectives(tmp_path):
+    """A real trace with c10d/Gloo all-reduces (one process, world size 1, file store)."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with Gloo not available")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        model = torch.nn.Linear(16, 8)
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            model(torch.randn(4, 16)).sum().backward()
+            for p in model.parameters():
+                dist.all_reduce(p.grad)
+        prof.export_chrome_trace(str(tmp_path / "gloo.json"))
+    finally:
+        dist.destroy_process_group()
+    w, _ = import_file(tmp_path / "gloo.json", options={"ranks": 2})
+    colls = [n for n in w.nodes if n.kind == "collective"]
+    assert sorted(n.comm_bytes for n in colls) == [8 * 4, 8 * 16 * 4]  # bias, weight (float32)
+    assert all(n.collective == "all_reduce" and n.group == (0, 1) for n in colls)
+    assert w.devices == 2 and w.meta["kineto"]["world_size"] == 1
+
+
 def gpu_style_trace() -> dict:
     """HAND-BUILT, GPU-STYLE trace in torch.profiler's export layout (no GPU on this machine):
     one forward GEMM, one backward GEMM, then an NCCL all-reduce launched from record_param_comms."""
@@ -103,7 +128,7 @@ def test_gpu_style_trace(tmp_path):
     assert kinds == {"compute": 8, "collective": 2}
     ar, ag = (n for n in w.nodes if n.kind == "collective")
     assert (ar.collective, ar.comm_bytes, ar.group) == ("all_reduce", 4 * 1048576.0, (0, 1, 2, 3))
-    assert (ag.collective, ag.comm_bytes) == ("all_gather", 2000.0)
+    assert (ag.collective, ag.comm_bytes) == ("all_gather", 4 * 2000.0)  # gathered buffer: 4 ranks x 1000 bf16
     bwd = [n for n in w.nodes if n.kind == "compute" and n.phase == "backward"]
     assert len(bwd) == 4 and {n.device for n in bwd} == {0, 1, 2, 3}
     assert set(ar.deps) == {n.id for n in bwd}  # waits for every rank's last kernel

@@ -23,9 +23,10 @@ Costs come from :mod:`.flop_model` (no measured times in these files). Workload 
   x sum_degree)``. Task ``i`` runs on device ``i`` unless a mapping gives its coordinate; mapped
   devices are numbered ``node_idx * gpus_per_node + device_idx``.
 * Parallel operators become communication (coarse: one collective over every device that holds
-  an input or output shard): ``combine`` -> all_gather of one input shard, ``reduction`` ->
-  all_reduce of one input shard, ``replicate`` -> broadcast of the input; ``repartition`` is a
-  local slice (zero-work compute per task).
+  an input or output shard): ``combine`` -> all_gather sized by one output task's (gathered)
+  buffer, ``reduction`` -> all_reduce of one input task's buffer, ``replicate`` -> broadcast of
+  one input task's buffer; ``repartition`` is a local slice (zero-work compute per task). The
+  backward dual collective has the same size.
 * Dependencies: a task depends on the same-index task of a producer with the same task count,
   otherwise on every task of the producer.
 * Training step: forward nodes in graph order, then backward nodes in reverse (``backward_factor``
@@ -269,14 +270,18 @@ class _Emitter:
     def _deps(mine: int, nodes: list[int], index: int) -> list[int]:
         return [nodes[index]] if len(nodes) == mine else list(nodes)
 
-    def _collective(self, layer: Layer, kind: str, phase: str, deps: list[int], backward: bool) -> int:
+    def _collective(self, layer: Layer, kind: str, phase: str, deps: list[int]) -> int:
+        """Bytes as the project counts them: all-reduce / reduce-scatter / all-gather of the gathered
+        (unsplit-by-this-op) buffer one task holds, broadcast of the replicated tensor."""
         devices = sorted(set(layer.devices) | {d for p in layer.producers for d in self.by_id[p].devices})
-        shard = layer.inputs[0].nbytes / max(1, layer.inputs[0].split) if layer.inputs else 0.0
-        if kind == "broadcast" and layer.inputs:
-            shard = float(layer.inputs[0].nbytes)
-        if backward and kind == "reduce_scatter":
-            shard *= len(devices)
-        return self.b.add(f"{layer.name}.{phase}", kind="collective", collective=kind, comm_bytes=float(shard),
+        src = layer.inputs[0] if layer.inputs else None
+        if layer.op == "combine" and layer.outputs:
+            nbytes = layer.outputs[0].nbytes / layer.outputs[0].split  # gathered shard
+        elif src is not None:
+            nbytes = src.nbytes / src.split if layer.op == "reduction" else float(src.nbytes) / max(1, src.split)
+        else:
+            nbytes = 0.0
+        return self.b.add(f"{layer.name}.{phase}", kind="collective", collective=kind, comm_bytes=float(nbytes),
                           group=tuple(devices), device=devices[0], phase=phase, deps=deps,
                           attrs={"flexflow_op": layer.op})
 
@@ -285,7 +290,7 @@ class _Emitter:
         dep_lists = [self.fwd[p] for p in layer.producers]
         if layer.op in PARALLEL_OPS and PARALLEL_OPS[layer.op][0]:
             deps = [d for nodes in dep_lists for d in nodes]
-            self.fwd[layer.id] = [self._collective(layer, PARALLEL_OPS[layer.op][0], "forward", deps, False)]
+            self.fwd[layer.id] = [self._collective(layer, PARALLEL_OPS[layer.op][0], "forward", deps)]
             return
         split = layer.outputs[0].split if layer.outputs else 1
         inputs, outputs = [t.shape for t in layer.inputs], [t.shape for t in layer.outputs]
@@ -315,7 +320,7 @@ class _Emitter:
         if layer.op in PARALLEL_OPS and PARALLEL_OPS[layer.op][0]:
             deps = [d for nodes in dep_lists for d in nodes]
             kind = DUAL[PARALLEL_OPS[layer.op][0]]
-            self.bwd[layer.id] = [self._collective(layer, kind, "backward", deps, True)]
+            self.bwd[layer.id] = [self._collective(layer, kind, "backward", deps)]
             return
         nodes = []
         for j, fwd_id in enumerate(self.fwd[layer.id]):

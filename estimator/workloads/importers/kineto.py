@@ -9,11 +9,16 @@ What the trace is taken to mean (choices documented here and tested):
   (``nccl...Kernel...``) become collectives: the kind comes from the ``Collective name`` argument
   (the kernel's own args, else the ``record_param_comms`` CPU op that launched it, found through
   the ``correlation`` id of the ``cudaLaunchKernel`` runtime event), else from the kernel name;
-  ``comm_bytes = In msg nelems x dtype size``. A collective without a message size is an error.
+  ``comm_bytes = In msg nelems x dtype size`` (all-gather: ``Out msg nelems``, else ``In x``
+  group size: the project sizes an all-gather by its gathered buffer, as nccl-tests does). A
+  collective without a message size is an error.
   NCCL ``SendRecv`` kernels stay compute nodes (``op_class = "kernel"``): a single-rank trace
   does not say who the peer is.
 * **CPU traces**: top-level ``cpu_op`` events of each thread are compute nodes; a top-level op
-  that is or wraps a ``record_param_comms`` op with a ``Collective name`` is a collective.
+  that is or wraps a ``record_param_comms`` op with a ``Collective name`` is a collective, and so
+  is a top-level ``c10d::<collective>_`` op (Gloo), sized from its tensor argument's ``Input
+  Dims`` (the gathered output for all-gather, the input for reduce-scatter; tensor lists carry
+  no dtype, float32 is assumed for them).
 * **Phase**: inside ``autograd::engine::evaluate_function`` -> backward; inside an
   ``Optimizer.step``/``Optimizer.zero_grad`` annotation -> optimizer; otherwise forward. For GPU
   kernels, the phase of the CPU op that launched them.
@@ -36,6 +41,7 @@ from typing import Any
 
 from estimator.workloads.graph import Workload
 from estimator.workloads.importers._common import (
+    DTYPE_BYTES,
     BadInput,
     GraphBuilder,
     check_scale,
@@ -43,6 +49,7 @@ from estimator.workloads.importers._common import (
     mapping,
     number,
     parse_json,
+    product,
     scalar_key,
 )
 from estimator.workloads.importers.chrome_trace import (
@@ -87,15 +94,15 @@ def load(data: bytes, name: str, options: dict[str, Any]) -> Workload:
     spans = _window(spans)
     phase_of = _Phases(spans)
     comms = [s for s in spans if s.cat in CPU_CATS and _collective_arg(s)]
+    ranks = _ranks(doc, options)
     if any(s.cat == "kernel" for s in spans):
-        template = _gpu_nodes(spans, comms, phase_of)
+        template = _gpu_nodes(spans, comms, phase_of, ranks)
         device = _gpu_name(doc)
     else:
-        template = _cpu_nodes(spans, comms, phase_of)
+        template = _cpu_nodes(spans, comms, phase_of, ranks)
         device = "cpu"
     if not template:
         raise BadInput("trace has no CPU ops or GPU kernels to import")
-    ranks = _ranks(doc, options)
     check_scale(ranks, ranks * len(template), "ranks x traced nodes")
     return _replicate(template, ranks, name, device, doc)
 
@@ -128,7 +135,7 @@ def _collective_arg(s: Span) -> str:
     return str(s.args.get("Collective name", "")).strip().lower()
 
 
-def _collective(s: Span, comm: Span | None) -> tuple[str, float, list[int] | None]:
+def _collective(s: Span, comm: Span | None, ranks: int) -> tuple[str, float, list[int] | None]:
     """(collective kind, bytes, group ranks or None) of an NCCL kernel or a CPU comm op."""
     args = s.args if "In msg nelems" in s.args else (comm.args if comm is not None else {})
     where = f"event #{s.index} ({s.name[:60]!r})"
@@ -142,7 +149,6 @@ def _collective(s: Span, comm: Span | None) -> tuple[str, float, list[int] | Non
     if "In msg nelems" not in args:
         raise BadInput(f"{where}: collective has no message size ('In msg nelems' missing)")
     nelems = number(args["In msg nelems"], f"{where} In msg nelems", integer=True)
-    size = nelems * dtype_bytes(str(args.get("dtype", "float")), where)
     group = args.get("Process Group Ranks")
     if isinstance(group, str):
         try:
@@ -153,14 +159,49 @@ def _collective(s: Span, comm: Span | None) -> tuple[str, float, list[int] | Non
         if not isinstance(group, list) or not group:
             raise BadInput(f"{where}: Process Group Ranks must be a non-empty list")
         group = [int(number(r, f"{where} Process Group Ranks", integer=True)) for r in group]
+    if kind == "all_gather":  # the project sizes an all-gather by its gathered (output) buffer
+        members = args.get("Group size", len(group) if group else ranks)
+        members = number(members, f"{where} Group size", minimum=1, integer=True)
+        nelems = number(args.get("Out msg nelems", nelems * members), f"{where} Out msg nelems", integer=True)
+    size = nelems * dtype_bytes(str(args.get("dtype", "float")), where)
     return kind, float(size), group
+
+
+def _elements(dims: Any, where: str) -> int:
+    """Elements of a shape (list of ints) or of a tensor list (nested lists of shapes)."""
+    if isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+        if any(d < 0 for d in dims):
+            raise BadInput(f"{where}: negative dimension in {dims}")
+        return product(dims)
+    if isinstance(dims, list):
+        return sum(_elements(d, where) for d in dims)
+    raise BadInput(f"{where}: unreadable Input Dims")
+
+
+def _c10d(s: Span) -> tuple[str, float] | None:
+    """A ``c10d::<collective>_`` op (Gloo / CPU traces): (kind, bytes) from its tensor argument."""
+    if not s.name.startswith("c10d::"):
+        return None
+    base = s.name[len("c10d::"):].rstrip("_")
+    kind = COLLECTIVE_NAMES.get(base)
+    if kind is None:
+        return None
+    where = f"event #{s.index} ({s.name!r})"
+    dims, types = s.args.get("Input Dims"), s.args.get("Input type")
+    if not isinstance(dims, list) or not dims:
+        raise BadInput(f"{where}: collective has no message size (no Input Dims)")
+    arg = 1 if kind == "reduce_scatter" and len(dims) > 1 else 0  # reduce-scatter: its input buffer
+    elem = 4  # tensor lists carry no dtype in the trace: float32 assumed
+    if isinstance(types, list) and len(types) > arg and str(types[arg]).lower() in DTYPE_BYTES:
+        elem = DTYPE_BYTES[str(types[arg]).lower()]
+    return kind, float(_elements(dims[arg], where) * elem)
 
 
 def _node(s: Span, phase: str, stream: Any, **kw: Any) -> dict[str, Any]:
     return {"span": s, "stream": stream, "name": s.name[:200], "phase": phase, **kw}
 
 
-def _gpu_nodes(spans: list[Span], comms: list[Span], phase_of: _Phases) -> list[dict[str, Any]]:
+def _gpu_nodes(spans: list[Span], comms: list[Span], phase_of: _Phases, ranks: int) -> list[dict[str, Any]]:
     launches = {scalar_key(s.args.get("correlation"), f"event #{s.index} correlation"): s for s in spans
                 if s.cat in ("cuda_runtime", "cuda_driver") and s.args.get("correlation") is not None}
     cpu_ops = Enclosers([s for s in spans if s.cat in CPU_CATS])
@@ -174,7 +215,7 @@ def _gpu_nodes(spans: list[Span], comms: list[Span], phase_of: _Phases) -> list[
                   scalar_key(s.args.get("stream", 0), f"{where} stream"))
         if s.cat == "kernel" and _NCCL.match(s.name) and "sendrecv" not in s.name.lower():
             comm = comm_at.find(launch.track, launch.ts) if launch else None
-            kind, size, group = _collective(s, comm)
+            kind, size, group = _collective(s, comm, ranks)
             out.append(_node(s, phase, stream, kind="collective", collective=kind, comm_bytes=size,
                              group=group, duration=s.dur * US))
             continue
@@ -185,16 +226,21 @@ def _gpu_nodes(spans: list[Span], comms: list[Span], phase_of: _Phases) -> list[
     return out
 
 
-def _cpu_nodes(spans: list[Span], comms: list[Span], phase_of: _Phases) -> list[dict[str, Any]]:
+def _cpu_nodes(spans: list[Span], comms: list[Span], phase_of: _Phases, ranks: int) -> list[dict[str, Any]]:
     comm_at = Enclosers(comms)
     out = []
     for s in top_level([s for s in spans if s.cat in CPU_CATS]):
         phase = phase_of(s.track, s.ts)
         comm = comm_at.find(s.track, s.ts + s.dur / 2) if comms else None
         if comm is not None and s.ts <= comm.ts and comm.end <= s.end:
-            kind, size, group = _collective(comm, comm)
+            kind, size, group = _collective(comm, comm, ranks)
             out.append(_node(s, phase, s.track, kind="collective", collective=kind, comm_bytes=size,
                              group=group, duration=s.dur * US))
+            continue
+        c10d = _c10d(s)
+        if c10d is not None:
+            out.append(_node(s, phase, s.track, kind="collective", collective=c10d[0], comm_bytes=c10d[1],
+                             group=None, duration=s.dur * US))
             continue
         dims = s.args.get("Input Dims")
         shapes = tuple(tuple(d) for d in dims if isinstance(d, list) and all(isinstance(x, int) for x in d)) \
