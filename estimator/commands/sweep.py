@@ -70,6 +70,10 @@ def plan(sweep: dict[str, Any], overrides: list[str]) -> tuple[kinds.Kind, list[
 
 def run_sweep(name: str, sweep: dict[str, Any], overrides: list[str], store: str, ray_cfg: dict[str, Any],
               force: bool = False) -> dict[str, Any]:
+    if sweep.get("kind") == "packetsim":  # points are `estimator packetsim` configs (conf/packetsim.yaml)
+        from estimator.packetsim.sweep import run_named_sweep
+
+        return run_named_sweep(name, sweep, overrides, store, ray_cfg, force)
     t0 = time.perf_counter()
     kind, items = plan(sweep, overrides)
     done = set() if force else existing_keys(store, kind.table)
@@ -107,7 +111,8 @@ def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
         label = str(cfg.sweep.name)
     plans = {}
     for name, sweep in sweeps.items():  # validate every sweep before running any
-        plan(sweep, overrides)
+        if sweep.get("kind") != "packetsim":
+            plan(sweep, overrides)
         plans[name] = sweep
     results = [
         run_sweep(f"{label}/{name}" if exp else name, sweep, overrides, str(cfg.store), ray_cfg,
