@@ -38,6 +38,7 @@ Costs come from :mod:`.flop_model` (no measured times in these files). Workload 
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -239,10 +240,10 @@ def _topological(layers: list[Layer]) -> list[Layer]:
     for layer in layers:
         for p in set(layer.producers):
             users[p].append(layer.id)
-    ready = [layer.id for layer in layers if indeg[layer.id] == 0]
+    ready = deque(layer.id for layer in layers if indeg[layer.id] == 0)
     order = []
     while ready:
-        n = ready.pop(0)
+        n = ready.popleft()
         order.append(by_id[n])
         for u in users[n]:
             indeg[u] -= 1
@@ -259,6 +260,7 @@ class _Emitter:
 
     def __init__(self, layers: list[Layer]):
         self.b = GraphBuilder()
+        self.by_id = {layer.id: layer for layer in layers}
         self.fwd: dict[int, list[int]] = {}
         self.bwd: dict[int, list[int]] = {}
         self.layers = layers
@@ -332,7 +334,6 @@ class _Emitter:
         self.bwd[layer.id] = nodes
 
     def run(self) -> None:
-        self.by_id = {layer.id: layer for layer in self.layers}
         order = _topological(self.layers)
         consumers: dict[int, list[Layer]] = {layer.id: [] for layer in order}
         for layer in order:
