@@ -63,19 +63,22 @@ class Enclosers:
     """Answers "which span of this set, on this track, contains time t" (innermost wins)."""
 
     def __init__(self, spans: list[Span]):
-        self._by_track: dict[Any, tuple[list[float], list[Span]]] = {}
+        self._by_track: dict[Any, tuple[list[float], list[Span], list[float]]] = {}
         for s in sorted(spans, key=lambda s: (s.ts, -s.dur)):
-            starts, items = self._by_track.setdefault(s.track, ([], []))
+            starts, items, max_end = self._by_track.setdefault(s.track, ([], [], []))
             starts.append(s.ts)
             items.append(s)
+            max_end.append(max(s.end, max_end[-1]) if max_end else s.end)
 
     def find(self, track: Any, t: float) -> Span | None:
-        starts, items = self._by_track.get(track, ([], []))
-        k = bisect.bisect_right(starts, t)
+        starts, items, max_end = self._by_track.get(track, ([], [], []))
         best = None
-        for s in reversed(items[max(0, k - 64) : k]):  # nesting is shallow; scan a bounded window
-            if s.ts <= t <= s.end and (best is None or s.dur < best.dur):
+        i = bisect.bisect_right(starts, t) - 1
+        while i >= 0 and max_end[i] >= t:  # no span before i reaches t once the running max end is < t
+            s = items[i]
+            if s.end >= t and (best is None or s.dur < best.dur):
                 best = s
+            i -= 1
         return best
 
 
