@@ -270,3 +270,34 @@ def test_standard_attributes_use_the_feeder_types(tmp_path):
                     assert a.WhichOneof("value") == expected[a.name], a.name
                     seen.add(a.name)
     assert seen == set(expected)
+
+
+def _random_workload(rng: random.Random, n: int, devices: int) -> Workload:
+    nodes = []
+    for i in range(n):
+        deps = tuple(sorted(rng.sample(range(i), min(i, rng.randrange(0, 3)))))
+        kind = rng.choice(["compute", "compute", "collective", "p2p"])
+        if kind == "compute":
+            nodes.append(Node(i, f"op{i}", deps=deps, device=rng.randrange(devices), op=rng.choice(["mm", "relu"]),
+                              phase=rng.choice(["forward", "backward", ""]), flops=float(rng.randrange(0, 10**9)),
+                              duration_s=rng.choice([None, rng.random() * 1e-3]), attrs={"k": i}))
+        elif kind == "collective":
+            size = rng.randrange(1, devices + 1)
+            group = tuple(sorted(rng.sample(range(devices), size))) if rng.random() < 0.7 else ()
+            nodes.append(Node(i, f"coll{i}", kind="collective", deps=deps, collective=rng.choice(
+                ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"]),
+                comm_bytes=float(rng.randrange(0, 1 << 30)), group=group, device=group[0] if group else 0))
+        else:
+            src, dst = rng.sample(range(devices), 2)
+            nodes.append(Node(i, f"p2p{i}", kind="p2p", deps=deps, src=src, dst=dst, device=src,
+                              comm_bytes=float(rng.randrange(1, 1 << 24))))
+    return Workload(name="random", nodes=tuple(nodes), devices=devices).validate()
+
+
+def test_random_workloads_roundtrip(tmp_path):
+    rng = random.Random(2026)
+    for k in range(25):
+        w = _random_workload(rng, rng.randrange(1, 40), rng.randrange(2, 6))
+        result = export_chakra(w, tmp_path / f"r{k}", "random")
+        back, _ = import_file(result["files"][0], name="random")
+        assert back == w, k
