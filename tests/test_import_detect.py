@@ -48,5 +48,7 @@ def test_undetectable_and_unknown_format(tmp_path):
         import_file(path, "onnx")
     with pytest.raises(EstimatorError, match="no such file"):
         import_file(tmp_path / "missing.fbuf")
-    with pytest.raises(EstimatorError, match="is a directory"):
-        import_file(tmp_path)
+    with pytest.raises(EstimatorError, match="no per-rank Kineto trace files"):
+        import_file(tmp_path)  # a directory is read as per-rank Kineto traces
+    with pytest.raises(EstimatorError, match="is a directory; only importer.format=kineto"):
+        import_file(tmp_path, "topoopt")

@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 from fixtures.importing import assert_cli_rejects, assert_rejected, random_blobs, truncations
 
+from estimator.errors import EstimatorError
 from estimator.workloads.importers import import_file
 
 
@@ -191,3 +192,47 @@ def test_bad_files_rejected_in_process(tmp_path, cpu_trace):
 def test_bad_files_rejected_by_cli(tmp_path, cpu_trace):
     good = cpu_trace.read_bytes()
     assert_cli_rejects(tmp_path, [good[: len(good) // 2], _inconsistent(random.Random(3))[2]], ".json")
+
+
+def rank_trace(rank: int, slow: float = 1.0, nelems: int = 1048576) -> dict:
+    """Per-rank HAND-BUILT GPU-style trace: ``gpu_style_trace`` for a 2-rank job, timeline ``slow`` x."""
+    doc = gpu_style_trace()
+    doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 2}
+    for ev in doc["traceEvents"]:
+        ev["ts"] *= slow
+        ev["dur"] *= slow
+        if ev["name"] == "record_param_comms":
+            ev["args"].update({"Process Group Ranks": "[0, 1]", "Group size": 2, "In msg nelems": nelems})
+    return doc
+
+
+def test_directory_of_rank_traces(tmp_path):
+    ranks = tmp_path / "job"
+    ranks.mkdir()
+    (ranks / "b_worker.json").write_text(json.dumps(rank_trace(0)))  # rank order comes from distributedInfo
+    (ranks / "a_worker.json").write_text(json.dumps(rank_trace(1, slow=2.0)))
+    w, fmt = import_file(ranks)
+    assert fmt == "kineto" and w.name == "job" and w.devices == 2
+    assert w.meta["kineto"]["rank_files"] == ["b_worker.json", "a_worker.json"]
+    fwd = {n.device: n for n in w.nodes if n.kind == "compute" and n.phase == "forward"}
+    assert fwd[0].duration_s == pytest.approx(50e-6) and fwd[1].duration_s == pytest.approx(100e-6)  # not replicated
+    ar, ag = (n for n in w.nodes if n.kind == "collective")
+    assert (ar.collective, ar.group, ar.comm_bytes) == ("all_reduce", (0, 1), 4 * 1048576.0)
+    assert ag.group == (0, 1) and ag.comm_bytes == 2 * 2000.0
+    bwd = {n.id for n in w.nodes if n.kind == "compute" and n.phase == "backward"}
+    assert set(ar.deps) == bwd and len(bwd) == 2
+
+
+def test_directory_inconsistencies(tmp_path):
+    for label, docs, problem in [
+        ("size", [rank_trace(0), rank_trace(1, nelems=7)], "disagree on its kind or size"),
+        ("dup", [rank_trace(1), rank_trace(1)], "declare ranks"),
+        ("bad", [rank_trace(0), {"traceEvents": 4}], "r1.json: not a Kineto/Chrome trace"),
+    ]:
+        d = tmp_path / label
+        d.mkdir()
+        for r, doc in enumerate(docs):
+            (d / f"r{r}.json").write_text(json.dumps(doc))
+        with pytest.raises(EstimatorError, match=problem) as info:
+            import_file(d)
+        assert str(info.value).startswith(f"{d}: ")

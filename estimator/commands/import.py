@@ -3,6 +3,7 @@
     estimator import FILE [importer.format=auto|topoopt|flexflow|kineto|horovod|chakra]
                           [importer.name=NAME] [importer.out=PATH] [output=json]
 
+FILE may also be a directory of per-rank Kineto traces (one ``torch.profiler`` JSON per rank).
 The format is detected from the file's first bytes unless ``importer.format`` forces one. The
 workload goes to ``importer.out`` or ``${traces_dir}/<name>.workload.json``, written atomically:
 on any error nothing is written. Prints the format, node counts by kind, devices and the path.

@@ -65,15 +65,27 @@ def import_file(path: str | Path, fmt: str = "auto", name: str | None = None,
                 options: dict[str, Any] | None = None) -> tuple[Workload, str]:
     """Read ``path`` as ``fmt`` (``auto`` = detect); return the workload and the format used."""
     path = Path(path)
-    data = read_bytes(path)
-    if fmt in (None, "", "auto"):
-        fmt = detect(path, data[:HEAD_BYTES])
-    elif fmt not in FORMATS:
+    if fmt not in (None, "", "auto", *FORMATS):
         raise EstimatorError(f"importer.format: unknown format {fmt!r} (known: auto, {', '.join(FORMATS)})")
     opts = dict(options or {})
     opts["path"] = path
+    name = safe_name(name) if name else default_name(path)
+    if path.is_dir():  # a directory of per-rank Kineto traces
+        if fmt not in (None, "", "auto", "kineto"):
+            raise EstimatorError(f"{path}: is a directory; only importer.format=kineto reads a directory of rank traces")
+        from estimator.workloads.importers.kineto_ranks import load_directory
+
+        return _guarded(path, "kineto", lambda: load_directory(path, name, opts)), "kineto"
+    data = read_bytes(path)
+    if fmt in (None, "", "auto"):
+        fmt = detect(path, data[:HEAD_BYTES])
+    return _guarded(path, fmt, lambda: _module(fmt).load(data, name, opts)), fmt
+
+
+def _guarded(path: Path, fmt: str, load: Any) -> Workload:
+    """Run an importer; every failure becomes one line that starts with the file name."""
     try:
-        workload = _module(fmt).load(data, safe_name(name) if name else default_name(path), opts)
+        return load()
     except EstimatorError as exc:
         raise EstimatorError(f"{path}: {exc}") from None
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, struct.error, OverflowError,
@@ -81,4 +93,3 @@ def import_file(path: str | Path, fmt: str = "auto", name: str | None = None,
         # Safety net: a malformed file must never surface as a traceback.
         detail = " ".join(str(exc).split())[:200]
         raise EstimatorError(f"{path}: malformed {fmt} file ({type(exc).__name__}: {detail})") from None
-    return workload, fmt

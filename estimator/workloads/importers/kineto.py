@@ -89,6 +89,14 @@ def sniff(head: bytes, path: Path) -> bool:
 
 
 def load(data: bytes, name: str, options: dict[str, Any]) -> Workload:
+    doc, template, device, ranks = trace_template(data, options)
+    check_scale(ranks, ranks * len(template), "ranks x traced nodes")
+    return _replicate(template, ranks, name, device, doc)
+
+
+def trace_template(data: bytes, options: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], str, int]:
+    """One rank's nodes in start-time order (``deps`` as template positions), its device name
+    and the rank count; shared with :mod:`.kineto_ranks`."""
     doc = mapping(parse_json(data, WHAT), WHAT)
     spans = complete_spans(event_list(doc, WHAT))
     spans = _window(spans)
@@ -103,8 +111,11 @@ def load(data: bytes, name: str, options: dict[str, Any]) -> Workload:
         device = "cpu"
     if not template:
         raise BadInput("trace has no CPU ops or GPU kernels to import")
-    check_scale(ranks, ranks * len(template), "ranks x traced nodes")
-    return _replicate(template, ranks, name, device, doc)
+    template = sorted(template, key=lambda t: (t["span"].ts, t["span"].index))
+    deps = _deps_by_position(template)
+    for i, t in enumerate(template):
+        t["deps"] = deps[i]
+    return doc, template, device, ranks
 
 
 # ---- what each span is ------------------------------------------------------------------------
@@ -271,8 +282,6 @@ def _gpu_name(doc: dict[str, Any]) -> str:
 
 def _replicate(template: list[dict[str, Any]], ranks: int, name: str, device: str,
                doc: dict[str, Any]) -> Workload:
-    template = sorted(template, key=lambda t: (t["span"].ts, t["span"].index))
-    deps = _deps_by_position(template)
     builder = GraphBuilder()
     ids: dict[tuple[int, int], int] = {}
     for i, t in enumerate(template):
@@ -282,24 +291,30 @@ def _replicate(template: list[dict[str, Any]], ranks: int, name: str, device: st
             if bad:
                 raise BadInput(f"event #{t['span'].index}: process group rank {bad[0]} outside 0..{ranks - 1} "
                                "(set importer.ranks)")
-            node_deps = [ids[(d, r)] for d in deps[i] for r in group]
-            nid = builder.add(t["name"], kind="collective", collective=t["collective"],
-                              comm_bytes=t["comm_bytes"], group=group, device=group[0], phase=t["phase"],
-                              deps=node_deps, attrs={"measured_s": t["duration"]})
+            node_deps = [ids[(d, r)] for d in t["deps"] for r in group]
+            nid = builder.add(t["name"], deps=node_deps, **collective_fields(t, group))
             for r in range(ranks):
                 ids[(i, r)] = nid
             continue
         for r in range(ranks):
-            attrs = {"cpu_op": t["cpu_op"]} if t.get("cpu_op") else {}
-            ids[(i, r)] = builder.add(
-                t["name"], kind="compute", device=r, op=t["op"], op_class=t["op_class"], phase=t["phase"],
-                duration_s=t["duration"], flops=t.get("flops", 0.0), input_shapes=t.get("input_shapes", ()),
-                scales_with_batch=t["phase"] in ("forward", "backward"), deps=[ids[(d, r)] for d in deps[i]],
-                attrs=attrs)
+            ids[(i, r)] = builder.add(t["name"], deps=[ids[(d, r)] for d in t["deps"]], **compute_fields(t, r))
     info = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
     meta = {"kineto": {"schemaVersion": doc.get("schemaVersion"), "traced_rank": info.get("rank", 0),
                        "world_size": info.get("world_size"), "replicated_ranks": ranks}}
     return builder.build(name=name, source=f"kineto:{name}", devices=ranks, capture_device=device, meta=meta)
+
+
+def compute_fields(t: dict[str, Any], device: int) -> dict[str, Any]:
+    """Node fields of a template compute entry placed on ``device``."""
+    return {"kind": "compute", "device": device, "op": t["op"], "op_class": t["op_class"], "phase": t["phase"],
+            "duration_s": t["duration"], "flops": t.get("flops", 0.0), "input_shapes": t.get("input_shapes", ()),
+            "scales_with_batch": t["phase"] in ("forward", "backward"),
+            "attrs": {"cpu_op": t["cpu_op"]} if t.get("cpu_op") else {}}
+
+
+def collective_fields(t: dict[str, Any], group: tuple[int, ...]) -> dict[str, Any]:
+    return {"kind": "collective", "collective": t["collective"], "comm_bytes": t["comm_bytes"], "group": group,
+            "device": group[0], "phase": t["phase"], "attrs": {"measured_s": t["duration"]}}
 
 
 def _deps_by_position(template: list[dict[str, Any]]) -> dict[int, list[int]]:
