@@ -97,12 +97,18 @@ class _open_struct:
 
 def _one_line_hydra_error(exc: Exception, overrides: Iterable[str]) -> str:
     text = str(exc).strip()
+    if exc.__cause__ is not None:  # Hydra wraps the OmegaConf error that names the key
+        text += "\n" + str(exc.__cause__)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     key_problem = next((ln for ln in lines if ln.startswith(("Key '", "Could not", "Error"))), None)
     first = lines[0] if lines else type(exc).__name__
     if "not in struct" in text or "Could not override" in text:
         bad = next((ln for ln in lines if ln.startswith("Key '")), first)
         override = first.removeprefix("Could not override ").rstrip(".")
+        if "not in struct" in bad:
+            key = override.strip("'").rsplit(".", 1)
+            where = f" (no such parameter in {key[0]})" if len(key) == 2 else ""
+            return f"bad override {override}: unknown parameter {key[-1]!r}{where}"
         return f"bad override {override}: {bad}"
     if key_problem and key_problem != first:
         return f"{first} {key_problem}"

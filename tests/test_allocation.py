@@ -96,9 +96,9 @@ def test_bad_inputs_are_one_line_errors(call):
 def test_allocate_command_prints_one_row_per_policy(capsys):
     from estimator.cli import run
 
-    assert run(["allocate", "+allocation.gpus=64", "+allocation.requests=100", "+allocation.seed=3"]) == 0
+    assert run(["allocate", "allocation.gpus=64", "allocation.requests=100", "allocation.seed=3"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in out[1:]] == ["lumorph", "torus_slices", "bcube_groups"]
     assert out[1].split()[4] == "0"  # Lumorph: no fragmented rejections
     with pytest.raises(EstimatorError, match="unknown parameter"):
-        run(["allocate", "+allocation.nope=1"])
+        run(["allocate", "allocation.nope=1"])

@@ -32,7 +32,7 @@ def test_bandwidth_mapping_gives_equal_per_gpu_bandwidth():
 
 
 def test_compare_table_all_fabrics(workload, capsys):
-    assert run(["compare", f"workload={workload}", "device=cpu", "algorithm=auto", "+compare.nodes=16",
+    assert run(["compare", f"workload={workload}", "device=cpu", "algorithm=auto", "compare.nodes=16",
                 "output=json"]) == 0
     import json
 
@@ -48,13 +48,13 @@ def test_compare_table_all_fabrics(workload, capsys):
     # every fabric runs the same compute: iteration times differ only by exposed communication
     compute = {round(r["iter_time_s"] - r["exposed_comm_time_s"], 9) for r in rows if "iter_time_s" in r}
     assert len(compute) == 1
-    run(["compare", f"workload={workload}", "device=cpu", "+compare.nodes=96", "+compare.fabrics=[sipac,lumorph]"])
+    run(["compare", f"workload={workload}", "device=cpu", "compare.nodes=96", "compare.fabrics=[sipac,lumorph]"])
     text = capsys.readouterr().out
     assert "sipac" in text and "n/a" in text and "lumorph" in text
 
 
 def test_compare_bad_options():
     with pytest.raises(EstimatorError, match="compare.nodes"):
-        run(["compare", "+compare.nodes=1"])
+        run(["compare", "compare.nodes=1"])
     with pytest.raises(EstimatorError, match="unknown parameter"):
-        run(["compare", "+compare.bogus=1"])
+        run(["compare", "compare.bogus=1"])

@@ -1,9 +1,9 @@
 """Multi-tenant allocation on a rack: Lumorph (any size) vs TPU-style torus slices vs SiPAC/BCube
 groups, on the same seeded request stream.
 
-``estimator allocate +allocation.gpus=256 +allocation.requests=500 +allocation.seed=1``
+``estimator allocate allocation.gpus=256 allocation.requests=500 allocation.seed=1``
 
-Parameters (``+allocation.<key>=...``; defaults in brackets): ``gpus`` [256] rack size (a power of
+Parameters (``allocation.<key>=...``; defaults in brackets): ``gpus`` [256] rack size (a power of
 two, whole 32-tile servers), ``tiles`` [32] Lightpath tiles per server, ``r`` [2] SiPAC/BCube
 switch radix, ``requests`` [500], ``seed`` [0], ``max_size`` [32] (sizes uniform 1..max_size) or
 ``sizes`` (a list), ``mean_interarrival_s`` [1.0], ``mean_duration_s`` [12.0], ``policies``

@@ -1,8 +1,8 @@
 """Cross-fabric comparison: the same workload, the same per-GPU bandwidth, every fabric, one table.
 
-``estimator compare model=resnet50 algorithm=auto +compare.nodes=64 +compare.bandwidth_Bps=300e9``
+``estimator compare model=resnet50 algorithm=auto compare.nodes=64 compare.bandwidth_Bps=300e9``
 
-Every registered fabric (or ``+compare.fabrics=[lumorph,ideal,...]``) is sized to ``compare.nodes``
+Every registered fabric (or ``compare.fabrics=[lumorph,ideal,...]``) is sized to ``compare.nodes``
 GPUs [64] and given ``compare.bandwidth_Bps`` bytes/s per GPU per direction [300e9, seed 000's
 NVLink figure], mapped onto its own parameters (see :data:`BANDWIDTH`): e.g. a 2D torus gets B/4
 per link, an OCS server B/ports per port, a TeraRack node B/w per wavelength, a SiPAC CU B in
