@@ -1,0 +1,70 @@
+"""The foundation path end to end: capture -> Ray sweep -> DuckDB -> report, and the Snakemake DAG."""
+
+import subprocess
+import sys
+
+import pytest
+
+from estimator.store.duckdb_store import query
+from tests.conftest import REPO
+
+
+def cli(*args, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "estimator.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def foundation_store(tmp_path_factory):
+    store = tmp_path_factory.mktemp("store") / "estimates.duckdb"
+    out = cli("sweep", "experiment=foundation", f"store={store}", "ray.num_cpus=2", "output=json")
+    assert out.returncode == 0, out.stderr
+    return store, out
+
+
+def test_sweep_fills_the_store_and_resumes(foundation_store):
+    store, _ = foundation_store
+    df = query(store, "SELECT fabric_name, nodes, iter_time_s, compute_time_s, exposed_comm_time_s "
+                      "FROM estimates ORDER BY fabric_name, nodes")
+    assert df.height == 16
+    assert set(df["fabric_name"]) == {"ideal", "nvlink_leafspine"}
+    assert sorted(set(df["nodes"])) == [8, 16, 32, 64, 128, 256, 512, 1024]
+    assert (df["iter_time_s"] >= df["compute_time_s"]).all()
+    # more GPUs on the same per-GPU batch: the all-reduce grows, so iteration time does not shrink
+    ideal = df.filter(df["fabric_name"] == "ideal")["iter_time_s"].to_list()
+    assert ideal == sorted(ideal)
+    again = cli("sweep", "experiment=foundation", f"store={store}", "output=json")
+    assert again.returncode == 0 and '"written": 0' in again.stdout and '"skipped": 16' in again.stdout
+
+
+def test_report_is_a_static_page_with_the_scaling_figure(foundation_store, tmp_path):
+    store, _ = foundation_store
+    out = cli("report", f"store={store}", f"report_dir={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    page = (tmp_path / "index.html").read_text()
+    assert "figures/resnet50_iter_time_vs_nodes.png" in page
+    assert (tmp_path / "figures" / "resnet50_iter_time_vs_nodes.png").stat().st_size > 10_000
+    assert "SELECT fabric_name, nodes" in (tmp_path / "figures" / "resnet50_iter_time_vs_nodes.sql").read_text()
+    assert "http://" not in page and "https://" not in page  # no server, no remote assets
+
+
+def test_bad_sweep_point_writes_nothing(tmp_path):
+    store = tmp_path / "s.duckdb"
+    out = cli("sweep", "experiment=foundation", f"store={store}", "fabric.alpha_s=-1")
+    assert out.returncode == 2 and "alpha_s" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert not store.exists()
+
+
+def test_snakemake_dag_has_every_experiment_and_the_report():
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "--cores", "2"],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert out.returncode == 0, out.stderr
+    counts = {}
+    for line in (out.stdout + out.stderr).splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    experiments = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))
+    assert counts.get("experiment") == len(experiments) >= 2
+    assert counts.get("report") == 1 and counts.get("all") == 1
+    assert counts.get("capture", 0) >= 1  # the models the experiments estimate are captured first
