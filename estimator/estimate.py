@@ -13,6 +13,7 @@ workload parsing and compute-stream walk once per (workload, device, batch).
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -85,13 +86,20 @@ def _profile(path: str, mtime: float, batch: int, device: DeviceProfile, dtype_b
     return compute_profile(_load(path, mtime).scaled_to_batch(batch), device, dtype_bytes, precision)
 
 
+@lru_cache(maxsize=128)
+def _fabric(params_json: str):
+    """Fabrics are memoised per config so their priced collectives and compiled schedules are
+    reused across the estimates of a sweep (same fabric, other models / batches / buckets)."""
+    return make_fabric(json.loads(params_json))
+
+
 def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Estimate:
     """Estimate one configuration (a resolved config mapping, e.g. from ``config.to_container``).
 
     ``workload_file`` overrides where the workload is read from without changing the config
     (and so its hash): sweeps pass absolute paths to Ray workers this way."""
     sub = estimate_config(cfg)
-    fabric = make_fabric(sub["fabric"] or {})
+    fabric = _fabric(json.dumps(sub["fabric"] or {}, sort_keys=True))
     device = DeviceProfile.from_dict(dict(sub["device"] or {}))
     par = dict(sub["parallelism"] or {})
     path = Path(workload_file) if workload_file else _resolve(workload_path(cfg))

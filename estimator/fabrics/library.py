@@ -31,7 +31,12 @@ from estimator.fabrics.base import CollectiveCost, Fabric
 from estimator.topology.graph import Topology
 
 ALL_PAIRS = {"direct", "one_shot", "pairwise"}
+ALL_PAIRS_COLLECTIVES = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all"}  # n(n-1) transfers
 MAX_EXPLICIT_PAIRS = 4_000_000  # all-pairs schedules beyond this many transfers are refused
+# `auto` must stay cheap (an estimate prices every gradient bucket): without a closed form on this
+# fabric, an all-pairs algorithm is only a candidate up to this many transfers (~256 ranks); name it
+# explicitly (algorithm=direct) to price it at any size.
+AUTO_MAX_PAIRS = 65_536
 
 
 def _family(name: str) -> str | None:
@@ -119,7 +124,7 @@ class LibraryFabric(Fabric):
     def schedule(self, collective: str, algorithm: str, n: int, nbytes: float) -> Schedule:
         collective = collective_name(collective)
         name = self.resolve(collective, algorithm, n, nbytes)
-        if name in ALL_PAIRS and n * (n - 1) > MAX_EXPLICIT_PAIRS:
+        if name in ALL_PAIRS and collective in ALL_PAIRS_COLLECTIVES and n * (n - 1) > MAX_EXPLICIT_PAIRS:
             raise EstimatorError(f"algorithm {name!r} on {n} ranks: explicit schedule too large ({n * (n - 1)} transfers)")
         return lookup(name).schedule(collective, n, nbytes, self.algo_params(n))
 
@@ -151,6 +156,9 @@ class LibraryFabric(Fabric):
         best: CollectiveCost | None = None
         errors = []
         for name in names:
+            if (algorithm == "auto" and name in ALL_PAIRS and collective in ALL_PAIRS_COLLECTIVES
+                    and n * (n - 1) > AUTO_MAX_PAIRS and self.closed_form(collective, name, n, float(nbytes)) is None):
+                continue
             try:
                 cost = self._price(collective, name, n, float(nbytes), explicit)
             except EstimatorError as exc:
