@@ -157,7 +157,8 @@ def test_report_page_has_every_paper_section(store, tmp_path):
     page = build_report(store, tmp_path / "reports").read_text()
     for key in SECTIONS:
         assert f"id='{key}'" in page
-    assert "No results yet" not in page.split("id='lumorph'")[1]
+        body = page.split(f"id='{key}'")[1].split("<h2")[0]
+        assert "No results yet" not in body and "<img" in body, key
     assert (tmp_path / "reports" / "figures" / "terarack_depth.png").exists()
     assert (tmp_path / "reports" / "figures" / "terarack_depth.sql").read_text().startswith("SELECT")
 
