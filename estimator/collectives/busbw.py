@@ -6,13 +6,12 @@ all-reduce 2(n-1)/n; reduce-scatter, all-gather, all-to-all (and gather) (n-1)/n
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from estimator.errors import EstimatorError
+from estimator.files import atomic_path
 
 
 def bus_factor(collective: str, n: int) -> float:
@@ -72,15 +71,9 @@ def plot_curves(curves: dict[str, list[dict[str, Any]]], path: str | Path, title
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=path.suffix, dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp)
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return path

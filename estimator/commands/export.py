@@ -19,9 +19,10 @@ from omegaconf import DictConfig
 
 from estimator.config import to_container
 from estimator.errors import EstimatorError
+from estimator.files import write_atomic
 from estimator.workloads import io
 from estimator.workloads.astrasim import network_config, write_configs
-from estimator.workloads.importers.chakra import export_chakra, write_atomic
+from estimator.workloads.importers.chakra import export_chakra
 
 HELP = "export a workload as Chakra ET files (+ ASTRA-sim network/system configs)"
 POSITIONAL = ("workload",)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import html
 import importlib
-import os
 import pkgutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
 from estimator import __version__  # noqa: E402
+from estimator.files import atomic_path, write_atomic  # noqa: E402
 from estimator.reports.model import Claim, Section  # noqa: E402
 from estimator.store.duckdb_store import connect  # noqa: E402
 
@@ -114,9 +113,10 @@ def build_report(store: str | Path, out_dir: str | Path = "reports") -> Path:
                 ax.set_title(fig.title, fontsize=10)
                 f.tight_layout()
                 for ext in ("png", "svg"):
-                    f.savefig(fig_dir / f"{fig.name}.{ext}", dpi=120)
+                    with atomic_path(fig_dir / f"{fig.name}.{ext}") as tmp:
+                        f.savefig(tmp, dpi=120)
                 plt.close(f)
-                (fig_dir / f"{fig.name}.sql").write_text(fig.sql.strip() + "\n")
+                write_atomic(fig_dir / f"{fig.name}.sql", fig.sql.strip() + "\n")
                 parts.append(
                     f"<figure><img src='figures/{fig.name}.png' alt='{html.escape(fig.title)}'>"
                     f"<figcaption>{html.escape(fig.caption)}</figcaption></figure>"
@@ -138,9 +138,4 @@ def build_report(store: str | Path, out_dir: str | Path = "reports") -> Path:
         "Every number below is computed from the DuckDB store by the SQL shown with it.</p>"
         f"<nav>{''.join(nav)}</nav>{''.join(parts)}</body></html>"
     )
-    index = out_dir / "index.html"
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".index.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(page)
-    os.replace(tmp, index)
-    return index
+    return write_atomic(out_dir / "index.html", page)

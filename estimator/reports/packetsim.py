@@ -9,9 +9,7 @@ offered load, for OPSquare (paper Fig. 2) and the NVLink leaf-spine (Fig. 3), on
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -21,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
 from estimator.errors import EstimatorError  # noqa: E402
+from estimator.files import atomic_path  # noqa: E402
 from estimator.reports.model import Figure, Section  # noqa: E402
 
 SQL = """
@@ -147,17 +146,11 @@ def make_figure(store: str | Path, out: str | Path) -> Path:
             ax.legend(fontsize=7)
     fig.tight_layout()
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.stem}.", suffix=out.suffix)
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=110)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
+        with atomic_path(out) as tmp:
+            fig.savefig(tmp, dpi=110)
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return out
 
 

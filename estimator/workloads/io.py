@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from estimator.errors import EstimatorError
+from estimator.files import write_atomic
 from estimator.workloads.graph import Workload
 
 SUFFIX = ".workload.json"
@@ -25,16 +25,7 @@ def save(workload: Workload, path: str | os.PathLike[str]) -> Path:
     """Validate and write ``workload`` atomically to ``path``."""
     workload.validate()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = dumps(workload)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, dumps(workload))
     return path
 
 

@@ -30,15 +30,14 @@ devices get a ``pg_name``; ``comm_group.json`` maps those names to ranks.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from google.protobuf.message import DecodeError
 
 from estimator.errors import EstimatorError
+from estimator.files import write_atomic
 from estimator.workloads.graph import Gradient, Node, Workload
 from estimator.workloads.importers._common import BadInput, read_bytes
 from estimator.workloads.importers.chakra_schema import (
@@ -379,17 +378,6 @@ def _header(w: Workload) -> Any:
     meta = GlobalMetadata(version=VERSION)
     meta.attr.append(make_attr(EXT + "workload", json.dumps(head, sort_keys=True)))
     return meta
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def export_chakra(w: Workload, out_dir: Path, prefix: str) -> dict[str, Any]:
