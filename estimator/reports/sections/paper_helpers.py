@@ -77,10 +77,12 @@ def line_plot(x: str, y: str, series: Sequence[str], *, xlabel: str, ylabel: str
     """A plot function for :class:`~estimator.reports.model.Figure`: one line per ``series`` combination."""
 
     def plot(df: pl.DataFrame, ax) -> None:
-        for key, part in df.group_by(list(series), maintain_order=True):
+        for i, (key, part) in enumerate(df.group_by(list(series), maintain_order=True)):
             label = " / ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
             part = part.sort(x)
-            ax.plot(part[x].to_list(), [v * yscale for v in part[y].to_list()], marker=marker, ms=3, label=label)
+            # ten colours, then the same colours dashed, so up to 20 series stay distinguishable
+            ax.plot(part[x].to_list(), [v * yscale for v in part[y].to_list()], marker=marker, ms=3, label=label,
+                    color=f"C{i % 10}", linestyle="-" if i < 10 else "--")
         if logx:
             ax.set_xscale("log", base=2)
         if logy:
