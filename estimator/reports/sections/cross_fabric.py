@@ -59,6 +59,7 @@ SELECT model_name, nodes, arg_min(fabric_name, iter_time_s) AS fabric, arg_min(a
        arg_min(algorithm_used, iter_time_s) AS algorithm_used, min(iter_time_s) AS iter_time_s,
        max(speedup_vs_leafspine) AS speedup_vs_leafspine,
        arg_min(fabric_name, iter_time_s) FILTER (WHERE fabric_name NOT IN ('ideal')) AS best_buildable_fabric,
+       arg_min(algorithm_used, iter_time_s) FILTER (WHERE fabric_name NOT IN ('ideal')) AS best_buildable_algorithm,
        max(speedup_vs_leafspine) FILTER (WHERE fabric_name NOT IN ('ideal')) AS best_buildable_speedup
 FROM ({BASE_SQL}) AS b
 GROUP BY model_name, nodes
@@ -77,7 +78,8 @@ def _claims(q: Query):
         out.append(claim(
             f"{m}: recommended fabric and algorithm at {max(mine) if mine else 1024} GPUs (equal per-GPU bandwidth)",
             "— (project's recommendation)", top["best_buildable_speedup"] if top else None,
-            (f"{top['best_buildable_fabric']} ({top['best_buildable_speedup']:.2f}x the leaf-spine); "
+            (f"{top['best_buildable_fabric']} / {top['best_buildable_algorithm']} "
+             f"({top['best_buildable_speedup']:.2f}x the leaf-spine); "
              f"overall fastest {top['fabric']} / {top['algorithm_used']}") if top else "",
             None,
             "; ".join(f"{n} GPUs: {r['best_buildable_fabric']} {r['best_buildable_speedup']:.2f}x" for n, r in sorted(mine.items())),
