@@ -75,6 +75,18 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _command_level(module: Any, overrides: list[str]) -> list[str]:
+    """For commands that apply overrides per point themselves (``RUN_WITH_OVERRIDES``, e.g. a sweep
+    over several fabrics), keep dotted keys inside a config group (``fabric.reconfig_s``) out of the
+    command's own composition: they need not exist in the default fabric, only in some point."""
+    if not getattr(module, "RUN_WITH_OVERRIDES", False):
+        return overrides
+    from estimator.config import config_groups
+
+    groups = config_groups()
+    return [o for o in overrides if not ("." in o.partition("=")[0] and o.lstrip("+~").split(".")[0] in groups)]
+
+
 def run(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
@@ -109,7 +121,7 @@ def run(argv: list[str]) -> int:
     points = config.expand_multirun(overrides) if multirun else [overrides]
     cfgs = []
     for point in points:
-        cfg = config.compose(point, config_name=config_name)
+        cfg = config.compose(_command_level(module, point), config_name=config_name)
         OmegaConf.set_struct(cfg, False)
         for name, value in zip(names, positionals, strict=False):
             cfg[name] = value

@@ -68,3 +68,15 @@ def test_snakemake_dag_has_every_experiment_and_the_report():
     assert counts.get("experiment") == len(experiments) >= 2
     assert counts.get("report") == 1 and counts.get("all") == 1
     assert counts.get("capture", 0) >= 1  # the models the experiments estimate are captured first
+
+
+def test_fabric_specific_override_applies_only_where_the_key_exists(tmp_path):
+    store = tmp_path / "s.duckdb"
+    out = cli("sweep", "experiment=foundation", f"store={store}", "fabric.nvlink_bandwidth_Bps=100e9", "output=json")
+    assert out.returncode == 0, out.stderr
+    df = query(store, "SELECT fabric_name, fabric_nvlink_bandwidth_Bps AS bw FROM estimates")
+    assert set(df.filter(df["fabric_name"] == "nvlink_leafspine")["bw"]) == {100e9}
+    assert df.filter(df["fabric_name"] == "ideal")["bw"].is_null().all()
+    bad = cli("sweep", "experiment=foundation", f"store={tmp_path / 'b.duckdb'}", "fabric.no_such_knob=1")
+    assert bad.returncode == 2 and "fabric.no_such_knob matches no point" in bad.stderr
+    assert not (tmp_path / "b.duckdb").exists()

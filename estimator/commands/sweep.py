@@ -55,11 +55,14 @@ def _workload_file(c: dict[str, Any], seen: dict[str, str]) -> str:
     return seen[key]
 
 
-def plan(sweep: dict[str, Any], overrides: list[str]) -> tuple[kinds.Kind, list[tuple[dict[str, Any], str]]]:
-    """Expand, compose and validate one sweep; return its kind and (config, workload path) points."""
+def plan(
+    sweep: dict[str, Any], overrides: list[str], used: dict[str, bool] | None = None
+) -> tuple[kinds.Kind, list[tuple[dict[str, Any], str]]]:
+    """Expand, compose and validate one sweep; return its kind and (config, workload path) points.
+    ``used`` collects which command-line overrides applied (see :func:`grid.compose_points`)."""
     kind = kinds.get(str(sweep.get("kind") or "estimate"))
     base = [o for o in overrides if not o.startswith(_NOT_POINT_KEYS)]
-    configs = grid.compose_points(grid.expand(sweep.get("grid") or {}, sweep.get("zip")), base)
+    configs = grid.compose_points(grid.expand(sweep.get("grid") or {}, sweep.get("zip")), base, used)
     seen: dict[str, str] = {}
     items = []
     for c in configs:
@@ -75,7 +78,7 @@ def run_sweep(name: str, sweep: dict[str, Any], overrides: list[str], store: str
 
         return run_named_sweep(name, sweep, overrides, store, ray_cfg, force)
     t0 = time.perf_counter()
-    kind, items = plan(sweep, overrides)
+    kind, items = plan(sweep, overrides, used={})  # overrides were checked across the experiment
     done = set() if force else existing_keys(store, kind.table)
     todo = [it for it in items if kind.point_hash(it[0]) not in done]
     skipped = len(items) - len(todo)
@@ -109,11 +112,13 @@ def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
     else:
         sweeps = {str(cfg.sweep.name): to_container(cfg.sweep)}
         label = str(cfg.sweep.name)
-    plans = {}
+    plans: dict[str, dict[str, Any]] = {}
+    used: dict[str, bool] = {}
     for name, sweep in sweeps.items():  # validate every sweep before running any
         if sweep.get("kind") != "packetsim":
-            plan(sweep, overrides)
+            plan(sweep, overrides, used)
         plans[name] = sweep
+    grid.check_used(used, f"experiment {label}" if exp else f"sweep {label}")
     results = [
         run_sweep(f"{label}/{name}" if exp else name, sweep, overrides, str(cfg.store), ray_cfg,
                   bool(cfg.get("sweep_force")))

@@ -14,6 +14,7 @@ import pkgutil
 import time
 from pathlib import Path
 
+import duckdb
 import matplotlib
 
 matplotlib.use("Agg")
@@ -79,8 +80,51 @@ def _claims_html(claims: list[Claim]) -> str:
     )
 
 
+def _figure_html(fig, df: pl.DataFrame, fig_dir: Path) -> str:
+    f, ax = plt.subplots(figsize=(7, 4.2))
+    try:
+        fig.plot(df, ax)
+        ax.set_title(fig.title, fontsize=10)
+        f.tight_layout()
+        for ext in ("png", "svg"):
+            with atomic_path(fig_dir / f"{fig.name}.{ext}") as tmp:
+                f.savefig(tmp, dpi=120)
+    finally:
+        plt.close(f)
+    write_atomic(fig_dir / f"{fig.name}.sql", fig.sql.strip() + "\n")
+    return (
+        f"<figure><img src='figures/{fig.name}.png' alt='{html.escape(fig.title)}'>"
+        f"<figcaption>{html.escape(fig.caption)}</figcaption></figure>"
+        f"<details><summary>SQL for this figure (figures/{fig.name}.sql)</summary>"
+        f"<pre>{html.escape(fig.sql.strip())}</pre></details>"
+    )
+
+
+def _section_html(sec: Section, q, fig_dir: Path) -> list[str]:
+    parts: list[str] = []
+    if sec.claims is not None:
+        parts.append("<h3>Claims</h3>" + _claims_html(sec.claims(q)))
+    for fig in sec.figures:
+        df = q(fig.sql)
+        if df.is_empty():
+            parts.append(f"<p class='na'>{html.escape(fig.title)}: no rows yet.</p>")
+        else:
+            parts.append(_figure_html(fig, df, fig_dir))
+    for tab in sec.tables:
+        df = q(tab.sql)
+        parts.append(f"<h3>{html.escape(tab.title)}</h3>")
+        if tab.caption:
+            parts.append(f"<p>{html.escape(tab.caption)}</p>")
+        parts.append(_table_html(df))
+        parts.append(f"<details><summary>SQL</summary><pre>{html.escape(tab.sql.strip())}</pre></details>")
+    return parts
+
+
 def build_report(store: str | Path, out_dir: str | Path = "reports") -> Path:
-    """Render every section into ``out_dir/index.html``; returns the page's path."""
+    """Render every section into ``out_dir/index.html``; returns the page's path.
+
+    A section whose results are not (all) in the store says so on the page instead of failing
+    the build: the page can be made after any subset of the experiments."""
     out_dir = Path(out_dir)
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
@@ -101,35 +145,11 @@ def build_report(store: str | Path, out_dir: str | Path = "reports") -> Path:
             if missing:
                 parts.append(f"<p class='na'>No results yet (missing tables: {', '.join(missing)}).</p>")
                 continue
-            if sec.claims is not None:
-                parts.append("<h3>Claims</h3>" + _claims_html(sec.claims(q)))
-            for fig in sec.figures:
-                df = q(fig.sql)
-                if df.is_empty():
-                    parts.append(f"<p class='na'>{html.escape(fig.title)}: no rows yet.</p>")
-                    continue
-                f, ax = plt.subplots(figsize=(7, 4.2))
-                fig.plot(df, ax)
-                ax.set_title(fig.title, fontsize=10)
-                f.tight_layout()
-                for ext in ("png", "svg"):
-                    with atomic_path(fig_dir / f"{fig.name}.{ext}") as tmp:
-                        f.savefig(tmp, dpi=120)
-                plt.close(f)
-                write_atomic(fig_dir / f"{fig.name}.sql", fig.sql.strip() + "\n")
-                parts.append(
-                    f"<figure><img src='figures/{fig.name}.png' alt='{html.escape(fig.title)}'>"
-                    f"<figcaption>{html.escape(fig.caption)}</figcaption></figure>"
-                    f"<details><summary>SQL for this figure (figures/{fig.name}.sql)</summary>"
-                    f"<pre>{html.escape(fig.sql.strip())}</pre></details>"
-                )
-            for tab in sec.tables:
-                df = q(tab.sql)
-                parts.append(f"<h3>{html.escape(tab.title)}</h3>")
-                if tab.caption:
-                    parts.append(f"<p>{html.escape(tab.caption)}</p>")
-                parts.append(_table_html(df))
-                parts.append(f"<details><summary>SQL</summary><pre>{html.escape(tab.sql.strip())}</pre></details>")
+            try:
+                parts.extend(_section_html(sec, q, fig_dir))
+            except duckdb.Error as exc:  # e.g. a column of an experiment that has not run yet
+                first = str(exc).splitlines()[0]
+                parts.append(f"<p class='na'>Results incomplete for this section ({html.escape(first)}).</p>")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>Interconnect training estimates</title>"

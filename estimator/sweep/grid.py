@@ -63,7 +63,9 @@ def _parse_override(text: str) -> tuple[str, Any]:
     return ov.get_key_element().lstrip("+~"), ov.value()
 
 
-def compose_points(points: list[dict[str, Any]], base_overrides: list[str] | None = None) -> list[dict[str, Any]]:
+def compose_points(
+    points: list[dict[str, Any]], base_overrides: list[str] | None = None, used: dict[str, bool] | None = None
+) -> list[dict[str, Any]]:
     """Resolve each point to a full config dict.
 
     Group choices (``fabric=lumorph``) go through Hydra, once per distinct set of choices; dotted
@@ -71,12 +73,16 @@ def compose_points(points: list[dict[str, Any]], base_overrides: list[str] | Non
     that depends on a swept key, so resolving once is exact and ~100x faster than OmegaConf per
     point). A point's own keys must exist in its config. ``base_overrides`` (from the command line)
     apply to every point where their key exists — ``fabric.reconfig_s=10e-6`` changes the Lumorph
-    points of a sweep that also has ideal-switch points — and must apply to at least one point.
+    points of a sweep that also has ideal-switch points — and must apply to at least one point (of
+    this call, or, when ``used`` is given, of all the calls sharing it: an experiment's sweeps).
     """
     groups = config_mod.config_groups()
     base_groups = [o for o in (base_overrides or []) if o.partition("=")[0].lstrip("+~") in groups]
     base_keys = [_parse_override(o) for o in (base_overrides or []) if o not in base_groups]
-    used = {k: False for k, _ in base_keys}
+    check_here = used is None  # a caller composing several sweeps passes `used` and checks at the end
+    used = {} if used is None else used
+    for k, _ in base_keys:
+        used.setdefault(k, False)
     cache: dict[tuple[str, ...], dict[str, Any]] = {}
     out = []
     for point in points:
@@ -96,10 +102,16 @@ def compose_points(points: list[dict[str, Any]], base_overrides: list[str] | Non
                 raise EstimatorError(f"sweep override {k}={value!r}: key {k!r} is not in the config")
             _set(cfg, k, value)
         out.append(cfg)
-    unused = [k for k, ok in used.items() if not ok]
-    if unused and points:
-        raise EstimatorError(f"override {unused[0]} matches no point of this sweep")
+    if check_here and points:
+        check_used(used, "this sweep")
     return out
+
+
+def check_used(used: dict[str, bool], where: str) -> None:
+    """Raise when a command-line override applied to no point at all."""
+    unused = [k for k, ok in used.items() if not ok]
+    if unused:
+        raise EstimatorError(f"override {unused[0]} matches no point of {where}")
 
 
 def _has(tree: dict[str, Any], dotted: str) -> bool:
