@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from estimator import __version__
-from estimator.compute.device import DeviceProfile
+from estimator.compute.device import PRECISIONS, DeviceProfile
 from estimator.config import REPO_ROOT, config_hash, flatten
 from estimator.errors import EstimatorError
 from estimator.fabrics.registry import make_fabric
@@ -84,6 +84,17 @@ def load_workload(path: Path) -> Workload:
 @lru_cache(maxsize=256)
 def _profile(path: str, mtime: float, batch: int, device: DeviceProfile, dtype_bytes: int, precision: str):
     return compute_profile(_load(path, mtime).scaled_to_batch(batch), device, dtype_bytes, precision)
+
+
+def validate(cfg: dict[str, Any]) -> None:
+    """Check the fabric, device, parallelism and precision of a config without estimating (so a
+    bad override fails before anything is captured or written)."""
+    sub = estimate_config(cfg)
+    _fabric(json.dumps(sub["fabric"] or {}, sort_keys=True))
+    DeviceProfile.from_dict(dict(sub["device"] or {}))
+    BucketPolicy.from_dict(dict(sub["parallelism"] or {}))
+    if str(sub["precision"] or "amp") not in PRECISIONS:
+        raise EstimatorError(f"precision must be one of {sorted(PRECISIONS)}, got {sub['precision']!r}")
 
 
 @lru_cache(maxsize=128)

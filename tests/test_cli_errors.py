@@ -28,12 +28,15 @@ def run_cli(*args, cwd=REPO):
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):
     store = tmp_path / "store.duckdb"
-    out = run_cli(*args, f"store={store}", "write=true") if args[0] == "estimate" else run_cli(*args)
+    traces = tmp_path / "traces"  # empty: a bad config must fail before any capture
+    traces.mkdir()
+    extra = [f"store={store}", "write=true", f"traces_dir={traces}"] if args[0] == "estimate" else []
+    out = run_cli(*args, *extra)
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out.stderr
     assert "Traceback" not in out.stderr
-    assert not store.exists()
+    assert not store.exists() and not any(traces.iterdir())
 
 
 def test_corrupt_trace_is_named(tmp_path):

@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from estimator.config import to_container
-from estimator.estimate import estimate
+from estimator.estimate import estimate, validate
 from estimator.store.duckdb_store import write_estimates
 
 HELP = "estimate one iteration (time, compute, exposed communication, throughput)"
@@ -28,6 +28,7 @@ def ensure_workload(cfg: DictConfig) -> None:
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
+    validate(to_container(cfg))  # a bad fabric/device fails before any capture
     ensure_workload(cfg)
     est = estimate(to_container(cfg))
     if cfg.get("write"):

@@ -63,11 +63,10 @@ def plan(
     kind = kinds.get(str(sweep.get("kind") or "estimate"))
     base = [o for o in overrides if not o.startswith(_NOT_POINT_KEYS)]
     configs = grid.compose_points(grid.expand(sweep.get("grid") or {}, sweep.get("zip")), base, used)
-    seen: dict[str, str] = {}
-    items = []
     for c in configs:
-        kind.validate(c)  # every point before anything runs
-        items.append((c, _workload_file(c, seen) if kind.name == "estimate" else ""))
+        kind.validate(c)  # every point before anything runs (or is captured)
+    seen: dict[str, str] = {}
+    items = [(c, _workload_file(c, seen) if kind.name == "estimate" else "") for c in configs]
     return kind, items
 
 

@@ -69,7 +69,9 @@ def _write_estimates(store: str, batch: list[Any]) -> int:
 
 
 def _validate_estimate(cfg: dict[str, Any]) -> None:
-    make_fabric(cfg["fabric"] or {})
+    from estimator.estimate import validate
+
+    validate(cfg)
 
 
 def _estimate_keys() -> tuple[str, ...]:
