@@ -25,7 +25,7 @@ import pkgutil
 import sys
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 from estimator.errors import EstimatorError
 
@@ -122,10 +122,9 @@ def run(argv: list[str]) -> int:
     cfgs = []
     for point in points:
         cfg = config.compose(_command_level(module, point), config_name=config_name)
-        OmegaConf.set_struct(cfg, False)
-        for name, value in zip(names, positionals, strict=False):
-            cfg[name] = value
-        OmegaConf.set_struct(cfg, True)
+        with open_dict(cfg):
+            for name, value in zip(names, positionals, strict=False):
+                cfg[name] = value
         cfgs.append((point, cfg))
     if show_cfg:
         for _, cfg in cfgs:

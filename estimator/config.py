@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from estimator.errors import EstimatorError
 
@@ -79,20 +79,9 @@ def _compose_cached(overrides: tuple[str, ...], config_name: str) -> DictConfig:
         GlobalHydra.instance().clear()
     OmegaConf.set_readonly(cfg, False)
     if "hydra" in cfg:
-        with _open_struct(cfg):
+        with open_dict(cfg):
             del cfg["hydra"]
     return cfg
-
-
-class _open_struct:
-    def __init__(self, cfg: DictConfig):
-        self.cfg = cfg
-
-    def __enter__(self) -> None:
-        OmegaConf.set_struct(self.cfg, False)
-
-    def __exit__(self, *exc: object) -> None:
-        OmegaConf.set_struct(self.cfg, True)
 
 
 def _one_line_hydra_error(exc: Exception, overrides: Iterable[str]) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from estimator import __version__
 from estimator.config import config_hash, flatten, to_container
@@ -51,7 +51,7 @@ def points(cfg: DictConfig) -> list[SimSpec]:
         raise EstimatorError(f"experiment={exp.get('name')!r} declares no `kind: packetsim` sweep")
     base = cfg.copy()
     OmegaConf.set_struct(base, True)
-    with _unlocked(base):
+    with open_dict(base):
         del base["experiment"]
     return [spec for name, sweep in sweeps.items() for spec in specs_for(base, name, sweep)]
 
@@ -73,17 +73,6 @@ def specs_for(base: DictConfig, name: str, sweep: dict[str, Any]) -> list[SimSpe
 
 def _nullable(c: DictConfig) -> set[str]:
     return {k for k, v in flatten(to_container(c)).items() if v is None}
-
-
-class _unlocked:
-    def __init__(self, cfg: DictConfig):
-        self.cfg = cfg
-
-    def __enter__(self) -> None:
-        OmegaConf.set_struct(self.cfg, False)
-
-    def __exit__(self, *exc: object) -> None:
-        OmegaConf.set_struct(self.cfg, True)
 
 
 def _run(specs: list[SimSpec], store: str, ray_cfg: dict[str, Any], force: bool, label: str) -> dict[str, Any]:
@@ -117,7 +106,7 @@ def run_named_sweep(name: str, sweep: dict[str, Any], overrides: list[str], stor
     mine = [o for o in overrides if o.partition("=")[0].lstrip("+~").split(".")[0] in keys - {"experiment"}
             and not o.startswith(("store=", "output=", "ray.", "sweep_force="))]
     base = compose(mine, config_name="packetsim")
-    with _unlocked(base):
+    with open_dict(base):
         base.pop("experiment", None)
     ray = {**ray_cfg, "batch_size": sweep.get("batch_size") or base.ray.batch_size}  # points are heavy
     result = _run(specs_for(base, name, sweep), store, ray, force, f"sweep {name}")
