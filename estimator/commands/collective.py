@@ -22,7 +22,6 @@ from estimator.collectives.algorithms import collective_name
 from estimator.collectives.busbw import cost_row, curve, plot_curves
 from estimator.config import to_container
 from estimator.errors import EstimatorError
-from estimator.fabrics.library import LibraryFabric
 from estimator.fabrics.registry import make_fabric
 
 HELP = "price a collective (any algorithm x fabric x size), its schedule, or a busbw curve"
@@ -62,7 +61,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     out = {**head, **cost_row(fabric, coll, nbytes, algorithm, n, explicit), "explicit": explicit,
            "offered": ",".join(fabric.algorithms(coll))}
     if tree.get("show_schedule"):
-        if not isinstance(fabric, LibraryFabric):
+        if not callable(getattr(fabric, "schedule", None)):
             raise EstimatorError(f"fabric {fabric.name!r} has no explicit schedules")
         group = fabric.nodes if n is None else n
         sched = fabric.schedule(coll, out["algorithm"], group, nbytes)

@@ -85,28 +85,22 @@ COLLECTIVE_KEYS = ("fabric", "collective", "algorithm", "bytes", "group_size")
 
 
 def collective_row(cfg: dict[str, Any]) -> dict[str, Any]:
+    from estimator.collectives.busbw import cost_row
+
     fabric = make_fabric(cfg["fabric"] or {})
     n = int(cfg.get("group_size") or fabric.nodes)
     nbytes = float(cfg["bytes"])
     if nbytes < 0:
         raise EstimatorError(f"bytes must be >= 0, got {nbytes!r}")
-    cost = fabric.collective_cost(str(cfg["collective"]), nbytes, str(cfg.get("algorithm") or "default"), n)
-    algbw = nbytes / cost.time_s if cost.time_s > 0 else 0.0
-    factor = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
-              "all_to_all": (n - 1) / n}.get(str(cfg["collective"]), 1.0)
-    row = {
+    cost = cost_row(fabric, str(cfg["collective"]), nbytes, str(cfg.get("algorithm") or "default"), n)
+    return {
         "config_hash": config_hash({k: cfg.get(k) for k in COLLECTIVE_KEYS}),
         "version": __version__,
         **config_columns(cfg, COLLECTIVE_KEYS),
         "nodes": n,
-        "algorithm_used": cost.algorithm,
-        "time_s": cost.time_s,
-        "steps": cost.steps,
-        "reconfig_s": cost.reconfig_s,
-        "algbw_Bps": algbw,
-        "busbw_Bps": algbw * factor,
+        "algorithm_used": cost["algorithm"],
+        **{k: cost[k] for k in ("time_s", "steps", "reconfig_s", "algbw_Bps", "busbw_Bps")},
     }
-    return row
 
 
 def _collective_batch(items: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:
