@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from estimator.commands.sweep import run_sweep
-from estimator.estimate import _resolve, estimate, workload_path
+from estimator.estimate import estimate, workload_path
 from estimator.sweep import grid
 
 
@@ -42,7 +42,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     configs = grid.compose_points(make_points(args.points))
-    path = str(_resolve(workload_path(configs[0])).resolve())
+    path = str(workload_path(configs[0]).resolve())
     estimate(configs[0], path)  # warm the workload/profile caches, as a sweep worker would
 
     t0 = time.perf_counter()

@@ -20,8 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from estimator.errors import EstimatorError
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from estimator.files import REPO_ROOT
 
 
 def conf_dir() -> Path:
@@ -102,10 +101,6 @@ def _one_line_hydra_error(exc: Exception, overrides: Iterable[str]) -> str:
     if key_problem and key_problem != first:
         return f"{first} {key_problem}"
     return f"bad configuration ({' '.join(overrides)}): {first}"
-
-
-def is_multirun_value(value: str) -> bool:
-    return "," in value or value.startswith(("range(", "choice(", "glob("))
 
 
 def expand_multirun(overrides: list[str]) -> list[list[str]]:

@@ -13,7 +13,6 @@ workload parsing and compute-stream walk once per (workload, device, batch).
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,9 +21,10 @@ from typing import Any
 
 from estimator import __version__
 from estimator.compute.device import PRECISIONS, DeviceProfile
-from estimator.config import REPO_ROOT, config_hash, flatten
+from estimator.config import config_hash, flatten
 from estimator.errors import EstimatorError
-from estimator.fabrics.registry import make_fabric
+from estimator.fabrics.registry import shared_fabric
+from estimator.files import resolve_input
 from estimator.timeline.dag import simulate_dag
 from estimator.timeline.dataparallel import BucketPolicy, compute_profile, simulate_data_parallel
 from estimator.workloads import io
@@ -55,16 +55,14 @@ def estimate_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def workload_path(cfg: dict[str, Any]) -> Path:
+    """Where the config's workload is read from: ``workload`` or ``<traces_dir>/<model>.workload.json``
+    (relative paths also looked up from the repository root)."""
     if cfg.get("workload"):
-        return Path(cfg["workload"])
+        return resolve_input(cfg["workload"])
     model = (cfg.get("model") or {}).get("name")
     if not model:
         raise EstimatorError("no workload given: set model=<name> or workload=<path>")
-    return Path(cfg.get("traces_dir") or "traces") / f"{model}.workload.json"
-
-
-def _resolve(path: Path) -> Path:
-    return path if path.is_absolute() or path.exists() else (REPO_ROOT / path)
+    return resolve_input(Path(cfg.get("traces_dir") or "traces") / f"{model}{io.SUFFIX}")
 
 
 @lru_cache(maxsize=64)
@@ -73,7 +71,7 @@ def _load(path: str, mtime: float) -> Workload:
 
 
 def load_workload(path: Path) -> Workload:
-    path = _resolve(path)
+    path = resolve_input(path)
     try:
         mtime = os.stat(path).st_mtime
     except FileNotFoundError:
@@ -90,18 +88,11 @@ def validate(cfg: dict[str, Any]) -> None:
     """Check the fabric, device, parallelism and precision of a config without estimating (so a
     bad override fails before anything is captured or written)."""
     sub = estimate_config(cfg)
-    _fabric(json.dumps(sub["fabric"] or {}, sort_keys=True))
+    shared_fabric(sub["fabric"] or {})
     DeviceProfile.from_dict(dict(sub["device"] or {}))
     BucketPolicy.from_dict(dict(sub["parallelism"] or {}))
     if str(sub["precision"] or "amp") not in PRECISIONS:
         raise EstimatorError(f"precision must be one of {sorted(PRECISIONS)}, got {sub['precision']!r}")
-
-
-@lru_cache(maxsize=128)
-def _fabric(params_json: str):
-    """Fabrics are memoised per config so their priced collectives and compiled schedules are
-    reused across the estimates of a sweep (same fabric, other models / batches / buckets)."""
-    return make_fabric(json.loads(params_json))
 
 
 def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Estimate:
@@ -110,10 +101,10 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
     ``workload_file`` overrides where the workload is read from without changing the config
     (and so its hash): sweeps pass absolute paths to Ray workers this way."""
     sub = estimate_config(cfg)
-    fabric = _fabric(json.dumps(sub["fabric"] or {}, sort_keys=True))
+    fabric = shared_fabric(sub["fabric"] or {})
     device = DeviceProfile.from_dict(dict(sub["device"] or {}))
     par = dict(sub["parallelism"] or {})
-    path = Path(workload_file) if workload_file else _resolve(workload_path(cfg))
+    path = Path(workload_file) if workload_file else workload_path(cfg)
     workload = load_workload(path)
     default_batch = workload.batch_size if cfg.get("workload") else (sub["model"] or {}).get("batch_size")
     batch = sub["batch_size"] or default_batch or workload.batch_size

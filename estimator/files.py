@@ -1,4 +1,5 @@
-"""Atomic file output: a reader never sees a half-written trace, figure or report.
+"""File helpers: atomic output (a reader never sees a half-written trace, figure or report) and
+repository-relative input lookup.
 
 Everything the project writes goes to a temporary file in the target's folder first and is renamed
 over the target only when complete; on any error the temporary file is removed.
@@ -11,6 +12,19 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def resolve_input(path: str | os.PathLike[str]) -> Path:
+    """An input path as given when it exists (or is absolute); a relative path not found from the
+    working directory is looked up from the repository root, so `traces/...` and `topologies/...`
+    work from anywhere; otherwise the path as given (so errors and new files use it)."""
+    path = Path(path)
+    if path.is_absolute() or path.exists():
+        return path
+    alt = REPO_ROOT / path
+    return alt if alt.exists() else path
 
 
 @contextmanager

@@ -4,9 +4,9 @@ import pytest
 
 from estimator.config import compose, to_container
 from estimator.errors import EstimatorError
-from estimator.estimate import _fabric, estimate
+from estimator.estimate import estimate
 from estimator.fabrics import library
-from estimator.fabrics.registry import make_fabric
+from estimator.fabrics.registry import _shared, make_fabric
 from tests.helpers import chain_workload
 
 
@@ -27,10 +27,10 @@ def test_same_config_same_hash_and_result(trace):
 
 
 def test_fabrics_are_reused_across_estimates_of_a_sweep(trace):
-    _fabric.cache_clear()
+    _shared.cache_clear()
     for batch in (1, 2, 4):
         estimate(to_container(compose(["fabric.nodes=16", f"workload={trace}", f"batch_size={batch}"])))
-    info = _fabric.cache_info()
+    info = _shared.cache_info()
     assert info.misses == 1 and info.hits == 2
 
 

@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 
 from estimator.config import to_container
 from estimator.errors import EstimatorError
-from estimator.estimate import _resolve, load_workload, workload_path
+from estimator.estimate import load_workload, workload_path
 from estimator.store.duckdb_store import existing_keys
 from estimator.sweep import grid, kinds
 from estimator.sweep.runner import run_batches
@@ -35,14 +35,9 @@ WRITE_EVERY_S = 10.0
 _NOT_POINT_KEYS = ("sweep=", "sweep.", "experiment=", "experiment.", "ray.", "store=", "output=", "sweep_force=")
 
 
-def evaluate_batch(items: list[tuple[dict[str, Any], str]]) -> list[Any]:
-    """Ray task for ``estimate`` sweeps (kept for the benchmark script)."""
-    return kinds.get("estimate").evaluate(items)
-
-
 def _workload_file(c: dict[str, Any], seen: dict[str, str]) -> str:
     """Absolute workload path of an estimate point (captured on first use if missing)."""
-    path = _resolve(workload_path(c))
+    path = workload_path(c)
     key = str(path)
     if key not in seen:
         if not path.exists():

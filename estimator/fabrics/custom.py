@@ -8,12 +8,11 @@ A relative path is looked up in the working directory, then in the repository ro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from estimator.config import REPO_ROOT
 from estimator.errors import EstimatorError, non_negative
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.electrical import LinkFabric
+from estimator.files import resolve_input
 from estimator.topology.graph import Topology
 from estimator.topology.loader import load_topology
 
@@ -32,21 +31,13 @@ class CustomConfig(FabricConfig):
         non_negative(self.memory_bandwidth_Bps, "fabric.memory_bandwidth_Bps")
 
 
-def _resolve(path: str) -> Path:
-    p = Path(path)
-    if p.is_absolute() or p.exists():
-        return p
-    alt = REPO_ROOT / p
-    return alt if alt.exists() else p
-
-
 class CustomTopologyFabric(LinkFabric):
     name = "custom"
     Config = CustomConfig
 
     def __init__(self, config: CustomConfig):
         super().__init__(config)
-        topo = load_topology(_resolve(config.topology))
+        topo = load_topology(resolve_input(config.topology))
         if config.nodes > topo.num_endpoints:
             raise EstimatorError(
                 f"fabric.nodes={config.nodes} but {config.topology} has {topo.num_endpoints} endpoints"
@@ -54,4 +45,4 @@ class CustomTopologyFabric(LinkFabric):
         self._topos[""] = topo
 
     def build_topology(self, algorithm: str) -> Topology:
-        return load_topology(_resolve(self.config.topology))
+        return load_topology(resolve_input(self.config.topology))

@@ -10,7 +10,8 @@ where ``MyFabric`` subclasses :class:`estimator.fabrics.base.Fabric`.
 
 from __future__ import annotations
 
-from functools import cache
+import json
+from functools import cache, lru_cache
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -49,6 +50,18 @@ def fabric_class(name: str) -> type[Fabric]:
     if not (isinstance(cls, type) and issubclass(cls, Fabric)):
         raise EstimatorError(f"fabric {name!r}: entry point does not name a Fabric subclass")
     return cls
+
+
+def shared_fabric(params: dict[str, Any]) -> Fabric:
+    """Like :func:`make_fabric`, but one instance per distinct config in this process, so priced
+    collectives and compiled schedules are reused across the points of a sweep (same fabric, other
+    models, batches, sizes). Fabrics are treated as immutable once built."""
+    return _shared(json.dumps(params, sort_keys=True, default=str))
+
+
+@lru_cache(maxsize=128)
+def _shared(params_json: str) -> Fabric:
+    return make_fabric(json.loads(params_json))
 
 
 def make_fabric(params: dict[str, Any]) -> Fabric:

@@ -21,7 +21,7 @@ from typing import Any
 from estimator import __version__
 from estimator.config import config_hash, flatten
 from estimator.errors import EstimatorError
-from estimator.fabrics.registry import make_fabric
+from estimator.fabrics.registry import shared_fabric
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ COLLECTIVE_KEYS = ("fabric", "collective", "algorithm", "bytes", "group_size")
 def collective_row(cfg: dict[str, Any]) -> dict[str, Any]:
     from estimator.collectives.busbw import cost_row
 
-    fabric = make_fabric(cfg["fabric"] or {})
+    fabric = shared_fabric(cfg["fabric"] or {})
     n = int(cfg.get("group_size") or fabric.nodes)
     nbytes = float(cfg["bytes"])
     if nbytes < 0:
@@ -114,7 +114,7 @@ def _write_collective_rows(store: str, rows: list[dict[str, Any]]) -> int:
 
 
 def _validate_collective(cfg: dict[str, Any]) -> None:
-    fabric = make_fabric(cfg["fabric"] or {})
+    fabric = shared_fabric(cfg["fabric"] or {})
     if cfg.get("group_size"):
         fabric.check_size(int(cfg["group_size"]))
 

@@ -24,7 +24,7 @@ from typing import Any
 from estimator import __version__
 from estimator.config import config_hash
 from estimator.errors import EstimatorError
-from estimator.fabrics.registry import make_fabric
+from estimator.fabrics.registry import shared_fabric
 from estimator.sweep.kinds import Kind, config_columns, register
 
 ALLOCATION_KEYS = ("fabric", "algorithm", "group_size")
@@ -98,7 +98,7 @@ def optree_depth_rows(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     """Every OpTree depth's steps and all-gather time on this TeraRack ring."""
     from estimator.fabrics.optical import wdm_ring_steps as wr
 
-    fabric = make_fabric(cfg.get("fabric") or {})
+    fabric = shared_fabric(cfg.get("fabric") or {})
     if fabric.name != "terarack":
         raise EstimatorError(f"optree_depth sweep: fabric must be terarack, got {fabric.name!r}")
     c = fabric.config
@@ -121,7 +121,7 @@ def optree_depth_rows(cfg: dict[str, Any]) -> list[dict[str, Any]]:
 def _validate_optree(cfg: dict[str, Any]) -> None:
     if (cfg.get("fabric") or {}).get("name") != "terarack":
         raise EstimatorError("optree_depth sweep: fabric must be terarack")
-    make_fabric(cfg["fabric"])
+    shared_fabric(cfg["fabric"])
 
 
 def _optree_batch(items: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:

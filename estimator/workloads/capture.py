@@ -394,14 +394,12 @@ def trace_path(cfg) -> Path:
 
 
 def existing(path: Path) -> Path | None:
-    """``path`` if it exists; a relative path not found from the working directory is also
-    looked up from the repository root (as the estimate command does); else None."""
-    from estimator.config import REPO_ROOT
+    """``path`` if it exists, also looked up from the repository root (see
+    :func:`estimator.files.resolve_input`); else None."""
+    from estimator.files import resolve_input
 
-    for candidate in (path, REPO_ROOT / path) if not path.is_absolute() else (path,):
-        if candidate.is_file():
-            return candidate
-    return None
+    found = resolve_input(path)
+    return found if found.is_file() else None
 
 
 def summary(workload: Workload) -> dict[str, Any]:
