@@ -278,3 +278,16 @@ def test_report_without_validation_table_says_run_validate(tmp_path):
     section = page[page.index("id='validation'"):]
     section = section[:section.index("<h2")]
     assert "run <code>estimator validate</code>" in section and "missing tables: validation" in section
+
+
+def test_only_runs_matching_rows_and_stores_nothing(tmp_path):
+    store = tmp_path / "s.duckdb"
+    folder = write(tmp_path / "v", "n.csv", NCCL_HEADER, nccl_row("a100-x"), nccl_row("a100-y"), nccl_row("h100-x"))
+    validate(folder, store)
+    out = validate(folder, store, "validation.only=h100-*")
+    assert [r["id"] for r in out["rows"]] == ["h100-x"] and out["store"] is None
+    assert set(table(store)) == {"a100-x", "a100-y", "h100-x"}  # the full run's table is untouched
+    with pytest.raises(EstimatorError, match="matches no row id"):
+        validate(folder, store, "validation.only=v100-*")
+    with pytest.raises(EstimatorError, match="pin=true pins every row"):
+        validate(folder, store, "validation.only=h100-*", "pin=true")

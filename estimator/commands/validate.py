@@ -4,6 +4,7 @@
   estimator validate output=json
   estimator validate pin=true                 # also write validation/pinned_errors.csv (|error| + 2 points)
   estimator validate validation.dir=other/ store=results/other.duckdb
+  estimator validate validation.only='a100x8-*'   # just the rows whose id matches (printed, not stored)
 
 Every row is checked first (a malformed row: one line naming file, line and column, exit 2,
 nothing written). nccl-tests rows are priced as ``estimator collective ... algorithm=auto`` and
@@ -14,12 +15,14 @@ calibration/holdout rule: validation/README.md.
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
 from estimator.config import to_container
+from estimator.errors import EstimatorError
 from estimator.files import resolve_input
 from estimator.validation import load_rows, predict_all, summary
 from estimator.validation.pins import read_pins, violations, write_pins
@@ -36,16 +39,24 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     folder = resolve_input(opts.get("dir") or "validation")
     pins_path = Path(opts["pins"]) if opts.get("pins") else folder / PINS_FILE
     rows = load_rows(folder)
+    only = opts.get("only")
+    if only:
+        if tree.get("pin"):
+            raise EstimatorError("pin=true pins every row; drop validation.only")
+        rows = [r for r in rows if fnmatch.fnmatchcase(r.id, str(only))]
+        if not rows:
+            raise EstimatorError(f"validation.only={only!r} matches no row id in {folder}")
     pins = {} if tree.get("pin") else read_pins(pins_path)
     results = predict_all(rows)
-    replace_validation(tree["store"], results)
+    if not only:  # a partial run never replaces the table of the last full run
+        replace_validation(tree["store"], results)
     out_rows = []
     for res in results:
         rec = record(res, "")
         rec.pop("created_at")
         rec["pin_pct"] = pins.get(res.row.id)
         out_rows.append(rec)
-    out: dict[str, Any] = {"dir": str(folder), "store": str(tree["store"]), "count": len(results),
+    out: dict[str, Any] = {"dir": str(folder), "store": None if only else str(tree["store"]), "count": len(results),
                            "rows": out_rows, "summary": summary(results)}
     if tree.get("pin"):
         out["pins_written"] = str(write_pins(pins_path, results, float(opts.get("margin_pct", 2.0))))
@@ -71,7 +82,8 @@ def format_text(result: dict[str, Any]) -> str:
         lines.append(f"{s['kind']:<8} {s['role']:<11} {s['count']:>5} {s['mean_abs_error_pct']:>10.1f} "
                      f"{s['max_abs_error_pct']:>9.1f}")
     lines.append("")
-    lines.append(f"{result['count']} rows -> table validation in {result['store']}")
+    lines.append(f"{result['count']} rows -> table validation in {result['store']}" if result["store"]
+                 else f"{result['count']} rows (validation.only: not stored)")
     if "pins_written" in result:
         lines.append(f"pins written: {result['pins_written']}")
     elif result["pin_problems"]:

@@ -29,7 +29,7 @@ from estimator.validation.rows import Row
 class Result:
     row: Row
     predicted: float  # same unit as row.measured
-    algorithm: str  # the collective algorithm (nccl) / the all-reduce algorithm used (training)
+    algorithm: str  # nccl: the algorithm (/protocol) the model chose; training: the all-reduce algorithm used
 
     @property
     def error_pct(self) -> float:
@@ -94,7 +94,9 @@ def _predict_nccl(row: Row) -> Result:
     if not time_s > 0:
         raise EstimatorError(f"predicted time {time_s!r} s is not positive")
     busbw = row.bytes / time_s * nccl_bus_factor(row.collective, int(out["nodes"]))
-    return Result(row, busbw / 1e9, str(out.get("algorithm", "")))
+    protocol = out.get("protocol")  # NCCL protocol (LL/LL128/Simple) where the fabric reports one
+    algorithm = str(out.get("algorithm", "")) + (f"/{protocol}" if protocol else "")
+    return Result(row, busbw / 1e9, algorithm)
 
 
 def _predict_training(row: Row) -> Result:

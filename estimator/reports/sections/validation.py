@@ -94,7 +94,7 @@ ORDER BY kind, role
 
 
 def _errors_sql(kind: str) -> str:
-    detail = "collective, CAST(bytes AS BIGINT) AS bytes" if kind == "nccl" else "model, precision, batch_per_gpu"
+    detail = "collective, CAST(bytes AS BIGINT) AS bytes, algorithm" if kind == "nccl" else "model, precision, batch_per_gpu"
     return f"""
 SELECT id, role, hardware, gpus, {detail}, round(measured, 2) AS measured, round(predicted, 2) AS predicted,
        unit, round(error_pct, 1) AS error_pct, software, source
