@@ -55,7 +55,7 @@ def _scatter(label: str):
         ax.set_xlabel(f"measured {label} ({unit})")
         ax.set_ylabel(f"predicted {label} ({unit})")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.03, 1.0), borderaxespad=0)
 
     return plot
 
