@@ -11,6 +11,7 @@ import subprocess
 import sys
 from contextlib import redirect_stdout
 from io import StringIO
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -246,11 +247,12 @@ def test_summary_separates_calibration_and_holdout(tmp_path, traces):
     folder = write(tmp_path / "v", "n.csv", NCCL_HEADER, nccl_row("cal", role="calibration", busbw=250),
                    nccl_row("h1", busbw=200), nccl_row("h2", busbw=400))
     write(folder, "t.csv", TRAIN_HEADER, f"t1,,lenet5,amp,32,1,1000,holdout,{over},{TAIL}",
-          f"t8,,lenet5,amp,32,8,7000,holdout,{over},{TAIL}")
+          f"t8,,lenet5,amp,32,8,7000,holdout,{over},{TAIL}", f"t16,,lenet5,amp,32,16,13000,holdout,{over},{TAIL}")
     out = validate(folder, store)
     errs = {r["id"]: abs(r["error_pct"]) for r in out["rows"]}
     by = {(s["kind"], s["role"]): s for s in out["summary"]}
     assert set(by) == {("nccl", "calibration"), ("nccl", "holdout"), ("training", "holdout")}
+    assert by["training", "holdout"]["count"] == 3
     assert by["nccl", "calibration"]["count"] == 1
     assert by["nccl", "calibration"]["max_abs_error_pct"] == pytest.approx(errs["cal"])
     assert by["nccl", "holdout"]["mean_abs_error_pct"] == pytest.approx((errs["h1"] + errs["h2"]) / 2)
@@ -267,6 +269,11 @@ def test_summary_separates_calibration_and_holdout(tmp_path, traces):
     assert f"<td>{round(errs['cal'], 1):.4g}</td>" in section
     assert "<a href='https://example.org/synthetic'>" in section
     assert "t8 vs t1" in section  # the 8-GPU row is paired with the 1-GPU row for scaling efficiency
+    assert "t16 vs t8" in section  # the 2-node row with the one-node row for multi-node scaling
+    pred = {r["id"]: r["predicted"] for r in out["rows"]}
+    speedup_error = 100 * ((pred["t16"] / pred["t8"]) / (13000 / 7000) - 1)
+    assert "<td>t16</td><td>holdout</td><td>t8</td>" in section
+    assert f"<td>{round(speedup_error, 1):.4g}</td></tr>" in section
 
 
 def test_report_without_validation_table_says_run_validate(tmp_path):
@@ -291,3 +298,14 @@ def test_only_runs_matching_rows_and_stores_nothing(tmp_path):
         validate(folder, store, "validation.only=v100-*")
     with pytest.raises(EstimatorError, match="pin=true pins every row"):
         validate(folder, store, "validation.only=h100-*", "pin=true")
+
+
+def test_snakemake_runs_validate_before_the_report():
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "--cores", "2", "-p",
+                          "reports/index.html"], capture_output=True, text=True, cwd=repo, timeout=300)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout + out.stderr
+    assert "rule validate:" in text and "estimator.cli validate store=results/estimates.duckdb" in text
+    report = text[text.index("rule report:"):].split("rule ", 2)[1]
+    assert "results/validation.done" in report  # the report waits for the validation table

@@ -104,20 +104,28 @@ ORDER BY id
 """
 
 
-# Data-parallel scaling efficiency: a training row on n > 1 GPUs against the 1-GPU row of the same
-# system, model, precision and per-GPU batch (efficiency = samples/s / (n x 1-GPU samples/s)).
-SCALING_SQL = """
+def _scaling_sql(base_gpus: int) -> str:
+    """Scaling efficiency of each training row on more than ``base_gpus`` GPUs against the row on
+    ``base_gpus`` GPUs of the same system, model, precision and per-GPU batch:
+    efficiency = samples/s x base_gpus / (gpus x base samples/s), measured and predicted."""
+    return f"""
 WITH t AS (SELECT *, coalesce(system, '') AS sys FROM validation WHERE kind = 'training'),
-     one AS (SELECT sys, model, precision, batch_per_gpu, id AS base_id, measured AS m1, predicted AS p1
-             FROM t WHERE gpus = 1)
-SELECT t.id, t.role, one.base_id, t.model, t.precision, t.gpus,
-       round(100 * t.measured / (t.gpus * one.m1), 1) AS measured_efficiency_pct,
-       round(100 * t.predicted / (t.gpus * one.p1), 1) AS predicted_efficiency_pct,
-       round(100 * t.predicted / (t.gpus * one.p1) - 100 * t.measured / (t.gpus * one.m1), 1) AS difference_points
-FROM t JOIN one USING (sys, model, precision, batch_per_gpu)
-WHERE t.gpus > 1
+     base AS (SELECT sys, model, precision, batch_per_gpu, id AS base_id, measured AS mb, predicted AS pb
+              FROM t WHERE gpus = {base_gpus})
+SELECT t.id, t.role, base.base_id, t.model, t.precision, t.gpus,
+       round(100 * t.measured * {base_gpus} / (t.gpus * base.mb), 1) AS measured_efficiency_pct,
+       round(100 * t.predicted * {base_gpus} / (t.gpus * base.pb), 1) AS predicted_efficiency_pct,
+       round(100 * t.predicted * {base_gpus} / (t.gpus * base.pb)
+             - 100 * t.measured * {base_gpus} / (t.gpus * base.mb), 1) AS difference_points,
+       round(100 * ((t.predicted / base.pb) / (t.measured / base.mb) - 1), 1) AS scaling_error_pct
+FROM t JOIN base USING (sys, model, precision, batch_per_gpu)
+WHERE t.gpus > {base_gpus}
 ORDER BY t.model, t.precision, t.gpus
 """
+
+
+SCALING_SQL = _scaling_sql(1)
+MULTINODE_SQL = _scaling_sql(8)
 
 
 def _target(q: Query, what: str, target: str, where: str, limit: float):
@@ -151,6 +159,11 @@ def _claims(q: Query):
     out.append(claim("8-GPU data-parallel scaling efficiency within 5 points", "<= 5 points", worst,
                      f"max {worst:.1f} points over {len(eight)} pairs" if worst is not None else "",
                      lambda v: v <= 5, "pairs: " + ", ".join(f"{r['id']} vs {r['base_id']}" for r in eight)))
+    multi = [r for r in rows(q, MULTINODE_SQL) if r["gpus"] <= 256]
+    worst = max((abs(r["scaling_error_pct"]) for r in multi), default=None)
+    out.append(claim("Multi-node scaling (one 8-GPU node -> up to 32 nodes) within 5 %", "<= 5 %", worst,
+                     f"max {worst:.1f} % over {len(multi)} pairs" if worst is not None else "",
+                     lambda v: v <= 5, "pairs: " + ", ".join(f"{r['id']} vs {r['base_id']}" for r in multi)))
     return out
 
 
@@ -186,7 +199,11 @@ SECTION = Section(
         Table(name="validation_nccl_errors", title="nccl-tests rows", sql=_errors_sql("nccl")),
         Table(name="validation_training_errors", title="Training rows", sql=_errors_sql("training")),
         Table(name="validation_scaling", title="Data-parallel scaling efficiency (rows paired with a 1-GPU row)",
-              sql=SCALING_SQL),
+              sql=SCALING_SQL,
+              caption="Pairs of training rows with the same system, model, precision and per-GPU batch; "
+                      "scaling_error_pct = predicted speed-up / measured speed-up - 1."),
+        Table(name="validation_multinode", title="Multi-node scaling (rows paired with a one-node, 8-GPU row)",
+              sql=MULTINODE_SQL),
     ),
     claims=_claims,
     order=5,
