@@ -262,7 +262,8 @@ def test_summary_separates_calibration_and_holdout(tmp_path, traces):
     page = build_report(store, tmp_path / "rep").read_text()
     section = page[page.index("id='validation'"):]
     assert "Against real hardware" in page
-    assert (tmp_path / "rep" / "figures" / "validation_nccl.png").stat().st_size > 0
+    for fig in ("validation_nccl", "validation_training", "validation_errors"):
+        assert (tmp_path / "rep" / "figures" / f"{fig}.png").stat().st_size > 0
     assert (tmp_path / "rep" / "figures" / "validation_nccl.sql").read_text().startswith("SELECT")
     assert "<td>nccl</td><td>calibration</td><td>1</td><td>cal</td>" in section  # which rows calibrated
     assert "<td>nccl</td><td>holdout</td><td>2</td><td>h1, h2</td>" in section

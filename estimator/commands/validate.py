@@ -87,7 +87,12 @@ def format_text(result: dict[str, Any]) -> str:
     if "pins_written" in result:
         lines.append(f"pins written: {result['pins_written']}")
     elif result["pin_problems"]:
-        lines.append(f"{len(result['pin_problems'])} row(s) over or without a pin (tests/test_validation_suite.py "
-                     f"fails on them):")
-        lines += [f"  {p}" for p in result["pin_problems"][:20]]
+        unpinned = [p for p in result["pin_problems"] if ": no pin (" in p]
+        over = [p for p in result["pin_problems"] if p not in unpinned]
+        lines.append(f"{len(over)} row(s) over their pin, {len(unpinned)} without a pin "
+                     f"(tests/test_validation_suite.py fails on them; `estimator validate pin=true` re-pins):")
+        lines += [f"  {p}" for p in over[:20]]
+        lines += [f"  {p.split(': no pin')[0]}: no pin" for p in unpinned[:5]]
+        if len(unpinned) > 5:
+            lines.append(f"  ... {len(unpinned) - 5} more without a pin")
     return "\n".join(lines)

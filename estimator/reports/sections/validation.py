@@ -61,17 +61,49 @@ def _scatter(label: str):
 
 
 def _plain_ticks(ax, span: float) -> None:
-    """Plain numbers on the log axes; minor ticks labelled at 2 and 5 x 10^k (all of them on a narrow range)."""
+    """Plain numbers on the log axes; minor ticks labelled on a narrow range (all under 4x, 2 and 5 x 10^k
+    under two decades, none beyond)."""
     from matplotlib.ticker import FuncFormatter
 
     def minor(v: float, _) -> str:
         text = f"{v:g}"
-        return text if span < 4 or text.lstrip("0.")[:1] in ("2", "5") else ""
+        if span < 4:
+            return text
+        return text if span < 100 and text.lstrip("0.")[:1] in ("2", "5") else ""
 
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         axis.set_minor_formatter(FuncFormatter(minor))
         axis.set_tick_params(which="both", labelsize=7)
+
+
+ERRORS_SQL = """
+SELECT kind, id, role, error_pct
+FROM validation
+ORDER BY kind, id
+"""
+
+
+def _plot_errors(df: pl.DataFrame, ax) -> None:
+    """Signed error per row, rows grouped by kind, the ±15 % band shaded."""
+    ax.axhspan(-100 * BAND, 100 * BAND, color="0.88", label=f"±{BAND:.0%}")
+    ax.axhline(0, color="0.3", lw=1)
+    df = df.with_row_index("x")
+    for role, style in STYLE.items():
+        part = df.filter(pl.col("role") == role)
+        if part.height:
+            ax.scatter(part["x"], part["error_pct"], s=20, edgecolors="k", linewidths=0.4, **style)
+    ticks = []
+    for (kind,), part in df.group_by(["kind"], maintain_order=True):
+        lo, hi = part["x"].min(), part["x"].max()
+        ticks.append(((lo + hi) / 2, f"{kind} ({part.height} rows)"))
+        if lo > 0:
+            ax.axvline(lo - 0.5, color="0.5", lw=0.8, ls="--")
+    ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks], fontsize=8)
+    ax.set_xlim(-1, df.height)
+    ax.set_ylabel("error = (predicted − measured) / measured (%)")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.03, 1.0), borderaxespad=0)
 
 
 SUMMARY_SQL = """
@@ -105,22 +137,25 @@ ORDER BY id
 
 
 def _scaling_sql(base_gpus: int) -> str:
-    """Scaling efficiency of each training row on more than ``base_gpus`` GPUs against the row on
-    ``base_gpus`` GPUs of the same system, model, precision and per-GPU batch:
+    """Scaling efficiency of each training row on more than ``base_gpus`` GPUs against a row on
+    ``base_gpus`` GPUs of the same setup: same system, model, precision, per-GPU batch, source and
+    hardware (ignoring a leading node count such as ``2x ``); the first such base row by id.
     efficiency = samples/s x base_gpus / (gpus x base samples/s), measured and predicted."""
     return f"""
-WITH t AS (SELECT *, coalesce(system, '') AS sys FROM validation WHERE kind = 'training'),
-     base AS (SELECT sys, model, precision, batch_per_gpu, id AS base_id, measured AS mb, predicted AS pb
-              FROM t WHERE gpus = {base_gpus})
+WITH t AS (SELECT *, coalesce(system, '') AS sys, regexp_replace(hardware, '^[0-9]+x ', '') AS box
+           FROM validation WHERE kind = 'training'),
+     base AS (SELECT sys, model, precision, batch_per_gpu, source, box, min(id) AS base_id,
+                     arg_min(measured, id) AS mb, arg_min(predicted, id) AS pb
+              FROM t WHERE gpus = {base_gpus} GROUP BY ALL)
 SELECT t.id, t.role, base.base_id, t.model, t.precision, t.gpus,
        round(100 * t.measured * {base_gpus} / (t.gpus * base.mb), 1) AS measured_efficiency_pct,
        round(100 * t.predicted * {base_gpus} / (t.gpus * base.pb), 1) AS predicted_efficiency_pct,
        round(100 * t.predicted * {base_gpus} / (t.gpus * base.pb)
              - 100 * t.measured * {base_gpus} / (t.gpus * base.mb), 1) AS difference_points,
        round(100 * ((t.predicted / base.pb) / (t.measured / base.mb) - 1), 1) AS scaling_error_pct
-FROM t JOIN base USING (sys, model, precision, batch_per_gpu)
+FROM t JOIN base USING (sys, model, precision, batch_per_gpu, source, box)
 WHERE t.gpus > {base_gpus}
-ORDER BY t.model, t.precision, t.gpus
+ORDER BY t.model, t.precision, t.gpus, t.id
 """
 
 
@@ -156,13 +191,15 @@ def _claims(q: Query):
     eff = rows(q, SCALING_SQL)
     eight = [r for r in eff if r["gpus"] == 8]
     worst = max((abs(r["difference_points"]) for r in eight), default=None)
+    worst_id = max(eight, key=lambda r: abs(r["difference_points"]))["id"] if eight else ""
     out.append(claim("8-GPU data-parallel scaling efficiency within 5 points", "<= 5 points", worst,
-                     f"max {worst:.1f} points over {len(eight)} pairs" if worst is not None else "",
+                     f"max {worst:.1f} points over {len(eight)} pairs (worst {worst_id})" if worst is not None else "",
                      lambda v: v <= 5, "pairs: " + ", ".join(f"{r['id']} vs {r['base_id']}" for r in eight)))
     multi = [r for r in rows(q, MULTINODE_SQL) if r["gpus"] <= 256]
     worst = max((abs(r["scaling_error_pct"]) for r in multi), default=None)
+    worst_id = max(multi, key=lambda r: abs(r["scaling_error_pct"]))["id"] if multi else ""
     out.append(claim("Multi-node scaling (one 8-GPU node -> up to 32 nodes) within 5 %", "<= 5 %", worst,
-                     f"max {worst:.1f} % over {len(multi)} pairs" if worst is not None else "",
+                     f"max {worst:.1f} % over {len(multi)} pairs (worst {worst_id})" if worst is not None else "",
                      lambda v: v <= 5, "pairs: " + ", ".join(f"{r['id']} vs {r['base_id']}" for r in multi)))
     return out
 
@@ -188,6 +225,9 @@ SECTION = Section(
         Figure(name="validation_training", title="Training throughput: predicted vs measured", sql=TRAINING_SQL,
                plot=_scatter("throughput"),
                caption="One point per training row: samples/s over all GPUs."),
+        Figure(name="validation_errors", title="Error of every row (sorted by kind and id)", sql=ERRORS_SQL,
+               plot=_plot_errors,
+               caption="Signed error per row; the shaded band is ±15 %. The tables below name each row."),
     ),
     tables=(
         Table(name="validation_summary", title="Errors: calibration vs held out", sql=SUMMARY_SQL,
@@ -200,8 +240,9 @@ SECTION = Section(
         Table(name="validation_training_errors", title="Training rows", sql=_errors_sql("training")),
         Table(name="validation_scaling", title="Data-parallel scaling efficiency (rows paired with a 1-GPU row)",
               sql=SCALING_SQL,
-              caption="Pairs of training rows with the same system, model, precision and per-GPU batch; "
-                      "scaling_error_pct = predicted speed-up / measured speed-up - 1."),
+              caption="Pairs of training rows of the same setup (system, model, precision, per-GPU batch, source "
+                      "and hardware, ignoring a leading node count); scaling_error_pct = predicted speed-up / "
+                      "measured speed-up - 1."),
         Table(name="validation_multinode", title="Multi-node scaling (rows paired with a one-node, 8-GPU row)",
               sql=MULTINODE_SQL),
     ),
