@@ -52,10 +52,16 @@ def _table_html(df: pl.DataFrame, max_rows: int = 60) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     body = []
     for row in df.head(max_rows).iter_rows():
-        cells = "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row)
+        cells = "".join(f"<td>{_cell(v)}</td>" for v in row)
         body.append(f"<tr>{cells}</tr>")
     more = f"<p>({df.height - max_rows} more rows)</p>" if df.height > max_rows else ""
     return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
+
+
+def _cell(v: object) -> str:
+    """A table cell: escaped text; a URL becomes a link (e.g. a validation row's source)."""
+    text = html.escape(_fmt(v))
+    return f"<a href='{text}'>{text}</a>" if text.startswith(("https://", "http://")) and " " not in text else text
 
 
 def _fmt(v: object) -> str:

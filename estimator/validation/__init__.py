@@ -1,0 +1,29 @@
+"""Validation against real hardware: public measurements in ``validation/*.csv`` run through the model.
+
+* :mod:`~estimator.validation.rows` — the CSV formats and their checks (one line per problem);
+* :mod:`~estimator.validation.predict` — each row through ``estimator collective`` / ``estimate``;
+* :mod:`~estimator.validation.table` — the DuckDB ``validation`` table (replaced per run);
+* :mod:`~estimator.validation.pins` — ``pinned_errors.csv``, so a change that makes the model worse fails.
+
+Rule (validation/README.md): a row's ``role`` is ``calibration`` when a constant was fitted or
+chosen using it, ``holdout`` otherwise; the report shows the two groups' errors separately.
+"""
+
+from __future__ import annotations
+
+from estimator.validation.predict import Result, predict, predict_all
+from estimator.validation.rows import Row, load_rows
+
+__all__ = ["Result", "Row", "load_rows", "predict", "predict_all", "summary"]
+
+
+def summary(results: list[Result]) -> list[dict]:
+    """Per (kind, role): count, mean |error| and max |error| in percent."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for res in results:
+        groups.setdefault((res.row.kind, res.row.role), []).append(abs(res.error_pct))
+    return [
+        {"kind": kind, "role": role, "count": len(errs), "mean_abs_error_pct": sum(errs) / len(errs),
+         "max_abs_error_pct": max(errs)}
+        for (kind, role), errs in sorted(groups.items())
+    ]

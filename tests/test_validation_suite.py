@@ -1,0 +1,46 @@
+"""Every real measurement in validation/*.csv stays within its pinned error (validation/pinned_errors.csv).
+
+Estimates are deterministic, so this is an accuracy test, not a timing test: a change that makes the
+model worse against real hardware fails here. After improving the model (or adding rows) run
+``estimator validate pin=true`` and commit the new pins (validation/README.md).
+
+Skips only when validation/ holds no measurement rows at all; a malformed CSV fails collection.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from estimator.validation import load_rows, predict
+from estimator.validation.pins import read_pins
+from estimator.validation.rows import PINS_FILE, csv_files
+
+FOLDER = Path(__file__).resolve().parents[1] / "validation"
+ROWS = load_rows(FOLDER) if FOLDER.is_dir() and csv_files(FOLDER) else []
+PINS = read_pins(FOLDER / PINS_FILE)
+REPIN = "run `estimator validate pin=true` and commit validation/pinned_errors.csv"
+
+
+def test_there_are_measurements():
+    if not ROWS:
+        pytest.skip("validation/ has no measurement rows yet")
+    assert {r.role for r in ROWS} <= {"calibration", "holdout"}
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_row_within_its_pinned_error(row):
+    res = predict(row)
+    pin = PINS.get(row.id)
+    assert pin is not None, f"{row.where} {row.id} has no pinned error: {REPIN}"
+    assert abs(res.error_pct) <= pin, (
+        f"{row.where} {row.id}: |error| {abs(res.error_pct):.2f} % > pinned {pin:.1f} % "
+        f"(predicted {res.predicted:.4g}, measured {row.measured:.4g} {row.unit}); the model got worse on this "
+        f"measurement. If the change is intended and better overall, {REPIN}."
+    )
+
+
+def test_no_stale_pins():
+    stale = sorted(set(PINS) - {r.id for r in ROWS})
+    assert not stale, f"pins for rows that no longer exist: {', '.join(stale)}; {REPIN}"
