@@ -52,7 +52,6 @@ from estimator.fabrics.library import LibraryFabric
 from estimator.fabrics.optical.compile_cache import SharedCompiled
 from estimator.topology.graph import Topology
 
-
 MULTICAST_SPLITS = ("wavelengths", "full")
 
 
