@@ -61,7 +61,9 @@ def num(x: float | None, unit: str = "", digits: int = 3) -> str:
 
 def claim(paper_claim: str, paper_value: str, project: Any, shown: str,
           rule: Callable[[Any], bool] | None, detail: str = "") -> Claim:
-    """A claim row whose verdict is ``rule(project)`` (None when there is no project number)."""
+    """A claim row with a yes/no rule: ``holds`` if ``rule(project)`` else ``fails``, ``detail`` the
+    reason (``no-data`` without a project number). Prefer :func:`judged`, whose rule can also say
+    ``paper-inconsistent`` or ``simplified`` and writes its own reason."""
     holds = None if project is None or rule is None else bool(rule(project))
     return Claim(paper_claim, paper_value, shown if project is not None else NO_DATA, holds, detail)
 
@@ -96,16 +98,6 @@ def at_least(threshold: float, fmt: Callable[[float], str] = lambda v: f"{v:.4g}
         return ("holds" if ok else "fails", f"{fmt(v)} {'>=' if ok else '<'} {fmt(threshold)}{' ' + what if what else ''}")
 
     return judge
-
-
-def near(paper: float, tol: float) -> Callable[[float], bool]:
-    """Rule: the project's number is within ``tol`` (absolute) of the paper's."""
-    return lambda v: abs(v - paper) <= tol
-
-
-def overlaps(lo: float, hi: float) -> Callable[[tuple[float, float]], bool]:
-    """Rule for a (min, max) range: it overlaps the paper's [lo, hi]."""
-    return lambda r: r[0] <= hi and r[1] >= lo
 
 
 def line_plot(x: str, y: str, series: Sequence[str], *, xlabel: str, ylabel: str, logx: bool = True,

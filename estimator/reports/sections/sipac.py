@@ -33,7 +33,8 @@ WITH c AS (
   SELECT fabric_name, CASE collective WHEN 'gather' THEN 'incast' ELSE collective END AS pattern,
          algorithm_used, time_s, {PER_CU_BW} AS per_cu_Bps
   FROM {COSTS} AS t
-  WHERE nodes = 512 AND bytes = 1048576 AND collective IN ('gather', 'broadcast', 'all_to_all')
+  WHERE nodes = 512 AND collective IN ('gather', 'broadcast', 'all_to_all')
+    AND bytes = CASE collective WHEN 'broadcast' THEN 1048576 ELSE 536870912 END  -- 1 MB per message
     AND fabric_name IN ('sipac', 'superpod', 'torus2d', 'bcube')
     AND algorithm = CASE collective WHEN 'all_to_all' THEN 'direct' ELSE 'auto' END
 )
