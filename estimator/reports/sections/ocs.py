@@ -42,6 +42,14 @@ GROUP BY ALL
 ORDER BY model_name, nodes, paper_algorithm
 """
 
+SIM_LONG_SQL = f"""
+SELECT model_name, {PAPER_ALGO} AS paper_algorithm, fabric_topology AS topology, samples_per_s
+FROM {ESTIMATES} AS t
+WHERE fabric_name = 'ocs' AND device_name = 'rtx2080ti' AND nodes = 32 AND parallelism_bucketing = 'horovod'
+  AND fabric_inner_node_delay_s = 87e-6
+ORDER BY model_name, paper_algorithm, topology
+"""
+
 BEST_SQL = f"""
 WITH s AS ({SPEED_SQL.replace("ORDER BY model_name, algorithm, topology", "")})
 SELECT model_name, paper_algorithm, algorithm, arg_max(topology, samples_per_s) AS best_topology,
@@ -156,6 +164,13 @@ SECTION = Section(
                bar_plot("paper_algorithm", "samples_per_s", "topology", xlabel="all-reduce algorithm",
                         ylabel="samples / s"),
                "Seed 001 Sec. IV. HD = halving-doubling, our seventh algorithm.")
+        for m in ("lenet5", "resnet50", "vgg13", "bert_base")
+    ) + tuple(
+        Figure(f"ocs_sim_{m}", f"{m}: samples/s per algorithm and topology (simulation, 32 x RTX 2080 Ti)",
+               SIM_LONG_SQL.replace("WHERE fabric_name", f"WHERE model_name = '{m}' AND fabric_name"),
+               bar_plot("paper_algorithm", "samples_per_s", "topology", xlabel="all-reduce algorithm",
+                        ylabel="samples / s"),
+               "Seed 001 Figs. 3-5 (simulation; 16 and 64 servers are in the table). HD = halving-doubling.")
         for m in ("lenet5", "resnet50", "vgg13", "bert_base")
     ),
     tables=(Table("ocs_simulation", "Simulation (RTX 2080 Ti): samples/s per topology, model, size and algorithm",
