@@ -2,7 +2,7 @@
 
 Written into the store every time the report is built (:func:`write_claims`, called by
 :func:`estimator.reports.build.build_report`), from every section's claims function, so it can be
-queried like any result (``estimator sql "SELECT * FROM claims WHERE verdict <> 'holds'"``):
+queried like any result (``SELECT * FROM claims WHERE verdict <> 'holds'`` in DuckDB):
 
 ``paper`` (the report section's title), ``section`` (the paper's section / figure / table),
 ``statement``, ``paper_value``, ``project_value``, ``unit``, ``verdict`` (``holds`` /
