@@ -49,3 +49,13 @@ def test_pipelining_beats_the_binomial_tree_for_large_buffers_on_a_baseline():
     big = torus.collective_cost("broadcast", 100e6, "auto")
     binomial = torus.collective_cost("broadcast", 100e6, "binomial_tree")
     assert big.algorithm != "binomial_tree" and big.time_s < 0.5 * binomial.time_s
+
+
+def test_auto_on_the_sipac_baselines_runs_the_broadcast_operators_would():
+    # the audit's complaint: the baselines broadcast with a non-pipelined binomial tree only
+    bcube = make_fabric({"name": "bcube", "nodes": 64, "radix": 4, "node_bandwidth_Bps": 256e9})
+    assert bcube.collective_cost("broadcast", 2**20, "auto").algorithm == "spanning_tree"  # L ports at once
+    torus = make_fabric({"name": "torus2d", "nodes": 64, "link_bandwidth_Bps": 64e9, "link_latency_s": 1e-6})
+    c = torus.collective_cost("broadcast", 2**20, "auto")
+    assert c.algorithm == "pipelined_tree"
+    assert c.time_s < 0.5 * torus.collective_cost("broadcast", 2**20, "binomial_tree").time_s
