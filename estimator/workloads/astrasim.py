@@ -123,3 +123,17 @@ def ring_all_reduce_ns(npus: int, nbytes: float, bandwidth_GBps: float, latency_
     bytes_per_ns = bandwidth_GBps * GIB / 1e9  # astra-network-analytical bw_GBps_to_Bpns
     per_message = hops * latency_ns + nbytes / (npus * splits) / bytes_per_ns
     return splits * 2 * (npus - 1) * per_message
+
+
+def write_configs(fabric: dict[str, Any], npus: int, out_dir: Path, write: Any) -> list[str]:
+    """Write the three configs with ``write(path, bytes)`` (atomic); return their paths."""
+    files = {
+        "network.yml": network_config(fabric, npus).encode(),
+        "system.json": json.dumps(system_config(fabric), indent=2).encode(),
+        "remote_memory.json": json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}, indent=2).encode(),
+    }
+    out = []
+    for name, data in files.items():
+        write(out_dir / name, data)
+        out.append(str(out_dir / name))
+    return out
