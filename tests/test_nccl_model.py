@@ -24,7 +24,7 @@ MIB = 2**20
 # Per-row |error| the model reaches (percent, rounded up + 1 point margin); a change that makes any
 # row worse fails. Measured with `python benchmarks/nccl_validation.py` (prints the table).
 PINNED_ERROR_PCT = {
-    "a100x8-allreduce-1MiB": 9.5, "a100x8-allreduce-2MiB": 29.5, "a100x8-allreduce-4MiB": 3.0,
+    "a100x8-allreduce-1MiB": 9.5, "a100x8-allreduce-2MiB": 19.5, "a100x8-allreduce-4MiB": 3.0,
     "a100x8-allreduce-8MiB": 4.5, "a100x8-allreduce-16MiB": 10.5, "a100x8-allreduce-32MiB": 5.0,
     "a100x8-allreduce-64MiB": 1.0, "a100x8-allreduce-128MiB": 14.0, "a100x8-allreduce-256MiB": 2.5,
     "a100x8-allreduce-512MiB": 4.0, "a100x8-allreduce-1GiB": 3.5, "a100x8-allreduce-2GiB": 4.0,
@@ -86,7 +86,7 @@ def test_issue_targets_on_8_gpu_a100_and_h100():
             assert e <= 30.0, r["id"]
         errors[r["role"]].append(e)
     hold = errors["holdout"]
-    assert len(hold) >= 20 and sum(hold) / len(hold) < 7.0  # mean held-out |error| (measured 5.6 %)
+    assert len(hold) >= 20 and sum(hold) / len(hold) < 7.0  # mean held-out |error| (measured 5.2 %)
 
 
 # ---- the model -----------------------------------------------------------------------------------

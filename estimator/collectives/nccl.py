@@ -45,7 +45,8 @@ Additions (not in NCCL's tuner; they make the *executed* time, which is what we 
    n). Trees get no fill term: NCCL's ``treeCorrectionFactor`` already is its medium-size
    correction; NVLS-tree and CollNet have none (no measurement here to check one against).
    The executed NVLS latency is ``nvls_latency_s`` (calibrated) instead of the tuner's 23 us.
-   ``pipeline_bytes`` (bytes in flight per stage summed over channels) is the one constant here
+   ``pipeline_bytes`` (bytes in flight per stage summed over channels, for Simple; LL and LL128
+   scale it by their per-step data size, :data:`STEP_DATA_BYTES`) is the one constant here
    fitted to measurements (see ``conf/system/*.yaml``; calibration rows in
    validation/nccl_tests.csv). This is what makes medium sizes (1-256 MiB) slower than
    ``latency + M / bw`` predicts.
@@ -111,6 +112,13 @@ LINK_EFFICIENCY = {
     "roce": 47.0 / 50.0,      # idem (lossless RoCE v2 on ConnectX)
     "ideal": 1.0,
 }
+
+
+# Data bytes per channel per pipeline step (NCCL src/init.cc DEFAULT_*_BUFFSIZE / NCCL_STEPS 8;
+# src/include/device.h): LL 8 lines x 512 threads x 16 B, half of it flags; LL128 120 elements x
+# 640 threads x 8 B, 15 of 16 words data; Simple 4 MiB. The fill term scales ``pipeline_bytes``
+# (Simple) by these ratios.
+STEP_DATA_BYTES = {"ll": 8 * 512 * 16 / 2, "ll128": 120 * 640 * 8 * 15 / 16, "simple": 4 * 2**20 / 8}
 
 
 def tier(nodes: int) -> int:
@@ -274,7 +282,8 @@ def exec_time(coll: str, algo: str, proto: str, s: NcclSystem, nbytes: float) ->
         return t
     stages, segments = depth(coll, algo, s)
     bus = bus_bandwidth(coll, algo, proto, s)
-    return t + (stages - 1) * min(s.pipeline_bytes, nbytes / segments) / bus
+    stage_bytes = s.pipeline_bytes * STEP_DATA_BYTES[proto] / STEP_DATA_BYTES["simple"]
+    return t + (stages - 1) * min(stage_bytes, nbytes / segments) / bus
 
 
 def choose(coll: str, s: NcclSystem, nbytes: float, algorithms: tuple[str, ...] = ALGORITHMS,
