@@ -120,6 +120,15 @@ def test_auto_is_nccls_choice_and_reports_the_protocol():
         a100.collective_cost("all_reduce", MIB, "nvls")
 
 
+def test_ib_sharp_is_an_option_off_by_default():
+    plain, sharp = preset("dgx_a100", 32), preset("dgx_a100", 32, "fabric.collnet=true")
+    assert "collnet" not in plain.algorithms("all_reduce") and "collnet" in sharp.algorithms("all_reduce")
+    big = sharp.collective_cost("all_reduce", 2**30, "auto")
+    assert big.algorithm == "collnet" and big.time_s < plain.collective_cost("all_reduce", 2**30).time_s
+    # a node sends and receives M once through its NICs: never faster than M / (0.9 x 8 x 23.5 GB/s)
+    assert big.time_s >= 2**30 / (0.9 * 8 * 25e9 * 0.94)
+
+
 @pytest.mark.parametrize("system,gpus", [("dgx1_v100", 8), ("dgx_a100", 8), ("dgx_a100", 64), ("dgx_h100", 8),
                                          ("dgx_h100", 256)])
 def test_never_below_the_bandwidth_floor(system, gpus):

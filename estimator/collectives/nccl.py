@@ -16,8 +16,10 @@ Per (collective, algorithm, protocol) on ``n`` ranks, ``N`` nodes of ``ppn = n /
   min(0.92 B, channels x perChMaxRingLL128Bw); tree = min(0.92 B, channels x perChMaxTreeBw),
   tree LL /3.8 (<= llMaxBw), tree LL128 x 7/9 on one node (120/128 across nodes, <=
   channels x perChMaxTreeLL128Bw). Bus -> algorithm bandwidth: ring x n / nsteps
-  (nsteps = 2(n-1) all-reduce, n-1 reduce-scatter/all-gather, n broadcast/reduce); tree,
-  CollNet x 0.5; NVLS (NVLink SHARP, one node) x ``nvls_efficiency``; NVLS-tree (NVLS inside
+  (nsteps = 2(n-1) all-reduce, n-1 reduce-scatter/all-gather, n broadcast/reduce); tree x 0.5;
+  CollNet (chain) x 0.5 of the intra-node bandwidth and at most 0.9 x the node's NICs (the SHARP
+  switch reduces, so a node sends and receives M once; 0.9 = newer tuning.cc's CollNet bwInter
+  factor); NVLS (NVLink SHARP, one node) x ``nvls_efficiency``; NVLS-tree (NVLS inside
   nodes, trees between them) x 0.70 N / (2(N-1)) of the inter-node bandwidth.
 * **Latency**: ``baseLat[algo][proto]`` + per-step hardware latencies ``hwLat[NVLINK|PCI|NET]``:
   ring (nsteps - nInterSteps) x intra + nInterSteps x inter (nInterSteps = 2N all-reduce, N-1
@@ -196,7 +198,7 @@ def bus_bandwidth(coll: str, algo: str, proto: str, s: NcclSystem) -> float:
         return base
     if algo == "nvls_tree":
         return min(s.intra_Bps, s.inter_Bps)
-    return min(base, 0.9 * s.inter_Bps)  # collnet: in-network reduction at the node's NIC rate
+    return base  # collnet: NCCL uses the intra-node graph's bandwidth (the NIC bound is on algbw)
 
 
 def alg_bandwidth(coll: str, algo: str, proto: str, s: NcclSystem) -> float:
@@ -207,6 +209,8 @@ def alg_bandwidth(coll: str, algo: str, proto: str, s: NcclSystem) -> float:
         return bus * s.nvls_efficiency
     if algo == "nvls_tree":
         return bus * 0.70 * s.nodes / (2 * (s.nodes - 1))
+    if algo == "collnet":  # each node sends and receives M once through its NICs (switch reduces)
+        return min(bus * 0.5, 0.9 * s.inter_Bps)
     return bus * 0.5
 
 
