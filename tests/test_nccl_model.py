@@ -101,6 +101,13 @@ def test_tuner_constants_hand_checked():
     # tree over 4 nodes of 8: 2 x (7 x NVLink 4 us + log2(4) x NET 14 us), Simple base 0
     t = nccl.NcclSystem(ranks=32, nodes=4, arch="ampere", intra_Bps=240e9, inter_Bps=188e9, channels=12)
     assert nccl.latency("all_reduce", "tree", "simple", t) == pytest.approx(2 * (7 * 4.0 + 2 * 14.0) * 1e-6)
+    # across nodes NCCL caps LL by CPU vendor, not GPU generation (tuning.cc llMaxBws rows)
+    assert t.ll_max_Bps() == pytest.approx(20.4e9)
+    assert nccl.NcclSystem(ranks=32, nodes=4, arch="ampere", cpu="amd").ll_max_Bps() == pytest.approx(19.0e9)
+    # the tuner sees NVLS at 5/6 of the NVLink rate; the executed time uses the calibrated efficiency
+    h = nccl.NcclSystem(ranks=8, nodes=1, nvls=True, intra_Bps=370.8e9, nvls_efficiency=0.739)
+    assert nccl.alg_bandwidth("all_reduce", "nvls", "simple", h) == pytest.approx(370.8e9 * 5 / 6)
+    assert nccl.alg_bandwidth("all_reduce", "nvls", "simple", h, executed=True) == pytest.approx(370.8e9 * 0.739)
 
 
 def test_auto_is_nccls_choice_and_reports_the_protocol():

@@ -12,14 +12,16 @@ Per (collective, algorithm, protocol) on ``n`` ranks, ``N`` nodes of ``ppn = n /
   achievable fraction, :data:`LINK_EFFICIENCY`); across nodes (``N > 1``) the ring and tree run
   at ``min(intra_Bps, inter_Bps)`` where ``inter_Bps`` is the node's achievable NIC bandwidth
   (a ring or tree channel enters and leaves each node once, so the node's NICs, not a GPU's
-  share, bound it). Then tuning.cc's refinements: ring LL = min(llMaxBw, 0.5 B); ring LL128 =
+  share, bound it; NCCL's tuner itself uses the intra-node rate up to two nodes). LL is capped at
+  llMaxBw (by GPU generation on one node, by CPU vendor across nodes). Then tuning.cc's refinements: ring LL = min(llMaxBw, 0.5 B); ring LL128 =
   min(0.92 B, channels x perChMaxRingLL128Bw); tree = min(0.92 B, channels x perChMaxTreeBw),
   tree LL /3.8 (<= llMaxBw), tree LL128 x 7/9 on one node (120/128 across nodes, <=
   channels x perChMaxTreeLL128Bw). Bus -> algorithm bandwidth: ring x n / nsteps
   (nsteps = 2(n-1) all-reduce, n-1 reduce-scatter/all-gather, n broadcast/reduce); tree x 0.5;
   CollNet (chain) x 0.5 of the intra-node bandwidth and at most 0.9 x the node's NICs (the SHARP
   switch reduces, so a node sends and receives M once; 0.9 = newer tuning.cc's CollNet bwInter
-  factor); NVLS (NVLink SHARP, one node) x ``nvls_efficiency``; NVLS-tree (NVLS inside
+  factor); NVLS (NVLink SHARP, one node) x 5/6 (tuner) or the calibrated ``nvls_efficiency``
+  (executed time); NVLS-tree (NVLS inside
   nodes, trees between them) x 0.70 N / (2(N-1)) of the inter-node bandwidth.
 * **Latency**: ``baseLat[algo][proto]`` + per-step hardware latencies ``hwLat[NVLINK|PCI|NET]``:
   ring (nsteps - nInterSteps) x intra + nInterSteps x inter (nInterSteps = 2N all-reduce, N-1
@@ -89,9 +91,14 @@ HW_LAT_US = {
     "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "collnet": (0.0, 0.0, 14.0),
             "nvls": (0.0, 0.0, 18.0), "nvls_tree": (0.0, 0.0, 19.0)},
 }
-NET_OVERHEAD_US = 1.0  # getNetOverhead(): 1 us per inter-node step (Intel/default CPU; x3 for Simple)
-# tuning.cc l.86-106, GB/s, indexed [arch][0 if one node, 1 if two, 2 if more]
+NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}  # getNetOverhead(): per inter-node ring step (x3 for Simple)
+CPUS = tuple(NET_OVERHEAD_US)
+NVLS_TUNER_RATIO = 5.0 / 6.0  # tuning.cc l.197: NVLS bus -> algorithm bandwidth (the tuner's view)
+# tuning.cc l.86-90, GB/s, [row][0 if one node, 1 if two, 2 if more]; the row is the GPU generation
+# on one node ("Volta-N1/Intel-N2/Intel-N4", "Ampere-N1/AMD-N2/AMD-N4", "Hopper-N1/AMD-N2/AMD-N4")
+# and the CPU vendor across nodes (Intel -> the Volta row, AMD -> the Ampere row)
 LL_MAX_BW = {"volta": (39.0, 39.0, 20.4), "ampere": (87.7, 22.5, 19.0), "hopper": (87.7, 22.5, 19.0)}
+# tuning.cc l.92-106, GB/s per channel, [arch][0 if one node, 1 if two, 2 if more]
 PER_CH_RING_LL128 = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0), "hopper": (36.7, 36.7, 36.7)}
 PER_CH_TREE_LL128 = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0), "hopper": (36.7, 36.7, 29.0)}
 PER_CH_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper": (38.7, 41.4, 36.0)}
@@ -143,6 +150,11 @@ class NcclSystem:
     nvls_efficiency: float = 5.0 / 6.0
     pipeline_bytes: float = 0.0      # bytes in flight per pipeline stage (0 = no fill term)
     nvls_latency_s: float = 23e-6    # executed NVLS latency (NCCL 2.18 tuner: baseLat 23 us)
+    cpu: str = "intel"               # intel | amd: NCCL's LL cap and NIC post overhead across nodes
+
+    def ll_max_Bps(self) -> float:
+        row = self.arch if self.nodes == 1 else {"intel": "volta", "amd": "ampere"}[self.cpu]
+        return LL_MAX_BW[row][tier(self.nodes)] * 1e9
 
     @property
     def ppn(self) -> int:
@@ -183,14 +195,14 @@ def bus_bandwidth(coll: str, algo: str, proto: str, s: NcclSystem) -> float:
     ch = s.channels
     if algo == "ring":
         if proto == "ll":
-            return min(LL_MAX_BW[s.arch][t] * 1e9, 0.5 * base)
+            return min(s.ll_max_Bps(), 0.5 * base)
         if proto == "ll128":
             return min(0.92 * base, ch * PER_CH_RING_LL128[s.arch][t] * 1e9)
         return base
     if algo == "tree":
         bw = min(0.92 * base, ch * PER_CH_TREE[s.arch][t] * 1e9)
         if proto == "ll":
-            return min(bw / 3.8, LL_MAX_BW[s.arch][t] * 1e9)
+            return min(bw / 3.8, s.ll_max_Bps())
         if proto == "ll128":
             return min(bw * (7.0 / 9.0 if s.nodes == 1 else 120.0 / 128.0), ch * PER_CH_TREE_LL128[s.arch][t] * 1e9)
         return bw
@@ -201,12 +213,14 @@ def bus_bandwidth(coll: str, algo: str, proto: str, s: NcclSystem) -> float:
     return base  # collnet: NCCL uses the intra-node graph's bandwidth (the NIC bound is on algbw)
 
 
-def alg_bandwidth(coll: str, algo: str, proto: str, s: NcclSystem) -> float:
+def alg_bandwidth(coll: str, algo: str, proto: str, s: NcclSystem, executed: bool = False) -> float:
+    """Algorithm bandwidth, bytes/s: NCCL's tuner view, or (``executed``) with the calibrated NVLS
+    efficiency in place of the tuner's 5/6."""
     bus = bus_bandwidth(coll, algo, proto, s)
     if algo == "ring":
         return bus * s.ranks / _nsteps(coll, s.ranks)
     if algo == "nvls":
-        return bus * s.nvls_efficiency
+        return bus * (s.nvls_efficiency if executed else NVLS_TUNER_RATIO)
     if algo == "nvls_tree":
         return bus * 0.70 * s.nodes / (2 * (s.nodes - 1))
     if algo == "collnet":  # each node sends and receives M once through its NICs (switch reduces)
@@ -230,7 +244,7 @@ def latency(coll: str, algo: str, proto: str, s: NcclSystem) -> float:
             inter_steps = (2 * nodes if nodes > 1 else 0) if coll == "all_reduce" else nodes - 1
             inter_steps = min(inter_steps, nsteps)
             if nodes > 1:
-                intra = max(intra, NET_OVERHEAD_US * (3 if proto == "simple" else 1))
+                intra = max(intra, NET_OVERHEAD_US[s.cpu] * (3 if proto == "simple" else 1))
             lat += (nsteps - inter_steps) * intra + inter_steps * inter
     elif algo == "tree":
         lat += 2 * ((s.ppn - 1) * intra + int(math.log2(nodes)) * inter)
@@ -250,12 +264,14 @@ def _tree_factor(proto: str, nbytes: float) -> float:
     return table[log_size] if 0 <= log_size < len(table) else 1.0
 
 
-def tuner_time(coll: str, algo: str, proto: str, s: NcclSystem, nbytes: float) -> float:
+def tuner_time(coll: str, algo: str, proto: str, s: NcclSystem, nbytes: float, executed: bool = False) -> float:
     """``ncclTopoGetAlgoTime``: NCCL's own estimate, seconds (inf when not available)."""
     if not available(coll, algo, proto, s):
         return math.inf
-    bw = alg_bandwidth(coll, algo, proto, s)
+    bw = alg_bandwidth(coll, algo, proto, s, executed)
     lat = latency(coll, algo, proto, s)
+    if executed and algo == "nvls":  # the executed NVLS latency replaces the tuner's base latency
+        lat += s.nvls_latency_s - BASE_LAT_US["nvls"][2] * 1e-6
     if algo == "tree":
         bw *= _tree_factor(proto, nbytes)
     if (algo == "ring" and proto == "simple" and s.nodes > 1 and coll == "all_reduce"
@@ -278,10 +294,9 @@ def depth(coll: str, algo: str, s: NcclSystem) -> tuple[int, int]:
 
 
 def exec_time(coll: str, algo: str, proto: str, s: NcclSystem, nbytes: float) -> float:
-    """Executed time: the tuner's estimate + the pipeline fill (module docstring, item 2)."""
-    t = tuner_time(coll, algo, proto, s, nbytes)
-    if algo == "nvls":  # the executed NVLS latency replaces the tuner's base latency
-        t += s.nvls_latency_s - BASE_LAT_US["nvls"][2] * 1e-6
+    """Executed time: the tuner's formula with the calibrated NVLS constants + the pipeline fill
+    (module docstring, item 2)."""
+    t = tuner_time(coll, algo, proto, s, nbytes, executed=True)
     if s.pipeline_bytes <= 0 or not math.isfinite(t) or nbytes <= 0 or algo not in FILL_ALGORITHMS:
         return t
     stages, segments = depth(coll, algo, s)

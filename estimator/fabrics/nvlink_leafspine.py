@@ -84,6 +84,7 @@ class NvlinkLeafSpineConfig(FabricConfig):
     latency_model: str = "nccl"
     nccl_protocol: str = "auto"
     gpu_arch: str = "hopper"
+    cpu: str = "intel"
     nvlink_technology: str = "nvlink4"
     uplink_technology: str = "ib_ndr"
     nvls: bool = False
@@ -119,7 +120,7 @@ class NvlinkLeafSpineConfig(FabricConfig):
                 f"holds {self.spine_ports} (at most {self.spine_ports * g} GPUs); raise fabric.spine_ports (0 = sized from nodes)"
             )
         choices = {"latency_model": ("nccl", "alpha", "nccl_hw"), "nccl_protocol": ("auto", *nccl.PROTOCOLS),
-                   "gpu_arch": nccl.ARCHS, "nvlink_technology": tuple(nccl.LINK_EFFICIENCY),
+                   "gpu_arch": nccl.ARCHS, "cpu": nccl.CPUS, "nvlink_technology": tuple(nccl.LINK_EFFICIENCY),
                    "uplink_technology": tuple(nccl.LINK_EFFICIENCY)}
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
@@ -146,7 +147,7 @@ class NvlinkLeafSpineFabric(LibraryFabric):
             ranks=n, nodes=nodes, arch=c.gpu_arch, intra_Bps=self._bandwidths()[0],
             inter_Bps=c.uplinks * self._bandwidths()[1], intra_link="nvlink", channels=c.nccl_channels,
             nvls=c.nvls, collnet=c.collnet, nvls_efficiency=c.nvls_efficiency, pipeline_bytes=c.pipeline_bytes,
-            nvls_latency_s=c.nvls_latency_s,
+            nvls_latency_s=c.nvls_latency_s, cpu=c.cpu,
         )
 
     def _nccl_protocols(self) -> tuple[str, ...]:
