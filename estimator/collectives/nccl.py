@@ -46,8 +46,11 @@ Additions (not in NCCL's tuner; they make the *executed* time, which is what we 
    slice must cross every stage before the pipeline runs full, so the executed time adds
    ``(depth - 1) x min(pipeline_bytes, M / segments) / busBw`` -- depth = nsteps for a ring
    (segments = n), 4 for NVLS (scatter, multimem reduce, multimem broadcast, gather; segments =
-   n). Trees get no fill term: NCCL's ``treeCorrectionFactor`` already is its medium-size
-   correction; NVLS-tree and CollNet have none (no measurement here to check one against).
+   n). Only inside one node, where it was measured: trees carry NCCL's ``treeCorrectionFactor``
+   (its own medium-size correction), rings across nodes NCCL's x1.4 "plateau" latency, and a fill
+   growing with 2(n-1) stages made a 24-GPU ring 40 % too slow (validation row
+   a100x24-allreduce-peak, role calibration for this choice); NVLS-tree and CollNet have no
+   measurement here to check a fill term against.
    The executed NVLS latency is ``nvls_latency_s`` (calibrated) instead of the tuner's 23 us.
    ``pipeline_bytes`` (bytes in flight per stage summed over channels, for Simple; LL and LL128
    scale it by their per-step data size, :data:`STEP_DATA_BYTES`) is the one constant here
@@ -72,8 +75,7 @@ from estimator.errors import EstimatorError
 PROTOCOLS = ("ll", "ll128", "simple")
 ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet")
 ARCHS = ("volta", "ampere", "hopper")
-# algorithms with a pipeline-fill term; trees already carry NCCL's treeCorrectionFactor for medium
-# sizes, and NVLS-tree / CollNet have no public measurement here to check a fill term against
+# algorithms with a pipeline-fill term (inside one node only, see the module docstring, item 2)
 FILL_ALGORITHMS = ("ring", "nvls")
 
 # NCCL v2.18.5 tuning.cc l.56-59: baseLat[algo][LL, LL128, Simple], microseconds
@@ -297,7 +299,8 @@ def exec_time(coll: str, algo: str, proto: str, s: NcclSystem, nbytes: float) ->
     """Executed time: the tuner's formula with the calibrated NVLS constants + the pipeline fill
     (module docstring, item 2)."""
     t = tuner_time(coll, algo, proto, s, nbytes, executed=True)
-    if s.pipeline_bytes <= 0 or not math.isfinite(t) or nbytes <= 0 or algo not in FILL_ALGORITHMS:
+    if (s.pipeline_bytes <= 0 or not math.isfinite(t) or nbytes <= 0 or algo not in FILL_ALGORITHMS
+            or s.nodes > 1):
         return t
     stages, segments = depth(coll, algo, s)
     bus = bus_bandwidth(coll, algo, proto, s)
