@@ -106,6 +106,11 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
     fabric = shared_fabric(sub["fabric"] or {})
     device = DeviceProfile.from_dict(dict(sub["device"] or {}))
     par = dict(sub["parallelism"] or {})
+    policy = BucketPolicy.from_dict(par)
+    precision = str(sub["precision"] or "amp")
+    check_precision(precision)
+    if not device.replay:
+        device.tensor_peak(precision)  # a precision the device lacks is an error before any loading
     path = Path(workload_file) if workload_file else workload_path(cfg)
     workload = load_workload(path)
     default_batch = workload.batch_size if cfg.get("workload") else (sub["model"] or {}).get("batch_size")
@@ -113,14 +118,9 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
     if not isinstance(batch, int) or batch < 1:
         raise EstimatorError(f"batch_size must be a positive integer, got {batch!r}")
     algorithm = str(sub["algorithm"] or "default")
-    precision = str(sub["precision"] or "amp")
-    check_precision(precision)
-    if not device.replay:
-        device.tensor_peak(precision)
     if workload.devices == 1:
         if par.get("strategy", "data") != "data":
             raise EstimatorError(f"parallelism.strategy {par.get('strategy')!r} is not supported for single-replica workloads")
-        policy = BucketPolicy.from_dict(par)
         profile = _profile(str(path), os.stat(path).st_mtime, batch, device, policy.gradient_dtype_bytes, precision)
         choice = ""
         if hasattr(fabric, "for_job"):  # a fabric that picks its configuration per job (OCS topology=auto)

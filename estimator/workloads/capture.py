@@ -337,7 +337,6 @@ def capture(
     with _cost_mode():
         doubled = _priced_ops(_profiled(lambda: _iteration(zoo_model, optimizer, args2, target2)))
     unpaired_weight_ops = _weight_bytes(priced, doubled)
-    del args2, target2, doubled
 
     params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     handles = [p.register_post_accumulate_grad_hook(_grad_marker(i)) for i, (_, p) in enumerate(params)]
