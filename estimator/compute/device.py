@@ -182,8 +182,11 @@ def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp"
     tensor = np.fromiter((c in TENSOR_CORE_CLASSES for c in classes), bool, n)
     fp32 = device.peak_flops_fp32 or device.peak_flops
     tensor_peak = (getattr(device, PRECISIONS[precision][0]) or device.peak_flops) if replay else device.tensor_peak(precision)
-    ceff = np.fromiter((device.efficiency("compute_efficiency", c, precision) for c in classes), float, n)
-    meff = np.fromiter((device.efficiency("memory_efficiency", c, precision) for c in classes), float, n)
+    kinds = set(classes)
+    ceff_of = {c: device.efficiency("compute_efficiency", c, precision) for c in kinds}
+    meff_of = {c: device.efficiency("memory_efficiency", c, precision) for c in kinds}
+    ceff = np.fromiter((ceff_of[c] for c in classes), float, n)
+    meff = np.fromiter((meff_of[c] for c in classes), float, n)
     peak = np.where(tensor, tensor_peak, fp32) * ceff
     scale = PRECISIONS[precision][1]
     byte_scale = np.fromiter((1.0 if c == "optimizer" else scale for c in classes), float, n)
