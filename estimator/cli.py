@@ -39,7 +39,10 @@ def _commands() -> dict[str, Any]:
 def _load_command(name: str) -> Any:
     commands = _commands()
     if name not in commands:
-        raise EstimatorError(f"unknown command {name!r}; commands: {', '.join(sorted(commands))}")
+        from estimator.config_checks import did_you_mean
+
+        raise EstimatorError(f"unknown command {name!r}{did_you_mean(name, commands)}; "
+                             f"commands: {', '.join(sorted(commands))}")
     return importlib.import_module(f"estimator.commands.{name}")
 
 
@@ -115,8 +118,10 @@ def run(argv: list[str]) -> int:
     if len(positionals) > len(names):
         raise EstimatorError(f"estimator {command}: unexpected argument {positionals[len(names)]!r}")
 
-    from estimator import config
+    from estimator import config, limits
+    from estimator.config_checks import check_common, check_overrides
 
+    check_overrides(overrides)
     config_name = getattr(module, "CONFIG_NAME", "config")
     points = config.expand_multirun(overrides) if multirun else [overrides]
     cfgs = []
@@ -125,6 +130,8 @@ def run(argv: list[str]) -> int:
         with open_dict(cfg):
             for name, value in zip(names, positionals, strict=False):
                 cfg[name] = value
+        limits.configure(cfg.get("limits"))
+        check_common(cfg, command)  # every point's shared settings before any point runs
         cfgs.append((point, cfg))
     if show_cfg:
         for _, cfg in cfgs:

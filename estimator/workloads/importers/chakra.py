@@ -39,7 +39,7 @@ from google.protobuf.message import DecodeError
 from estimator.errors import EstimatorError
 from estimator.files import write_atomic
 from estimator.workloads.graph import Gradient, Node, Workload
-from estimator.workloads.importers._common import BadInput, read_bytes
+from estimator.workloads.importers._common import BadInput, check_scale, read_bytes
 from estimator.workloads.importers.chakra_schema import (
     COLLECTIVE_TYPES,
     NODE_TYPES,
@@ -100,10 +100,14 @@ def rank_files(path: Path) -> list[Path]:
         sm = RANK_FILE.match(sibling.name)
         if sm and sm["prefix"] == prefix:
             ranks[int(sm["rank"])] = sibling
-    missing = [r for r in range(max(ranks) + 1) if r not in ranks]
-    if missing:
-        raise BadInput(f"rank file {prefix}.{missing[0]}.et is missing (found ranks {sorted(ranks)[:8]})")
-    return [ranks[r] for r in range(len(ranks))]
+    check_scale(len(ranks), 0, "rank files")
+    present = sorted(ranks)
+    # contiguous 0..n-1: the first gap is the missing file (never a range over the largest rank,
+    # which a file name can make 10**14)
+    missing = next((i for i, r in enumerate(present) if r != i), None)
+    if missing is not None:
+        raise BadInput(f"rank file {prefix}.{missing}.et is missing (found ranks {present[:8]})")
+    return [ranks[r] for r in present]
 
 
 # ---- import ---------------------------------------------------------------------------------
