@@ -30,6 +30,8 @@ class Limits:
     #: per-device batch of an estimate and the capture batch (capture runs on this CPU).
     batch: int = 1 << 16
     capture_batch: int = 4096
+    #: packets of one packet-level simulation (the 1,024-node, load 1.0 point of seed 004 has 12 M).
+    sim_packets: int = 100_000_000
     #: grid points of one sweep.
     sweep_points: int = 2_000_000
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from estimator import limits
 from estimator.errors import EstimatorError
+from estimator.files import excerpt, read_input
 from estimator.files import parse_json as strict_json
-from estimator.files import read_input
 from estimator.workloads.graph import Node, Workload
 
 #: Bytes per element of the dtype names the trace formats use (lower-cased, prefixes stripped).
@@ -70,7 +70,7 @@ def parse_json(data: bytes, what: str) -> Any:
 def number(value: Any, where: str, *, minimum: float = 0.0, integer: bool = False) -> float:
     """A finite number >= ``minimum`` (bools and strings rejected)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadInput(f"{where}: expected a number, got {value!r}"[:200])
+        raise BadInput(f"{where}: expected a number, got {excerpt(value)}")
     if not math.isfinite(value) or value < minimum:
         raise BadInput(f"{where}: must be a finite number >= {minimum:g}, got {value!r}")
     if integer and int(value) != value:
