@@ -14,7 +14,6 @@ import os
 import re
 import stat
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,7 +41,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     it to ``path`` when the block succeeds, delete it when it fails."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix or ".tmp")
+    _clean_once(path.parent)  # temporaries of killed writers (their pid is in the name)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.{os.getpid()}.", suffix=path.suffix or ".tmp")
     os.close(fd)
     try:
         yield Path(tmp)
@@ -118,21 +118,21 @@ def excerpt(value: object, width: int = 40) -> str:
     return repr(out) + ("..." if len(text) > width else "") if isinstance(value, str) else out + ("..." if len(text) > width else "")
 
 
-def remove_stale_temps(folder: str | os.PathLike[str], pattern: str = ".*", older_than_s: float = 3600.0) -> int:
-    """Delete hidden temporary files/folders this module created in ``folder`` (``.<stem>.<random>``
-    names) that a killed process left behind more than ``older_than_s`` ago; return how many."""
+def remove_stale_temps(folder: str | os.PathLike[str]) -> int:
+    """Delete the hidden temporaries (files or folders) that :func:`atomic_path` /
+    :func:`atomic_dir` left in ``folder`` when their process was killed (the name carries the
+    writer's pid; a temporary of a live process is left alone). Returns how many were removed."""
     import shutil
 
     folder = Path(folder)
     if not folder.is_dir():
         return 0
-    removed, now = 0, time.time()
-    for p in folder.glob(pattern):
-        if not p.name.startswith(".") or not _TEMP_NAME.match(p.name):
+    removed = 0
+    for p in folder.iterdir():
+        m = _TEMP_NAME.match(p.name)
+        if not m or _pid_alive(int(m["pid"])):
             continue
         try:
-            if now - p.lstat().st_mtime < older_than_s:
-                continue
             shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
             removed += 1
         except OSError:
@@ -140,8 +140,66 @@ def remove_stale_temps(folder: str | os.PathLike[str], pattern: str = ".*", olde
     return removed
 
 
-#: names made by :func:`atomic_path` / :func:`atomic_dir`: ``.<stem>.<8 random chars><suffix>``
-_TEMP_NAME = re.compile(r"^\.[^/]*\.[a-z0-9_]{8}(\.[A-Za-z0-9]+)*$")
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+#: names made by :func:`atomic_path` / :func:`atomic_dir`: ``.<stem>.<pid>.<8 random chars><suffix>``
+_TEMP_NAME = re.compile(r"^\.(?P<stem>.*)\.(?P<pid>\d{1,10})\.(?P<rand>[a-z0-9_]{8})(?P<suffix>\.[A-Za-z0-9]+)?$")
+_CLEANED: set[str] = set()
+
+
+def _clean_once(folder: Path) -> None:
+    key = str(folder.resolve())
+    if key not in _CLEANED:
+        _CLEANED.add(key)
+        remove_stale_temps(folder)
+
+
+@contextmanager
+def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary folder beside ``path``; when the block succeeds, swap it into place
+    (``renameat2(RENAME_EXCHANGE)`` where Linux offers it, so readers see the old or the new
+    folder, never none) and delete the old one; when it fails, delete the temporary."""
+    import shutil
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _clean_once(path.parent)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}."))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o755)
+        if path.exists() and _exchange(tmp, path):
+            shutil.rmtree(tmp)  # now holds the old contents
+        else:
+            if path.exists():
+                shutil.rmtree(path)
+            os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux ``renameat2`` with ``RENAME_EXCHANGE``); False if unavailable."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 #: JSON integers beyond a signed 64-bit value are not ids, sizes or counts of anything real.

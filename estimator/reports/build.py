@@ -4,6 +4,10 @@ Each section of :mod:`estimator.reports.sections` contributes figures (PNG + SVG
 ``reports/figures/``, with the SQL beside them as ``<name>.sql``), tables and claim rows. A
 section whose tables are not in the store yet is listed as "no results yet" rather than failing,
 so the page can be built after any subset of the sweeps.
+
+The build is atomic as a whole: figures are drawn into a hidden temporary folder that replaces
+``figures/`` in one rename once every section is done, then ``index.html`` is replaced; a killed
+build leaves the previous report intact, and its temporary folder is removed by the next build.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
 from estimator import __version__  # noqa: E402
-from estimator.files import atomic_path, write_atomic  # noqa: E402
+from estimator.files import atomic_dir, atomic_path, write_atomic  # noqa: E402
 from estimator.reports.model import Claim, Section  # noqa: E402
 from estimator.store.duckdb_store import connect  # noqa: E402
 
@@ -126,11 +130,9 @@ def build_report(store: str | Path, out_dir: str | Path = "reports") -> Path:
     A section whose results are not (all) in the store says so on the page instead of failing
     the build: the page can be made after any subset of the experiments."""
     out_dir = Path(out_dir)
-    fig_dir = out_dir / "figures"
-    fig_dir.mkdir(parents=True, exist_ok=True)
     parts: list[str] = []
     nav: list[str] = []
-    with connect(store, read_only=True) as con:
+    with connect(store, read_only=True) as con, atomic_dir(out_dir / "figures") as fig_dir:
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
 
         def q(sql: str) -> pl.DataFrame:
