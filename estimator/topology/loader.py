@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ from estimator.files import decode_text, excerpt, read_input
 from estimator.topology import builders
 from estimator.topology.graph import Topology
 
+#: deepest run of opening brackets accepted before parsing (real topology files nest 2-3 deep).
+MAX_FLOW_DEPTH = 64
 BUILDERS = {name: getattr(builders, name) for name in
             ("star", "ring", "torus2d", "fat_tree", "bcube", "leaf_spine", "rail_optimized")}
 
@@ -39,6 +42,8 @@ def load_topology(path: str | Path) -> Topology:
     """Read and validate a topology file; every problem is one EstimatorError line naming the file."""
     path = Path(path)
     text = decode_text(read_input(path, "topology"), path, "topology file")  # regular file, size-limited
+    if re.search(r"[\[{]{" + str(MAX_FLOW_DEPTH + 1) + ",}", text):  # refuse absurd nesting before the slow scanner
+        raise EstimatorError(f"{path}: not valid YAML (nested more than {MAX_FLOW_DEPTH} levels deep)")
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -51,6 +56,9 @@ def load_topology(path: str | Path) -> Topology:
         return topology_from_dict(doc, default_name=path.stem)
     except EstimatorError as exc:
         raise EstimatorError(f"{path}: {exc}") from None
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, ZeroDivisionError, RecursionError) as exc:
+        # safety net: a malformed file must never surface as a traceback
+        raise EstimatorError(f"{path}: malformed topology file ({type(exc).__name__}: {excerpt(str(exc), 80)})") from None
 
 
 def topology_from_dict(doc: dict[str, Any], default_name: str = "custom") -> Topology:
@@ -105,9 +113,12 @@ def _new(ids: dict[str, int], label: str, node: int) -> None:
 
 def _num(value: Any, what: str) -> float:
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
-        raise EstimatorError(f"{what} must be a number, got {value!r}") from None
+        raise EstimatorError(f"{what} must be a number, got {excerpt(value)}") from None
+    if not math.isfinite(number):
+        raise EstimatorError(f"{what} must be a finite number, got {excerpt(value)}")
+    return number
 
 
 def _maybe_number(value: Any) -> Any:
@@ -131,9 +142,16 @@ def _from_builder(name: str, spec: Any) -> Topology:
         inspect.signature(fn).bind(**args)
     except TypeError as exc:
         raise EstimatorError(f"builder {spec['type']}: {exc}") from None
+    params = inspect.signature(fn).parameters
     for key, value in args.items():
         if key != "name" and not isinstance(value, int | float | bool):
             raise EstimatorError(f"builder {spec['type']}: {key} must be a number, got {excerpt(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise EstimatorError(f"builder {spec['type']}: {key} must be finite, got {value!r}")
+        if params[key].annotation in ("int", int) and not isinstance(value, int):
+            if not (isinstance(value, float) and value.is_integer()):
+                raise EstimatorError(f"builder {spec['type']}: {key} must be an integer, got {value!r}")
+            args[key] = int(value)
     _check_builder_size(spec["type"], args)
     return fn(**args)
 
