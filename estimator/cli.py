@@ -22,12 +22,17 @@ import importlib
 import json
 import os
 import pkgutil
+import re
 import sys
 from typing import Any
 
 from omegaconf import OmegaConf, open_dict
 
 from estimator.errors import EstimatorError
+
+#: ``key=value`` with a Hydra key (``+fabric.nodes=8``, ``~x``); anything else (``"SELECT a = 1"``)
+#: is a positional argument
+_OVERRIDE = re.compile(r"^(\+{0,2}|~)[A-Za-z_][\w.@/-]*=|^~[A-Za-z_][\w.@/-]*$")
 
 
 def _commands() -> dict[str, Any]:
@@ -110,7 +115,7 @@ def run(argv: list[str]) -> int:
         elif arg in ("-h", "--help"):
             print(f"estimator {command}: {getattr(module, 'HELP', '')}\n\n{(module.__doc__ or '').strip()}")
             return 0
-        elif "=" in arg and not arg.startswith("-"):
+        elif _OVERRIDE.match(arg):
             overrides.append(arg)
         else:
             positionals.append(arg)
