@@ -54,10 +54,18 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
-    """Write ``data`` (text is UTF-8 encoded) to ``path`` atomically."""
+    """Write ``data`` (text is UTF-8 encoded) to ``path`` atomically. A file that already holds
+    exactly these bytes is not touched (its mtime stays, so Snakemake reruns nothing)."""
+    blob = data.encode() if isinstance(data, str) else data
+    path = Path(path)
+    try:
+        if path.is_file() and path.stat().st_size == len(blob) and path.read_bytes() == blob:
+            return path
+    except OSError:
+        pass
     with atomic_path(path) as tmp:
-        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
-    return Path(path)
+        tmp.write_bytes(blob)
+    return path
 
 
 def check_regular_file(path: str | os.PathLike[str], what: str = "input") -> int:

@@ -119,11 +119,14 @@ def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
             plan(sweep, overrides, used, capture=False)  # a typo fails here, before any capture
         plans[name] = sweep
     grid.check_used(used, f"experiment {label}" if exp else f"sweep {label}")
-    results = [
-        run_sweep(f"{label}/{name}" if exp else name, sweep, overrides, str(cfg.store), ray_cfg,
-                  bool(cfg.get("sweep_force")))
-        for name, sweep in plans.items()
-    ]
+    results = []
+    for i, (name, sweep) in enumerate(plans.items(), 1):
+        r = run_sweep(f"{label}/{name}" if exp else name, sweep, overrides, str(cfg.store), ray_cfg,
+                      bool(cfg.get("sweep_force")))
+        results.append(r)
+        # one line per finished sweep on the terminal (and in a Snakemake log)
+        print(f"[{i}/{len(plans)}] {r['sweep']}: {r['points'] - r['skipped']} of {r['points']} points computed, "
+              f"{r['skipped']} already stored, {r.get('elapsed_s', 0):.1f} s", file=sys.stderr, flush=True)
     return {
         "experiment" if exp else "sweep": label,
         "store": str(cfg.store),
@@ -132,3 +135,15 @@ def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
         "skipped": sum(r["skipped"] for r in results),
         "sweeps": results,
     }
+
+
+def format_text(result: dict[str, Any]) -> str:
+    """One sentence per sweep and a total, in words (rows include per-collective rows)."""
+    label = result.get("experiment") or result.get("sweep")
+    lines = [f"{'experiment' if 'experiment' in result else 'sweep'} {label} -> {result['store']}"]
+    for r in result["sweeps"]:
+        lines.append(f"  {r['sweep']}: {r['points']} points, {r['points'] - r['skipped']} computed "
+                     f"({r['written']} rows written), {r['skipped']} already stored, {r.get('elapsed_s', 0):.1f} s")
+    lines.append(f"total: {result['points']} points, {result['skipped']} already stored, "
+                 f"{result['written']} rows written")
+    return "\n".join(lines)

@@ -22,6 +22,7 @@ import os
 import secrets
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -94,6 +95,7 @@ def run_batches(
 
         remote = ray.remote(func)
         pending = {remote.remote(b): len(b) for b in batches}
+        done_points, t0, log_progress = 0, time.monotonic(), not sys.stderr.isatty()
         with tqdm(total=len(points), desc=desc, unit="pt", file=sys.stderr, disable=None, mininterval=0.5) as bar:
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
@@ -107,6 +109,11 @@ def run_batches(
                         raise EstimatorError(str(cause)) from None
                     raise
                 bar.update(n)
+                done_points += n
+                if log_progress and (done_points * 10 // len(points) > (done_points - n) * 10 // len(points)):
+                    # not a terminal (a Snakemake log): a plain line every 10 %
+                    print(f"{desc}: {done_points}/{len(points)} points ({100 * done_points // len(points)} %) "
+                          f"after {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
                 yield result
     finally:
         if owned and ray.is_initialized():
