@@ -36,8 +36,8 @@ def config_groups() -> dict[str, list[str]]:
     """Config group -> available option names, from the ``conf/`` tree."""
     root = conf_dir()
     groups: dict[str, list[str]] = {}
-    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
-        groups[sub.name] = sorted(f.stem for f in sub.glob("*.yaml"))
+    for sub in sorted(p for p in root.iterdir() if p.is_dir()):  # nested options: experiment=a/full
+        groups[sub.name] = sorted(f.relative_to(sub).with_suffix("").as_posix() for f in sub.rglob("*.yaml"))
     return groups
 
 
