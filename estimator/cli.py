@@ -156,12 +156,19 @@ def run(argv: list[str]) -> int:
     return 0
 
 
+def _safe_message(text: str, limit: int = 400) -> str:
+    """An error line safe to print: control characters (terminal escapes) escaped, at most ``limit``
+    characters (a message quoting file contents never dumps the file)."""
+    text = re.sub(r"[\x00-\x08\x0b-\x1f\x7f\x9b]", lambda m: f"\\x{ord(m.group()):02x}", text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     try:
         code = run(argv)
     except EstimatorError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_safe_message(str(exc))}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
