@@ -84,15 +84,41 @@ def _claims_html(claims: list[Claim]) -> str:
     )
 
 
+#: 12 distinguishable colours, one per fabric (matplotlib's tab10 has only 10, so two fabrics
+#: shared a colour): tab10 plus black and olive-brown, in a fixed order.
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf", "#000000", "#a6761d"]
+
+
+def _polish(ax) -> None:
+    """Shared figure conventions: no minor-tick labels on log axes (no "6×10⁻¹" clutter), a dashed
+    y = 1 reference line on speedup/ratio charts, and legends outside the data area."""
+    from matplotlib.ticker import NullFormatter
+
+    for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+        if scale == "log":
+            axis.set_minor_formatter(NullFormatter())
+    label = (ax.get_ylabel() or "").lower()
+    lo, hi = ax.get_ylim()
+    if ("speedup" in label or "relative" in label or "ratio" in label) and lo < 1 < hi:
+        ax.axhline(1.0, color="#444", lw=0.8, ls="--", zorder=0)
+    legend = ax.get_legend()
+    if legend is not None and len(legend.get_texts()) > 4:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+
+
 def _figure_html(fig, df: pl.DataFrame, fig_dir: Path) -> str:
     f, ax = plt.subplots(figsize=(7, 4.2))
     try:
-        fig.plot(df, ax)
+        with plt.rc_context({"axes.prop_cycle": matplotlib.cycler(color=PALETTE)}):
+            ax.set_prop_cycle(color=PALETTE)
+            fig.plot(df, ax)
+        _polish(ax)
         ax.set_title(fig.title, fontsize=10)
         f.tight_layout()
         for ext in ("png", "svg"):
             with atomic_path(fig_dir / f"{fig.name}.{ext}") as tmp:
-                f.savefig(tmp, dpi=120)
+                f.savefig(tmp, dpi=120, bbox_inches="tight")  # keeps a legend placed outside
     finally:
         plt.close(f)
     write_atomic(fig_dir / f"{fig.name}.sql", fig.sql.strip() + "\n")
