@@ -75,7 +75,7 @@ def check_regular_file(path: str | os.PathLike[str], what: str = "input") -> int
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise EstimatorError(f"{path}: cannot read {what}: no such file") from None
+        raise EstimatorError(f"{path}: no such file: cannot read {what} (no such {what} file)") from None
     except OSError as exc:
         raise EstimatorError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
     if stat.S_ISDIR(st.st_mode):
