@@ -17,7 +17,7 @@ from estimator.files import excerpt
 
 _INT = ("id", "device", "src", "dst")
 _INT_LISTS = ("deps", "group")
-_NUMBERS = ("flops", "mem_bytes", "comm_bytes", "duration_s")
+_NUMBERS = ("flops", "mem_bytes", "weight_bytes", "comm_bytes", "duration_s")  # weight_bytes: format v2 (main)
 _STRINGS = ("name", "kind", "op", "op_class", "phase", "collective")
 
 
