@@ -22,12 +22,17 @@ import importlib
 import json
 import os
 import pkgutil
+import re
 import sys
 from typing import Any
 
 from omegaconf import OmegaConf, open_dict
 
 from estimator.errors import EstimatorError
+
+#: ``key=value`` with a Hydra key (``+fabric.nodes=8``, ``~x``); anything else (``"SELECT a = 1"``)
+#: is a positional argument
+_OVERRIDE = re.compile(r"^(\+{0,2}|~)[A-Za-z_][\w.@/-]*=|^~[A-Za-z_][\w.@/-]*$")
 
 
 def _commands() -> dict[str, Any]:
@@ -39,7 +44,10 @@ def _commands() -> dict[str, Any]:
 def _load_command(name: str) -> Any:
     commands = _commands()
     if name not in commands:
-        raise EstimatorError(f"unknown command {name!r}; commands: {', '.join(sorted(commands))}")
+        from estimator.config_checks import did_you_mean
+
+        raise EstimatorError(f"unknown command {name!r}{did_you_mean(name, commands)}; "
+                             f"commands: {', '.join(sorted(commands))}")
     return importlib.import_module(f"estimator.commands.{name}")
 
 
@@ -107,7 +115,7 @@ def run(argv: list[str]) -> int:
         elif arg in ("-h", "--help"):
             print(f"estimator {command}: {getattr(module, 'HELP', '')}\n\n{(module.__doc__ or '').strip()}")
             return 0
-        elif "=" in arg and not arg.startswith("-"):
+        elif _OVERRIDE.match(arg):
             overrides.append(arg)
         else:
             positionals.append(arg)
@@ -115,8 +123,10 @@ def run(argv: list[str]) -> int:
     if len(positionals) > len(names):
         raise EstimatorError(f"estimator {command}: unexpected argument {positionals[len(names)]!r}")
 
-    from estimator import config
+    from estimator import config, limits
+    from estimator.config_checks import check_common, check_overrides
 
+    check_overrides(overrides)
     config_name = getattr(module, "CONFIG_NAME", "config")
     points = config.expand_multirun(overrides) if multirun else [overrides]
     cfgs = []
@@ -125,6 +135,8 @@ def run(argv: list[str]) -> int:
         with open_dict(cfg):
             for name, value in zip(names, positionals, strict=False):
                 cfg[name] = value
+        limits.configure(cfg.get("limits"))
+        check_common(cfg, command)  # every point's shared settings before any point runs
         cfgs.append((point, cfg))
     if show_cfg:
         for _, cfg in cfgs:
@@ -144,12 +156,19 @@ def run(argv: list[str]) -> int:
     return 0
 
 
+def _safe_message(text: str, limit: int = 400) -> str:
+    """An error line safe to print: control characters (terminal escapes) escaped, at most ``limit``
+    characters (a message quoting file contents never dumps the file)."""
+    text = re.sub(r"[\x00-\x08\x0b-\x1f\x7f\x9b]", lambda m: f"\\x{ord(m.group()):02x}", text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     try:
         code = run(argv)
     except EstimatorError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_safe_message(str(exc))}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -35,8 +36,8 @@ def config_groups() -> dict[str, list[str]]:
     """Config group -> available option names, from the ``conf/`` tree."""
     root = conf_dir()
     groups: dict[str, list[str]] = {}
-    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
-        groups[sub.name] = sorted(f.stem for f in sub.glob("*.yaml"))
+    for sub in sorted(p for p in root.iterdir() if p.is_dir()):  # nested options: experiment=a/full
+        groups[sub.name] = sorted(f.relative_to(sub).with_suffix("").as_posix() for f in sub.rglob("*.yaml"))
     return groups
 
 
@@ -50,8 +51,11 @@ def _check_group_choices(overrides: Iterable[str]) -> None:
             continue
         for choice in value.split(","):
             if choice and choice not in groups[key] and choice != "null":
+                from estimator.config_checks import did_you_mean
+
                 raise EstimatorError(
-                    f"unknown {key} {choice!r}; available: {', '.join(groups[key]) or 'none'}"
+                    f"unknown {key} {choice!r}{did_you_mean(choice, groups[key])}; "
+                    f"available: {', '.join(groups[key]) or 'none'}"
                 )
 
 
@@ -73,7 +77,8 @@ def _compose_cached(overrides: tuple[str, ...], config_name: str) -> DictConfig:
         with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
             cfg = hydra_compose(config_name=config_name, overrides=list(overrides))
     except Exception as exc:  # Hydra raises several exception types; all mean a bad override/config
-        raise EstimatorError(_one_line_hydra_error(exc, overrides)) from None
+        message = _one_line_hydra_error(exc, overrides)
+        raise EstimatorError(message + _suggest_key(message, overrides, config_name)) from None
     finally:
         GlobalHydra.instance().clear()
     OmegaConf.set_readonly(cfg, False)
@@ -101,6 +106,23 @@ def _one_line_hydra_error(exc: Exception, overrides: Iterable[str]) -> str:
     if key_problem and key_problem != first:
         return f"{first} {key_problem}"
     return f"bad configuration ({' '.join(overrides)}): {first}"
+
+
+def _suggest_key(message: str, overrides: tuple[str, ...], config_name: str) -> str:
+    """A did-you-mean for ``unknown parameter 'nodez' (no such parameter in fabric)``: compose
+    without the bad override and look for close keys at that level."""
+    m = re.search(r"unknown parameter '([^']+)' \(no such parameter in ([\w.]+)\)", message)
+    if not m:
+        return ""
+    leaf, parent = m.groups()
+    rest = tuple(o for o in overrides if not o.lstrip("+~").startswith(f"{parent}.{leaf}"))
+    try:
+        node = OmegaConf.select(_compose_cached(rest, config_name), parent)
+    except EstimatorError:
+        return ""
+    from estimator.config_checks import did_you_mean
+
+    return did_you_mean(leaf, list(node.keys())) if isinstance(node, DictConfig) else ""
 
 
 def expand_multirun(overrides: list[str]) -> list[list[str]]:

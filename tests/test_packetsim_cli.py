@@ -47,7 +47,7 @@ def test_experiment_sweep_writes_rows_to_duckdb_and_resumes(tmp_path):
     cfg = compose([
         "experiment=opsquare_packet", f"store={store}", "ray.num_cpus=1", "warmup_s=1e-6", "measure_s=2e-6",
         "experiment.sweeps.opsquare_packet.grid.nodes=[16]", "experiment.sweeps.opsquare_packet.grid.load=[0.3,0.9]",
-        "experiment.sweeps.opsquare_packet.grid.locality=[0.5]",
+        "experiment.sweeps.opsquare_packet.grid.locality=[0.5]", "~experiment.sweeps.opsquare_packet_1024",
     ], config_name="packetsim")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     first = run_sweep(cfg)

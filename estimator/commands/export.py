@@ -22,6 +22,7 @@ from estimator.errors import EstimatorError
 from estimator.files import write_atomic
 from estimator.workloads import io
 from estimator.workloads.astrasim import network_config, write_configs
+from estimator.workloads.importers._common import safe_name
 from estimator.workloads.importers.chakra import export_chakra
 
 HELP = "export a workload as Chakra ET files (+ ASTRA-sim network/system configs)"
@@ -45,8 +46,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if opts.get("format", "chakra") != "chakra":
         raise EstimatorError(f"export.format: unknown format {opts['format']!r} (known: chakra)")
     workload = io.load(resolve_workload(str(cfg.workload), str(cfg.traces_dir)))
-    out = Path(opts["out"]) if opts.get("out") else Path("exports") / workload.name
-    prefix = str(opts.get("prefix") or workload.name)
+    out = Path(opts["out"]) if opts.get("out") else Path("exports") / safe_name(workload.name)  # a name from a file
+    prefix = str(opts.get("prefix") or safe_name(workload.name))
     fabric = to_container(cfg.fabric) if opts.get("astrasim", True) else None
     if fabric is not None:
         network_config(fabric, workload.devices)  # fail before writing anything

@@ -21,6 +21,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from estimator import limits
 from estimator.config import to_container
 from estimator.errors import EstimatorError
 from estimator.estimate import load_workload, workload_path
@@ -51,15 +52,20 @@ def _workload_file(c: dict[str, Any], seen: dict[str, str]) -> str:
 
 
 def plan(
-    sweep: dict[str, Any], overrides: list[str], used: dict[str, bool] | None = None
+    sweep: dict[str, Any], overrides: list[str], used: dict[str, bool] | None = None, capture: bool = True
 ) -> tuple[kinds.Kind, list[tuple[dict[str, Any], str]]]:
     """Expand, compose and validate one sweep; return its kind and (config, workload path) points.
-    ``used`` collects which command-line overrides applied (see :func:`grid.compose_points`)."""
+    ``used`` collects which command-line overrides applied (see :func:`grid.compose_points`);
+    ``capture=False`` checks only (no workload is captured or read, no paths returned)."""
     kind = kinds.get(str(sweep.get("kind") or "estimate"))
     base = [o for o in overrides if not o.startswith(_NOT_POINT_KEYS)]
     configs = grid.compose_points(grid.expand(sweep.get("grid") or {}, sweep.get("zip")), base, used)
+    if len(configs) > limits.get().sweep_points:
+        raise EstimatorError(f"sweep has {len(configs)} points, more than limits.sweep_points = {limits.get().sweep_points}")
     for c in configs:
         kind.validate(c)  # every point before anything runs (or is captured)
+    if not capture:
+        return kind, [(c, "") for c in configs]
     seen: dict[str, str] = {}
     items = [(c, _workload_file(c, seen) if kind.name == "estimate" else "") for c in configs]
     return kind, items
@@ -110,14 +116,17 @@ def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
     used: dict[str, bool] = {}
     for name, sweep in sweeps.items():  # validate every sweep before running any
         if sweep.get("kind") != "packetsim":
-            plan(sweep, overrides, used)
+            plan(sweep, overrides, used, capture=False)  # a typo fails here, before any capture
         plans[name] = sweep
     grid.check_used(used, f"experiment {label}" if exp else f"sweep {label}")
-    results = [
-        run_sweep(f"{label}/{name}" if exp else name, sweep, overrides, str(cfg.store), ray_cfg,
-                  bool(cfg.get("sweep_force")))
-        for name, sweep in plans.items()
-    ]
+    results = []
+    for i, (name, sweep) in enumerate(plans.items(), 1):
+        r = run_sweep(f"{label}/{name}" if exp else name, sweep, overrides, str(cfg.store), ray_cfg,
+                      bool(cfg.get("sweep_force")))
+        results.append(r)
+        # one line per finished sweep on the terminal (and in a Snakemake log)
+        print(f"[{i}/{len(plans)}] {r['sweep']}: {r['points'] - r['skipped']} of {r['points']} points computed, "
+              f"{r['skipped']} already stored, {r.get('elapsed_s', 0):.1f} s", file=sys.stderr, flush=True)
     return {
         "experiment" if exp else "sweep": label,
         "store": str(cfg.store),
@@ -126,3 +135,15 @@ def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
         "skipped": sum(r["skipped"] for r in results),
         "sweeps": results,
     }
+
+
+def format_text(result: dict[str, Any]) -> str:
+    """One sentence per sweep and a total, in words (rows include per-collective rows)."""
+    label = result.get("experiment") or result.get("sweep")
+    lines = [f"{'experiment' if 'experiment' in result else 'sweep'} {label} -> {result['store']}"]
+    for r in result["sweeps"]:
+        lines.append(f"  {r['sweep']}: {r['points']} points, {r['points'] - r['skipped']} computed "
+                     f"({r['written']} rows written), {r['skipped']} already stored, {r.get('elapsed_s', 0):.1f} s")
+    lines.append(f"total: {result['points']} points, {result['skipped']} already stored, "
+                 f"{result['written']} rows written")
+    return "\n".join(lines)

@@ -10,6 +10,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from estimator import limits
 from estimator.errors import EstimatorError, require
 
 NETWORKS = ("opsquare", "leafspine")
@@ -104,6 +105,14 @@ class SimSpec:
         require(self.warmup_s >= 0, f"warmup_s={self.warmup_s!r} must be >= 0")
         require(self.measure_s > 0, f"measure_s={self.measure_s!r} must be > 0")
         require(self.collective_bytes > 0, f"collective_bytes={self.collective_bytes!r} must be > 0")
+        require(self.max_time_s > 0, f"max_time_s={self.max_time_s!r} must be > 0")
+        limits.check_count(self.nodes, "devices", "nodes")  # before any layout arithmetic
+        require(self.nodes >= 4, f"nodes={self.nodes} must be >= 4 (two pods of two)")
+        require(self.packet_bytes <= 1 << 20, f"packet_bytes={self.packet_bytes} must be <= 1 MiB")
+        packets = self.nodes * self.load * self.node_bps * (self.warmup_s + self.measure_s) / (8 * self.packet_bytes)
+        require(packets <= limits.get().sim_packets,
+                f"nodes x load x node_bps x (warmup_s + measure_s) asks for {packets:.3g} packets, more than "
+                f"limits.sim_packets = {limits.get().sim_packets}")
         if self.network == "opsquare":
             self.opsquare.layout(self.nodes)
         else:

@@ -4,6 +4,10 @@ Each section of :mod:`estimator.reports.sections` contributes figures (PNG + SVG
 ``reports/figures/``, with the SQL beside them as ``<name>.sql``), tables and claim rows. A
 section whose tables are not in the store yet is listed as "no results yet" rather than failing,
 so the page can be built after any subset of the sweeps.
+
+The build is atomic as a whole: figures are drawn into a hidden temporary folder that replaces
+``figures/`` in one rename once every section is done, then ``index.html`` is replaced; a killed
+build leaves the previous report intact, and its temporary folder is removed by the next build.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
 from estimator import __version__  # noqa: E402
-from estimator.files import atomic_path, write_atomic  # noqa: E402
+from estimator.files import atomic_dir, atomic_path, write_atomic  # noqa: E402
 from estimator.reports.model import Claim, Section  # noqa: E402
 from estimator.reports.sections.claims import write_claims  # noqa: E402
 from estimator.store.duckdb_store import connect  # noqa: E402
@@ -89,15 +93,41 @@ def _claims_html(claims: list[Claim]) -> str:
     )
 
 
+#: 12 distinguishable colours, one per fabric (matplotlib's tab10 has only 10, so two fabrics
+#: shared a colour): tab10 plus black and olive-brown, in a fixed order.
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf", "#000000", "#a6761d"]
+
+
+def _polish(ax) -> None:
+    """Shared figure conventions: no minor-tick labels on log axes (no "6×10⁻¹" clutter), a dashed
+    y = 1 reference line on speedup/ratio charts, and legends outside the data area."""
+    from matplotlib.ticker import NullFormatter
+
+    for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+        if scale == "log":
+            axis.set_minor_formatter(NullFormatter())
+    label = (ax.get_ylabel() or "").lower()
+    lo, hi = ax.get_ylim()
+    if ("speedup" in label or "relative" in label or "ratio" in label) and lo < 1 < hi:
+        ax.axhline(1.0, color="#444", lw=0.8, ls="--", zorder=0)
+    legend = ax.get_legend()
+    if legend is not None and len(legend.get_texts()) > 4:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+
+
 def _figure_html(fig, df: pl.DataFrame, fig_dir: Path) -> str:
     f, ax = plt.subplots(figsize=(7, 4.2))
     try:
-        fig.plot(df, ax)
+        with plt.rc_context({"axes.prop_cycle": matplotlib.cycler(color=PALETTE)}):
+            ax.set_prop_cycle(color=PALETTE)
+            fig.plot(df, ax)
+        _polish(ax)
         ax.set_title(fig.title, fontsize=10)
         f.tight_layout()
         for ext in ("png", "svg"):
             with atomic_path(fig_dir / f"{fig.name}.{ext}") as tmp:
-                f.savefig(tmp, dpi=120)
+                f.savefig(tmp, dpi=120, bbox_inches="tight")  # keeps a legend placed outside
     finally:
         plt.close(f)
     write_atomic(fig_dir / f"{fig.name}.sql", fig.sql.strip() + "\n")
@@ -135,12 +165,10 @@ def build_report(store: str | Path, out_dir: str | Path = "reports") -> Path:
     A section whose results are not (all) in the store says so on the page instead of failing
     the build: the page can be made after any subset of the experiments."""
     out_dir = Path(out_dir)
-    fig_dir = out_dir / "figures"
-    fig_dir.mkdir(parents=True, exist_ok=True)
     parts: list[str] = []
     nav: list[str] = []
     write_claims(store)  # the `claims` table (estimator/reports/sections/claims.py), rendered at the top
-    with connect(store, read_only=True) as con:
+    with connect(store, read_only=True) as con, atomic_dir(out_dir / "figures") as fig_dir:
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
 
         def q(sql: str) -> pl.DataFrame:

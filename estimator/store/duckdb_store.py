@@ -11,12 +11,22 @@ Tables:
 
 Writes are idempotent by key (a re-run replaces the rows of the same key) and atomic (one
 transaction: either every row of a call lands or none). Columns are added as new config keys
-appear; integer columns widen to DOUBLE when a non-integer arrives.
+appear; integer columns widen to DOUBLE when a non-integer arrives. A write that fails leaves no
+new (empty) store file behind.
+
+Computed rows are never lost: when another process holds the store's lock for longer than
+``LOCK_RETRY_S`` (``$ESTIMATOR_LOCK_WAIT_S``), the rows are *spilled* as Parquet files into
+``<store>.spill/`` (one folder per write, renamed into place when complete) and merged into the
+store by the next write that gets the lock; :func:`existing_keys` counts spilled rows as present,
+so a resumed sweep does not recompute them.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
 import time
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
@@ -28,6 +38,17 @@ import duckdb
 from estimator.errors import EstimatorError
 
 LOCK_RETRY_S = 120.0  # another process (e.g. a parallel Snakemake job) may hold the file
+
+
+class StoreLocked(EstimatorError):
+    """Another process held the store's write lock for longer than the wait."""
+
+
+def _lock_wait_s() -> float:
+    try:
+        return float(os.environ.get("ESTIMATOR_LOCK_WAIT_S", LOCK_RETRY_S))
+    except ValueError:
+        return LOCK_RETRY_S
 
 
 def _sql_type(value: Any) -> str | None:
@@ -54,14 +75,16 @@ def connect(path: str | Path, read_only: bool = False):
         raise EstimatorError(f"{path}: no results store yet (run an estimate with write=true or a sweep)")
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + LOCK_RETRY_S
+    deadline = time.monotonic() + _lock_wait_s()
     while True:
         try:
             con = duckdb.connect(str(path), read_only=read_only)
             break
         except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                raise EstimatorError(f"{path}: cannot open results store ({str(exc).splitlines()[0]})") from None
+            locked = "lock" in str(exc).lower()
+            if not locked or time.monotonic() > deadline:
+                kind = StoreLocked if locked else EstimatorError
+                raise kind(f"{path}: cannot open results store ({str(exc).splitlines()[0][:160]})") from None
             time.sleep(0.5)
         except duckdb.Error as exc:
             raise EstimatorError(f"{path}: not a usable DuckDB file ({str(exc).splitlines()[0]})") from None
@@ -130,29 +153,99 @@ def write_rows(
 ) -> int:
     """Write several tables in one transaction: ``{table: (key_columns, rows)}``.
 
-    Rows whose key already exists are replaced. Returns the number of rows written.
+    Rows whose key already exists are replaced. Returns the number of rows written (or spilled,
+    when another process holds the lock: see the module docstring). Rows spilled earlier are
+    merged first.
     """
+    path = Path(path)
+    created = not path.exists()
+    try:
+        with connect(path) as con:
+            merged = _merge_spills(con, path)
+            total = _write_tables(con, tables)
+        if merged:
+            print(f"note: merged {merged} spilled row(s) from {spill_dir(path)} into {path}", file=sys.stderr)
+        return total
+    except StoreLocked as exc:
+        n = _spill(path, tables)
+        print(f"note: {exc}; {n} computed row(s) saved to {spill_dir(path)}/ and merged on the next write",
+              file=sys.stderr)
+        return n
+    except BaseException as exc:
+        if created:  # leave no empty store file behind
+            for p in (path, Path(f"{path}.wal")):
+                p.unlink(missing_ok=True)
+        if isinstance(exc, OverflowError | ValueError | TypeError):
+            raise EstimatorError(f"{path}: cannot store the rows ({type(exc).__name__}: {str(exc)[:120]})") from None
+        raise
+
+
+def _write_tables(con: duckdb.DuckDBPyConnection, tables: dict[str, tuple[Any, Sequence[dict[str, Any]]]]) -> int:
     total = 0
-    with connect(path) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            for table, (key, rows) in tables.items():
-                if not rows:
-                    continue
-                keys = [key] if isinstance(key, str) else list(key)
-                types = _column_types(rows)
-                _ensure_columns(con, table, types)
-                con.register("incoming", _arrow_table(rows, types))
-                match = " AND ".join(f"{_quote(table)}.{_quote(k)} = incoming.{_quote(k)}" for k in keys)
-                con.execute(f"DELETE FROM {_quote(table)} USING incoming WHERE {match}")
-                con.execute(f"INSERT INTO {_quote(table)} BY NAME SELECT * FROM incoming")
-                con.unregister("incoming")
-                total += len(rows)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table, (key, rows) in tables.items():
+            if not rows:
+                continue
+            keys = [key] if isinstance(key, str) else list(key)
+            types = _column_types(rows)
+            _ensure_columns(con, table, types)
+            con.register("incoming", _arrow_table(rows, types))
+            match = " AND ".join(f"{_quote(table)}.{_quote(k)} = incoming.{_quote(k)}" for k in keys)
+            con.execute(f"DELETE FROM {_quote(table)} USING incoming WHERE {match}")
+            con.execute(f"INSERT INTO {_quote(table)} BY NAME SELECT * FROM incoming")
+            con.unregister("incoming")
+            total += len(rows)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
     return total
+
+
+def spill_dir(path: str | Path) -> Path:
+    return Path(f"{path}.spill")
+
+
+def _spill(path: Path, tables: dict[str, tuple[Any, Sequence[dict[str, Any]]]]) -> int:
+    """Write the rows as Parquet into a new folder under ``<store>.spill/`` (atomically renamed)."""
+    import pyarrow.parquet as pq
+
+    root = spill_dir(path)
+    root.mkdir(parents=True, exist_ok=True)
+    name = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}-{time.monotonic_ns()}"
+    tmp = root / f".{name}"
+    tmp.mkdir()
+    keys, n = {}, 0
+    for table, (key, rows) in tables.items():
+        if rows:
+            pq.write_table(_arrow_table(rows, _column_types(rows)), tmp / f"{table}.parquet")
+            keys[table] = [key] if isinstance(key, str) else list(key)
+            n += len(rows)
+    (tmp / "keys.json").write_text(json.dumps(keys))
+    os.replace(tmp, root / name)
+    return n
+
+
+def _spilled(path: Path) -> list[Path]:
+    root = spill_dir(path)
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
+
+
+def _merge_spills(con: duckdb.DuckDBPyConnection, path: Path) -> int:
+    """Upsert every complete spill folder into the store (one transaction each), then delete it."""
+    import pyarrow.parquet as pq
+
+    merged = 0
+    for folder in _spilled(path):
+        keys = json.loads((folder / "keys.json").read_text())
+        tables = {t: (k, pq.read_table(folder / f"{t}.parquet").to_pylist()) for t, k in keys.items()}
+        merged += _write_tables(con, tables)
+        shutil.rmtree(folder)
+    root = spill_dir(path)
+    if root.is_dir() and not any(root.iterdir()):
+        root.rmdir()
+    return merged
 
 
 def write_estimates(path: str | Path, estimates: Iterable[Any]) -> int:
@@ -172,12 +265,19 @@ def write_estimates(path: str | Path, estimates: Iterable[Any]) -> int:
 def existing_keys(path: str | Path, table: str = "estimates", key: str = "config_hash") -> set[str]:
     """Keys already in ``table`` (empty when the store or table does not exist yet)."""
     path = Path(path)
+    found: set[str] = set()
+    for folder in _spilled(path):  # rows computed earlier but not merged yet count as present
+        f = folder / f"{table}.parquet"
+        if f.is_file():
+            import pyarrow.parquet as pq
+
+            found.update(pq.read_table(f, columns=[key]).column(key).to_pylist())
     if not path.exists():
-        return set()
+        return found
     with connect(path) as con:
         if not _columns(con, table):
-            return set()
-        return {r[0] for r in con.execute(f"SELECT {_quote(key)} FROM {_quote(table)}").fetchall()}
+            return found
+        return found | {r[0] for r in con.execute(f"SELECT {_quote(key)} FROM {_quote(table)}").fetchall()}
 
 
 def query(path: str | Path, sql: str, params: list[Any] | None = None):

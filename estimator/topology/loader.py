@@ -19,15 +19,21 @@ functions in :mod:`estimator.topology.builders`).
 from __future__ import annotations
 
 import inspect
+import math
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from estimator import limits
 from estimator.errors import EstimatorError
+from estimator.files import decode_text, excerpt, read_input
 from estimator.topology import builders
 from estimator.topology.graph import Topology
 
+#: deepest run of opening brackets accepted before parsing (real topology files nest 2-3 deep).
+MAX_FLOW_DEPTH = 64
 BUILDERS = {name: getattr(builders, name) for name in
             ("star", "ring", "torus2d", "fat_tree", "bcube", "leaf_spine", "rail_optimized")}
 
@@ -35,18 +41,24 @@ BUILDERS = {name: getattr(builders, name) for name in
 def load_topology(path: str | Path) -> Topology:
     """Read and validate a topology file; every problem is one EstimatorError line naming the file."""
     path = Path(path)
+    text = decode_text(read_input(path, "topology"), path, "topology file")  # regular file, size-limited
+    if re.search(r"[\[{]{" + str(MAX_FLOW_DEPTH + 1) + ",}", text):  # refuse absurd nesting before the slow scanner
+        raise EstimatorError(f"{path}: not valid YAML (nested more than {MAX_FLOW_DEPTH} levels deep)")
     try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise EstimatorError(f"{path}: cannot read topology file ({exc.strerror})") from None
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise EstimatorError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        raise EstimatorError(f"{path}: not valid YAML ({excerpt(str(exc).splitlines()[0], 80)})") from None
+    except RecursionError:
+        raise EstimatorError(f"{path}: not valid YAML (nested too deeply)") from None
     if not isinstance(doc, dict):
         raise EstimatorError(f"{path}: a topology file must be a mapping")
     try:
         return topology_from_dict(doc, default_name=path.stem)
     except EstimatorError as exc:
         raise EstimatorError(f"{path}: {exc}") from None
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, ZeroDivisionError, RecursionError) as exc:
+        # safety net: a malformed file must never surface as a traceback
+        raise EstimatorError(f"{path}: malformed topology file ({type(exc).__name__}: {excerpt(str(exc), 80)})") from None
 
 
 def topology_from_dict(doc: dict[str, Any], default_name: str = "custom") -> Topology:
@@ -54,14 +66,20 @@ def topology_from_dict(doc: dict[str, Any], default_name: str = "custom") -> Top
     if "builder" in doc:
         return _from_builder(name, doc["builder"])
     unknown = sorted(set(doc) - {"name", "routing", "defaults", "endpoints", "switches", "links", "description"})
-    if unknown:
-        raise EstimatorError(f"unknown key(s) {unknown}")
+    if unknown:  # an excerpt only: the "keys" of a wrong file are its contents
+        raise EstimatorError(f"unknown key {excerpt(str(unknown[0]), 16)} ({len(unknown)} unknown key(s); "
+                             "known: name, routing, defaults, endpoints, switches, links, description, builder)")
     topo = Topology(name, str(doc.get("routing", "shortest")))
     defaults = doc.get("defaults") or {}
     eps = doc.get("endpoints")
+    if isinstance(eps, int) and not isinstance(eps, bool):
+        limits.check_count(eps, "topology_nodes", "endpoints")  # before building a name per endpoint
     names = [f"gpu{i}" for i in range(eps)] if isinstance(eps, int) else eps
     if not isinstance(names, list) or not names:
         raise EstimatorError("'endpoints' must be a positive count or a list of names")
+    for key in ("switches", "links"):
+        if isinstance(doc.get(key), list) and len(doc[key]) > limits.get().topology_nodes:
+            raise EstimatorError(f"'{key}': {len(doc[key])} entries exceed limits.topology_nodes")
     ids: dict[str, int] = {}
     for label in names:
         _new(ids, str(label), topo.add_endpoint(str(label)))
@@ -95,9 +113,12 @@ def _new(ids: dict[str, int], label: str, node: int) -> None:
 
 def _num(value: Any, what: str) -> float:
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
-        raise EstimatorError(f"{what} must be a number, got {value!r}") from None
+        raise EstimatorError(f"{what} must be a number, got {excerpt(value)}") from None
+    if not math.isfinite(number):
+        raise EstimatorError(f"{what} must be a finite number, got {excerpt(value)}")
+    return number
 
 
 def _maybe_number(value: Any) -> Any:
@@ -121,7 +142,39 @@ def _from_builder(name: str, spec: Any) -> Topology:
         inspect.signature(fn).bind(**args)
     except TypeError as exc:
         raise EstimatorError(f"builder {spec['type']}: {exc}") from None
+    params = inspect.signature(fn).parameters
     for key, value in args.items():
         if key != "name" and not isinstance(value, int | float | bool):
-            raise EstimatorError(f"builder {spec['type']}: {key} must be a number, got {value!r}")
+            raise EstimatorError(f"builder {spec['type']}: {key} must be a number, got {excerpt(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise EstimatorError(f"builder {spec['type']}: {key} must be finite, got {value!r}")
+        if params[key].annotation in ("int", int) and not isinstance(value, int):
+            if not (isinstance(value, float) and value.is_integer()):
+                raise EstimatorError(f"builder {spec['type']}: {key} must be an integer, got {value!r}")
+            args[key] = int(value)
+    _check_builder_size(spec["type"], args)
     return fn(**args)
+
+
+def _check_builder_size(kind: str, args: dict[str, Any]) -> None:
+    """Refuse a standard shape larger than ``limits.topology_nodes`` vertices before building it
+    (a ring of 10**9 nodes or BCube(10, 10**6) must fail at once, not exhaust memory)."""
+    ints = {k: v for k, v in args.items() if isinstance(v, int) and not isinstance(v, bool)}
+    for key, value in ints.items():
+        if value < 0:
+            raise EstimatorError(f"builder {kind}: {key} must be >= 0, got {value}")
+    limit = limits.get().topology_nodes
+    if kind == "bcube":
+        radix, levels = ints.get("radix", 1), ints.get("levels", 1)
+        big = radix > 1 and levels * math.log2(radix) > math.log2(limit)
+        size = float(radix) ** levels if big else radix**levels * (levels + 1)
+    elif kind == "fat_tree":
+        size = min(ints.get("k", 0), limit + 1) ** 3
+    elif kind == "torus2d":
+        size = ints.get("rows", 0) * ints.get("cols", 0)
+    elif kind == "leaf_spine":
+        size = ints.get("n", 0) * (1 + ints.get("spines", 0))
+    else:  # star, ring, rail_optimized
+        size = ints.get("n", 0) + ints.get("per_node", 0)
+    if size > limit:
+        raise EstimatorError(f"builder {kind}: about {size:.3g} vertices/links exceeds limits.topology_nodes = {limit}")

@@ -32,17 +32,12 @@ def save(workload: Workload, path: str | os.PathLike[str]) -> Path:
 def load(path: str | os.PathLike[str]) -> Workload:
     """Read and validate a canonical workload; any problem is an :class:`EstimatorError`."""
     path = Path(path)
+    from estimator.files import parse_json, read_input
+    from estimator.workloads.importers.canonical import check_workload_doc
+
+    data = parse_json(read_input(path, "workload"), path, "workload JSON")  # regular file, size-limited, strict
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise EstimatorError(f"{path}: no such workload file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EstimatorError(f"{path}: cannot read workload ({exc})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise EstimatorError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    try:
+        check_workload_doc(data)
         return Workload.from_dict(data).validate()
     except EstimatorError as exc:
         raise EstimatorError(f"{path}: {exc}") from None

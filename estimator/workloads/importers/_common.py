@@ -8,14 +8,16 @@ Importers turn a foreign trace into a :class:`~estimator.workloads.graph.Workloa
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from estimator import limits
 from estimator.errors import EstimatorError
+from estimator.files import excerpt, read_input
+from estimator.files import parse_json as strict_json
 from estimator.workloads.graph import Node, Workload
 
 #: Bytes per element of the dtype names the trace formats use (lower-cased, prefixes stripped).
@@ -27,9 +29,6 @@ DTYPE_BYTES = {
 }
 
 
-#: Size limits that keep a corrupt count (a world size of 10**20) from exhausting memory.
-MAX_DEVICES = 1 << 16
-MAX_NODES = 5_000_000
 
 
 class BadInput(EstimatorError):
@@ -37,11 +36,13 @@ class BadInput(EstimatorError):
 
 
 def check_scale(devices: int, nodes: int, what: str) -> None:
-    """Refuse graphs beyond :data:`MAX_DEVICES` devices or :data:`MAX_NODES` nodes."""
-    if devices > MAX_DEVICES:
-        raise BadInput(f"{what}: {devices} devices exceeds the limit of {MAX_DEVICES}")
-    if nodes > MAX_NODES:
-        raise BadInput(f"{what}: would create {nodes} nodes, more than the limit of {MAX_NODES}")
+    """Refuse graphs beyond ``limits.devices`` devices or ``limits.graph_nodes`` nodes (before
+    building them), so a corrupt count (a world size of 10**20) cannot exhaust memory."""
+    lim = limits.get()
+    if devices > lim.devices:
+        raise BadInput(f"{what}: {devices} devices exceeds the limit of {lim.devices} (limits.devices)")
+    if nodes > lim.graph_nodes:
+        raise BadInput(f"{what}: would create {nodes} nodes, more than the limit of {lim.graph_nodes} (limits.graph_nodes)")
 
 
 def dtype_bytes(name: str, where: str) -> int:
@@ -53,34 +54,23 @@ def dtype_bytes(name: str, where: str) -> int:
 
 
 def read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise EstimatorError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise EstimatorError(f"{path}: is a directory, not a trace file") from None
-    except OSError as exc:
-        raise EstimatorError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    """The file's bytes: regular files only, size-checked before reading (``limits.input_mb``)."""
+    return read_input(path, "trace")
 
 
 def parse_json(data: bytes, what: str) -> Any:
-    """Decode a JSON document; ``what`` names the format in the error message."""
+    """Decode a JSON document strictly (UTF-8; no NaN/Infinity or 64-bit-overflowing numbers,
+    the field named); ``what`` names the format in the error message."""
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"not a {what} file (not UTF-8 text: byte {exc.start})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"not a valid {what} file (JSON error: {exc.msg} at line {exc.lineno})") from None
-    except RecursionError:
-        raise BadInput(f"not a valid {what} file (JSON nested too deeply)") from None
+        return strict_json(data, None, f"{what} file")
+    except EstimatorError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def number(value: Any, where: str, *, minimum: float = 0.0, integer: bool = False) -> float:
     """A finite number >= ``minimum`` (bools and strings rejected)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadInput(f"{where}: expected a number, got {value!r}"[:200])
+        raise BadInput(f"{where}: expected a number, got {excerpt(value)}")
     if not math.isfinite(value) or value < minimum:
         raise BadInput(f"{where}: must be a finite number >= {minimum:g}, got {value!r}")
     if integer and int(value) != value:

@@ -36,10 +36,11 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from estimator import limits
 from estimator.errors import EstimatorError
-from estimator.files import write_atomic
+from estimator.files import excerpt, write_atomic
 from estimator.workloads.graph import Gradient, Node, Workload
-from estimator.workloads.importers._common import BadInput, read_bytes
+from estimator.workloads.importers._common import BadInput, check_scale, read_bytes, safe_name
 from estimator.workloads.importers.chakra_schema import (
     COLLECTIVE_TYPES,
     NODE_TYPES,
@@ -100,10 +101,14 @@ def rank_files(path: Path) -> list[Path]:
         sm = RANK_FILE.match(sibling.name)
         if sm and sm["prefix"] == prefix:
             ranks[int(sm["rank"])] = sibling
-    missing = [r for r in range(max(ranks) + 1) if r not in ranks]
-    if missing:
-        raise BadInput(f"rank file {prefix}.{missing[0]}.et is missing (found ranks {sorted(ranks)[:8]})")
-    return [ranks[r] for r in range(len(ranks))]
+    check_scale(len(ranks), 0, "rank files")
+    present = sorted(ranks)
+    # contiguous 0..n-1: the first gap is the missing file (never a range over the largest rank,
+    # which a file name can make 10**14)
+    missing = next((i for i, r in enumerate(present) if r != i), None)
+    if missing is not None:
+        raise BadInput(f"rank file {prefix}.{missing}.et is missing (found ranks {present[:8]})")
+    return [ranks[r] for r in present]
 
 
 # ---- import ---------------------------------------------------------------------------------
@@ -381,7 +386,12 @@ def _header(w: Workload) -> Any:
 
 
 def export_chakra(w: Workload, out_dir: Path, prefix: str) -> dict[str, Any]:
-    """Write ``<out_dir>/<prefix>.<rank>.et`` for every device (+ ``comm_group.json``)."""
+    """Write ``<out_dir>/<prefix>.<rank>.et`` for every device (+ ``comm_group.json``). ``prefix``
+    must be a plain file-name stem: every file stays inside ``out_dir``."""
+    if not prefix or prefix != safe_name(prefix) or prefix in (".", ".."):
+        raise EstimatorError(f"export.prefix: {excerpt(prefix)} must be a plain name (letters, digits, ._-; "
+                             "no folders), so every file stays in the output folder")
+    limits.check_count(w.devices, "devices", f"workload {safe_name(w.name)!r} devices")
     ranks, groups, dropped = to_rank_graphs(w)
     blobs = [write_messages([_header(w), *nodes]) for nodes in ranks]  # everything in memory first
     try:

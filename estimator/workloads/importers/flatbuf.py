@@ -28,9 +28,9 @@ class FlatBufferError(ValueError):
 class Table:
     """One table inside a buffer, with checked access to fields by slot number (0-based)."""
 
-    __slots__ = ("buf", "pos", "_vt", "_vt_len", "_tab_len")
+    __slots__ = ("buf", "pos", "_vt", "_vt_len", "_tab_len", "extent")
 
-    def __init__(self, buf: bytes, pos: int):
+    def __init__(self, buf: bytes, pos: int, extent: list[int] | None = None):
         n = len(buf)
         if not 0 <= pos <= n - 4:
             raise FlatBufferError(f"table offset {pos} outside the {n}-byte buffer")
@@ -41,6 +41,21 @@ class Table:
         if vt_len < 4 or vt_len % 2 or vt + vt_len > n or tab_len < 4 or pos + tab_len > n:
             raise FlatBufferError(f"corrupt vtable at {vt} for table at {pos}")
         self.buf, self.pos, self._vt, self._vt_len, self._tab_len = buf, pos, vt, vt_len, tab_len
+        #: shared by every table of one buffer: the end of the furthest byte any read reached,
+        #: so :meth:`check_no_trailing` can tell a complete buffer from one with bytes appended
+        self.extent = extent if extent is not None else [0]
+        self._reach(max(pos + tab_len, vt + vt_len))
+
+    def _reach(self, end: int) -> None:
+        if end > self.extent[0]:
+            self.extent[0] = end
+
+    def check_no_trailing(self, slack: int = 16) -> None:
+        """Refuse a buffer with more than ``slack`` bytes (alignment padding) past everything read."""
+        extra = len(self.buf) - self.extent[0]
+        if extra > slack:
+            raise FlatBufferError(f"{extra} unexpected bytes after the end of the FlatBuffer data "
+                                  f"(data ends at byte {self.extent[0]} of {len(self.buf)})")
 
     @classmethod
     def root(cls, buf: bytes) -> Table:
@@ -84,18 +99,19 @@ class Table:
             raise FlatBufferError(
                 f"vector in field {slot} of table at {self.pos} claims {count} elements, past the buffer end"
             )
+        self._reach(start + count * elem_size + (1 if elem_size == 1 else 0))  # strings end with a NUL
         return start, count
 
     def table(self, slot: int) -> Table | None:
         target = self._target(slot)
-        return Table(self.buf, target) if target else None
+        return Table(self.buf, target, self.extent) if target else None
 
     def tables(self, slot: int) -> list[Table]:
         start, count = self._vector(slot, 4)
         out = []
         for i in range(count):
             at = start + 4 * i
-            out.append(Table(self.buf, at + struct.unpack_from("<I", self.buf, at)[0]))
+            out.append(Table(self.buf, at + struct.unpack_from("<I", self.buf, at)[0], self.extent))
         return out
 
     def scalars(self, slot: int, kind: str) -> tuple:

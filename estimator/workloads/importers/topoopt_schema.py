@@ -91,7 +91,21 @@ def read_taskgraph(buf: bytes) -> TaskGraph:
     g.n_conn = len(root.tables(_G["conn"]))
     g.n_routes = len(root.tables(_G["routes"]))
     g.n_rings = len(root.tables(_G["rings"]))
+    _touch_all(root)
+    root.check_no_trailing()
     return g
+
+
+def _touch_all(root: Table) -> None:
+    """Visit the conn/routes/rings sub-tables (only counted above) so the buffer extent covers
+    them (Route.paths -> Path.hopnode, Rings.ringpaths -> RingDescriptor.jumps)."""
+    root.tables(_G["conn"])
+    for route in root.tables(_G["routes"]):
+        for path in route.tables(2):
+            path.scalars(0, "uint")
+    for rings in root.tables(_G["rings"]):
+        for ring in rings.tables(1):
+            ring.scalars(0, "int")
 
 
 # ---- writing (flatbuffers runtime) ---------------------------------------------------------------

@@ -1,0 +1,27 @@
+"""The committed reference workloads in traces/reference/ load, are small, and estimate at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_hardening_cli import cli
+
+from estimator.workloads import io
+
+REF = Path(__file__).resolve().parents[1] / "traces" / "reference"
+
+
+def test_reference_set_is_small_and_valid():
+    files = sorted(REF.glob("*.workload.json"))
+    assert len(files) >= 2
+    assert sum(f.stat().st_size for f in files) < 5 * 2**20
+    for f in files:
+        w = io.load(f)
+        assert w.devices >= 2 and any(n.kind == "collective" for n in w.nodes)
+
+
+def test_reference_trace_estimates_from_anywhere(tmp_path):
+    out = cli("estimate", "workload=traces/reference/100vgg_16.workload.json", "fabric=nvlink_leafspine",
+              "fabric.nodes=16", "output=json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert '"iter_time_s"' in out.stdout
