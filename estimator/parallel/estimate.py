@@ -8,6 +8,7 @@ is an error naming how much more.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from estimator.compute.device import DeviceProfile
@@ -39,9 +40,14 @@ def _setup(cfg: dict[str, Any]):
     placement = str(par.get("placement", "fixed"))
     if placement not in ("fixed", "auto"):
         raise EstimatorError(f"parallelism.placement must be fixed or auto, got {placement!r}")
-    if placement == "auto":  # tp/pp/dp are searched: start from a valid layout of the GPU count
-        par = {**par, "tp": 1, "pp": 1, "dp": None}
-    layout = Layout.from_cfg(par, spec, fabric.nodes)
+    if placement == "auto":  # tp/pp/dp/microbatches are searched: start from a valid layout of the GPU count
+        global_batch = par.get("global_batch")
+        layout = Layout.from_cfg({**par, "tp": 1, "pp": 1, "dp": None, "microbatches": 1}, spec, fabric.nodes)
+        if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
+            raise EstimatorError(f"parallelism.global_batch must be a positive integer for placement=auto, got {global_batch!r}")
+        layout = replace(layout, microbatches=global_batch)  # search() reads the global batch from here
+    else:
+        layout = Layout.from_cfg(par, spec, fabric.nodes)
     capacity = device_memory(device.name, par.get("device_memory_bytes"))
     overlap = par.get("dp_overlap", True)
     if not isinstance(overlap, bool):
@@ -70,7 +76,7 @@ def estimate_hybrid(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str,
     spec, fabric, device, precision, layout, placement, capacity, overlap = _setup(cfg)
     algorithm = str(cfg.get("algorithm") or "default")
     if placement == "auto":
-        metrics, colls, n = search(spec, layout, fabric, device, precision, algorithm, capacity, overlap)
+        metrics, colls, n = search(spec, layout, layout.microbatches, fabric, device, precision, algorithm, capacity, overlap)
         metrics["layouts_evaluated"] = n
     else:
         _check_fits(spec, layout, capacity)

@@ -59,7 +59,7 @@ class Layout:
     zero: int
     sequence_parallel: bool
     recompute: str
-    order: str = "tp,dp,pp"  # rank order, innermost first (Megatron-LM's default)
+    order: str = "tp-dp-pp"  # rank order, innermost first (Megatron-LM's default)
 
     @property
     def gpus(self) -> int:
@@ -99,9 +99,9 @@ class Layout:
         sp = par.get("sequence_parallel", False)
         if not isinstance(sp, bool):
             raise EstimatorError(f"parallelism.sequence_parallel must be true or false, got {sp!r}")
-        order = str(par.get("order", "tp,dp,pp"))
-        if sorted(order.split(",")) != ["dp", "pp", "tp"]:
-            raise EstimatorError(f"parallelism.order must list tp, dp and pp innermost first (e.g. tp,dp,pp), got {order!r}")
+        order = str(par.get("order", "tp-dp-pp"))
+        if sorted(order.split("-")) != ["dp", "pp", "tp"]:
+            raise EstimatorError(f"parallelism.order must list tp, dp and pp innermost first (e.g. tp-dp-pp), got {order!r}")
         layout = cls(tp, pp, dp, _int(par, "ep", 1), mbs, m, zero, sp, recompute, order)
         layout.check(spec)
         return layout

@@ -1,6 +1,6 @@
 """Where each parallel group sits on the fabric, and what its collectives cost there.
 
-Ranks are numbered by the layout's ``order`` (innermost first; default ``tp,dp,pp`` as
+Ranks are numbered by the layout's ``order`` (innermost first; default ``tp-dp-pp`` as
 Megatron-LM: a TP group is ``tp`` consecutive ranks, a DP group strides by ``tp``, a PP group by
 ``tp x dp``). Fabric endpoint ``i`` is rank ``i`` (GPUs numbered node by node).
 
@@ -36,7 +36,7 @@ NODE_AWARE_FIELDS = ("gpus_per_node", "uplinks", "uplink_bandwidth_Bps")
 def strides(order: str, tp: int, dp: int, pp: int) -> dict[str, int]:
     """Rank stride of each parallel dimension for a rank order listed innermost first."""
     sizes, out, step = {"tp": tp, "dp": dp, "pp": pp}, {}, 1
-    for dim in order.split(","):
+    for dim in order.split("-"):
         out[dim] = step
         step *= sizes[dim]
     return out

@@ -2,7 +2,7 @@
 
 Searched: tp in the divisors of ``gpus_per_node`` (or 1..8 on fabrics without nodes) that divide
 the heads; pp dividing the layers and the GPU count; dp = GPUs / (tp x pp); micro-batch sizes
-``search_micro_batch_sizes``; rank orders tp,dp,pp and tp,pp,dp. The global batch, ZeRO stage,
+``search_micro_batch_sizes``; rank orders tp-dp-pp and tp-pp-dp. The global batch, ZeRO stage,
 sequence parallelism and recompute stay as configured. A layout is skipped when the global batch
 does not split into whole microbatches or it does not fit the device memory.
 """
@@ -19,7 +19,7 @@ from estimator.parallel.layout import Layout, memory
 from estimator.parallel.spec import TransformerSpec
 from estimator.parallel.step import step_time
 
-ORDERS = ("tp,dp,pp", "tp,pp,dp")
+ORDERS = ("tp-dp-pp", "tp-pp-dp")
 
 
 def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, global_batch: int, mbs_options) -> list[Layout]:
@@ -38,14 +38,14 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
     return out
 
 
-def search(spec: TransformerSpec, base: Layout, fabric: Fabric, device: DeviceProfile, precision: str, algorithm: str,
+def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, device: DeviceProfile, precision: str, algorithm: str,
            capacity: float | None, dp_overlap: bool, mbs_options=(1, 2, 4)) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
     """(metrics, collectives, layouts evaluated) of the fastest layout that fits."""
     gpus = base.gpus
     max_tp = getattr(fabric.config, "gpus_per_node", 8) or 8
     best = None
     evaluated = 0
-    for layout in candidates(spec, base, gpus, max_tp, base.global_batch, mbs_options):
+    for layout in candidates(spec, base, gpus, max_tp, global_batch, mbs_options):
         if capacity and memory(spec, layout)["total"] > capacity:
             continue
         metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap)
@@ -54,5 +54,5 @@ def search(spec: TransformerSpec, base: Layout, fabric: Fabric, device: DevicePr
             best = (metrics, colls)
     if best is None:
         raise EstimatorError(f"parallelism.placement=auto: no layout of {spec.name} on {gpus} GPUs fits "
-                             f"{(capacity or 0) / 1e9:.1f} GB per GPU with global_batch {base.global_batch}")
+                             f"{(capacity or 0) / 1e9:.1f} GB per GPU with global_batch {global_batch}")
     return best[0], best[1], evaluated
