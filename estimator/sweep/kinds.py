@@ -123,3 +123,4 @@ register(Kind("estimate", _estimate_keys(), "estimates", _estimate_batch, _write
 register(Kind("collective", COLLECTIVE_KEYS, "collective_costs", _collective_batch, _write_collective_rows,
               _validate_collective))
 import estimator.sweep.paper_kinds  # noqa: E402, F401  (registers the allocation and optree_depth kinds)
+import estimator.sweep.llm_kind  # noqa: E402, F401  (registers the hybrid-parallel `llm` kind)
