@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from estimator import __version__
-from estimator.compute.device import PRECISIONS, DeviceProfile
+from estimator.compute.device import DeviceProfile, check_precision
 from estimator.config import config_hash, flatten
 from estimator.errors import EstimatorError
 from estimator.fabrics.registry import shared_fabric
@@ -93,10 +93,12 @@ def validate(cfg: dict[str, Any]) -> None:
 
         return validate_hybrid(sub)
     shared_fabric(sub["fabric"] or {})
-    DeviceProfile.from_dict(dict(sub["device"] or {}))
+    device = DeviceProfile.from_dict(dict(sub["device"] or {}))
     BucketPolicy.from_dict(dict(sub["parallelism"] or {}))
-    if str(sub["precision"] or "amp") not in PRECISIONS:
-        raise EstimatorError(f"precision must be one of {sorted(PRECISIONS)}, got {sub['precision']!r}")
+    precision = str(sub["precision"] or "amp")
+    check_precision(precision)
+    if not device.replay:
+        device.tensor_peak(precision)  # a precision the device lacks (tf32 on a V100) is an error
 
 
 def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Estimate:
@@ -115,6 +117,11 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
     fabric = shared_fabric(sub["fabric"] or {})
     device = DeviceProfile.from_dict(dict(sub["device"] or {}))
     par = dict(sub["parallelism"] or {})
+    policy = BucketPolicy.from_dict(par)
+    precision = str(sub["precision"] or "amp")
+    check_precision(precision)
+    if not device.replay:
+        device.tensor_peak(precision)  # a precision the device lacks is an error before any loading
     path = Path(workload_file) if workload_file else workload_path(cfg)
     workload = load_workload(path)
     default_batch = workload.batch_size if cfg.get("workload") else (sub["model"] or {}).get("batch_size")
@@ -122,11 +129,9 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
     if not isinstance(batch, int) or batch < 1:
         raise EstimatorError(f"batch_size must be a positive integer, got {batch!r}")
     algorithm = str(sub["algorithm"] or "default")
-    precision = str(sub["precision"] or "amp")
     if workload.devices == 1:
         if par.get("strategy", "data") != "data":
             raise EstimatorError(f"parallelism.strategy {par.get('strategy')!r} is not supported for single-replica workloads")
-        policy = BucketPolicy.from_dict(par)
         profile = _profile(str(path), os.stat(path).st_mtime, batch, device, policy.gradient_dtype_bytes, precision)
         choice = ""
         if hasattr(fabric, "for_job"):  # a fabric that picks its configuration per job (OCS topology=auto)
@@ -139,11 +144,11 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
     metrics = {
         "workload_name": workload.name,
         "nodes": fabric.nodes,
-        "global_batch": batch * fabric.nodes if workload.devices == 1 else batch,
         **result.metrics(),
         "num_collectives": len(result.collectives),
         "fabric_choice": choice,  # what a job-level `auto` fabric chose (e.g. the OCS topology)
     }
+    metrics.setdefault("global_batch", batch)  # an imported multi-device graph: its own batch
     metrics.pop("devices", None)
     metrics.pop("batch_size", None)
     metrics["batch_size_per_device"] = batch

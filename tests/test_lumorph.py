@@ -63,7 +63,7 @@ def test_crossover_where_bandwidth_takes_over(n):
 
 @pytest.mark.parametrize("n,k", [(8, 2), (16, 4), (32, 4), (16, 8), (8, 8), (8, 4), (32, 8)])  # last two: mixed radix
 def test_explicit_schedule_priced_by_library_equals_closed_form(n, k):
-    fab = LumorphFabric(LumorphConfig(nodes=n))
+    fab = LumorphFabric(LumorphConfig(nodes=n, max_radix=max(4, k), mzi_degree=max(3, k - 1)))  # k = 8: a hypothetical 1x7 MZI
     for coll in ("all_reduce", "reduce_scatter", "all_gather"):
         closed = fab.collective_cost(coll, 3e6, f"lumorph_{k}")
         explicit = fab.collective_cost(coll, 3e6, f"lumorph_{k}", explicit=True)
@@ -83,7 +83,18 @@ def test_rounds_and_auto():
     assert small.algorithm.startswith("lumorph_") and small.algorithm != "lumorph_2"
     big = fab.collective_cost("all_reduce", 2**30, "auto")
     assert big.time_s <= min(fab.collective_cost("all_reduce", 2**30, a).time_s for a in fab.valid_algorithms("all_reduce", 128))
-    assert big.algorithm not in ("lumorph_4", "lumorph_8")  # split circuits lose 1/16 of the bandwidth
+    assert big.algorithm != "lumorph_4"  # split circuits lose 1/16 of the bandwidth
+
+
+def test_radix_is_limited_by_the_tiles_1x3_mzi_switches():
+    # seed 000 Sec. 2: 1x3 MZIs -> at most 3 circuits per tile -> k = 2, 4 only; auto never offers Lumorph-8
+    fab = LumorphFabric(LumorphConfig(nodes=256))
+    assert fab.algorithms("all_reduce") == ("lumorph_2", "lumorph_4", "ring", "dnc")
+    assert fab.collective_cost("all_reduce", 1024, "auto").algorithm in ("lumorph_2", "lumorph_4")
+    with pytest.raises(EstimatorError, match="1x3 MZI"):
+        make_fabric({"name": "lumorph", "max_radix": 8})
+    with pytest.raises(EstimatorError, match="unknown algorithm 'lumorph_8'"):
+        fab.collective_cost("all_to_all", 1e6, "lumorph_8")
 
 
 def test_non_power_of_two_uses_ring():
@@ -112,8 +123,8 @@ def test_broadcast_and_all_to_all_any_size():
     assert b2.steps == 7 and b4.steps == 4  # ceil(log2 96), ceil(log4 96)
     # k = 4 splits the egress over 3 circuits of 5/16: each round is 16/5 times slower per byte
     assert b4.time_s - 4 * 4.4e-6 == pytest.approx(4 * 1e6 / (300e9 * 5 / 16))
-    a2a = fab.collective_cost("all_to_all", 96e6, "lumorph_8")
-    assert a2a.steps == 14  # ceil(95 / 7) rounds of at most 7 circuits
+    a2a = fab.collective_cost("all_to_all", 96e6, "lumorph_4")
+    assert a2a.steps == 32  # ceil(95 / 3) rounds of at most 3 circuits
 
 
 def test_paper_accounting_charges_every_round():

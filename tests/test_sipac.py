@@ -77,15 +77,46 @@ def test_512_cus_1mb_incast_and_broadcast_against_equal_bandwidth_baselines(name
         coll, m = PATTERNS[pat]
         ratios[pat] = fab.collective_cost(coll, m, "auto").time_s / sipac.collective_cost(coll, m, "auto").time_s
         print(f"SiPAC vs {name:<8} {pat:<10}: {ratios[pat]:6.2f}x  (paper {PAPER[name][0]}-{PAPER[name][1]}x)")
-    assert all(x >= 0.999 for x in ratios.values())  # SiPAC is never slower
-    assert ratios["broadcast"] > 3  # multicast through the WSS vs unicast trees
+    assert ratios["incast"] >= 0.999  # SiPAC's incast is never slower
     if name == "bcube":
-        # same ports, same schedules, no switch queueing in a fluid model: incast ties
+        # same ports and schedules, no switch queueing in a fluid model; SiPAC's two relays cost
+        # what BCube's two extra switch hops cost: incast ties
         assert ratios["incast"] == pytest.approx(1.0, abs=0.01)
+        # BCube's pipelined unicast tree uses a whole port per flow; SiPAC's multicast only b/(r-1)
+        # per peer: the broadcast is not SiPAC's win at equal per-CU bandwidth
+        assert ratios["broadcast"] < 1
     elif name == "torus2d":
         assert PAPER["torus2d"][0] <= ratios["incast"] <= PAPER["torus2d"][1]
     else:
         assert ratios["incast"] > PAPER["superpod"][0]  # the 25e9 B/s NIC is the bottleneck
+
+
+def test_multicast_splits_the_ports_wavelengths_among_the_peers():
+    # the audit's error: every peer received at the full port rate, so a port emitted (r-1) x b
+    split = make_fabric({"name": "sipac"})
+    full = make_fabric({"name": "sipac", "multicast_split": "full"})
+    m = 8 * MB
+    per_byte = (split.collective_cost("broadcast", m, "multicast").time_s
+                - split.collective_cost("broadcast", 0, "multicast").time_s) / m
+    assert per_byte == pytest.approx(3 * 7 / B)  # L steps, each (r-1) M/B: the port emits b, split 7 ways
+    assert split.collective_cost("broadcast", m, "multicast").time_s == pytest.approx(
+        split.collective_cost("broadcast", m, "spanning_tree").time_s)  # = the unicast spanning trees
+    full_per_byte = (full.collective_cost("broadcast", m, "multicast").time_s - 3 * 0.5e-6) / m
+    assert full_per_byte == pytest.approx(3 / B)
+    with pytest.raises(EstimatorError, match="multicast_split"):
+        make_fabric({"name": "sipac", "multicast_split": "half"})
+
+
+def test_relays_cost_an_oeo_hop_like_bcube_switch_hops():
+    free = SipacFabric(SipacConfig(r=4, l=2, nodes=64, relay_latency_s=0.0))
+    paid = SipacFabric(SipacConfig(r=4, l=2, nodes=64))  # 1 us per relay
+    for coll, algo in (("gather", "direct"), ("all_to_all", "direct")):
+        for explicit in (False, True):
+            d = (paid.collective_cost(coll, 64 * MB, algo, explicit=explicit).time_s
+                 - free.collective_cost(coll, 64 * MB, algo, explicit=explicit).time_s)
+            assert d == pytest.approx(2 * 1e-6), (coll, explicit)  # the farthest CU is L-1 = 2 relays away
+    # direct-peer algorithms never relay
+    assert paid.collective_cost("all_reduce", MB).time_s == pytest.approx(free.collective_cost("all_reduce", MB).time_s)
 
 
 @pytest.mark.parametrize("name", list(EQUAL_BW))

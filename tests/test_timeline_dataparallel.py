@@ -84,3 +84,28 @@ def test_bad_policy_is_rejected():
         BucketPolicy(bucketing="magic")
     with pytest.raises(EstimatorError, match="bucket_cap_bytes"):
         BucketPolicy(bucket_cap_bytes=-1)
+
+
+def test_interference_stragglers_accumulation_and_input_limit_by_hand():
+    # backward 4 x 1 ms, forward 1 ms; each 1e6 B all-reduce takes 1 ms, from 2 ms to 6 ms
+    w = chain_workload([1e-3], [1e-3] * 4, 0.0, [10**6] * 4)
+    p = compute_profile(w, REPLAY)
+    fab = linear_fabric()  # 8 nodes
+    r = simulate_data_parallel(p, fab, BucketPolicy(bucketing="none", comm_interference=0.5), batch_size=2)
+    # comm overlaps backward during 2..5 ms: backward ends 0.5 x 3 ms later, at 6.5 ms
+    assert r.interference_s == pytest.approx(1.5e-3) and r.iter_time_s == pytest.approx(6.5e-3)
+    post = simulate_data_parallel(p, fab, BucketPolicy(bucketing="none", overlap=False), batch_size=2)
+    assert post.iter_time_s == pytest.approx(5e-3 + 4e-3)  # all-reduces only after backward
+    acc = simulate_data_parallel(p, fab, BucketPolicy(bucketing="none", grad_accum=3), batch_size=2)
+    assert acc.iter_time_s == pytest.approx(2 * 5e-3 + 6e-3) and acc.global_batch == 2 * 3 * 8
+    assert acc.comm_time_s == pytest.approx(4e-3)  # one all-reduce per step, not per micro-batch
+    cv = simulate_data_parallel(p, fab, BucketPolicy(bucketing="none", sync_jitter_cv=0.1), batch_size=2)
+    from estimator.timeline.dataparallel import expected_max_normal
+
+    assert expected_max_normal(1) == 0 and expected_max_normal(8) == pytest.approx(1.4236, abs=0.015)  # exact E[max of 8] = 1.4236
+    assert cv.straggler_s == pytest.approx(5e-3 * 0.1 * expected_max_normal(8))
+    slow_input = BucketPolicy(bucketing="none", input_samples_per_s_per_node=1000.0, gpus_per_node=4)
+    lim = simulate_data_parallel(p, fab, slow_input, batch_size=2)
+    assert lim.input_bound and lim.samples_per_s == pytest.approx(2 * 1000.0)  # 2 nodes of 4 GPUs
+    with pytest.raises(EstimatorError, match="grad_accum"):
+        BucketPolicy(grad_accum=0)

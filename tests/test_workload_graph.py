@@ -74,3 +74,25 @@ def test_save_failure_leaves_no_partial_file(tmp_path):
     with pytest.raises(ValueError):
         io.save(bad, tmp_path / "x.workload.json")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_weight_bytes_do_not_scale_with_the_batch():
+    """A GEMM captured at batch 1: its 4 MiB weight is read once at any batch; only activations scale."""
+    gemm = Node(0, "aten::linear", op_class="matmul", phase="forward", flops=2.0 * 128 * 1024 * 1024,
+                mem_bytes=4 * 2**20 + 1 * 2**20, weight_bytes=4 * 2**20, scales_with_batch=True)  # fmt: skip
+    w = Workload("g", (gemm,), batch_size=1).validate()
+    big = w.scaled_to_batch(256).nodes[0]
+    assert big.mem_bytes == 4 * 2**20 + 256 * 2**20  # not 256 x 5 MiB
+    assert big.weight_bytes == 4 * 2**20 and big.flops == 256 * gemm.flops
+    again = Workload.from_dict(w.to_dict())
+    assert again == w and again.nodes[0].weight_bytes == 4 * 2**20
+
+
+def test_version_1_files_still_load_and_weight_bytes_are_checked():
+    w = chain_workload([1e-3], [1e-3], 1e-4, [400])
+    old = w.to_dict()
+    old["format_version"] = 1
+    assert Workload.from_dict(old).nodes == w.nodes  # no weight_bytes: everything scales, as before
+    bad = Node(0, "x", mem_bytes=1.0, weight_bytes=2.0)
+    with pytest.raises(EstimatorError, match="weight_bytes"):
+        Workload("b", (bad,)).validate()

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
+from estimator.collectives import broadcasts as bc
 from estimator.collectives import generators as gen
 from estimator.collectives import switch_model as sw
 from estimator.collectives.params import AlgoParams
@@ -136,13 +137,20 @@ def _build() -> dict[str, Algorithm]:
                                  sw.pipelined_dbt_all_reduce),
         "hierarchical_tree": _single("hierarchical_tree", "all_reduce", gen.hierarchical_tree_all_reduce,
                                      sw.hierarchical_tree_all_reduce),
+        # broadcasts a baseline's operators would run (see .broadcasts)
+        "pipelined_chain": _single("pipelined_chain", "broadcast", bc.pipelined_chain_broadcast,
+                                   bc.pipelined_chain_broadcast_cost),
+        "pipelined_tree": _single("pipelined_tree", "broadcast", bc.pipelined_tree_broadcast,
+                                  bc.pipelined_tree_broadcast_cost),
+        "spanning_tree": _single("spanning_tree", "broadcast", bc.spanning_tree_broadcast,
+                                 bc.spanning_tree_broadcast_cost),
     }
     return a
 
 
 _REGISTRY = _build()
 _RADIX = re.compile(r"^radix(\d+)$")
-_PIPE = re.compile(r"^pipelined_dbt(\d+)$")
+_PIPE = re.compile(r"^(pipelined_dbt|pipelined_chain|pipelined_tree)(\d+)$")
 
 
 def names() -> tuple[str, ...]:
@@ -163,7 +171,8 @@ def algorithm(name: str) -> Algorithm:
         return Algorithm(name, base.generators, base.closed_forms, fixed_radix=k, family="radix")
     m = _PIPE.match(name)
     if m:
-        base = _REGISTRY["pipelined_dbt"]
-        return Algorithm(name, base.generators, base.closed_forms, fixed_chunks=max(1, int(m.group(1))),
-                         family="pipelined_dbt")
-    raise EstimatorError(f"unknown algorithm {name!r}; known: {', '.join(_REGISTRY)}, radix<k>, pipelined_dbt<C>")
+        base = _REGISTRY[m.group(1)]
+        return Algorithm(name, base.generators, base.closed_forms, fixed_chunks=max(1, int(m.group(2))),
+                         family=m.group(1))
+    raise EstimatorError(f"unknown algorithm {name!r}; known: {', '.join(_REGISTRY)}, radix<k>, pipelined_dbt<C>, "
+                         "pipelined_chain<C>, pipelined_tree<C>")

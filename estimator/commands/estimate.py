@@ -48,7 +48,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 def format_text(result: dict[str, Any]) -> str:
     keys = [
         ("model", ""), ("fabric", ""), ("device", ""), ("nodes", ""), ("algorithm_used", ""),
-        ("batch_size_per_device", ""), ("iter_time_s", "s"), ("compute_time_s", "s"),
+        ("batch_size_per_device", ""), ("grad_accum", ""), ("global_batch", ""),
+        ("iter_time_s", "s"), ("compute_time_s", "s"),
         ("forward_s", "s"), ("backward_s", "s"), ("optimizer_s", "s"), ("comm_time_s", "s"),
         ("exposed_comm_time_s", "s"), ("samples_per_s", "samples/s"), ("num_collectives", ""),
         ("layout", ""), ("bubble_time_s", "s"), ("tp_comm_time_s", "s"), ("dp_exposed_time_s", "s"),

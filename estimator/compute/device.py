@@ -1,40 +1,102 @@
 """Accelerator profiles and the per-op compute-time model.
 
-A profile (``conf/device/<name>.yaml``) gives peak FLOP/s (tensor-core rate for matmul/conv,
-FP32 rate for everything else) and memory bandwidth from the vendor's spec sheet.
+A profile (``conf/device/<name>.yaml``) gives the vendor's spec-sheet peaks per precision and the
+HBM bandwidth, plus per-op-class efficiencies (each value is sourced or calibrated in the yaml,
+next to it). Per op of class ``c`` (``estimator.workloads.flops.OP_CLASSES``):
 
-Compute-time model (roofline): an op takes
+    t = max(flops / (peak[precision, c] * compute_efficiency[c]),
+            bytes[precision, c] / (mem_bw * memory_efficiency[c]),
+            launch_s)
 
-    max(flops / (peak * compute_efficiency[op_class]), mem_bytes / (mem_bw * memory_efficiency))
-
-Assumptions, documented here because the papers do not fix them:
-
-* ``compute_efficiency`` = 0.5 for conv/matmul/attention on tensor cores, 0.5 of the FP32 rate for
-  other arithmetic. Large GEMMs reach 70-90% of peak, but training kernels of vision models are
-  smaller; 0.5 is a middle choice (override ``device.compute_efficiency``).
-* ``memory_efficiency`` = 0.7: streaming kernels typically reach 70-90% of spec-sheet HBM bandwidth.
-* ``precision`` — ``amp`` (mixed precision, the default for training on tensor-core GPUs): conv
-  and matmul run at the tensor-core peak and activations/weights move as 16-bit values, i.e.
-  half the bytes of the fp32 CPU capture; ``fp32``: every op at the FP32 peak, bytes as captured.
-* Kernel launches are asynchronous and hidden behind running kernels (``op_overhead_s`` = 0).
+* **Precision** (``precision=``): ``fp32`` — every op on the FP32 (CUDA-core) peak; ``tf32`` —
+  conv/matmul on the TF32 tensor-core peak, the rest FP32, tensors stay 32-bit; ``fp16`` (alias
+  ``amp``, PyTorch autocast mixed precision) and ``bf16`` — conv/matmul on that 16-bit tensor-core
+  peak and activations move as 16-bit values (half the bytes of the fp32 CPU capture), while the
+  optimizer step keeps fp32 master weights and state (its bytes are not halved). A device without
+  a peak for a precision (``peak_flops_tf32: null``, e.g. V100) rejects it.
+* **Peaks**: ``peak_flops`` is the dense FP16 tensor-core rate, ``peak_flops_fp32`` the FP32 rate,
+  ``peak_flops_tf32`` / ``peak_flops_bf16`` the TF32 / BF16 tensor-core rates (null = absent).
+  Ops of other classes have no FLOP formula (they count 0 FLOPs, see ``flops.py``) and are priced
+  by their bytes.
+* **Efficiency per op class**: ``compute_efficiency`` (fraction of the FLOP peak reached by conv /
+  matmul / attention kernels) and ``memory_efficiency`` (fraction of HBM bandwidth reached by each
+  class's kernels), each one number, a mapping class -> fraction, or a mapping precision (fp32,
+  tf32, fp16, bf16) -> class -> fraction, because the same convolution reaches a different share
+  of the CUDA-core, TF32 and FP16 peaks (cuDNN picks other kernels and layouts). Lookup order:
+  (precision, class), (precision, default), (class), (default); bf16 falls back to fp16.
+* **Kernel launches** (``launch_s``): PyTorch eager launches one or more kernels per op
+  asynchronously; a kernel shorter than the host's per-op dispatch + launch time cannot keep the
+  GPU busy, so no op finishes faster than ``launch_s``.
+* **Elementwise fusion under AMP** (``amp_elementwise_fusion``): with fp16/bf16 the training
+  recipes the validation rows come from fuse pointwise ops into their neighbours (cuDNN
+  conv+bias+activation, apex/NVFuser bias-GeLU, fused LayerNorm, TorchScript). This fraction of
+  each elementwise op's bytes remains; 1.0 = no fusion.
 * When the profile is the capture device (``replay: true``), measured durations are replayed.
 * A workload with no FLOP/byte costs at all (e.g. a TopoOpt task graph that only carries
   measured task times) keeps its measured durations on any device: there is nothing to scale.
   In a workload that has costs, an op with zero FLOPs and bytes (a view such as ``aten::t``)
-  costs nothing on the target device.
+  launches no kernel and costs nothing on the target device.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from estimator.errors import EstimatorError, positive
+from estimator.workloads.flops import OP_CLASSES
 from estimator.workloads.graph import Workload
 
 TENSOR_CORE_CLASSES = frozenset({"conv", "matmul", "attention"})
-PRECISIONS = {"amp": 0.5, "fp32": 1.0}  # precision -> bytes relative to the fp32 capture
+# precision -> (peak field for tensor-core classes, activation bytes relative to the fp32 capture)
+PRECISIONS = {
+    "fp32": ("peak_flops_fp32", 1.0),
+    "tf32": ("peak_flops_tf32", 1.0),
+    "fp16": ("peak_flops", 0.5),
+    "amp": ("peak_flops", 0.5),  # alias: PyTorch autocast fp16 mixed precision
+    "bf16": ("peak_flops_bf16", 0.5),
+}
+EFFICIENCY_KEYS = (*OP_CLASSES, "attention", "default")
+
+
+PRECISION_KEYS = ("fp32", "tf32", "fp16", "bf16")
+
+
+def _fraction(frac, where: str) -> float:
+    if isinstance(frac, bool) or not isinstance(frac, int | float) or not 0 < frac <= 1:
+        raise EstimatorError(f"{where} must be in (0, 1], got {frac!r}")
+    return float(frac)
+
+
+def _class(cls, where: str) -> str:
+    if cls not in EFFICIENCY_KEYS:
+        raise EstimatorError(f"{where}: unknown op class {cls!r} (known: {', '.join(EFFICIENCY_KEYS)})")
+    return cls
+
+
+def _efficiency(value, key: str, device: str) -> tuple[tuple[str, str, float], ...]:
+    """Normalise an efficiency spec to a hashable tuple of ``(precision or "*", class, fraction)``.
+
+    Accepted: one number (every precision and class); ``{class: fraction}`` (every precision);
+    ``{precision: {class: fraction}}`` (a number in place of the inner mapping = every class)."""
+    where = f"device.{key} ({device})"
+    if isinstance(value, tuple):  # already normalised
+        return value
+    out: dict[tuple[str, str], float] = {}
+    if isinstance(value, Mapping):
+        for name, inner in value.items():
+            if name in PRECISION_KEYS:
+                pairs = inner.items() if isinstance(inner, Mapping) else (("default", inner),)
+                for cls, frac in pairs:
+                    out[(name, _class(cls, where))] = _fraction(frac, f"{where}.{name}.{cls}")
+            else:
+                out[("*", _class(name, where))] = _fraction(inner, f"{where}.{name}")
+    else:
+        out[("*", "default")] = _fraction(value, where)
+    out.setdefault(("*", "default"), 1.0)
+    return tuple(sorted((p, c, f) for (p, c), f in out.items()))
 
 
 @dataclass(frozen=True)
@@ -43,26 +105,33 @@ class DeviceProfile:
     peak_flops: float
     mem_bw_Bps: float
     peak_flops_fp32: float | None = None
+    peak_flops_tf32: float | None = None
+    peak_flops_bf16: float | None = None
     replay: bool = False
-    compute_efficiency: float = 0.5
-    memory_efficiency: float = 0.7
-    op_overhead_s: float = 0.0
+    compute_efficiency: float | Mapping | tuple = 0.5
+    memory_efficiency: float | Mapping | tuple = 0.7
+    launch_s: float = 0.0
+    amp_elementwise_fusion: float = 1.0
+    op_overhead_s: float = 0.0  # added to every compute op (kept for hand-made profiles)
 
     def __post_init__(self) -> None:
         positive(self.peak_flops, f"device.peak_flops ({self.name})")
         positive(self.mem_bw_Bps, f"device.mem_bw_Bps ({self.name})")
-        if self.peak_flops_fp32 is not None:
-            positive(self.peak_flops_fp32, f"device.peak_flops_fp32 ({self.name})")
+        for key in ("peak_flops_fp32", "peak_flops_tf32", "peak_flops_bf16"):
+            if getattr(self, key) is not None:
+                positive(getattr(self, key), f"device.{key} ({self.name})")
         for key in ("compute_efficiency", "memory_efficiency"):
+            object.__setattr__(self, key, _efficiency(getattr(self, key), key, self.name))
+        for key in ("launch_s", "op_overhead_s"):
             value = getattr(self, key)
-            if not 0 < value <= 1:
-                raise EstimatorError(f"device.{key} must be in (0, 1], got {value!r}")
-        if self.op_overhead_s < 0:
-            raise EstimatorError(f"device.op_overhead_s must be >= 0, got {self.op_overhead_s!r}")
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+                raise EstimatorError(f"device.{key} must be a number of seconds in [0, 1), got {value!r}")
+        if not (isinstance(self.amp_elementwise_fusion, int | float) and 0 < self.amp_elementwise_fusion <= 1):
+            raise EstimatorError(f"device.amp_elementwise_fusion must be in (0, 1], got {self.amp_elementwise_fusion!r}")
 
     @classmethod
     def from_dict(cls, data: dict) -> DeviceProfile:
-        known = set(cls.__dataclass_fields__)
+        known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise EstimatorError(f"device: unknown parameter(s) {unknown}")
@@ -71,24 +140,63 @@ class DeviceProfile:
         except TypeError as exc:
             raise EstimatorError(f"device: {exc}") from None
 
+    def efficiency(self, key: str, op_class: str, precision: str = "fp16") -> float:
+        """The ``key`` efficiency of ``op_class`` at ``precision``: the most specific entry of
+        (precision, class), (precision, default), (any, class), (any, default)."""
+        table = {(p, c): f for p, c, f in getattr(self, key)}
+        prec = "fp16" if precision == "amp" else precision
+        if prec == "bf16" and not any(p == "bf16" for p, _ in table):
+            prec = "fp16"  # bf16 runs on the same tensor cores at the same rate: fp16 values
+        for probe in ((prec, op_class), (prec, "default"), ("*", op_class), ("*", "default")):
+            if probe in table:
+                return table[probe]
+        return 1.0
+
+    def tensor_peak(self, precision: str) -> float:
+        """The conv/matmul peak FLOP/s at ``precision``; a one-line error if the device lacks it."""
+        check_precision(precision)
+        peak = getattr(self, PRECISIONS[precision][0])
+        if precision == "fp32" and peak is None:
+            peak = self.peak_flops
+        if peak is None:
+            have = ", ".join(p for p in PRECISIONS if p == "fp32" or getattr(self, PRECISIONS[p][0]) is not None)
+            raise EstimatorError(f"device {self.name} has no {precision} ({PRECISIONS[precision][0]} is null); use precision={have}")
+        return float(peak)
+
+
+def check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise EstimatorError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+
 
 def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp") -> np.ndarray:
     """Seconds per node of ``workload`` (in node order); 0 for communication nodes."""
-    if precision not in PRECISIONS:
-        raise EstimatorError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+    check_precision(precision)
     n = len(workload.nodes)
     flops = np.fromiter((x.flops for x in workload.nodes), float, n)
     mem = np.fromiter((x.mem_bytes for x in workload.nodes), float, n)
     is_compute = np.fromiter((x.kind == "compute" for x in workload.nodes), bool, n)
-    tensor = np.fromiter((x.op_class in TENSOR_CORE_CLASSES for x in workload.nodes), bool, n)
-    fp32 = device.peak_flops_fp32 or device.peak_flops
-    tensor_peak = device.peak_flops if precision == "amp" else fp32
-    peak = np.where(tensor, tensor_peak, fp32) * device.compute_efficiency
-    moved = mem * PRECISIONS[precision]
-    t = np.maximum(flops / peak, moved / (device.mem_bw_Bps * device.memory_efficiency))
-    t = np.where(is_compute, t + device.op_overhead_s, 0.0)
     measured = np.fromiter((np.nan if x.duration_s is None else x.duration_s for x in workload.nodes), float, n)
     replay = device.replay or not (flops.any() or mem.any())
-    use_measured = is_compute & ~np.isnan(measured) & replay
-    t = np.where(use_measured, measured, t)
+    classes = [x.op_class for x in workload.nodes]
+    tensor = np.fromiter((c in TENSOR_CORE_CLASSES for c in classes), bool, n)
+    fp32 = device.peak_flops_fp32 or device.peak_flops
+    tensor_peak = (getattr(device, PRECISIONS[precision][0]) or device.peak_flops) if replay else device.tensor_peak(precision)
+    kinds = set(classes)
+    ceff_of = {c: device.efficiency("compute_efficiency", c, precision) for c in kinds}
+    meff_of = {c: device.efficiency("memory_efficiency", c, precision) for c in kinds}
+    ceff = np.fromiter((ceff_of[c] for c in classes), float, n)
+    meff = np.fromiter((meff_of[c] for c in classes), float, n)
+    peak = np.where(tensor, tensor_peak, fp32) * ceff
+    scale = PRECISIONS[precision][1]
+    byte_scale = np.fromiter((1.0 if c == "optimizer" else scale for c in classes), float, n)
+    if scale < 1.0:  # 16-bit training: pointwise ops fused into their neighbours
+        fused = np.fromiter((c == "elementwise" for c in classes), bool, n)
+        byte_scale = np.where(fused, byte_scale * device.amp_elementwise_fusion, byte_scale)
+    t = np.maximum(flops / peak, mem * byte_scale / (device.mem_bw_Bps * meff))
+    launches = (flops > 0) | (mem > 0)
+    t = np.where(launches, np.maximum(t, device.launch_s), 0.0)
+    t = np.where(is_compute, t + device.op_overhead_s, 0.0)
+    if replay:  # the capture device (or a graph with nothing to scale): measured durations
+        t = np.where(is_compute & ~np.isnan(measured), measured, t)
     return t

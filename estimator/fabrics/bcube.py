@@ -54,7 +54,8 @@ class BCubeConfig(FabricConfig):
 class BCubeFabric(LinkFabric):
     name = "bcube"
     Config = BCubeConfig
-    OFFERS = offers_with({c: ("dimwise", "radix") for c in RS_AR_AG})
+    OFFERS = offers_with({**{c: ("dimwise", "radix") for c in RS_AR_AG},
+                          "broadcast": ("spanning_tree",)})  # BCube's multi-port one-to-all (Guo et al. 2009)
 
     def build_topology(self, algorithm: str) -> Topology:
         c = self.config

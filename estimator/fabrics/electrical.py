@@ -22,7 +22,9 @@ GENERIC_OFFERS: dict[str, tuple[str, ...]] = {
                    "binary_tree", "radix4", "neighbor_exchange", "direct", "ps", "torus2d"),
     "reduce_scatter": ("ring", "bidir_ring", "halving_doubling", "direct"),
     "all_gather": ("ring", "bidir_ring", "recursive_doubling", "neighbor_exchange", "direct"),
-    "broadcast": ("binomial_tree", "binary_tree", "scatter_allgather", "direct"),
+    "broadcast": ("binomial_tree", "binary_tree", "scatter_allgather", "direct",
+                  # pipelined (NCCL-style ring / tree) broadcasts, estimator/collectives/broadcasts.py
+                  "pipelined_chain", "pipelined_chain64", "pipelined_tree", "pipelined_tree64"),
     "reduce": ("binomial_tree", "binary_tree", "reducescatter_gather", "direct"),
     "gather": ("direct", "binomial_tree"),
     "all_to_all": ("direct", "pairwise"),

@@ -7,7 +7,7 @@ Model (seed 000, Secs. 2-4; defaults in conf/fabric/lumorph.yaml):
 * alpha-beta: every round pays ``alpha_s`` (0.7 us, NVLink-class) plus the MZI reconfiguration
   ``reconfig_s`` (3.7 us) when it needs circuits it did not already have; a GPU's egress is
   ``bandwidth_Bps`` (300 GB/s) per direction.
-* Lumorph-k (radix-k halving/doubling, k = 2, 4, 8, ... up to ``max_radix``): reduce-scatter in
+* Lumorph-k (radix-k halving/doubling, k = 2 and 4: a powers of two up to ``max_radix``): reduce-scatter in
   rounds where each GPU exchanges with the k-1 GPUs that differ from it in one base-k digit,
   splitting its ``wavelengths`` lasers in whole wavelengths over the k-1 circuits (so k = 4 uses
   15 of 16 wavelengths: 3 circuits x 5), then all-gather in the mirror order. Group sizes that are
@@ -16,6 +16,10 @@ Model (seed 000, Secs. 2-4; defaults in conf/fabric/lumorph.yaml):
   reuses the last reduce-scatter round's circuits, so an all-reduce in m digits pays 2m rounds of
   alpha and 2m-1 reconfigurations (the paper charges 0.7 + 3.7 us on all 2m rounds:
   ``reconfig_every_round=true`` reproduces that accounting).
+* Radix limit: a Lightpath tile's MZI switches are 1x3 (seed 000 Sec. 2), so a tile drives at
+  most ``mzi_degree`` = 3 circuits at once and k - 1 <= 3: Lumorph-2 and Lumorph-4 (the paper's
+  two) are all the hardware builds. ``max_radix`` above 4 is refused, so ``auto`` never offers a
+  Lumorph-8 (7 concurrent circuits per tile).
 * ``ring``: one ring of circuits set up once (one reconfiguration), 2(N-1) rounds at full bandwidth.
 * ``dnc``: our reading of the paper's greedy divide-and-conquer baseline (seed 000 gives no
   algorithm): Lumorph-2 reduce-scatter inside each server, ring all-reduce of the shards across
@@ -51,7 +55,8 @@ class LumorphConfig(FabricConfig):
     reconfig_s: float = 3.7e-6
     reconfig_every_round: bool = False  # True: seed 000's accounting, alpha + 3.7 us on every Lumorph-k round
     wavelengths: int = 16
-    max_radix: int = 8
+    max_radix: int = 4
+    mzi_degree: int = 3  # circuits one tile can drive at once (1x3 MZI switches, seed 000 Sec. 2)
 
     def validate(self) -> None:
         super().validate()
@@ -65,6 +70,13 @@ class LumorphConfig(FabricConfig):
             raise EstimatorError(f"fabric.wavelengths must be >= 1, got {self.wavelengths}")
         if self.max_radix < 2 or self.max_radix & (self.max_radix - 1):
             raise EstimatorError(f"fabric.max_radix must be a power of two >= 2, got {self.max_radix}")
+        if self.mzi_degree < 1:
+            raise EstimatorError(f"fabric.mzi_degree must be >= 1, got {self.mzi_degree}")
+        if self.max_radix - 1 > self.mzi_degree:
+            raise EstimatorError(
+                f"fabric.max_radix={self.max_radix}: Lumorph-{self.max_radix} needs {self.max_radix - 1} circuits per tile, "
+                f"but a tile's 1x{self.mzi_degree} MZI switches drive at most {self.mzi_degree} (fabric.mzi_degree)"
+            )
 
 
 def is_power_of_two(n: int) -> bool:

@@ -8,10 +8,18 @@ Model (seed 003 Sec. 2; defaults in conf/fabric/sipac.yaml):
   ports) is split evenly, b = B/L per port. The WSS gives every CU a dedicated wavelength channel
   to each of its r-1 peers on that level (no output-port blocking), so a port's wavelengths are
   split over them: b/(r-1) per peer channel, (l+1)(r-1) direct peers in all. With ``multicast``
-  the WSS can also drop one signal at all r-1 peers of a level at the full port rate b.
+  the WSS drops one port's signal at the r-1 peers of a level; ``multicast_split`` says what each
+  peer gets: ``wavelengths`` (default) — the port's wavelengths are divided among the peers, so each
+  receives at b/(r-1) and the port never emits more than its b; ``full`` — the port's signal is
+  power-split (1:(r-1), 8.5 dB at r = 8) and every peer receives the full rate b, which assumes a
+  link budget the paper does not give (an optimistic upper bound, kept for comparison).
 * Non-peers are reached through CUs that relay (BCube-style digit correction, ECMP over the
-  orders). Every message pays ``alpha_s``; no switch buffering or queueing (the paper's reason
-  for SiPAC's advantage, seed 003 Sec. 4).
+  orders). A relay is an O/E/O hop (receive, buffer, re-send): it costs ``relay_latency_s``, the
+  same per-hop charge the electrical BCube baseline pays per switch hop (conf/fabric/bcube.yaml,
+  1 us). Every message pays ``alpha_s``; no switch buffering or queueing (the paper's reason for
+  SiPAC's advantage, seed 003 Sec. 4). (Implementation: every channel link carries
+  ``relay_latency_s`` and the per-message alpha given to the pricing is alpha_s - relay_latency_s,
+  so a transfer over h hops pays exactly alpha_s + (h-1) relay_latency_s.)
 
 Collectives are the shared library's schedules priced on this topology (see
 :mod:`estimator.collectives.pricing`), with closed forms (fast path, tested equal for small N):
@@ -19,12 +27,14 @@ Collectives are the shared library's schedules priced on this topology (see
 * all-reduce / reduce-scatter / all-gather ``dimwise`` (BCube / Flex-SiPCO, the library's
   dimension-wise algorithm): 2L alpha + 2(N-1)/N M/B for all-reduce;
 * incast (``gather``, ``direct``): every CU sends M/N to CU 0, limited by CU 0's L(r-1) inbound
-  channels: alpha + L hops + (N-1)/N M/B;
-* all-to-all ``direct``: alpha + L hops + M L (r-1) / (r B) (each byte crosses L(r-1)/r channels
-  on average, every channel equally loaded);
+  channels: alpha + (L-1) relays + (N-1)/N M/B;
+* all-to-all ``direct``: alpha + (L-1) relays + M L (r-1) / (r B) (each byte crosses L(r-1)/r
+  channels on average, every channel equally loaded);
 * broadcast ``multicast``: the buffer is cut into L parts, part j multicast along dimensions
-  j, j+1, ..., so every step uses all L ports at rate b: L (alpha + M/B) (no pipelining, like the
-  library's trees); ``binomial_tree`` is the unicast alternative.
+  j, j+1, ..., so every step uses all L ports: L (alpha + (r-1) M/B) with the ``wavelengths`` split
+  (the same as the unicast ``spanning_tree``), L (alpha + M/B) with ``full``; the library's
+  unicast broadcasts (spanning tree, pipelined chain / tree, scatter + all-gather, binomial) are
+  offered too and ``auto`` takes the fastest.
 * ``hybrid`` (:meth:`SipacFabric.hybrid_cost`): an all-reduce followed by an all-to-all (seed 003
   Fig. 4b's hybrid-parallel traffic).
 """
@@ -42,6 +52,8 @@ from estimator.fabrics.library import LibraryFabric
 from estimator.fabrics.optical.compile_cache import SharedCompiled
 from estimator.topology.graph import Topology
 
+MULTICAST_SPLITS = ("wavelengths", "full")
+
 
 @dataclass
 class SipacConfig(FabricConfig):
@@ -51,7 +63,9 @@ class SipacConfig(FabricConfig):
     nodes: int = 512
     per_cu_bandwidth_bps: float = 2048.0e9
     alpha_s: float = 0.5e-6
+    relay_latency_s: float = 1.0e-6
     multicast: bool = True
+    multicast_split: str = "wavelengths"
 
     def validate(self) -> None:
         super().validate()
@@ -63,6 +77,11 @@ class SipacConfig(FabricConfig):
             )
         positive(self.per_cu_bandwidth_bps, "fabric.per_cu_bandwidth_bps")
         non_negative(self.alpha_s, "fabric.alpha_s")
+        non_negative(self.relay_latency_s, "fabric.relay_latency_s")
+        if self.multicast_split not in MULTICAST_SPLITS:
+            raise EstimatorError(
+                f"fabric.multicast_split must be one of {', '.join(MULTICAST_SPLITS)}, got {self.multicast_split!r}"
+            )
 
     @property
     def levels(self) -> int:
@@ -73,8 +92,9 @@ class SipacConfig(FabricConfig):
         return self.per_cu_bandwidth_bps / 8 / self.levels
 
 
-def sipac_topology(r: int, levels: int, port_Bps: float) -> Topology:
-    """CUs with one dedicated channel of port_Bps/(r-1) to each same-level peer; CUs relay (ECMP)."""
+def sipac_topology(r: int, levels: int, port_Bps: float, hop_s: float = 0.0) -> Topology:
+    """CUs with one dedicated channel of port_Bps/(r-1) and latency ``hop_s`` to each same-level
+    peer; CUs relay (ECMP)."""
     n = r**levels
     topo = Topology(f"sipac_r{r}_L{levels}", "ecmp")
     eps = [topo.add_endpoint(f"cu{i}") for i in range(n)]
@@ -85,7 +105,7 @@ def sipac_topology(r: int, levels: int, port_Bps: float) -> Topology:
             digit = (a // stride) % r
             for j in range(r):
                 if j != digit:
-                    topo.add_link(eps[a], eps[a + (j - digit) * stride], channel, 0.0)
+                    topo.add_link(eps[a], eps[a + (j - digit) * stride], channel, hop_s)
     return topo
 
 
@@ -96,7 +116,8 @@ class SipacFabric(SharedCompiled, LibraryFabric):
         "all_reduce": ("dimwise", "ring", "halving_doubling", "double_binary_tree"),
         "reduce_scatter": ("dimwise", "ring"),
         "all_gather": ("dimwise", "ring"),
-        "broadcast": ("multicast", "binomial_tree"),
+        "broadcast": ("multicast", "spanning_tree", "pipelined_chain", "pipelined_chain64", "pipelined_tree",
+                      "pipelined_tree64", "scatter_allgather", "binomial_tree"),
         "gather": ("direct", "binomial_tree"),
         "all_to_all": ("direct",),  # pairwise is never faster here and slow to price at 512
         "p2p": ("direct",),
@@ -115,10 +136,11 @@ class SipacFabric(SharedCompiled, LibraryFabric):
         return offers
 
     def build_topology(self, algorithm: str) -> Topology:
-        return sipac_topology(self.cfg.r, self.cfg.levels, self.cfg.port_Bps)
+        return sipac_topology(self.cfg.r, self.cfg.levels, self.cfg.port_Bps, self.cfg.relay_latency_s)
 
     def pricing(self, algorithm: str) -> PricingParams:
-        return PricingParams(alpha_s=self.cfg.alpha_s)
+        # every hop carries relay_latency_s; the first is not a relay (see the module docstring)
+        return PricingParams(alpha_s=self.cfg.alpha_s - self.cfg.relay_latency_s)
 
     def algo_params(self, n: int) -> AlgoParams:
         return AlgoParams(radix=self.cfg.r)
@@ -151,11 +173,13 @@ class SipacFabric(SharedCompiled, LibraryFabric):
         if algorithm == "dimwise":
             return lookup("dimwise").switch_cost(collective, n, nbytes, c.alpha_s, bw, 0.0, self.algo_params(n))
         if algorithm == "multicast":
-            return levels * (c.alpha_s + nbytes / bw), levels
-        # gather / all_to_all direct: one step, the busiest channel (relays add no latency here)
+            fan = 1 if c.multicast_split == "full" else c.r - 1
+            return levels * (c.alpha_s + fan * nbytes / bw), levels
+        # gather / all_to_all direct: one step, the busiest channel; the farthest CU is L-1 relays away
+        latency = c.alpha_s + (levels - 1) * c.relay_latency_s
         if collective == "gather":
-            return c.alpha_s + (n - 1) / n * nbytes / bw, 1
-        return c.alpha_s + nbytes * levels * (c.r - 1) / (c.r * bw), 1
+            return latency + (n - 1) / n * nbytes / bw, 1
+        return latency + nbytes * levels * (c.r - 1) / (c.r * bw), 1
 
     def hybrid_cost(self, nbytes: float, group_size: int | None = None) -> float:
         """Seconds for an all-reduce then an all-to-all of ``nbytes`` (hybrid parallelism)."""

@@ -14,11 +14,18 @@ charges ``a`` on every step, even where circuits do not change (e.g. Ring); we f
   wavelengths"; charging 2d / B would give 86.71% and reverse that order), ``wrht``,
   ``one_stage`` (ceil(N^2/8w) steps), ``optree`` (Theorem 2's k*), ``optree_best`` (the integer
   depth with the fewest steps, brute force); step counts in :mod:`.optical.wdm_ring_steps`.
-* Reduce-scatter: the mirror of ``ring`` / ``optree`` all-gather (same steps, reversed).
+* WRHT's group size ``p`` is not in the seed text: ``p = 4w - 2`` is *fitted* so that Table I's
+  formula gives Table I's 259 steps at N = 1024, w = 64 (see :mod:`.optical.wdm_ring_steps`); the
+  report says so next to every WRHT number. ``wrht_group`` overrides it.
+* Reduce-scatter: the mirror of the all-gather (same steps of one item per wavelength, reversed).
 * All-reduce (our extension so BERT/ResNet can run end to end; seed 002 cites WRHT [6] for it):
-  ``wrht`` = reduce up a p-ary tree in ceil(log_p N) steps and broadcast down in as many, each
-  step carrying the whole buffer on a wavelength; ``ring`` = ring reduce-scatter + all-gather,
-  2(N-1) steps of nbytes/N; ``optree`` = OpTree reduce-scatter + all-gather.
+  reduce-scatter + all-gather of the same scheme, 2 S steps of nbytes/N under the same step model
+  as the all-gather (``wrht``: 2 x 259 at N = 1024, w = 64; ``ring``: 2(N-1); ``optree``: 2 x 70).
+  (An earlier version charged WRHT 2 ceil(log_p N) = 4 steps of the whole buffer, inconsistent with
+  its own 259-step all-gather.)
+* Seed 002 sends 128-byte optical packets; it gives no header size, so framing would only round an
+  item up to whole packets (< 128 B per step, < 26 ns at 40 Gb/s). Not modelled, and no parameter
+  pretends it is.
 
 Explicit path (``explicit=True``, all-gather ``ring`` / ``ne`` / ``one_stage`` / ``optree``): the
 library's ring, neighbour-exchange and direct schedules and OpTree's own schedule (integer stage sizes as equal as possible, so
@@ -51,14 +58,13 @@ class TeraRackConfig(FabricConfig):
     flit_bytes: int = 32
     oeo_cycles_per_flit: float = 1.0
     clock_hz: float = 1.0e9
-    packet_bytes: int = 128
     wrht_group: int = 0
 
     def validate(self) -> None:
         super().validate()
         if self.wavelengths < 1:
             raise EstimatorError(f"fabric.wavelengths must be >= 1, got {self.wavelengths}")
-        for key in ("wavelength_bps", "clock_hz", "flit_bytes", "packet_bytes"):
+        for key in ("wavelength_bps", "clock_hz", "flit_bytes"):
             if not getattr(self, key) > 0:
                 raise EstimatorError(f"fabric.{key} must be positive, got {getattr(self, key)!r}")
         for key in ("mrr_reconfig_s", "oeo_cycles_per_flit"):
@@ -80,7 +86,7 @@ class TeraRackFabric(OpticalFabric):
     def algorithms(self, collective: str) -> tuple[str, ...]:
         return {
             "all_gather": ("optree", "optree_best", "wrht", "ne", "ring", "one_stage"),
-            "reduce_scatter": ("optree", "optree_best", "ring"),
+            "reduce_scatter": ("optree", "optree_best", "wrht", "ring"),
             "all_reduce": ("wrht", "optree", "optree_best", "ring"),
         }.get(collective, ())
 
@@ -115,13 +121,7 @@ class TeraRackFabric(OpticalFabric):
         if collective in ("all_gather", "reduce_scatter"):
             # NE's later steps carry two items (2d), on two wavelengths in parallel: still one slot
             return self._steps_cost(self.steps(algorithm, n), 1.0 / n)
-        # all_reduce
-        if algorithm == "wrht":
-            p = self.cfg.wrht_group or wr.wrht_group_default(self.cfg.wavelengths)
-            levels = 1
-            while p**levels < n:
-                levels += 1
-            return self._steps_cost(2 * levels, 1.0)
+        # all_reduce: the scheme's reduce-scatter (its all-gather mirrored) + its all-gather
         half = self.model("all_gather", algorithm, n)
         return half + half
 

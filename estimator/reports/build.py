@@ -24,6 +24,7 @@ import polars as pl  # noqa: E402
 from estimator import __version__  # noqa: E402
 from estimator.files import atomic_path, write_atomic  # noqa: E402
 from estimator.reports.model import Claim, Section  # noqa: E402
+from estimator.reports.sections.claims import write_claims  # noqa: E402
 from estimator.store.duckdb_store import connect  # noqa: E402
 
 CSS = """
@@ -33,6 +34,7 @@ figure{margin:1em 0} figure img{max-width:100%;border:1px solid #ddd}
 details pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:85%}
 table{border-collapse:collapse;margin:.5em 0;font-size:90%} td,th{border:1px solid #ccc;padding:3px 8px}
 th{background:#eee} .ok{color:#080;font-weight:bold} .no{color:#b00;font-weight:bold} .na{color:#777}
+.mid{color:#a60;font-weight:bold}
 nav a{margin-right:1em}
 """
 
@@ -72,15 +74,16 @@ def _fmt(v: object) -> str:
 
 def _claims_html(claims: list[Claim]) -> str:
     rows = []
+    css = {"holds": "ok", "fails": "no", "no-data": "na"}
     for c in claims:
-        mark = {True: ("holds", "ok"), False: ("does not hold", "no"), None: ("n/a", "na")}[c.holds]
+        where = f" <i>({html.escape(c.where)})</i>" if c.where else ""
         rows.append(
-            f"<tr><td>{html.escape(c.paper_claim)}</td><td>{html.escape(c.paper_value)}</td>"
-            f"<td>{html.escape(c.project_value)}</td><td class='{mark[1]}'>{mark[0]}</td>"
+            f"<tr><td>{html.escape(c.paper_claim)}{where}</td><td>{html.escape(c.paper_value)}</td>"
+            f"<td>{html.escape(c.project_value)}</td><td class='{css.get(c.verdict, 'mid')}'>{html.escape(c.verdict)}</td>"
             f"<td>{html.escape(c.detail)}</td></tr>"
         )
     return (
-        "<table><tr><th>paper's claim</th><th>paper</th><th>project</th><th>verdict</th><th>detail</th></tr>"
+        "<table><tr><th>paper's claim</th><th>paper</th><th>project</th><th>verdict</th><th>reason</th></tr>"
         + "".join(rows)
         + "</table>"
     )
@@ -136,6 +139,7 @@ def build_report(store: str | Path, out_dir: str | Path = "reports") -> Path:
     fig_dir.mkdir(parents=True, exist_ok=True)
     parts: list[str] = []
     nav: list[str] = []
+    write_claims(store)  # the `claims` table (estimator/reports/sections/claims.py), rendered at the top
     with connect(store, read_only=True) as con:
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
 

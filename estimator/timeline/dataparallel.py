@@ -14,17 +14,34 @@ Model (one replica per accelerator, all replicas identical, so one device is sim
    * ``none`` — one all-reduce per gradient tensor.
 
 4. A single communication stream runs the all-reduces in order; each starts when it is ready and
-   the stream is free, and lasts what the fabric says (``Fabric.collective_cost``).
-5. The optimizer step starts when backward and all all-reduces are done.
+   the stream is free (``overlap: false``: not before backward ends, as with NVIDIA's BERT
+   ``--allreduce_post_accumulation``), and lasts what the fabric says (``Fabric.collective_cost``).
+5. **Interference**: while a collective overlaps backward, backward runs ``comm_interference``
+   slower (NCCL's kernels hold one CTA per channel on the SMs and share HBM bandwidth), so
+   backward ends ``comm_interference x overlapped time`` later.
+6. The optimizer step starts when backward and all all-reduces are done.
+7. **Gradient accumulation** (``grad_accum = k``): ``k - 1`` micro-batches of forward+backward
+   without communication (DDP ``no_sync``), then the last one as above; one optimizer step.
+8. **Host overhead**: ``host_overhead_s`` per iteration (optimizer step) that the GPU waits for.
+9. **Stragglers**: a synchronous step waits for the slowest replica. Replica iteration times
+   vary with coefficient of variation ``sync_jitter_cv`` per micro-batch (``cv / sqrt(k)`` per
+   iteration of k independent micro-batches); the step waits ``compute x cv_iter x z(n)`` for
+   the slowest of n replicas, with ``z(n)`` the expected maximum of n standard normals
+   (Blom's approximation ``Phi^-1((n - 0.375) / (n + 0.25))``; ``z(1) = 0``).
+10. **Input pipeline**: a node (``gpus_per_node`` GPUs) loads and augments at most
+    ``input_samples_per_s_per_node`` samples per second (null = never the bottleneck), so
+    ``iter_time >= samples per iteration / (nodes x limit)``.
 
-``iter_time = max(backward_end, comm_end) + optimizer``; exposed communication is what the
-iteration takes beyond pure compute.
+``iter_time = max(input bound, (k-1) x (fwd + bwd) + max(backward_end + interference, comm_end) +
+optimizer + host_overhead + straggler wait)``; exposed communication is
+``max(backward_end + interference, comm_end) - backward_end`` (what communication adds).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -45,6 +62,15 @@ class BucketPolicy:
     fusion_threshold_bytes: float = 64 * 2**20
     cycle_time_s: float = 1e-3
     gradient_dtype_bytes: int = 4
+    # The defaults below are the plain mechanics (hand-checkable); the CLI and the Python API take
+    # the sourced/calibrated defaults from conf/parallelism/data.yaml.
+    grad_accum: int = 1
+    overlap: bool = True
+    comm_interference: float = 0.0
+    host_overhead_s: float = 0.0
+    sync_jitter_cv: float = 0.0
+    input_samples_per_s_per_node: float | None = None
+    gpus_per_node: int = 8
 
     def __post_init__(self) -> None:
         if self.bucketing not in BUCKETINGS:
@@ -53,6 +79,19 @@ class BucketPolicy:
             value = getattr(self, key)
             if not (isinstance(value, int | float) and value > 0 and math.isfinite(value)):
                 raise EstimatorError(f"parallelism.{key} must be a positive number, got {value!r}")
+        for key in ("grad_accum", "gpus_per_node"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise EstimatorError(f"parallelism.{key} must be a positive integer, got {value!r}")
+        if not isinstance(self.overlap, bool):
+            raise EstimatorError(f"parallelism.overlap must be true or false, got {self.overlap!r}")
+        for key in ("comm_interference", "host_overhead_s", "sync_jitter_cv"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not (isinstance(value, int | float) and 0 <= value < 10):
+                raise EstimatorError(f"parallelism.{key} must be a number >= 0, got {value!r}")
+        limit = self.input_samples_per_s_per_node
+        if limit is not None and (isinstance(limit, bool) or not (isinstance(limit, int | float) and 0 < limit < math.inf)):
+            raise EstimatorError(f"parallelism.input_samples_per_s_per_node must be a positive number or null, got {limit!r}")
         if self.gradient_dtype_bytes not in (2, 4, 8):
             raise EstimatorError(f"parallelism.gradient_dtype_bytes must be 2, 4 or 8, got {self.gradient_dtype_bytes!r}")
 
@@ -180,10 +219,26 @@ class IterationResult:
     exposed_comm_time_s: float
     samples_per_s: float
     algorithm_used: str
+    grad_accum: int = 1
+    global_batch: int = 0
+    interference_s: float = 0.0
+    straggler_s: float = 0.0
+    host_overhead_s: float = 0.0
+    input_bound: bool = False
     collectives: list[dict[str, Any]] = field(default_factory=list)
 
     def metrics(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "collectives"}
+
+
+def expected_max_normal(n: int) -> float:
+    """Expected maximum of ``n`` standard normal samples (Blom 1958 approximation; 0 for n = 1)."""
+    return 0.0 if n <= 1 else NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+
+
+def _overlap(intervals: list[tuple[float, float]], end: float) -> float:
+    """Total length of the (disjoint, ordered) ``intervals`` that lies before ``end``."""
+    return sum(max(0.0, min(b, end) - a) for a, b in intervals)
 
 
 def simulate_data_parallel(
@@ -194,12 +249,15 @@ def simulate_data_parallel(
     algorithm: str = "default",
     nodes: int | None = None,
 ) -> IterationResult:
-    """One data-parallel iteration on ``nodes`` replicas (default: all fabric nodes)."""
+    """One data-parallel iteration (one optimizer step) on ``nodes`` replicas (default: all fabric
+    nodes); ``batch_size`` is the per-replica micro-batch."""
     n = fabric.nodes if nodes is None else nodes
+    k = policy.grad_accum
     buckets = make_buckets(profile, policy)
     comm_free = 0.0
     comm_total = 0.0
     rows: list[dict[str, Any]] = []
+    busy: list[tuple[float, float]] = []
     algo_used = ""
     for idx, b in enumerate(buckets):
         if n > 1:
@@ -207,9 +265,12 @@ def simulate_data_parallel(
             dt, algo_used, steps = cost.time_s, cost.algorithm, cost.steps
         else:
             dt, algo_used, steps = 0.0, "none", 0
-        start = max(b.ready_s, comm_free)
+        ready = b.ready_s if policy.overlap else max(b.ready_s, profile.backward_end_s)
+        start = max(ready, comm_free)
         comm_free = start + dt
         comm_total += dt
+        if dt > 0:
+            busy.append((start, comm_free))
         rows.append(
             {
                 "idx": idx,
@@ -224,9 +285,18 @@ def simulate_data_parallel(
                 "steps": steps,
             }
         )
-    sync_end = max(profile.backward_end_s, comm_free)
-    iter_time = sync_end + profile.optimizer_s
-    compute = profile.compute_s
+    interference = policy.comm_interference * _overlap(busy, profile.backward_end_s)
+    sync_end = max(profile.backward_end_s + interference, comm_free)
+    micro = profile.forward_s + profile.backward_s
+    compute = k * micro + profile.optimizer_s
+    straggler = compute * policy.sync_jitter_cv / math.sqrt(k) * expected_max_normal(n)
+    iter_time = (k - 1) * micro + sync_end + profile.optimizer_s + policy.host_overhead_s + straggler
+    samples = n * batch_size * k
+    input_bound = False
+    if policy.input_samples_per_s_per_node is not None:
+        floor = samples / (math.ceil(n / policy.gpus_per_node) * policy.input_samples_per_s_per_node)
+        input_bound = floor > iter_time
+        iter_time = max(iter_time, floor)
     return IterationResult(
         nodes=n,
         batch_size=batch_size,
@@ -236,8 +306,14 @@ def simulate_data_parallel(
         backward_s=profile.backward_s,
         optimizer_s=profile.optimizer_s,
         comm_time_s=comm_total,
-        exposed_comm_time_s=max(0.0, iter_time - compute),
-        samples_per_s=n * batch_size / iter_time,
+        exposed_comm_time_s=max(0.0, sync_end - profile.backward_end_s),
+        samples_per_s=samples / iter_time,
         algorithm_used=algo_used,
+        grad_accum=k,
+        global_batch=samples,
+        interference_s=interference,
+        straggler_s=straggler,
+        host_overhead_s=policy.host_overhead_s,
+        input_bound=input_bound,
         collectives=rows,
     )

@@ -17,6 +17,11 @@ What is measured and how (each choice is an assumption the estimates inherit):
   outputs (views move nothing). Each price is tagged on the profiler timeline and summed into its
   top-level op; the passes' op sequences are matched per phase by name (ops the matcher cannot pair
   keep 0 FLOPs and an input-shape byte estimate, counted in ``meta.unmatched_ops``).
+* Weight traffic: a second cost pass runs at twice the batch. Per op, bytes are affine in the
+  batch, ``bytes(b) = w + a*b``, so ``w = 2*bytes(b) - bytes(2b)`` (clipped to ``[0, bytes(b)]``)
+  is the traffic that does not grow with the batch — parameters, their gradients, optimizer
+  state, normalisation statistics — and becomes the node's ``weight_bytes``. Without it a model
+  captured at batch 1 and estimated at 256 would read its weights 256 times.
 * Gradient readiness: ``register_post_accumulate_grad_hook`` on every parameter marks the
   timeline when its gradient is final; the gradient's ``ready_node`` is the last top-level
   backward op that started before the mark, ``order`` the order of the marks. A parameter that gets
@@ -60,6 +65,7 @@ class TopOp:
     input_shapes: tuple[tuple[int, ...], ...]
     flops: float = 0.0
     mem_bytes: float = 0.0
+    weight_bytes: float = 0.0
     matched: bool = True
 
 
@@ -233,12 +239,30 @@ def _transfer_costs(timed: list[TopOp], priced: list[TopOp]) -> int:
                 pairs[i] = spare[keys_a[i]].pop()
         for i, o in enumerate(a):
             if i in pairs:
-                o.flops, o.mem_bytes = b[pairs[i]].flops, b[pairs[i]].mem_bytes
+                o.flops, o.mem_bytes, o.weight_bytes = b[pairs[i]].flops, b[pairs[i]].mem_bytes, b[pairs[i]].weight_bytes
             else:
                 o.matched = False
                 o.mem_bytes = FALLBACK_ELEMENT_BYTES * sum(_numel(s) for s in o.input_shapes)
                 unmatched += 1
     return unmatched
+
+
+def _weight_bytes(priced: list[TopOp], doubled: list[TopOp]) -> int:
+    """Set ``weight_bytes`` of the ops of ``priced`` (batch b) from the same ops priced at batch 2b:
+    ``2*bytes(b) - bytes(2b)``, clipped to ``[0, bytes(b)]``. Ops pair up per phase by name in
+    sequence order; return how many found no partner (they keep weight_bytes 0)."""
+    unpaired = 0
+    for phase in PHASE_ORDER:
+        a = [o for o in priced if o.phase == phase]
+        b = [o for o in doubled if o.phase == phase]
+        matcher = difflib.SequenceMatcher(None, [o.op for o in a], [o.op for o in b], autojunk=False)
+        pairs = {i + k: j + k for i, j, size in matcher.get_matching_blocks() for k in range(size)}
+        for i, o in enumerate(a):
+            if i in pairs:
+                o.weight_bytes = min(max(2 * o.mem_bytes - b[pairs[i]].mem_bytes, 0.0), o.mem_bytes)
+            else:
+                unpaired += 1
+    return unpaired
 
 
 def _match_key(o: TopOp) -> tuple:
@@ -309,6 +333,10 @@ def capture(
         step()
     with _cost_mode():
         priced = _priced_ops(_profiled(step))
+    args2, target2 = zoo_model.make_inputs(2 * batch, "cpu")
+    with _cost_mode():
+        doubled = _priced_ops(_profiled(lambda: _iteration(zoo_model, optimizer, args2, target2)))
+    unpaired_weight_ops = _weight_bytes(priced, doubled)
 
     params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     handles = [p.register_post_accumulate_grad_hook(_grad_marker(i)) for i, (_, p) in enumerate(params)]
@@ -332,6 +360,7 @@ def capture(
             phase=o.phase,
             flops=float(o.flops),
             mem_bytes=float(o.mem_bytes),
+            weight_bytes=float(o.weight_bytes),
             duration_s=o.duration_s,
             input_shapes=o.input_shapes,
             scales_with_batch=o.phase != "optimizer",
@@ -357,9 +386,11 @@ def capture(
         "iteration_wall_s": iteration_s,
         "capture_wall_s": time.perf_counter() - t0,
         "unmatched_ops": unmatched,
+        "weight_bytes_unpaired_ops": unpaired_weight_ops,
         "core_params": count_params(zoo_model.core),
         "flops_counter": "torch.utils.flop_counter.flop_registry",
         "mem_bytes_estimate": "distinct tensor inputs + outputs per kernel call; views 0",
+        "weight_bytes_estimate": "2*bytes(batch) - bytes(2*batch) per op (cost passes at batch and 2*batch)",
     }
     return Workload(
         name=zoo_model.name,

@@ -7,8 +7,9 @@ round-trips exactly: ``Workload.from_dict(w.to_dict()) == w``.
 Conventions (SI units, named in field names):
 
 * ``compute`` nodes run on one ``device``: ``flops`` (floating-point operations, a multiply-add
-  counts 2), ``mem_bytes`` (bytes read + written), ``duration_s`` (measured on
-  ``Workload.capture_device``, or ``None``).
+  counts 2), ``mem_bytes`` (bytes read + written), ``weight_bytes`` (the part of ``mem_bytes``
+  that does not grow with the batch: parameters, their gradients, optimizer state, running
+  statistics), ``duration_s`` (measured on ``Workload.capture_device``, or ``None``).
 * ``collective`` nodes: ``collective`` (``all_reduce``, ``all_gather``, ...), ``comm_bytes`` (the
   per-participant buffer size, as NCCL counts it), ``group`` (participating devices; empty means
   all devices of the workload).
@@ -36,7 +37,10 @@ COLLECTIVES = (
     "gather",
     "all_to_all",
 )
-FORMAT_VERSION = 1
+# Version 2 added Node.weight_bytes. Version-1 files still load: their nodes get weight_bytes 0,
+# i.e. all their memory traffic scales with the batch (recapture to price weight traffic right).
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class Node:
     phase: str = ""
     flops: float = 0.0
     mem_bytes: float = 0.0
+    weight_bytes: float = 0.0
     duration_s: float | None = None
     input_shapes: tuple[tuple[int, ...], ...] = ()
     scales_with_batch: bool = False
@@ -88,7 +93,7 @@ class Node:
                 kw[key] = tuple(int(x) for x in kw[key])
         if "input_shapes" in kw:
             kw["input_shapes"] = tuple(tuple(int(d) for d in s) for s in kw["input_shapes"])
-        for key in ("flops", "mem_bytes", "comm_bytes"):
+        for key in ("flops", "mem_bytes", "weight_bytes", "comm_bytes"):
             if key in kw:
                 kw[key] = float(kw[key])
         if kw.get("duration_s") is not None:
@@ -170,9 +175,10 @@ class Workload:
     def scaled_to_batch(self, batch_size: int) -> Workload:
         """The same workload at another batch size: batch-proportional nodes scale linearly.
 
-        Assumption (documented in the README): per-op FLOPs, memory traffic and measured time of
-        forward/backward ops grow linearly with the batch; weight-only work (optimizer step,
-        gradient sizes, communication) does not.
+        Assumption (documented in the README): per-op FLOPs, activation memory traffic
+        (``mem_bytes - weight_bytes``) and measured time of forward/backward ops grow linearly with
+        the batch; the traffic of parameters, gradients and optimizer state (``weight_bytes``) and
+        weight-only work (optimizer step, gradient sizes, communication) does not.
         """
         if batch_size <= 0:
             raise EstimatorError(f"batch size must be positive, got {batch_size}")
@@ -183,7 +189,7 @@ class Workload:
             replace(
                 n,
                 flops=n.flops * f,
-                mem_bytes=n.mem_bytes * f,
+                mem_bytes=n.weight_bytes + (n.mem_bytes - n.weight_bytes) * f,
                 duration_s=None if n.duration_s is None else n.duration_s * f,
             )
             if n.scales_with_batch
@@ -211,10 +217,12 @@ class Workload:
                     raise EstimatorError(f"{where}: dependency on missing node {d}")
                 if d == n.id:
                     raise EstimatorError(f"{where}: depends on itself")
-            for key in ("flops", "mem_bytes", "comm_bytes"):
+            for key in ("flops", "mem_bytes", "weight_bytes", "comm_bytes"):
                 v = getattr(n, key)
                 if not (v >= 0 and v != float("inf")):
                     raise EstimatorError(f"{where}: {key} must be a non-negative number, got {v!r}")
+            if n.weight_bytes > n.mem_bytes:
+                raise EstimatorError(f"{where}: weight_bytes {n.weight_bytes!r} exceed mem_bytes {n.mem_bytes!r}")
             if n.duration_s is not None and not (0 <= n.duration_s != float("inf")):
                 raise EstimatorError(f"{where}: duration_s must be non-negative, got {n.duration_s!r}")
             if n.kind == "collective" and n.collective not in COLLECTIVES:
@@ -255,7 +263,7 @@ class Workload:
     def from_dict(cls, data: dict[str, Any]) -> Workload:
         if not isinstance(data, dict) or data.get("format") != "estimator.workload":
             raise EstimatorError("not an estimator workload (missing format: estimator.workload)")
-        if data.get("format_version") != FORMAT_VERSION:
+        if data.get("format_version") not in READABLE_VERSIONS:
             raise EstimatorError(f"unsupported workload format_version {data.get('format_version')!r}")
         try:
             return cls(

@@ -10,7 +10,7 @@ Speedups are over the leaf-spine with its default (NCCL-style hierarchical) all-
 from __future__ import annotations
 
 from estimator.reports.model import Figure, Section, Table
-from estimator.reports.sections.paper_helpers import Query, bar_plot, claim, line_plot, rows, table_with
+from estimator.reports.sections.paper_helpers import bar_plot, line_plot, table_with
 
 MODELS = ("bert_base", "resnet50", "vgg13", "mobilenet_v2")
 PARAMS = {c: "DOUBLE" for c in (
@@ -69,24 +69,6 @@ ORDER BY model_name, nodes
 TABLE_SQL = BASE_SQL + "ORDER BY eq.model_name, eq.nodes, eq.iter_time_s"
 
 
-def _claims(q: Query):
-    out = []
-    rec = rows(q, RECOMMEND_SQL)
-    for m in MODELS:
-        mine = {r["nodes"]: r for r in rec if r["model_name"] == m}
-        top = mine.get(max(mine)) if mine else None
-        out.append(claim(
-            f"{m}: recommended fabric and algorithm at {max(mine) if mine else 1024} GPUs (equal per-GPU bandwidth)",
-            "— (project's recommendation)", top["best_buildable_speedup"] if top else None,
-            (f"{top['best_buildable_fabric']} / {top['best_buildable_algorithm']} "
-             f"({top['best_buildable_speedup']:.2f}x the leaf-spine); "
-             f"overall fastest {top['fabric']} / {top['algorithm_used']}") if top else "",
-            None,
-            "; ".join(f"{n} GPUs: {r['best_buildable_fabric']} {r['best_buildable_speedup']:.2f}x" for n, r in sorted(mine.items())),
-        ))
-    return out
-
-
 SECTION = Section(
     key="cross_fabric",
     title="Cross-fabric: BERT, ResNet50, VGG13, MobileNetV2 on every fabric (64-1024 A100s)",
@@ -113,7 +95,6 @@ SECTION = Section(
         Table("cross_recommend", "Recommended fabric and algorithm per model and size", RECOMMEND_SQL),
         Table("cross_all", "Every estimate (iteration time, exposed communication, speedup)", TABLE_SQL),
     ),
-    claims=_claims,
-    order=70,
+    order=70,  # no claim rows: the recommendation is the project's, not a paper's (table cross_recommend)
     needs_tables=("estimates",),
 )

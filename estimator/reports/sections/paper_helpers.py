@@ -1,8 +1,10 @@
 """Helpers shared by the paper sections: claim rows from SQL, number formats, line plots.
 
 A claim's project number always comes from a query over the store (``q(sql)``); these helpers only
-format it and decide ``holds`` from a stated rule, so each rule is visible in the section module.
-When a query returns no rows (the sweep has not run), the claim says so and ``holds`` is None.
+format it and apply a stated rule, so each rule is visible in the section module. A rule
+(:data:`Judge`) returns ``(verdict, reason)`` — verdicts in :data:`estimator.reports.model.VERDICTS`
+— and compares one pattern / size / baseline with one stated tolerance. When a query returns no
+rows (the sweep has not run), the claim says so and its verdict is ``no-data``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 import polars as pl
 
 from estimator.reports.model import Claim
+
+Judge = Callable[[Any], tuple[str, str]]
 
 Query = Callable[[str], pl.DataFrame]
 NO_DATA = "no data (run the experiment)"
@@ -57,19 +61,43 @@ def num(x: float | None, unit: str = "", digits: int = 3) -> str:
 
 def claim(paper_claim: str, paper_value: str, project: Any, shown: str,
           rule: Callable[[Any], bool] | None, detail: str = "") -> Claim:
-    """A claim row whose verdict is ``rule(project)`` (None when there is no project number)."""
+    """A claim row with a yes/no rule: ``holds`` if ``rule(project)`` else ``fails``, ``detail`` the
+    reason (``no-data`` without a project number). Prefer :func:`judged`, whose rule can also say
+    ``paper-inconsistent`` or ``simplified`` and writes its own reason."""
     holds = None if project is None or rule is None else bool(rule(project))
     return Claim(paper_claim, paper_value, shown if project is not None else NO_DATA, holds, detail)
 
 
-def near(paper: float, tol: float) -> Callable[[float], bool]:
-    """Rule: the project's number is within ``tol`` (absolute) of the paper's."""
-    return lambda v: abs(v - paper) <= tol
+def judged(statement: str, paper_value: str, project: Any, shown: str, judge: Judge, *, where: str = "",
+           unit: str = "", sql: str = "") -> Claim:
+    """A claim row whose verdict and reason are ``judge(project)`` (``no-data`` without a project number)."""
+    if project is None:
+        return Claim(statement, paper_value, NO_DATA, None, "", "", unit, sql.strip(), where)
+    verdict, reason = judge(project)
+    return Claim(statement, paper_value, shown, verdict == "holds", reason, verdict, unit, sql.strip(), where)
 
 
-def overlaps(lo: float, hi: float) -> Callable[[tuple[float, float]], bool]:
-    """Rule for a (min, max) range: it overlaps the paper's [lo, hi]."""
-    return lambda r: r[0] <= hi and r[1] >= lo
+def within(paper: float, tol: float, fmt: Callable[[float], str] = lambda v: f"{v:.4g}") -> Judge:
+    """Rule: holds when ``|project - paper| <= tol`` (absolute, in the claim's unit); the reason
+    prints the difference and the tolerance."""
+
+    def judge(v: float) -> tuple[str, str]:
+        d = abs(v - paper)
+        ok = d <= tol
+        return ("holds" if ok else "fails",
+                f"|{fmt(v)} - {fmt(paper)}| = {fmt(d)} {'<=' if ok else '>'} tolerance {fmt(tol)}")
+
+    return judge
+
+
+def at_least(threshold: float, fmt: Callable[[float], str] = lambda v: f"{v:.4g}", what: str = "") -> Judge:
+    """Rule: holds when the project's number is >= ``threshold`` (the paper's number minus a stated tolerance)."""
+
+    def judge(v: float) -> tuple[str, str]:
+        ok = v >= threshold
+        return ("holds" if ok else "fails", f"{fmt(v)} {'>=' if ok else '<'} {fmt(threshold)}{' ' + what if what else ''}")
+
+    return judge
 
 
 def line_plot(x: str, y: str, series: Sequence[str], *, xlabel: str, ylabel: str, logx: bool = True,

@@ -11,9 +11,8 @@ from estimator.reports.model import Figure, Section, Table
 from estimator.reports.sections.paper_helpers import (
     Query,
     bar_plot,
-    claim,
+    judged,
     line_plot,
-    overlaps,
     pct,
     rows,
     table_with,
@@ -34,7 +33,8 @@ WITH c AS (
   SELECT fabric_name, CASE collective WHEN 'gather' THEN 'incast' ELSE collective END AS pattern,
          algorithm_used, time_s, {PER_CU_BW} AS per_cu_Bps
   FROM {COSTS} AS t
-  WHERE nodes = 512 AND bytes = 1048576 AND collective IN ('gather', 'broadcast', 'all_to_all')
+  WHERE nodes = 512 AND collective IN ('gather', 'broadcast', 'all_to_all')
+    AND bytes = CASE collective WHEN 'broadcast' THEN 1048576 ELSE 536870912 END  -- 1 MB per message
     AND fabric_name IN ('sipac', 'superpod', 'torus2d', 'bcube')
     AND algorithm = CASE collective WHEN 'all_to_all' THEN 'direct' ELSE 'auto' END
 )
@@ -46,14 +46,14 @@ ORDER BY b.fabric_name, b.pattern
 """
 
 HYBRID_SQL = f"""
-SELECT fabric_name, {PER_CU_BW} * 8 / 1e9 AS per_cu_Gbps,
+SELECT fabric_name, nodes, {PER_CU_BW} * 8 / 1e9 AS per_cu_Gbps,
        sum(time_s) AS hybrid_s, count(*) AS parts
 FROM {COSTS} AS t
-WHERE nodes = 512 AND bytes = 1048576 AND fabric_name IN ('sipac', 'superpod', 'torus2d', 'bcube')
+WHERE nodes IN (64, 512) AND bytes = 104857600 AND fabric_name IN ('sipac', 'superpod', 'torus2d', 'bcube')
   AND ((collective = 'all_reduce' AND algorithm IN ('auto', 'default')) OR (collective = 'all_to_all' AND algorithm = 'direct'))
 GROUP BY ALL
 HAVING count(*) = 2
-ORDER BY fabric_name, per_cu_Gbps
+ORDER BY nodes, fabric_name, per_cu_Gbps
 """
 
 TESTBED_SQL = """
@@ -68,44 +68,83 @@ WHERE s.fabric_name = 'sipac' AND l.fabric_name = 'nvlink_leafspine' AND s.nodes
 ORDER BY s.algorithm
 """
 
+RANGE_TOL = 0.10  # a pattern's ratio holds within the paper's range widened by 10 % at each end
+UNICAST = ("incast", "all_to_all")
+
+
+def _pattern_judge(base: str, lo: float, hi: float, r: dict):
+    def judge(v: float) -> tuple[str, str]:
+        algos = f"SiPAC {r['sipac_algorithm']} {r['sipac_s'] * 1e6:.1f} us vs {base} {r['baseline_algorithm']} {r['baseline_s'] * 1e6:.1f} us"
+        if lo * (1 - RANGE_TOL) <= v <= hi * (1 + RANGE_TOL):
+            return "holds", f"{v:.2f}x within [{lo}, {hi}]x +- {RANGE_TOL:.0%}; {algos}"
+        if v < lo and r["pattern"] in UNICAST and base == "bcube":
+            return "simplified", (f"{v:.2f}x < {lo}x: same ports and routes as BCube and no switch buffering or queueing "
+                                  f"in the fluid model, which is what seed 003 credits for SiPAC's gain; {algos}")
+        side = "below" if v < lo else "above"
+        why = {("broadcast", "below"): "SiPAC's multicast splits a port's wavelengths over r-1 peers, while the "
+               "baseline's pipelined unicast tree gives each flow a whole port",
+               ("broadcast", "above"): "the baseline's best broadcast is limited by its own links"}.get(
+                   (r["pattern"], side), "the baseline's bottleneck in the fluid model is tighter than the paper's")
+        if base == "superpod" and side == "above":
+            why = ("a SuperPOD GPU takes all inter-server traffic through its one 200 Gb/s NIC (the rest of its "
+                   "2048 Gb/s is NVLink to its 7 server-mates), so the pattern is NIC-bound")
+        return "fails", f"{v:.2f}x {side} [{lo}, {hi}]x +- {RANGE_TOL:.0%}: {why}; {algos}"
+
+    return judge
+
 
 def _claims(q: Query):
     pats = rows(q, PATTERNS_SQL)
     out = []
     for base, (lo, hi) in BASELINES.items():
-        mine = [r for r in pats if r["baseline"] == base]
-        rng = (min(r["sipac_speedup"] for r in mine), max(r["sipac_speedup"] for r in mine)) if len(mine) == 3 else None
-        out.append(claim(
-            f"512 CUs, 1 MB: SiPAC's JCT is {lo}-{hi}x better than {base} (incast, broadcast, all-to-all)",
-            f"{lo}-{hi}x", rng, f"{rng[0]:.2f}-{rng[1]:.2f}x" if rng else "",
-            lambda r, lo=lo, hi=hi: r[0] >= 1 and overlaps(lo, hi)(r),
-            "holds = SiPAC faster on all three and the ranges overlap; "
-            + ", ".join(f"{r['pattern']} {times(r['sipac_speedup'])}" for r in mine),
-        ))
+        for r in (x for x in pats if x["baseline"] == base):
+            out.append(judged(
+                f"512 CUs, 1 MB {r['pattern']}: SiPAC's JCT is {lo}-{hi}x better than {base}", f"{lo}-{hi}x",
+                r["sipac_speedup"], times(r["sipac_speedup"]), _pattern_judge(base, lo, hi, r),
+                where="Sec. 4, Fig. 4a", unit="x", sql=PATTERNS_SQL))
     hyb = rows(q, HYBRID_SQL)
-    gain = {}
-    for f in ("sipac", *BASELINES):
-        pts = sorted((r["per_cu_Gbps"], r["hybrid_s"]) for r in hyb if r["fabric_name"] == f)
-        if len(pts) >= 2:
-            gain[f] = pts[-2][1] / pts[-1][1]  # improvement over the last bandwidth doubling
-    others = {f: g for f, g in gain.items() if f != "sipac"}
-    v = gain.get("sipac")
-    out.append(claim(
-        "With rising per-CU bandwidth (128 -> 4096 Gb/s, hybrid traffic) SiPAC keeps improving while the others "
-        "flatten (Fig. 4b)", "qualitative", v,
-        f"SiPAC {times(v)} from the last bandwidth step; " + ", ".join(f"{f} {times(g)}" for f, g in others.items()),
-        lambda x: bool(others) and all(x > g for g in others.values()),
-        "JCT(second-highest bandwidth) / JCT(highest); holds = SiPAC gains the most",
-    ))
+    for n in (64, 512):
+        pts = {f: sorted((r["per_cu_Gbps"], r["hybrid_s"]) for r in hyb if r["fabric_name"] == f and r["nodes"] == n)
+               for f in ("sipac", *BASELINES)}
+        sp = pts["sipac"]
+        steps = [a[1] / b[1] for a, b in zip(sp, sp[1:], strict=False)] if len(sp) == 5 else None
+        out.append(judged(
+            f"{n} CUs, 100 MB hybrid: SiPAC's JCT keeps decreasing as per-CU bandwidth rises 128 -> 4096 Gb/s",
+            "decreasing", steps, " ".join(f"{x:.2f}x" for x in steps or []),
+            lambda x: ("holds" if min(x) >= 1.2 else "fails",
+                       f"JCT gain per bandwidth step {', '.join(f'{v:.2f}x' for v in x)}; rule: every step >= 1.2x"),
+            where="Sec. 4, Fig. 4b", unit="x per step", sql=HYBRID_SQL))
+        for base in BASELINES:
+            bp = pts[base]
+            v = None if len(bp) != 5 or len(sp) != 5 else (bp[-2][1] / bp[-1][1], sp[-2][1] / sp[-1][1])
+
+            def flat(x, base=base):
+                text = f"2048 -> 4096 Gb/s: {base} {x[0]:.2f}x faster, SiPAC {x[1]:.2f}x"
+                if x[0] < 1.5 and x[1] > x[0]:
+                    return "holds", text + "; rule: baseline < 1.5x and SiPAC gains more"
+                if x[0] >= 1.5:
+                    return "simplified", (text + f": {base} keeps scaling with its link bandwidth because the fluid model "
+                                          "has no switch buffering or queueing (seed 003 used Netbench, packet level)")
+                return "fails", text + "; rule: baseline < 1.5x and SiPAC gains more"
+
+            out.append(judged(f"{n} CUs, 100 MB hybrid: {base}'s JCT does not improve much further at high bandwidth "
+                              "while SiPAC's does", "flattens", v, "" if v is None else f"{v[0]:.2f}x vs {v[1]:.2f}x",
+                              flat, where="Sec. 4, Fig. 4b", unit="x", sql=HYBRID_SQL))
     tb = {r["algorithm"]: r for r in rows(q, TESTBED_SQL)}
-    for alg, paper, what in (("ring", 0.08, "ring all-reduce"), ("auto", 0.22, "NCCL's algorithm (each fabric's fastest)")):
-        v = tb[alg]["jct_reduction"] if alg in tb else None
-        out.append(claim(
-            f"4-GPU testbed SiPAC(2,1), MobileNetV2 batch 128, {what}: JCT reduction vs a leaf-spine",
-            pct(paper), v, pct(v), lambda x, p=paper: abs(x - p) <= 0.05,
-            f"M40 iteration times; algorithms {tb[alg]['sipac_algorithm']} vs {tb[alg]['leafspine_algorithm']}"
-            if alg in tb else "",
-        ))
+    for alg, paper, what in (("ring", 0.08, "ring all-reduce on both"),
+                             ("double_binary_tree", 0.22, "NCCL's tree all-reduce (double binary tree) on both")):
+        r = tb.get(alg)
+        out.append(judged(
+            f"4-GPU testbed SiPAC(2,1), MobileNetV2 batch 128, {what}: JCT reduction vs a leaf-spine", pct(paper),
+            r and r["jct_reduction"], pct(r and r["jct_reduction"]),
+            lambda x, p=paper, r=r: ("holds" if abs(x - p) <= 0.05 else "simplified",
+                                     f"|{x:.1%} - {p:.0%}| {'<=' if abs(x - p) <= 0.05 else '>'} 5 pp; "
+                                     + ("" if abs(x - p) <= 0.05 else "the model has no packet buffering or RoCE "
+                                        "congestion on the leaf-spine (the paper's reason: 'shorter network paths and "
+                                        "less packet buffering') and compute dominates a 4 x M40 MobileNetV2 step; ")
+                                     + f"iteration {r['sipac_iter_s'] * 1e3:.1f} vs {r['leafspine_iter_s'] * 1e3:.1f} ms, "
+                                     f"exposed comm {r['sipac_exposed_s'] * 1e3:.2f} vs {r['leafspine_exposed_s'] * 1e3:.2f} ms"),
+            where="Sec. 3, Fig. 3", unit="fraction", sql=TESTBED_SQL))
     return out
 
 
@@ -115,7 +154,9 @@ SECTION = Section(
     intro=(
         "SiPAC(8, 2) = 512 compute units against a DGX-SuperPOD-like rail fabric, a 2D torus and an electrical "
         "BCube, all at 2048 Gb/s per CU (the sum over a CU's links), 1 MB collectives; then per-CU bandwidth "
-        "128-4096 Gb/s under hybrid traffic (all-reduce + all-to-all), and the 4-GPU testbed. "
+        "128-4096 Gb/s under hybrid traffic (all-reduce + all-to-all of 100 MB) at 64 and 512 CUs, and the 4-GPU "
+        "testbed. A SiPAC multicast divides a port's wavelengths among its peers; a relay costs an O/E/O hop like a "
+        "BCube switch hop; the baselines run their best broadcast (pipelined chain/tree, spanning trees). "
         "Experiment: <code>estimator sweep experiment=sipac</code>."
     ),
     figures=(
@@ -123,10 +164,10 @@ SECTION = Section(
                bar_plot("pattern", "sipac_speedup", "baseline", xlabel="traffic pattern",
                         ylabel="baseline JCT / SiPAC JCT", logy=True),
                "Seed 003 Fig. 4a. Above 1: SiPAC is faster."),
-        Figure("sipac_bandwidth_scaling", "Hybrid JCT vs per-CU bandwidth, 512 CUs, 1 MB", HYBRID_SQL,
-               line_plot("per_cu_Gbps", "hybrid_s", ["fabric_name"], xlabel="per-CU bandwidth (Gb/s)",
-                         ylabel="all-reduce + all-to-all (µs)", yscale=1e6),
-               "Seed 003 Fig. 4b. SuperPOD's NIC stays a 200 Gb/s port; the rest of its bandwidth is NVLink."),
+        Figure("sipac_bandwidth_scaling", "Hybrid JCT vs per-CU bandwidth, 64 and 512 CUs, 100 MB", HYBRID_SQL,
+               line_plot("per_cu_Gbps", "hybrid_s", ["nodes", "fabric_name"], xlabel="per-CU bandwidth (Gb/s)",
+                         ylabel="all-reduce + all-to-all, 100 MB (ms)", yscale=1e3),
+               "Seed 003 Fig. 4b: 64 and 512 CUs, 100 MB. SuperPOD's NIC stays a 200 Gb/s port; the rest is NVLink."),
     ),
     tables=(
         Table("sipac_patterns", "512-CU patterns", PATTERNS_SQL),
