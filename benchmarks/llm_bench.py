@@ -12,8 +12,7 @@ import time
 import estimator
 from estimator.estimate import estimate
 
-DGX_A100 = ["fabric=nvlink_leafspine", "fabric.gpus_per_node=8", "fabric.nvlink_bandwidth_Bps=300e9", "fabric.uplinks=8",
-            "fabric.uplink_bandwidth_Bps=25e9", "fabric.spine_ports=512", "device=a100"]
+DGX_A100 = ["system=dgx_a100"]
 
 
 def timed(overrides):
