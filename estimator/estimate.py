@@ -88,6 +88,10 @@ def validate(cfg: dict[str, Any]) -> None:
     """Check the fabric, device, parallelism and precision of a config without estimating (so a
     bad override fails before anything is captured or written)."""
     sub = estimate_config(cfg)
+    if str((sub["parallelism"] or {}).get("strategy", "data")) == "hybrid":  # large-model layouts: estimator/parallel
+        from estimator.parallel.estimate import validate_hybrid
+
+        return validate_hybrid(sub)
     shared_fabric(sub["fabric"] or {})
     device = DeviceProfile.from_dict(dict(sub["device"] or {}))
     BucketPolicy.from_dict(dict(sub["parallelism"] or {}))
@@ -103,6 +107,13 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
     ``workload_file`` overrides where the workload is read from without changing the config
     (and so its hash): sweeps pass absolute paths to Ray workers this way."""
     sub = estimate_config(cfg)
+    if str((sub["parallelism"] or {}).get("strategy", "data")) == "hybrid":  # large-model layouts: estimator/parallel
+        from estimator.parallel.estimate import estimate_hybrid
+
+        metrics, colls = estimate_hybrid(sub)
+        metrics = {"workload_name": (sub["model"] or {}).get("name"), "nodes": metrics["tp"] * metrics["pp"] * metrics["dp"],
+                   "batch_size_per_device": metrics["micro_batch_size"], **metrics}
+        return Estimate(sub, config_hash(sub), metrics, colls)
     fabric = shared_fabric(sub["fabric"] or {})
     device = DeviceProfile.from_dict(dict(sub["device"] or {}))
     par = dict(sub["parallelism"] or {})

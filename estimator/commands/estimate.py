@@ -29,7 +29,8 @@ def ensure_workload(cfg: DictConfig) -> None:
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     validate(to_container(cfg))  # a bad fabric/device fails before any capture
-    ensure_workload(cfg)
+    if (cfg.get("parallelism") or {}).get("strategy") != "hybrid":  # hybrid captures its own layer shards
+        ensure_workload(cfg)
     est = estimate(to_container(cfg))
     if cfg.get("write"):
         write_estimates(cfg.store, [est])
@@ -51,6 +52,8 @@ def format_text(result: dict[str, Any]) -> str:
         ("iter_time_s", "s"), ("compute_time_s", "s"),
         ("forward_s", "s"), ("backward_s", "s"), ("optimizer_s", "s"), ("comm_time_s", "s"),
         ("exposed_comm_time_s", "s"), ("samples_per_s", "samples/s"), ("num_collectives", ""),
+        ("layout", ""), ("bubble_time_s", "s"), ("tp_comm_time_s", "s"), ("dp_exposed_time_s", "s"),
+        ("mfu", ""), ("tflops_per_gpu", "TFLOP/s"), ("memory_total_bytes", "B"), ("layouts_evaluated", ""),
     ]
     lines = []
     for key, unit in keys:

@@ -122,4 +122,5 @@ def _validate_collective(cfg: dict[str, Any]) -> None:
 register(Kind("estimate", _estimate_keys(), "estimates", _estimate_batch, _write_estimates, _validate_estimate))
 register(Kind("collective", COLLECTIVE_KEYS, "collective_costs", _collective_batch, _write_collective_rows,
               _validate_collective))
+import estimator.sweep.llm_kind  # noqa: E402, F401  (registers the hybrid-parallel `llm` kind)
 import estimator.sweep.paper_kinds  # noqa: E402, F401  (registers the allocation and optree_depth kinds)

@@ -1,0 +1,39 @@
+"""Timings of issue #14's targets (run: python benchmarks/llm_bench.py).
+
+* GPT-3 175B on 1,024 GPUs, fixed layout (tp 8, pp 16, dp 8): first call (captures the layer
+  shards on the meta device) and a warm call (the in-process target: < 100 ms).
+* placement=auto for GPT-3 175B on 4,096 GPUs (target: < 60 s on one core), cold and warm.
+"""
+
+from __future__ import annotations
+
+import time
+
+import estimator
+from estimator.estimate import estimate
+
+DGX_A100 = ["system=dgx_a100"]
+
+
+def timed(overrides):
+    cfg = estimator.resolve_config(["model=gpt3_175b", "parallelism=hybrid", *DGX_A100, *overrides])
+    t0 = time.perf_counter()
+    result = estimate(cfg)
+    return time.perf_counter() - t0, result.metrics
+
+
+def main() -> None:
+    fixed = ["fabric.nodes=1024", "parallelism.tp=8", "parallelism.pp=16"]
+    cold, m = timed(fixed)
+    warm = min(timed(fixed)[0] for _ in range(5))
+    print(f"175B on 1024 GPUs fixed {m['layout']}: cold {cold:.2f} s, warm {warm * 1e3:.2f} ms; "
+          f"step {m['iter_time_s']:.2f} s, MFU {m['mfu']:.3f}")
+    auto = ["fabric.nodes=4096", "parallelism.placement=auto"]
+    cold, m = timed(auto)
+    warm, _ = timed(auto)
+    print(f"175B on 4096 GPUs placement=auto: cold {cold:.1f} s, warm {warm:.2f} s, {m['layouts_evaluated']} layouts; "
+          f"chose {m['layout']}, step {m['iter_time_s']:.2f} s, MFU {m['mfu']:.3f}")
+
+
+if __name__ == "__main__":
+    main()

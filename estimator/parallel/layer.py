@@ -1,0 +1,214 @@
+"""One tensor-parallel shard of a decoder layer, the embedding and the LM head, captured with the
+PyTorch profiler.
+
+What is captured and how:
+
+* The modules below are what one tensor-parallel rank runs in Megatron-LM (Shoeybi et al. 2019,
+  Sec. 3; Narayanan et al. 2021, Sec. 2.3): a column-parallel QKV projection holding
+  ``heads / tp`` query heads (``max(1, kv_heads / tp)`` key/value heads, replicated when tp >
+  kv_heads), core attention on those heads (eager: matmul, causal mask, softmax, dropout for GPT,
+  matmul), a row-parallel output projection, and an MLP whose hidden dimension is ``ffn / tp``
+  (GeLU for GPT, SwiGLU for Llama). Norms, residual adds and dropouts run on the full hidden
+  size on every rank; with sequence parallelism (Korthikanti et al. 2022) they run on
+  ``seq / tp`` tokens and the layer gathers / scatters the sequence around attention and MLP.
+  The gather/scatter themselves are communication (priced by the fabric in ``step``), so the
+  capture replaces them by an allocation (which costs nothing here).
+* The iteration is captured on PyTorch's **meta device**: every aten op is dispatched and
+  recorded by ``torch.profiler`` with its shapes, and the capture's cost mode
+  (``estimator.workloads.capture``) prices every kernel call (FLOPs from PyTorch's formulas,
+  bytes of distinct inputs + outputs), but no memory is allocated and nothing is computed — so a
+  GPT-3-175B layer (1.8 B parameters) is captured at its real hidden size and sequence length in
+  seconds. Measured durations are meaningless on meta and are not kept; a GPU's time comes from
+  the compute model (``estimator.compute.device.node_times``).
+* Captured at one sequence per microbatch and scaled linearly to the microbatch size (every op
+  of a layer is linear in the number of sequences at a fixed sequence length; the attention
+  score ops stay quadratic in the sequence length because the capture uses the real one).
+* Backward is ``out.backward(grad)`` with a given output gradient, so no loss op is attributed to
+  a layer; the LM head part includes the vocabulary-parallel cross-entropy (its three small
+  all-reduces of per-token values are left out of the communication model).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from estimator.parallel.spec import TransformerSpec
+from estimator.workloads.graph import Node, Workload
+
+DROPOUT = 0.1  # GPT-3 / Megatron-LM default hidden and attention dropout (Llama-2 uses none)
+
+
+def _modules():
+    """Module classes, defined lazily so importing this file does not import torch."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    class _Resize(torch.autograd.Function):
+        """Stand-in for a sequence-parallel all-gather / reduce-scatter: a fresh tensor of the
+        target shape (the communication is priced elsewhere; allocations cost nothing)."""
+
+        @staticmethod
+        def forward(ctx, x, seq):
+            ctx.in_shape = x.shape
+            return x.new_empty((seq, *x.shape[1:]))
+
+        @staticmethod
+        def backward(ctx, g):
+            return g.new_empty(ctx.in_shape), None
+
+    def norm(spec: TransformerSpec, h: int) -> nn.Module:
+        return nn.LayerNorm(h) if spec.family == "gpt" else nn.RMSNorm(h)
+
+    class CoreAttention(nn.Module):
+        """softmax(mask(q k^T / sqrt(d))) v on this rank's heads; q, k, v: [b, heads, s, d]."""
+
+        def __init__(self, spec: TransformerSpec):
+            super().__init__()
+            self.gpt = spec.family == "gpt"
+
+        def forward(self, q, k, v):
+            s = q.shape[-2]
+            scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+            mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+            probs = scores.masked_fill(mask, float("-inf")).softmax(-1)
+            if self.gpt:
+                probs = F.dropout(probs, DROPOUT, True)
+            return torch.matmul(probs, v)
+
+    class LayerShard(nn.Module):
+        def __init__(self, spec: TransformerSpec, tp: int, sp: bool):
+            super().__init__()
+            h, d, bias = spec.hidden, spec.head_dim, spec.family == "gpt"
+            self.spec, self.tp, self.sp = spec, tp, sp
+            self.nh, self.nkv, self.d = spec.heads // tp, max(1, spec.kv_heads // tp), d
+            self.norm1, self.norm2 = norm(spec, h), norm(spec, h)
+            self.qkv = nn.Linear(h, (self.nh + 2 * self.nkv) * d, bias=bias)
+            self.proj = nn.Linear(self.nh * d, h, bias=bias)
+            f = spec.ffn // tp
+            if spec.family == "gpt":
+                self.fc1, self.fc2 = nn.Linear(h, f), nn.Linear(f, h)
+            else:
+                self.gate, self.up, self.down = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False), nn.Linear(f, h, bias=False)
+            self.core = CoreAttention(spec)
+
+        def _gather(self, x):
+            return _Resize.apply(x, self.spec.seq_len) if self.sp and self.tp > 1 else x
+
+        def _scatter(self, x):
+            return _Resize.apply(x, self.spec.seq_len // self.tp) if self.sp and self.tp > 1 else x
+
+        def _rotary(self, x):  # Llama: rotate half the head dimensions by position-dependent angles
+            s, d = x.shape[-2], x.shape[-1]
+            angle = torch.arange(s, device=x.device)[:, None] * torch.arange(d // 2, device=x.device)[None, :]
+            cos, sin = angle.cos().repeat(1, 2), angle.sin().repeat(1, 2)
+            half = torch.cat((-x[..., d // 2:], x[..., : d // 2]), -1)
+            return x * cos + half * sin
+
+        def forward(self, x):  # x: [s (or s/tp with SP), b, h]
+            y = self._gather(self.norm1(x))
+            s, b, _ = y.shape
+            q, k, v = self.qkv(y).view(s, b, -1, self.d).permute(1, 2, 0, 3).split((self.nh, self.nkv, self.nkv), 1)
+            if self.spec.family == "llama":
+                q, k = self._rotary(q), self._rotary(k)
+            if self.nkv != self.nh:  # grouped-query attention: each KV head serves nh / nkv query heads
+                k, v = k.repeat_interleave(self.nh // self.nkv, 1), v.repeat_interleave(self.nh // self.nkv, 1)
+            ctx = self.core(q, k, v).permute(2, 0, 1, 3).reshape(s, b, self.nh * self.d)
+            a = self._scatter(self.proj(ctx))
+            x = x + (F.dropout(a, DROPOUT, True) if self.spec.family == "gpt" else a)
+            y = self._gather(self.norm2(x))
+            if self.spec.family == "gpt":
+                m = self.fc2(F.gelu(self.fc1(y)))
+            else:
+                m = self.down(F.silu(self.gate(y)) * self.up(y))
+            m = self._scatter(m)
+            return x + (F.dropout(m, DROPOUT, True) if self.spec.family == "gpt" else m)
+
+    class EmbeddingShard(nn.Module):
+        """Vocabulary-parallel token embedding (+ learned positions and dropout for GPT)."""
+
+        def __init__(self, spec: TransformerSpec, tp: int):
+            super().__init__()
+            self.spec = spec
+            self.tokens = nn.Embedding(spec.padded_vocab(tp) // tp, spec.hidden)
+            self.positions = nn.Embedding(spec.seq_len, spec.hidden) if spec.family == "gpt" else None
+
+        def forward(self, ids):  # ids: [s, b]
+            x = self.tokens(ids)
+            if self.positions is not None:
+                x = F.dropout(x + self.positions(torch.arange(ids.shape[0], device=ids.device))[:, None, :], DROPOUT, True)
+            return x
+
+    class HeadShard(nn.Module):
+        """Final norm, vocabulary-parallel LM head and cross-entropy on this rank's vocabulary slice."""
+
+        def __init__(self, spec: TransformerSpec, tp: int):
+            super().__init__()
+            self.norm = norm(spec, spec.hidden)
+            self.head = nn.Linear(spec.hidden, spec.padded_vocab(tp) // tp, bias=False)
+
+        def forward(self, x, labels):
+            logits = self.head(self.norm(x)).float()
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+
+    return torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard
+
+
+def _capture(name: str, module, inputs: tuple, grad_output: bool = True) -> Workload:
+    """Forward + backward of ``module(*inputs)`` on the meta device under the profiler."""
+    from torch.profiler import record_function
+
+    from estimator.workloads.capture import _PHASE_MARK, _cost_mode, _priced_ops, _profiled
+    from estimator.workloads.flops import op_class
+
+    out = module(*inputs)
+    grad = out.new_empty(out.shape) if grad_output else None
+
+    def step() -> None:
+        with record_function(_PHASE_MARK.format("forward")):
+            y = module(*inputs)
+        with record_function(_PHASE_MARK.format("backward")):
+            y.backward(grad)
+        with record_function(_PHASE_MARK.format("optimizer")):
+            pass
+
+    with _cost_mode():
+        ops = _priced_ops(_profiled(step))
+    kept = [o for o in ops if "empty" not in o.op and o.phase in ("forward", "backward")]
+    nodes = tuple(
+        Node(id=i, name=o.op, deps=(i - 1,) if i else (), op=o.op, op_class=op_class(o.op, o.phase), phase=o.phase,
+             flops=float(o.flops), mem_bytes=float(o.mem_bytes), input_shapes=o.input_shapes, scales_with_batch=True)
+        for i, o in enumerate(kept)
+    )
+    params = sum(p.numel() for p in module.parameters())
+    forward = sum(n.flops for n in nodes if n.phase == "forward")
+    return Workload(name=name, nodes=nodes, source="capture:torch.profiler(meta)", devices=1, batch_size=1,
+                    capture_device="meta", params=params, forward_flops=forward,
+                    meta={"capture": "meta device, one sequence per microbatch"}).validate()
+
+
+@lru_cache(maxsize=64)
+def capture_parts(spec: TransformerSpec, tp: int, sp: bool) -> dict[str, Workload]:
+    """The per-rank ``layer``, ``attention`` (core attention only, for selective recompute),
+    ``embedding`` and ``head`` workloads of ``spec`` at tensor-parallel degree ``tp`` (one
+    sequence; scale with ``Workload.scaled_to_batch``)."""
+    torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard = _modules()
+    s, b = spec.seq_len, 1
+    with torch.device("meta"):
+        layer = LayerShard(spec, tp, sp)
+        x = torch.empty(s // tp if sp and tp > 1 else s, b, spec.hidden, requires_grad=True)
+        nh, d = spec.heads // tp, spec.head_dim
+        q, k, v = (torch.empty(b, nh, s, d, requires_grad=True) for _ in range(3))
+        emb = EmbeddingShard(spec, tp)
+        ids = torch.zeros(s, b, dtype=torch.long)
+        head = HeadShard(spec, tp)
+        hx = torch.empty(s, b, spec.hidden, requires_grad=True)
+        labels = torch.zeros(s, b, dtype=torch.long)
+        tag = f"{spec.name}.tp{tp}{'.sp' if sp else ''}"
+        return {
+            "layer": _capture(f"{tag}.layer", layer, (x,)),
+            "attention": _capture(f"{tag}.attention", CoreAttention(spec), (q, k, v)),
+            "embedding": _capture(f"{tag}.embedding", emb, (ids,)),
+            "head": _capture(f"{tag}.head", head, (hx, labels), grad_output=False),
+        }

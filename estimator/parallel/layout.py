@@ -1,0 +1,163 @@
+"""A parallel layout (``parallelism=hybrid``) and the memory it needs per GPU.
+
+Layout keys (``conf/parallelism/hybrid.yaml``): ``tp`` tensor, ``pp`` pipeline, ``dp`` data
+parallel degree (tp x pp x dp = GPUs = ``fabric.nodes``), ``ep`` expert parallel degree (MoE
+models only; experts are split over ``ep`` of the dp ranks), ``micro_batch_size`` sequences per
+microbatch, ``global_batch`` sequences per step (microbatches per pipeline = global_batch /
+(dp x micro_batch_size)), ``zero`` 0-3, ``sequence_parallel``, ``recompute`` none | selective |
+full.
+
+Memory per GPU (bytes), the stage with the most:
+
+* Model state, mixed-precision Adam (Rajbhandari et al. 2020, ZeRO, Sec. 3.1: 2 + 2 + 12 = 16
+  bytes per parameter: fp16 weights, fp16 gradients, fp32 master weights + momentum + variance);
+  ZeRO-1 shards the 12, ZeRO-2 also the gradients, ZeRO-3 also the weights over ``dp``.
+* Activations per layer and microbatch (Korthikanti et al. 2022, "Reducing Activation
+  Recomputation in Large Transformer Models", Sec. 4, Table 2), s = sequence, b = microbatch,
+  h = hidden, a = heads, t = tp: no parallelism ``sbh(34 + 5as/h)``; tensor parallel
+  ``sbh(10 + 24/t + 5as/(ht))``; + sequence parallel ``sbh(34 + 5as/h)/t``; selective
+  recompute drops the ``5as/h`` term; full recompute keeps only the layer input ``2sbh`` (/t with
+  sequence parallelism). Under 1F1B the first stage holds ``min(pp, microbatches)`` microbatches
+  of its ``layers / pp`` layers (Korthikanti et al. Sec. 4.2.3). The embedding / output-layer
+  activations and temporary buffers are not counted (the paper's Eq. 5 shows they are small).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from estimator.errors import EstimatorError
+from estimator.parallel.spec import TransformerSpec
+
+RECOMPUTE = ("none", "selective", "full")
+ADAM_BYTES = 12  # fp32 master weights + Adam momentum + variance per parameter (ZeRO paper Sec. 3.1)
+WEIGHT_BYTES = 2  # fp16/bf16 weights
+GRAD_BYTES = 2  # fp16/bf16 gradients
+
+# Device memory (HBM) per GPU, spec sheets: A100 SXM4 80GB and H100 SXM5 80GB datasheets;
+# V100 SXM2 32GB (NVIDIA Tesla V100 datasheet); M40 24GB (Tesla M40 24GB product brief).
+DEVICE_MEMORY_BYTES = {"a100": 80e9, "h100": 80e9, "v100": 32e9, "m40": 24e9}
+
+
+def _int(par: Mapping[str, Any], key: str, default: int | None = None, low: int = 1) -> int:
+    value = par.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise EstimatorError(f"parallelism.{key} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    micro_batch_size: int
+    microbatches: int
+    zero: int
+    sequence_parallel: bool
+    recompute: str
+    order: str = "tp-dp-pp"  # rank order, innermost first (Megatron-LM's default)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def global_batch(self) -> int:
+        return self.microbatches * self.micro_batch_size * self.dp
+
+    def label(self) -> str:
+        extra = (f" ep{self.ep}" if self.ep > 1 else "") + (f" zero{self.zero}" if self.zero else "")
+        sp = " sp" if self.sequence_parallel else ""
+        return (f"tp{self.tp} pp{self.pp} dp{self.dp}{extra} mbs{self.micro_batch_size} m{self.microbatches}"
+                f"{sp} rc={self.recompute} order={self.order}")
+
+    @classmethod
+    def from_cfg(cls, par: Mapping[str, Any], spec: TransformerSpec, gpus: int) -> Layout:
+        tp, pp = _int(par, "tp", 1), _int(par, "pp", 1)
+        dp = par.get("dp")
+        dp = gpus // (tp * pp) if dp is None else _int(par, "dp")
+        if tp * pp * dp != gpus:
+            raise EstimatorError(f"parallelism: tp x pp x dp = {tp} x {pp} x {dp} = {tp * pp * dp} but the fabric has {gpus} GPUs (fabric.nodes)")
+        mbs = _int(par, "micro_batch_size", 1)
+        if par.get("microbatches") is not None:
+            m = _int(par, "microbatches")
+        else:
+            gb = _int(par, "global_batch")
+            if gb % (dp * mbs):
+                raise EstimatorError(f"parallelism.global_batch {gb} is not a multiple of dp x micro_batch_size = {dp * mbs}")
+            m = gb // (dp * mbs)
+        recompute = str(par.get("recompute", "none"))
+        if recompute not in RECOMPUTE:
+            raise EstimatorError(f"parallelism.recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+        zero = _int(par, "zero", 0, low=0)
+        if zero > 3:
+            raise EstimatorError(f"parallelism.zero must be 0, 1, 2 or 3, got {zero}")
+        sp = par.get("sequence_parallel", False)
+        if not isinstance(sp, bool):
+            raise EstimatorError(f"parallelism.sequence_parallel must be true or false, got {sp!r}")
+        order = str(par.get("order", "tp-dp-pp"))
+        if sorted(order.split("-")) != ["dp", "pp", "tp"]:
+            raise EstimatorError(f"parallelism.order must list tp, dp and pp innermost first (e.g. tp-dp-pp), got {order!r}")
+        layout = cls(tp, pp, dp, _int(par, "ep", 1), mbs, m, zero, sp, recompute, order)
+        layout.check(spec)
+        return layout
+
+    def check(self, spec: TransformerSpec) -> None:
+        if spec.heads % self.tp:
+            raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} has {spec.heads} attention heads, not divisible by tp")
+        if spec.ffn % self.tp:
+            raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} ffn_size {spec.ffn} is not divisible by tp")
+        if spec.layers % self.pp:
+            raise EstimatorError(f"parallelism.pp={self.pp}: model {spec.name} has {spec.layers} layers, not divisible by pp")
+        if self.sequence_parallel and spec.seq_len % self.tp:
+            raise EstimatorError(f"parallelism.sequence_parallel: seq_len {spec.seq_len} is not divisible by tp={self.tp}")
+        if self.ep > 1 and not spec.experts:
+            raise EstimatorError(f"parallelism.ep={self.ep}: model {spec.name} is dense (no experts); use ep=1")
+        if self.ep > 1:
+            raise EstimatorError(f"parallelism.ep={self.ep}: expert-parallel models are not supported yet (see README)")
+
+
+def stage_params(spec: TransformerSpec, layout: Layout) -> int:
+    """Parameters one GPU of the largest pipeline stage holds (layers / pp layers / tp, plus the
+    embedding on the first stage and the LM head on the last; a tied head is a second copy)."""
+    layers = spec.layers // layout.pp * spec.layer_params()
+    v = spec.padded_vocab(layout.tp)
+    emb = v * spec.hidden + (spec.embedding_params() - spec.vocab * spec.hidden)
+    head = v * spec.hidden + spec.head_params() - (0 if spec.tied else spec.vocab * spec.hidden)
+    if layout.pp == 1:
+        ends = emb + head - (v * spec.hidden if spec.tied else 0)
+    else:
+        ends = max(emb, head)
+    return (layers + ends) // layout.tp
+
+
+def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout) -> float:
+    s, b, h, a, t = spec.seq_len, layout.micro_batch_size, spec.hidden, spec.heads, layout.tp
+    if layout.recompute == "full":
+        return 2 * s * b * h / (t if layout.sequence_parallel else 1)
+    attn = 0.0 if layout.recompute == "selective" else 5 * a * s / h
+    if layout.sequence_parallel:
+        return s * b * h * (34 + attn) / t
+    return s * b * h * (10 + 24 / t + attn / t)
+
+
+def memory(spec: TransformerSpec, layout: Layout) -> dict[str, float]:
+    """Bytes per GPU: weights, gradients, optimizer state, activations, total."""
+    n, d = stage_params(spec, layout), layout.dp
+    weights = n * WEIGHT_BYTES / (d if layout.zero >= 3 else 1)
+    grads = n * GRAD_BYTES / (d if layout.zero >= 2 else 1)
+    optim = n * ADAM_BYTES / (d if layout.zero >= 1 else 1)
+    in_flight = min(layout.pp, layout.microbatches)
+    acts = spec.layers // layout.pp * in_flight * activation_bytes_per_layer(spec, layout)
+    return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": acts,
+            "total": weights + grads + optim + acts}
+
+
+def device_memory(device_name: str, override: float | None) -> float | None:
+    if override:
+        return float(override)
+    return DEVICE_MEMORY_BYTES.get(device_name)

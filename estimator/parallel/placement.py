@@ -1,0 +1,95 @@
+"""Where each parallel group sits on the fabric, and what its collectives cost there.
+
+Ranks are numbered by the layout's ``order`` (innermost first; default ``tp-dp-pp`` as
+Megatron-LM: a TP group is ``tp`` consecutive ranks, a DP group strides by ``tp``, a PP group by
+``tp x dp``). Fabric endpoint ``i`` is rank ``i`` (GPUs numbered node by node).
+
+Pricing a group of ``size`` ranks with ``stride`` between neighbours (:func:`group_cost`):
+
+* A fabric may define ``group_cost(collective, nbytes, size, stride, algorithm)`` itself (a
+  plugin hook); it is used when present.
+* Node-aware fabrics (a config with ``gpus_per_node``, ``uplinks`` and ``uplink_bandwidth_Bps``:
+  ``nvlink_leafspine`` and the DGX ``system`` presets): a group that fits in one node is priced
+  on that node alone (NVLink only). A group spanning nodes has ``r = max(1, gpus_per_node //
+  stride)`` ranks in each node, and ``gpus_per_node / r`` groups of the same kind (all DP groups,
+  all PP boundaries) communicate at once through the same node: they share the node's uplinks,
+  so the group is priced on the same fabric class with ``r`` GPUs per node and its share
+  ``uplinks x uplink_bandwidth x r / gpus_per_node`` of the node's uplinks (rail-aligned: rank
+  ``j`` of every node uses NIC ``j``, as in a rail-optimised DGX SuperPOD). The fabric's own
+  collective model (NCCL algorithms, protocols) then prices the group.
+* Any other fabric: the fabric's price of a contiguous group of ``size`` endpoints
+  (``collective_cost(..., group_size=size)``). On a non-blocking fabric (``ideal``) that is exact
+  for concurrent groups; on the optical fabrics it ignores that concurrent groups may share
+  wavelengths or circuits (a known gap, see the README).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+
+from estimator.fabrics.base import Fabric
+
+NODE_AWARE_FIELDS = ("gpus_per_node", "uplinks", "uplink_bandwidth_Bps")
+
+
+def strides(order: str, tp: int, dp: int, pp: int) -> dict[str, int]:
+    """Rank stride of each parallel dimension for a rank order listed innermost first."""
+    sizes, out, step = {"tp": tp, "dp": dp, "pp": pp}, {}, 1
+    for dim in order.split("-"):
+        out[dim] = step
+        step *= sizes[dim]
+    return out
+
+
+def _node_aware(fabric: Fabric) -> bool:
+    return all(hasattr(fabric.config, f) for f in NODE_AWARE_FIELDS)
+
+
+@lru_cache(maxsize=4096)
+def _sub_fabric(cls: type, config_items: tuple, size: int, stride: int) -> Fabric:
+    cfg = dict(config_items)
+    g, uplinks, bw = cfg["gpus_per_node"], cfg["uplinks"], cfg["uplink_bandwidth_Bps"]
+    if size * stride <= g:  # the whole group inside one node
+        new = {"nodes": size, "gpus_per_node": size}
+    else:
+        r = max(1, g // stride)
+        share = uplinks * bw * r / g  # this group's share of its node's uplinks
+        n_up = max(1, uplinks * r // g)
+        new = {"nodes": size, "gpus_per_node": r, "uplinks": n_up, "uplink_bandwidth_Bps": share / n_up}
+    if cfg.get("spine_ports"):  # 0 = sized from the node count (where the fabric supports it)
+        new["spine_ports"] = max(cfg["spine_ports"], -(-new["nodes"] // new["gpus_per_node"]))
+    base = cls.Config(**{k: v for k, v in cfg.items() if k in {f.name for f in dataclasses.fields(cls.Config)}})
+    return cls(dataclasses.replace(base, **new))
+
+
+def group_fabric(fabric: Fabric, size: int, stride: int) -> tuple[Fabric, int]:
+    """The fabric that prices one group (and the group size to ask it for)."""
+    if _node_aware(fabric):
+        items = tuple(sorted(dataclasses.asdict(fabric.config).items()))
+        return _sub_fabric(type(fabric), items, size, stride), size
+    return fabric, size
+
+
+def group_cost(fabric: Fabric, collective: str, nbytes: float, size: int, stride: int, algorithm: str = "default") -> tuple[float, str]:
+    """(seconds, algorithm) of ``collective`` on one group of ``size`` ranks ``stride`` apart."""
+    if size <= 1 or nbytes <= 0:
+        return 0.0, "none"
+    hook = getattr(fabric, "group_cost", None)
+    if callable(hook):
+        cost = hook(collective, nbytes, size, stride, algorithm)
+    else:
+        sub, n = group_fabric(fabric, size, stride)
+        cost = sub.collective_cost(collective, nbytes, algorithm, group_size=n)
+    return cost.time_s, cost.algorithm
+
+
+def p2p_cost(fabric: Fabric, nbytes: float, stride: int) -> float:
+    """Seconds to send ``nbytes`` to the rank ``stride`` away while every pipeline boundary sends
+    at once (node-aware fabrics: a crossing shares the node's uplinks like a strided group)."""
+    if nbytes <= 0:
+        return 0.0
+    if _node_aware(fabric):
+        sub, _ = group_fabric(fabric, 2, stride)
+        return sub.p2p_time(0, 1, nbytes)
+    return fabric.p2p_time(0, min(stride, fabric.nodes - 1), nbytes)

@@ -1,0 +1,58 @@
+"""``parallelism.placement=auto``: every layout that fits memory, fastest first.
+
+Searched: tp in the divisors of ``gpus_per_node`` (or 1..8 on fabrics without nodes) that divide
+the heads; pp dividing the layers and the GPU count; dp = GPUs / (tp x pp); micro-batch sizes
+``search_micro_batch_sizes``; rank orders tp-dp-pp and tp-pp-dp. The global batch, ZeRO stage,
+sequence parallelism and recompute stay as configured. A layout is skipped when the global batch
+does not split into whole microbatches or it does not fit the device memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from estimator.compute.device import DeviceProfile
+from estimator.errors import EstimatorError
+from estimator.fabrics.base import Fabric
+from estimator.parallel.layout import Layout, memory
+from estimator.parallel.spec import TransformerSpec
+from estimator.parallel.step import step_time
+
+ORDERS = ("tp-dp-pp", "tp-pp-dp")
+
+
+def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, global_batch: int, mbs_options) -> list[Layout]:
+    out = []
+    for tp in (t for t in (1, 2, 4, 8, 16) if t <= max_tp and spec.heads % t == 0 and spec.ffn % t == 0 and gpus % t == 0):
+        if base.sequence_parallel and spec.seq_len % tp:
+            continue
+        for pp in (p for p in range(1, spec.layers + 1) if spec.layers % p == 0 and (gpus // tp) % p == 0):
+            dp = gpus // (tp * pp)
+            for mbs in mbs_options:
+                if global_batch % (dp * mbs):
+                    continue
+                for order in ORDERS if pp > 1 and dp > 1 else ORDERS[:1]:
+                    out.append(replace(base, tp=tp, pp=pp, dp=dp, micro_batch_size=mbs,
+                                       microbatches=global_batch // (dp * mbs), order=order))
+    return out
+
+
+def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, device: DeviceProfile, precision: str, algorithm: str,
+           capacity: float | None, dp_overlap: bool, mbs_options=(1, 2, 4)) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    """(metrics, collectives, layouts evaluated) of the fastest layout that fits."""
+    gpus = base.gpus
+    max_tp = getattr(fabric.config, "gpus_per_node", 8) or 8
+    best = None
+    evaluated = 0
+    for layout in candidates(spec, base, gpus, max_tp, global_batch, mbs_options):
+        if capacity and memory(spec, layout)["total"] > capacity:
+            continue
+        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap)
+        evaluated += 1
+        if best is None or metrics["iter_time_s"] < best[0]["iter_time_s"]:
+            best = (metrics, colls)
+    if best is None:
+        raise EstimatorError(f"parallelism.placement=auto: no layout of {spec.name} on {gpus} GPUs fits "
+                             f"{(capacity or 0) / 1e9:.1f} GB per GPU with global_batch {global_batch}")
+    return best[0], best[1], evaluated
