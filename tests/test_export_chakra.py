@@ -166,9 +166,11 @@ def test_multi_rank_inconsistencies(tmp_path):
 def test_astrasim_network_config():
     text = network_config({"name": "ideal", "nodes": 8, "bandwidth_Bps": 300e9, "alpha_s": 0.7e-6}, 16)
     assert "topology: [ Switch ]" in text and "npus_count: [ 16 ]" in text
-    assert f"bandwidth: [ {300e9 / GIB:.6f} ]" in text and "latency: [ 700.000 ]" in text
-    ring = network_config({"name": "ring", "nodes": 4, "bandwidth_Bps": 2**30 * 25, "alpha_s": 1e-6}, 4)
-    assert "topology: [ Ring ]" in ring and "bandwidth: [ 25.000000 ]" in ring
+    # a Switch charges its latency twice per message (NPU -> switch -> NPU): alpha_s / 2
+    assert f"bandwidth: [ {300e9 / GIB:.6f} ]" in text and "latency: [ 350.000 ]" in text
+    ring = network_config({"name": "ring", "nodes": 4, "link_bandwidth_Bps": 2**30 * 25, "link_latency_s": 5e-6,
+                           "alpha_s": 1e-6}, 4)
+    assert "topology: [ Ring ]" in ring and "bandwidth: [ 25.000000 ]" in ring and "latency: [ 6000.000 ]" in ring
     with pytest.raises(EstimatorError, match="no ASTRA-sim equivalent"):
         network_config({"name": "lumorph"}, 4)
     with pytest.raises(EstimatorError, match="fabric.alpha_s"):

@@ -128,7 +128,7 @@ def test_custom_builder_file_prices_like_the_builtin_fabric():
 
 
 def test_leafspine_p2p_hand_checked():
-    f = make_fabric({"name": "nvlink_leafspine", "nodes": 16})
+    f = make_fabric({"name": "nvlink_leafspine", "nodes": 16, "latency_model": "alpha"})
     # other node: alpha + 3 switches + M over 4 ECMP spine paths of 100 GB/s (GPU link 450 GB/s is faster)
     assert f.p2p_time(0, 8, 4e8) == pytest.approx(0.7e-6 + 3e-6 + 4e8 / 400e9, rel=1e-12)
     assert f.p2p_time(0, 1, 4.5e8) == pytest.approx(0.7e-6 + 1e-6 + 4.5e8 / 450e9, rel=1e-12)

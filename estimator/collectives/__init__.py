@@ -35,6 +35,11 @@ How a fabric uses it (the electrical fabrics in :mod:`estimator.fabrics` are exa
    algorithm, memoises, and ``explicit=True`` forces the schedule price. Test your closed forms
    against ``explicit=True`` (see tests/test_collectives.py).
 
+NCCL itself: :mod:`.nccl` models how NCCL runs all-reduce, reduce-scatter, all-gather, broadcast
+and reduce (ring / tree / NVLS / CollNet x LL / LL128 / Simple, NCCL 2.18.5 tuner constants,
+achievable link rates, pipeline fill) and which one its tuner picks; ``nvlink_leafspine`` (and the
+``system=`` presets) use it by default.
+
 Sizes follow nccl-tests: ``nbytes`` is the per-rank buffer (all-reduce input, all-gather output).
 
 Pricing model in one paragraph (details in :mod:`.pricing`): steps are sequential; a transfer

@@ -35,12 +35,14 @@ def cost_row(fabric: Any, collective: str, nbytes: float, algorithm: str = "defa
     else:
         cost = fabric.collective_cost(collective, nbytes, algorithm, group_size)
     algbw = nbytes / cost.time_s if cost.time_s > 0 else 0.0
+    proto = {"protocol": cost.protocol} if getattr(cost, "protocol", "") else {}  # fabrics that model NCCL
     return {
         "bytes": nbytes,
         "time_s": cost.time_s,
         "algbw_Bps": algbw,
         "busbw_Bps": algbw * bus_factor(collective, cost.nodes),
         "algorithm": cost.algorithm,
+        **proto,
         "steps": cost.steps,
         "reconfig_s": cost.reconfig_s,
     }

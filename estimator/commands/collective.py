@@ -9,7 +9,11 @@ Keys: collective, algorithm (a name, ``default`` or ``auto``), bytes (per-rank b
 convention), group_size (default all fabric.nodes), explicit (price the explicit schedule on the
 topology instead of the closed form), show_schedule, sizes (list of byte sizes: one row per size
 with time, algbw = bytes/time and busbw = algbw x the nccl-tests factor, e.g. 2(n-1)/n for
-all-reduce); busbw_plot (with sizes: also write the curve as a figure, .png/.svg/.pdf).
+all-reduce); busbw_plot (with sizes: also write the curve as a figure, .png/.svg/.pdf). Fabrics
+that model NCCL (``nvlink_leafspine``, ``system=dgx_*``) also report the NCCL protocol
+(``protocol``: ll, ll128, simple; the curve prints ``algorithm/protocol``).
+
+  estimator collective system=dgx_h100 fabric.nodes=8 algorithm=auto 'sizes=[1048576,1073741824]'
 """
 
 from __future__ import annotations
@@ -79,8 +83,9 @@ def format_text(result: dict[str, Any]) -> str:
                  + (f" figure={result['figure']}" if "figure" in result else ""),
                  f"{'bytes':>14} {'time_us':>12} {'algbw_GB/s':>11} {'busbw_GB/s':>11}  algorithm"]
         for r in result["curve"]:
+            proto = f"/{r['protocol']}" if r.get("protocol") else ""
             lines.append(f"{r['bytes']:>14.0f} {r['time_s'] * 1e6:>12.3f} {r['algbw_Bps'] / 1e9:>11.3f} "
-                         f"{r['busbw_Bps'] / 1e9:>11.3f}  {r['algorithm']}")
+                         f"{r['busbw_Bps'] / 1e9:>11.3f}  {r['algorithm']}{proto}")
         return "\n".join(lines)
     keys = [k for k in result if k != "schedule"]
     width = max(len(k) for k in keys)

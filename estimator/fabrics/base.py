@@ -58,6 +58,7 @@ class CollectiveCost:
     time_s: float
     steps: int
     reconfig_s: float = 0.0  # part of time_s spent reconfiguring circuits
+    protocol: str = ""       # NCCL protocol (LL, LL128, Simple) where the fabric models NCCL; "" otherwise
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -2,7 +2,8 @@
 
 Assumes every endpoint has ``bandwidth_Bps`` per direction into a switch that never blocks and
 every message pays ``alpha_s``; reductions cost ``1 / memory_bandwidth_Bps`` per byte (0 = free,
-the default, so ring all-reduce is exactly 2(N-1)·α + 2(N-1)/N·M/B). Every algorithm has a closed
+the default, so ring all-reduce is exactly 2(N-1)·α + 2(N-1)/N·M/B). ``chunks`` / ``chunk_bytes``
+run a collective as k chunks one after another (k·cost(M/k), ASTRA-sim-style; default one chunk). Every algorithm has a closed
 form here (:mod:`estimator.collectives.switch_model`), equal to its schedule priced on the star.
 """
 
@@ -14,7 +15,7 @@ from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.pricing import PricingParams
 from estimator.errors import non_negative, positive
 from estimator.fabrics.base import FabricConfig
-from estimator.fabrics.library import LibraryFabric
+from estimator.fabrics.library import LibraryFabric, check_chunking
 from estimator.topology.builders import star
 from estimator.topology.graph import Topology
 
@@ -39,9 +40,12 @@ class IdealConfig(FabricConfig):
     bandwidth_Bps: float = 300.0e9
     alpha_s: float = 0.7e-6
     memory_bandwidth_Bps: float = 0.0
+    chunks: int = 1
+    chunk_bytes: float = 0.0
 
     def validate(self) -> None:
         super().validate()
+        check_chunking(self)
         positive(self.bandwidth_Bps, "fabric.bandwidth_Bps")
         non_negative(self.alpha_s, "fabric.alpha_s")
         non_negative(self.memory_bandwidth_Bps, "fabric.memory_bandwidth_Bps")

@@ -15,10 +15,16 @@ A subclass declares:
 
 Costs are memoised per (collective, algorithm, n, nbytes), so the timeline can call
 :meth:`collective_cost` for every gradient bucket.
+
+Chunking: a fabric whose config has ``chunks`` (default 1) or ``chunk_bytes`` (0 = off) cuts every
+collective into that many equal chunks run one after another, each a full collective
+(``k x cost(M / k)``) -- what ASTRA-sim's system layer does with ``preferred-dataset-splits: k`` and
+``active-chunks-per-dimension: 1`` (see :mod:`estimator.workloads.astrasim`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from estimator.collectives.algorithms import algorithm as lookup
@@ -37,6 +43,16 @@ MAX_EXPLICIT_PAIRS = 4_000_000  # all-pairs schedules beyond this many transfers
 # fabric, an all-pairs algorithm is only a candidate up to this many transfers (~256 ranks); name it
 # explicitly (algorithm=direct) to price it at any size.
 AUTO_MAX_PAIRS = 65_536
+
+
+def check_chunking(config: Any) -> None:
+    """Validate the optional ``chunks`` (>= 1) and ``chunk_bytes`` (>= 0, 0 = use chunks) fields."""
+    chunks = getattr(config, "chunks", 1)
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+        raise EstimatorError(f"fabric.chunks must be a positive integer, got {chunks!r}")
+    chunk_bytes = getattr(config, "chunk_bytes", 0.0)
+    if not (isinstance(chunk_bytes, int | float) and chunk_bytes >= 0):
+        raise EstimatorError(f"fabric.chunk_bytes must be a non-negative number of bytes, got {chunk_bytes!r}")
 
 
 def _family(name: str) -> str | None:
@@ -175,17 +191,28 @@ class LibraryFabric(Fabric):
         self._memo[key] = best
         return best
 
+    def chunking(self, nbytes: float) -> int:
+        """Chunks a collective of ``nbytes`` is cut into (config ``chunks`` / ``chunk_bytes``; 1 if the
+        fabric has neither): each runs as a full collective, one after another (ASTRA-sim's
+        ``preferred-dataset-splits`` with one active chunk)."""
+        chunk_bytes = float(getattr(self.config, "chunk_bytes", 0.0) or 0.0)
+        if chunk_bytes > 0 and nbytes > 0:
+            return max(1, math.ceil(nbytes / chunk_bytes))
+        return max(1, int(getattr(self.config, "chunks", 1) or 1))
+
     def _price(self, collective: str, name: str, n: int, nbytes: float, explicit: bool) -> CollectiveCost:
+        k = self.chunking(nbytes) if collective != "p2p" else 1
+        nbytes_k = nbytes / k
         reconfig = 0.0
-        fast = None if explicit else self.closed_form(collective, name, n, nbytes)  # validates as it goes
+        fast = None if explicit else self.closed_form(collective, name, n, nbytes_k)  # validates as it goes
         if fast is None:
             self.check_algorithm(collective, name, n)
             comp = self.compiled(collective, name, n)
-            time_s, steps = comp.time(nbytes), comp.steps
+            time_s, steps = comp.time(nbytes_k), comp.steps
             reconfig = comp.reconfig_steps * comp.reconfig_s
         else:
             time_s, steps = fast
-        return CollectiveCost(collective, name, n, nbytes, time_s, steps, reconfig)
+        return CollectiveCost(collective, name, n, nbytes, k * time_s, k * steps, k * reconfig)
 
     def p2p_time(self, src: int, dst: int, nbytes: float) -> float:
         for ep in (src, dst):

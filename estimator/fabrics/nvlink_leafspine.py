@@ -1,49 +1,61 @@
-"""``nvlink_leafspine``: DGX-H100-SuperPOD-like reference of the OPSquare paper (seed 004, Sec. 2).
+"""``nvlink_leafspine``: NVLink nodes on a leaf-spine network -- the OPSquare paper's NVIDIA reference
+(seed 004, Sec. 2) and, through ``conf/system/*.yaml``, real DGX boxes.
 
-Assumptions:
+Topology (every latency model):
 
 * ``gpus_per_node`` GPUs per node on NVLink switches; the node's parallel NVLink switches are one
   aggregated switch (even striping over them is equivalent), each GPU has ``nvlink_bandwidth_Bps``
   per direction into it. That switch is also the node's leaf: it has ``uplinks`` links of
-  ``uplink_bandwidth_Bps`` to as many spine switches (one each), ECMP over them.
-* Every switch traversal costs ``switch_latency_s`` (intra-node route: 1 switch, inter-node: 3);
-  every message pays ``alpha_s``; reductions cost 1 / ``memory_bandwidth_Bps`` per byte (0 = free).
-* At most ``spine_ports`` nodes (a spine has one port per node).
-* ``latency_model: nccl`` replaces α and switch latencies by NCCL's tuning constants (NCCL
-  src/graph/tuning.cc, v2.18/2.19): per step the hardware latency of the slowest transfer's link type
-  (NVLink inside a node, NET between nodes) for the algorithm class (Tree for the tree algorithms,
-  Ring for all others) and ``nccl_protocol``,
-  plus NCCL's base latency once per collective; link bandwidths are scaled by the protocol's wire
-  efficiency (LL: 4 data bytes per 8-byte line = 0.5; LL128: 120/128; Simple: 1).
+  ``uplink_bandwidth_Bps`` (a DGX's NICs), one to each of ``uplinks`` spine switches (ECMP over
+  them). With one uplink per GPU this is a rail-optimised network: spine *i* is rail *i*.
+* At most ``spine_ports`` nodes (a spine has one port per node); ``spine_ports: 0`` sizes the
+  spines from ``nodes`` (a rail switch with as many ports as nodes: no limit, the system presets).
 
-Algorithms: NCCL-style ``hierarchical`` ring (intra-node ring reduce-scatter, inter-node rings,
-intra-node all-gather) and ``hierarchical_tree`` (inter-node double binary tree), plus the flat
-ones. ``ring``, ``hierarchical`` and ``hierarchical_tree`` all-reduce have closed forms here.
+Latency models (``latency_model``):
+
+* ``nccl`` (default): NCCL's algorithms and protocols as :mod:`estimator.collectives.nccl` models
+  them (ring, tree, NVLS, NVLS-tree, CollNet x LL, LL128, Simple; channels, pipeline fill, NCCL
+  2.18.5 tuner constants), on the *achievable* link rates: NVLink x the efficiency of
+  ``nvlink_technology``, uplinks x that of ``uplink_technology``
+  (:data:`~estimator.collectives.nccl.LINK_EFFICIENCY`). ``algorithm=auto`` / ``default`` is the
+  (algorithm, protocol) NCCL's tuner picks; ``nccl_protocol`` forces a protocol. NVLS needs
+  ``nvls: true`` (NVSwitch gen3 + Hopper), CollNet (IB SHARP) ``collnet: true``. Collectives NCCL
+  runs as send/recv (all-to-all, gather, p2p) and named library algorithms (hierarchical,
+  double_binary_tree, direct, ...) are priced on the topology with α + switch latencies and the
+  achievable rates.
+* ``alpha``: the α-β model of the paper (the behaviour before the NCCL model): every switch
+  traversal costs ``switch_latency_s`` (intra-node route 1 switch, inter-node 3), every message
+  ``alpha_s``, links at 100 % of their rate; ``hierarchical`` ring (intra-node reduce-scatter,
+  inter-node rings, intra-node all-gather), ``hierarchical_tree``, flat ones; closed forms for
+  ``ring``, ``hierarchical`` and ``hierarchical_tree`` all-reduce.
+* ``nccl_hw``: the α model's schedules with α and switch latencies replaced by NCCL's per-step
+  hardware latencies (tuning.cc hwLat NVLink inside a node, NET between nodes; Tree row for tree
+  algorithms, Ring otherwise) + baseLat once, link rates x the protocol's wire efficiency
+  (LL 0.5, LL128 120/128, Simple 1) for ``nccl_protocol`` (auto = simple).
+
+Reductions cost 1 / ``memory_bandwidth_Bps`` per byte on the schedule paths (0 = free).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estimator.collectives import nccl
 from estimator.collectives import switch_model as sw
+from estimator.collectives.algorithms import collective_name
 from estimator.collectives.params import AlgoParams
 from estimator.collectives.pricing import PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
-from estimator.fabrics.base import FabricConfig
-from estimator.fabrics.library import LibraryFabric
+from estimator.fabrics.base import CollectiveCost, FabricConfig
+from estimator.fabrics.library import LibraryFabric, check_chunking
 from estimator.topology.builders import leaf_spine
 from estimator.topology.graph import Topology
 
 TREE_ALGOS = {"binary_tree", "double_binary_tree", "pipelined_dbt", "hierarchical_tree", "binomial_tree"}
-# NCCL src/graph/tuning.cc (2.18/2.19): baseLat[algo][proto], hwLat[NVLINK|NET][algo][proto], in us
 NCCL_BASE_US = {"tree": {"ll": 6.8, "ll128": 14.0, "simple": 0.0}, "ring": {"ll": 6.6, "ll128": 14.0, "simple": 8.4}}
-NCCL_HW_US = {
-    "nvlink": {"tree": {"ll": 0.6, "ll128": 1.25, "simple": 4.0}, "ring": {"ll": 0.6, "ll128": 1.9, "simple": 3.4}},
-    "net": {"tree": {"ll": 5.0, "ll128": 8.5, "simple": 14.0}, "ring": {"ll": 2.7, "ll128": 4.0, "simple": 14.0}},
-}
 PROTOCOL_EFFICIENCY = {"ll": 0.5, "ll128": 120.0 / 128.0, "simple": 1.0}
-
-OFFERS: dict[str, tuple[str, ...]] = {
+NCCL_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
+LIBRARY_OFFERS: dict[str, tuple[str, ...]] = {
     "all_reduce": ("hierarchical", "hierarchical_tree", "ring", "double_binary_tree", "pipelined_dbt", "halving_doubling",
                    "recursive_doubling", "binary_tree", "direct"),
     "reduce_scatter": ("ring", "halving_doubling", "direct"),
@@ -54,6 +66,7 @@ OFFERS: dict[str, tuple[str, ...]] = {
     "all_to_all": ("direct", "pairwise"),
     "p2p": ("direct",),
 }
+OFFERS = LIBRARY_OFFERS  # the schedule library's algorithms (every latency model)
 
 
 @dataclass
@@ -68,32 +81,52 @@ class NvlinkLeafSpineConfig(FabricConfig):
     switch_latency_s: float = 1.0e-6
     alpha_s: float = 0.7e-6
     memory_bandwidth_Bps: float = 0.0
-    latency_model: str = "alpha"
-    nccl_protocol: str = "simple"
+    latency_model: str = "nccl"
+    nccl_protocol: str = "auto"
+    gpu_arch: str = "hopper"
+    cpu: str = "intel"
+    nvlink_technology: str = "nvlink4"
+    uplink_technology: str = "ib_ndr"
+    nvls: bool = False
+    collnet: bool = False
+    nccl_channels: int = 16
+    pipeline_bytes: float = 2.94e6
+    nvls_efficiency: float = 0.739
+    nvls_latency_s: float = 37.1e-6
+    chunks: int = 1
+    chunk_bytes: float = 0.0
     leaf_buffer_bytes: float = 16.0e6
     spine_buffer_bytes: float = 64.0e6
 
     def validate(self) -> None:
         super().validate()
-        for key in ("nvlink_bandwidth_Bps", "uplink_bandwidth_Bps"):
+        check_chunking(self)
+        for key in ("nvlink_bandwidth_Bps", "uplink_bandwidth_Bps", "nvls_efficiency"):
             positive(getattr(self, key), f"fabric.{key}")
-        for key in ("switch_latency_s", "alpha_s", "memory_bandwidth_Bps", "leaf_buffer_bytes", "spine_buffer_bytes"):
+        for key in ("switch_latency_s", "alpha_s", "memory_bandwidth_Bps", "leaf_buffer_bytes", "spine_buffer_bytes",
+                    "pipeline_bytes", "nvls_latency_s"):
             non_negative(getattr(self, key), f"fabric.{key}")
-        for key in ("gpus_per_node", "uplinks", "spine_ports"):
+        for key in ("gpus_per_node", "uplinks", "nccl_channels"):
             if getattr(self, key) < 1:
                 raise EstimatorError(f"fabric.{key} must be a positive integer, got {getattr(self, key)!r}")
+        if self.spine_ports < 0:
+            raise EstimatorError(f"fabric.spine_ports must be >= 0 (0 = sized from nodes), got {self.spine_ports!r}")
         g = self.gpus_per_node
         if self.nodes > g and self.nodes % g:
             raise EstimatorError(f"fabric.nodes={self.nodes} is not a whole number of {g}-GPU nodes")
-        if -(-self.nodes // g) > self.spine_ports:
+        if self.spine_ports and -(-self.nodes // g) > self.spine_ports:
             raise EstimatorError(
                 f"fabric.nodes={self.nodes} needs {-(-self.nodes // g)} nodes but a {self.spine_ports}-port spine "
-                f"holds {self.spine_ports} (at most {self.spine_ports * g} GPUs); raise fabric.spine_ports"
+                f"holds {self.spine_ports} (at most {self.spine_ports * g} GPUs); raise fabric.spine_ports (0 = sized from nodes)"
             )
-        if self.latency_model not in ("alpha", "nccl"):
-            raise EstimatorError(f"fabric.latency_model must be alpha or nccl, got {self.latency_model!r}")
-        if self.nccl_protocol not in PROTOCOL_EFFICIENCY:
-            raise EstimatorError(f"fabric.nccl_protocol must be one of simple, ll, ll128, got {self.nccl_protocol!r}")
+        choices = {"latency_model": ("nccl", "alpha", "nccl_hw"), "nccl_protocol": ("auto", *nccl.PROTOCOLS),
+                   "gpu_arch": nccl.ARCHS, "cpu": nccl.CPUS, "nvlink_technology": tuple(nccl.LINK_EFFICIENCY),
+                   "uplink_technology": tuple(nccl.LINK_EFFICIENCY)}
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise EstimatorError(f"fabric.{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
+        if self.nvls and self.gpu_arch != "hopper":
+            raise EstimatorError(f"fabric.nvls=true needs gpu_arch=hopper (NVLink SHARP, NVSwitch gen3), got {self.gpu_arch!r}")
 
 
 class NvlinkLeafSpineFabric(LibraryFabric):
@@ -101,31 +134,110 @@ class NvlinkLeafSpineFabric(LibraryFabric):
     Config = NvlinkLeafSpineConfig
     OFFERS = OFFERS
 
+    # ---- the NCCL model ------------------------------------------------------------------------
+    @property
+    def _nccl(self) -> bool:
+        return self.config.latency_model == "nccl"
+
+    def nccl_system(self, n: int) -> nccl.NcclSystem:
+        """What NCCL's tuner sees for a group of the first ``n`` GPUs."""
+        c = self.config
+        nodes = max(1, -(-n // c.gpus_per_node))
+        return nccl.NcclSystem(
+            ranks=n, nodes=nodes, arch=c.gpu_arch, intra_Bps=self._bandwidths()[0],
+            inter_Bps=c.uplinks * self._bandwidths()[1], intra_link="nvlink", channels=c.nccl_channels,
+            nvls=c.nvls, collnet=c.collnet, nvls_efficiency=c.nvls_efficiency, pipeline_bytes=c.pipeline_bytes,
+            nvls_latency_s=c.nvls_latency_s, cpu=c.cpu,
+        )
+
+    def _nccl_protocols(self) -> tuple[str, ...]:
+        p = self.config.nccl_protocol
+        return nccl.PROTOCOLS if p == "auto" else (p,)
+
+    def algorithms(self, collective: str) -> tuple[str, ...]:
+        coll = collective_name(collective)
+        lib = LIBRARY_OFFERS.get(coll, ())
+        if not self._nccl or coll not in NCCL_COLLECTIVES:
+            return lib
+        s = self.nccl_system(self.nodes)
+        own = tuple(a for a in nccl.ALGORITHMS
+                    if a == "ring" or any(nccl.available(coll, a, p, s) for p in nccl.PROTOCOLS))
+        return own + tuple(a for a in lib if a not in own)
+
+    def collective_cost(self, collective: str, nbytes: float, algorithm: str = "default",
+                        group_size: int | None = None, explicit: bool = False) -> CollectiveCost:
+        coll = collective_name(collective)
+        algorithm = algorithm or "default"
+        if not self._nccl or explicit or coll not in NCCL_COLLECTIVES or not (
+                algorithm in ("default", "auto") or algorithm in nccl.ALGORITHMS):
+            return super().collective_cost(coll, nbytes, algorithm, group_size, explicit)
+        n = self._group(group_size)
+        if not (nbytes >= 0):
+            raise EstimatorError(f"bytes must be a non-negative number, got {nbytes!r}")
+        key = (coll, algorithm, n, float(nbytes), False)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = self._nccl_cost(coll, algorithm, n, float(nbytes))
+        return hit
+
+    def _nccl_cost(self, coll: str, algorithm: str, n: int, nbytes: float) -> CollectiveCost:
+        if n == 1:
+            return CollectiveCost(coll, "ring" if algorithm in ("default", "auto") else algorithm, 1, nbytes, 0.0, 0)
+        s = self.nccl_system(n)
+        k = self.chunking(nbytes)
+        m = nbytes / k
+        algos = nccl.ALGORITHMS if algorithm in ("default", "auto") else (algorithm,)
+        protos = self._nccl_protocols()
+        if not any(nccl.available(coll, a, p, s) for a in algos for p in protos):
+            raise EstimatorError(f"fabric {self.name!r}: NCCL runs no {algorithm}/{'/'.join(protos)} {coll} on {n} GPUs "
+                                 f"({s.nodes} node(s); nvls={self.config.nvls}, collnet={self.config.collnet})")
+        algo, proto = nccl.choose(coll, s, m, algos, protos)
+        steps, _ = nccl.depth(coll, algo, s)
+        return CollectiveCost(coll, algo, n, nbytes, k * nccl.exec_time(coll, algo, proto, s, m), k * steps,
+                              protocol=proto)
+
+    def resolve(self, collective: str, algorithm: str, n: int, nbytes: float = 1.0) -> str:
+        if algorithm == "default" and self._nccl and collective_name(collective) in NCCL_COLLECTIVES:
+            algorithm = "auto"
+        return super().resolve(collective, algorithm, n, nbytes)
+
+    # ---- the schedule library (alpha / nccl_hw models, and non-NCCL algorithms) ----------------
     def _nccl_class(self, algorithm: str) -> str:
         return "tree" if algorithm in TREE_ALGOS else "ring"
 
+    def _hw_protocol(self) -> str:
+        p = self.config.nccl_protocol
+        return "simple" if p == "auto" else p
+
     def topology_key(self, algorithm: str) -> str:
-        return self._nccl_class(algorithm) if self.config.latency_model == "nccl" else ""
+        return self._nccl_class(algorithm) if self.config.latency_model == "nccl_hw" else ""
 
     def _latencies(self, algorithm: str) -> tuple[float, float]:
         """(intra-node, inter-node) route latency, seconds."""
         c = self.config
-        if c.latency_model == "nccl":
-            cls, proto = self._nccl_class(algorithm), c.nccl_protocol
-            return NCCL_HW_US["nvlink"][cls][proto] * 1e-6, NCCL_HW_US["net"][cls][proto] * 1e-6
+        if c.latency_model == "nccl_hw":
+            cls, proto = self._nccl_class(algorithm), self._hw_protocol()
+            hw = nccl.PROTOCOLS.index(proto)
+            return nccl.HW_LAT_US["nvlink"][cls][hw] * 1e-6, nccl.HW_LAT_US["net"][cls][hw] * 1e-6
         return c.switch_latency_s, 3 * c.switch_latency_s
 
     def _bandwidths(self) -> tuple[float, float]:
+        """(per-GPU NVLink, per-uplink) bandwidth the model uses, bytes/s per direction."""
         c = self.config
-        eff = PROTOCOL_EFFICIENCY[c.nccl_protocol] if c.latency_model == "nccl" else 1.0
-        return c.nvlink_bandwidth_Bps * eff, c.uplink_bandwidth_Bps * eff
+        if c.latency_model == "nccl_hw":
+            eff = PROTOCOL_EFFICIENCY[self._hw_protocol()]
+            return c.nvlink_bandwidth_Bps * eff, c.uplink_bandwidth_Bps * eff
+        if c.latency_model == "nccl":
+            return (c.nvlink_bandwidth_Bps * nccl.LINK_EFFICIENCY[c.nvlink_technology],
+                    c.uplink_bandwidth_Bps * nccl.LINK_EFFICIENCY[c.uplink_technology])
+        return c.nvlink_bandwidth_Bps, c.uplink_bandwidth_Bps
 
     def build_topology(self, algorithm: str) -> Topology:
         c = self.config
         intra, inter = self._latencies(algorithm)
         nv, up = self._bandwidths()
         # intra route = GPU->leaf (0) + leaf->GPU (intra); inter adds leaf->spine + spine->leaf
-        if c.latency_model == "nccl":
+        if c.latency_model == "nccl_hw":
             lat_up, lat_spine = 0.0, inter - intra
         else:
             lat_up = lat_spine = c.switch_latency_s
@@ -133,8 +245,8 @@ class NvlinkLeafSpineFabric(LibraryFabric):
 
     def pricing(self, algorithm: str) -> PricingParams:
         c = self.config
-        if c.latency_model == "nccl":
-            base = NCCL_BASE_US[self._nccl_class(algorithm)][c.nccl_protocol] * 1e-6
+        if c.latency_model == "nccl_hw":
+            base = NCCL_BASE_US[self._nccl_class(algorithm)][self._hw_protocol()] * 1e-6
             return PricingParams(alpha_s=0.0, memory_bandwidth_Bps=c.memory_bandwidth_Bps, fixed_s=base)
         return PricingParams(alpha_s=c.alpha_s, memory_bandwidth_Bps=c.memory_bandwidth_Bps)
 
@@ -170,3 +282,4 @@ class NvlinkLeafSpineFabric(LibraryFabric):
             inter = sw.double_binary_tree_all_reduce(nodes, m / g, a + inter_lat, share, gamma, AlgoParams())
         parts = (intra_rs, inter, intra_ag)
         return sum(x[0] for x in parts) + p.fixed_s, sum(x[1] for x in parts)
+

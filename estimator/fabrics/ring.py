@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.fabrics.electrical import LinkConfig, LinkFabric, offers_with
+from estimator.fabrics.library import check_chunking
 from estimator.topology.builders import ring
 from estimator.topology.graph import Topology
 
@@ -22,6 +23,12 @@ class RingConfig(LinkConfig):
     name: str = "ring"
     nodes: int = 32
     bidirectional: bool = True
+    chunks: int = 1            # run each collective as this many chunks, one after another
+    chunk_bytes: float = 0.0   # or chunks of this many bytes (0 = use chunks)
+
+    def validate(self) -> None:
+        super().validate()
+        check_chunking(self)
 
 
 class RingFabric(LinkFabric):

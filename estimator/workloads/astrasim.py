@@ -9,12 +9,29 @@ Written beside exported Chakra traces so the same workload runs in ASTRA-sim:
 * ``system.json`` -- collective algorithms per dimension and scheduling knobs.
 * ``remote_memory.json`` -- no memory expansion.
 
-Mapping (the only fabrics whose model is one ASTRA-sim topology building block):
+Mapping (the only fabrics whose model is one ASTRA-sim topology building block). ASTRA-sim's
+analytical network backend (github.com/astra-sim/astra-network-analytical @599a047,
+``congestion_unaware/basic-topology/BasicTopology.cpp``) charges a message of ``s`` bytes
+``hops x latency + s / bandwidth``; ``Switch.cpp`` counts **2 hops** for every message (NPU ->
+switch -> NPU), ``Ring.cpp`` the ring distance (1 between neighbours). So:
 
 * ``ideal`` (non-blocking switch, ``bandwidth_Bps`` per endpoint per direction, ``alpha_s`` per
-  message) -> ``Switch`` with that bandwidth and latency (ring all-reduce / all-gather /
-  reduce-scatter, direct all-to-all, see ``SYSTEM_DEFAULTS``).
-* ``ring`` (bidirectional ring of ``nodes``) -> ``Ring`` with the same keys.
+  message) -> ``Switch`` with that bandwidth and latency ``alpha_s / 2`` (charged twice = ``alpha_s``
+  per message, as here).
+* ``ring`` (``link_bandwidth_Bps``, ``link_latency_s`` per hop, ``alpha_s`` per message) -> ``Ring``
+  with bandwidth ``link_bandwidth_Bps`` and latency ``alpha_s + link_latency_s`` (exact for messages
+  between neighbours -- every message of the ring algorithms; a k-hop message is charged
+  ``k (alpha + L)`` there, ``alpha + k L`` here).
+* Chunking: ``preferred-dataset-splits`` = the fabric's ``chunks`` (ASTRA-sim runs the chunks one
+  after another with ``active-chunks-per-dimension: 1``; the estimator prices ``chunks x
+  cost(M / chunks)``, :meth:`estimator.fabrics.library.LibraryFabric.chunking`). ``chunk_bytes``
+  has no ASTRA-sim equivalent (splits are a count) and is refused.
+
+:func:`ring_all_reduce_ns` is that backend's formula composed with ASTRA-sim's ring all-reduce
+(``2(n-1)`` messages of ``M / (n k)`` bytes per chunk, chunks in sequence); tests check the
+estimator's ``ideal`` / ``ring`` fabrics against it with one and with several chunks. Not
+modelled on either side: ASTRA-sim's system-layer per-message processing (``endpoint-delay``,
+written as 0 here, and LogGP local-reduction delays), and its integer-nanosecond rounding.
 
 ``npus_count`` is the workload's device count (ASTRA-sim needs exactly one ET file per NPU), so
 ``fabric.nodes`` is not used: the fabric contributes its technology parameters.
@@ -33,13 +50,14 @@ TOPOLOGY = {"ideal": "Switch", "ring": "Ring"}
 
 # ASTRA-sim system-layer knobs: the stock single-dimension system template that ASTRA-sim's
 # documentation ("Argument ${SYSTEM_CONFIG}", astra-sim-docs) and public example configs use --
-# LIFO scheduling, 1 active chunk per dimension, 4 dataset splits, 10 ns endpoint delay, ring
-# all-reduce/all-gather/reduce-scatter, direct all-to-all, local memory bandwidth 1600 GB/s.
+# LIFO scheduling, 1 active chunk per dimension, ring all-reduce/all-gather/reduce-scatter, direct
+# all-to-all, local memory bandwidth 1600 GB/s -- except: dataset splits = the fabric's `chunks`
+# (the template has 4) and endpoint delay 0 (the template has 10 ns), so both sides price the same.
 SYSTEM_DEFAULTS: dict[str, Any] = {
     "scheduling-policy": "LIFO",
-    "endpoint-delay": 10,
+    "endpoint-delay": 0,  # the stock template has 10 ns; 0 so the per-message cost is the network's alone
     "active-chunks-per-dimension": 1,
-    "preferred-dataset-splits": 4,
+    "preferred-dataset-splits": 1,  # replaced by the fabric's `chunks` (see system_config)
     "all-reduce-implementation": ["ring"],
     "all-gather-implementation": ["ring"],
     "reduce-scatter-implementation": ["ring"],
@@ -51,31 +69,67 @@ SYSTEM_DEFAULTS: dict[str, Any] = {
 
 
 def _param(fabric: dict[str, Any], key: str) -> float:
-    value = fabric.get(key)
+    value = fabric.get(key, 0.0 if key == "alpha_s" and fabric.get("name") == "ring" else None)
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise EstimatorError(f"fabric.{key}: ASTRA-sim export needs a non-negative number, got {value!r}")
     return float(value)
 
 
-def network_config(fabric: dict[str, Any], npus: int) -> str:
+def link_parameters(fabric: dict[str, Any]) -> tuple[str, float, float]:
+    """(ASTRA-sim topology, bandwidth bytes/s, per-hop latency s) equivalent to ``fabric``."""
     name = str(fabric.get("name", ""))
     if name not in TOPOLOGY:
         raise EstimatorError(f"fabric {name!r} has no ASTRA-sim equivalent; export supports "
                              f"{', '.join(sorted(TOPOLOGY))} (set fabric=ideal or export.astrasim=false)")
-    bandwidth = _param(fabric, "bandwidth_Bps") / GIB
-    latency = _param(fabric, "alpha_s") * 1e9
-    return (f"# ASTRA-sim analytical network: estimator fabric {name!r}\n"
-            f"topology: [ {TOPOLOGY[name]} ]\n"
+    if name == "ideal":
+        return TOPOLOGY[name], _param(fabric, "bandwidth_Bps"), _param(fabric, "alpha_s") / 2
+    return TOPOLOGY[name], _param(fabric, "link_bandwidth_Bps"), _param(fabric, "alpha_s") + _param(fabric, "link_latency_s")
+
+
+def network_config(fabric: dict[str, Any], npus: int) -> str:
+    topology, bandwidth, latency = link_parameters(fabric)
+    splits(fabric)  # refuse what ASTRA-sim cannot express before anything is written
+    how = ("alpha_s / 2: a Switch charges 2 hops per message" if topology == "Switch"
+           else "alpha_s + link_latency_s per hop")
+    return (f"# ASTRA-sim analytical network: estimator fabric {fabric.get('name')!r}\n"
+            f"topology: [ {topology} ]\n"
             f"npus_count: [ {npus} ]\n"
-            f"bandwidth: [ {bandwidth:.6f} ]  # GB/s (1 GB = 2^30 B) = {fabric['bandwidth_Bps']} B/s\n"
-            f"latency: [ {latency:.3f} ]  # ns = fabric alpha_s {fabric['alpha_s']} s\n")
+            f"bandwidth: [ {bandwidth / GIB:.6f} ]  # GB/s (1 GB = 2^30 B) = {bandwidth} B/s\n"
+            f"latency: [ {latency * 1e9:.3f} ]  # ns = {how}\n")
+
+
+def splits(fabric: dict[str, Any]) -> int:
+    """ASTRA-sim ``preferred-dataset-splits`` for the fabric's chunking."""
+    if float(fabric.get("chunk_bytes") or 0.0) > 0:
+        raise EstimatorError("fabric.chunk_bytes has no ASTRA-sim equivalent (it splits by count); set fabric.chunks")
+    chunks = fabric.get("chunks", 1)
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+        raise EstimatorError(f"fabric.chunks must be a positive integer, got {chunks!r}")
+    return chunks
+
+
+def system_config(fabric: dict[str, Any]) -> dict[str, Any]:
+    return {**SYSTEM_DEFAULTS, "preferred-dataset-splits": splits(fabric)}
+
+
+def ring_all_reduce_ns(npus: int, nbytes: float, bandwidth_GBps: float, latency_ns: float, hops: int,
+                       splits: int = 1) -> float:
+    """ASTRA-sim's analytical time (ns) of a one-dimension ring all-reduce of ``nbytes`` with the
+    ``network.yml`` values ``bandwidth_GBps`` (1 GB = 2^30 B) and ``latency_ns``: per chunk 2(n-1)
+    messages of M / (n k) bytes to a neighbour, each ``hops x latency + size / bandwidth`` (network
+    backend; ``hops`` = 2 on a Switch, 1 on a Ring), chunks one after another."""
+    if npus < 2:
+        return 0.0
+    bytes_per_ns = bandwidth_GBps * GIB / 1e9  # astra-network-analytical bw_GBps_to_Bpns
+    per_message = hops * latency_ns + nbytes / (npus * splits) / bytes_per_ns
+    return splits * 2 * (npus - 1) * per_message
 
 
 def write_configs(fabric: dict[str, Any], npus: int, out_dir: Path, write: Any) -> list[str]:
     """Write the three configs with ``write(path, bytes)`` (atomic); return their paths."""
     files = {
         "network.yml": network_config(fabric, npus).encode(),
-        "system.json": json.dumps(SYSTEM_DEFAULTS, indent=2).encode(),
+        "system.json": json.dumps(system_config(fabric), indent=2).encode(),
         "remote_memory.json": json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}, indent=2).encode(),
     }
     out = []

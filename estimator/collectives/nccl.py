@@ -1,0 +1,333 @@
+"""How NCCL runs a collective: algorithms x protocols, channels, pipelining, and its tuner's choice.
+
+The model follows NCCL's own cost model, ``src/graph/tuning.cc`` of NCCL **v2.18.5-1** (the
+version of the public measurements in ``validation/nccl_tests.csv``; read at
+github.com/NVIDIA/nccl tag v2.18.5-1, lines 56-107 for the constants, 157-243 for bandwidths and
+latencies, 373-397 for ``ncclTopoGetAlgoTime``), with three additions NCCL's tuner does not have.
+
+Per (collective, algorithm, protocol) on ``n`` ranks, ``N`` nodes of ``ppn = n / N`` GPUs:
+
+* **Bandwidth** (bus bandwidth, then algorithm bandwidth). NCCL's ``nChannels x bwIntra`` is our
+  *achievable* per-GPU intra-node bandwidth ``intra_Bps`` (spec rate x the link technology's
+  achievable fraction, :data:`LINK_EFFICIENCY`); across nodes (``N > 1``) the ring and tree run
+  at ``min(intra_Bps, inter_Bps)`` where ``inter_Bps`` is the node's achievable NIC bandwidth
+  (a ring or tree channel enters and leaves each node once, so the node's NICs, not a GPU's
+  share, bound it; NCCL's tuner itself uses the intra-node rate up to two nodes). LL is capped at
+  llMaxBw (by GPU generation on one node, by CPU vendor across nodes). Then tuning.cc's refinements: ring LL = min(llMaxBw, 0.5 B); ring LL128 =
+  min(0.92 B, channels x perChMaxRingLL128Bw); tree = min(0.92 B, channels x perChMaxTreeBw),
+  tree LL /3.8 (<= llMaxBw), tree LL128 x 7/9 on one node (120/128 across nodes, <=
+  channels x perChMaxTreeLL128Bw). Bus -> algorithm bandwidth: ring x n / nsteps
+  (nsteps = 2(n-1) all-reduce, n-1 reduce-scatter/all-gather, n broadcast/reduce); tree x 0.5;
+  CollNet (chain) x 0.5 of the intra-node bandwidth and at most 0.9 x the node's NICs (the SHARP
+  switch reduces, so a node sends and receives M once; 0.9 = newer tuning.cc's CollNet bwInter
+  factor); NVLS (NVLink SHARP, one node) x 5/6 (tuner) or the calibrated ``nvls_efficiency``
+  (executed time); NVLS-tree (NVLS inside
+  nodes, trees between them) x 0.70 N / (2(N-1)) of the inter-node bandwidth.
+* **Latency**: ``baseLat[algo][proto]`` + per-step hardware latencies ``hwLat[NVLINK|PCI|NET]``:
+  ring (nsteps - nInterSteps) x intra + nInterSteps x inter (nInterSteps = 2N all-reduce, N-1
+  reduce-scatter/all-gather; inter-node steps at least NCCL's 1 us NIC post overhead, x3 for
+  Simple); tree 2((ppn-1) intra + log2(N) inter); NVLS base only (+ NET NVLS on several nodes);
+  NVLS-tree + 2(N-1) NET; CollNet chain 2(ppn-1) intra + NET. Ring Simple all-reduce across
+  nodes x1.4 (x1.9 before Ampere) once a channel has >= 64 B per rank ("plateau effect").
+  Tree bandwidth x ``treeCorrectionFactor[proto][log2(M/64)]`` (NCCL's medium-size fudge).
+* **Time** (NCCL's tuner): ``latency + M / algbw``. ``algorithm=auto`` picks the (algorithm,
+  protocol) with the smallest tuner time, as ``ncclTopoGetAlgoInfo`` does.
+
+Additions (not in NCCL's tuner; they make the *executed* time, which is what we report):
+
+1. **Achievable link bandwidth** (:data:`LINK_EFFICIENCY`) instead of 100 % of spec: NVLink per
+   link 20 GB/s (V100, A100) / 20.6 GB/s (H100) of 25 GB/s spec = NCCL ``src/graph/topo.h``
+   ``SM70/SM80/SM90_NVLINK_BW`` -- the rates NCCL's topology search itself assumes; PCIe Gen3 x16
+   12 of 15.75 GB/s (``PCI_BW``); InfiniBand NDR 46-48 of 50 GB/s per NIC (NVIDIA, nccl-tests
+   issue #290: "For NDR @ 400Gbps you should see 46-48GB/s per NIC"), used for HDR/EDR/RoCE too
+   (same ConnectX RDMA path; no separate public NCCL figure found).
+2. **Pipeline fill.** NCCL moves data through its ring/tree as a store-and-forward pipeline of
+   slices (per channel ``NCCL_BUFFSIZE / NCCL_STEPS`` bytes: 4 MiB / 8 for Simple). The first
+   slice must cross every stage before the pipeline runs full, so the executed time adds
+   ``(depth - 1) x min(pipeline_bytes, M / segments) / busBw`` -- depth = nsteps for a ring
+   (segments = n), 4 for NVLS (scatter, multimem reduce, multimem broadcast, gather; segments =
+   n). Only inside one node, where it was measured: trees carry NCCL's ``treeCorrectionFactor``
+   (its own medium-size correction), rings across nodes NCCL's x1.4 "plateau" latency, and a fill
+   growing with 2(n-1) stages made a 24-GPU ring 40 % too slow (validation row
+   a100x24-allreduce-peak, role calibration for this choice); NVLS-tree and CollNet have no
+   measurement here to check a fill term against.
+   The executed NVLS latency is ``nvls_latency_s`` (calibrated) instead of the tuner's 23 us.
+   ``pipeline_bytes`` (bytes in flight per stage summed over channels, for Simple; LL and LL128
+   scale it by their per-step data size, :data:`STEP_DATA_BYTES`) is the one constant here
+   fitted to measurements (see ``conf/system/*.yaml``; calibration rows in
+   validation/nccl_tests.csv). This is what makes medium sizes (1-256 MiB) slower than
+   ``latency + M / bw`` predicts.
+3. **Explicit chunking** (``chunks`` / ``chunk_bytes``): the collective is cut into chunks run
+   one after another, each paying the full latency -- ASTRA-sim's ``preferred-dataset-splits``
+   with one active chunk; see :func:`chunked`.
+
+NCCL's all-to-all, gather and point-to-point are not collectives of this model (NCCL runs them
+as grouped send/recv); fabrics price them on their topology.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from estimator.errors import EstimatorError
+
+PROTOCOLS = ("ll", "ll128", "simple")
+ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet")
+ARCHS = ("volta", "ampere", "hopper")
+# algorithms with a pipeline-fill term (inside one node only, see the module docstring, item 2)
+FILL_ALGORITHMS = ("ring", "nvls")
+
+# NCCL v2.18.5 tuning.cc l.56-59: baseLat[algo][LL, LL128, Simple], microseconds
+BASE_LAT_US = {
+    "tree": (6.8, 14.0, 0.0), "ring": (6.6, 14.0, 8.4), "collnet": (6.8, 14.0, 0.0),
+    "nvls": (0.0, 0.0, 23.0), "nvls_tree": (0.0, 0.0, 23.0),
+}
+# tuning.cc l.65-78: hwLat[NVLINK|PCI|NET][algo][LL, LL128, Simple], microseconds
+# (collnet = CollNetChain; NVLS/NVLS-tree have no intra-node per-step term)
+HW_LAT_US = {
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "collnet": (0.0, 0.0, 4.75),
+               "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0)},
+    "pci": {"tree": (1.0, 1.9, 6.0), "ring": (1.0, 2.5, 5.7), "collnet": (0.0, 0.0, 8.0),
+            "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0)},
+    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "collnet": (0.0, 0.0, 14.0),
+            "nvls": (0.0, 0.0, 18.0), "nvls_tree": (0.0, 0.0, 19.0)},
+}
+NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}  # getNetOverhead(): per inter-node ring step (x3 for Simple)
+CPUS = tuple(NET_OVERHEAD_US)
+NVLS_TUNER_RATIO = 5.0 / 6.0  # tuning.cc l.197: NVLS bus -> algorithm bandwidth (the tuner's view)
+# tuning.cc l.86-90, GB/s, [row][0 if one node, 1 if two, 2 if more]; the row is the GPU generation
+# on one node ("Volta-N1/Intel-N2/Intel-N4", "Ampere-N1/AMD-N2/AMD-N4", "Hopper-N1/AMD-N2/AMD-N4")
+# and the CPU vendor across nodes (Intel -> the Volta row, AMD -> the Ampere row)
+LL_MAX_BW = {"volta": (39.0, 39.0, 20.4), "ampere": (87.7, 22.5, 19.0), "hopper": (87.7, 22.5, 19.0)}
+# tuning.cc l.92-106, GB/s per channel, [arch][0 if one node, 1 if two, 2 if more]
+PER_CH_RING_LL128 = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0), "hopper": (36.7, 36.7, 36.7)}
+PER_CH_TREE_LL128 = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0), "hopper": (36.7, 36.7, 29.0)}
+PER_CH_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper": (38.7, 41.4, 36.0)}
+# tuning.cc l.373-379: tree bandwidth correction per protocol, index log2(bytes / 64), 0..22
+TREE_CORRECTION = {
+    "ll": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    "ll128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
+    "simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+}
+# Achievable fraction of a link's spec rate per direction (see the module docstring, item 1).
+LINK_EFFICIENCY = {
+    "nvlink2": 20.0 / 25.0,   # NCCL topo.h SM70_NVLINK_BW 20 GB/s per 25 GB/s NVLink2 link
+    "nvlink3": 20.0 / 25.0,   # NCCL topo.h SM80_NVLINK_BW 20 GB/s per 25 GB/s NVLink3 link
+    "nvlink4": 20.6 / 25.0,   # NCCL topo.h SM90_NVLINK_BW 20.6 GB/s per 25 GB/s NVLink4 link
+    "pcie3": 12.0 / 15.75,    # NCCL topo.h PCI_BW 12 GB/s for Gen3 x16 (15.75 GB/s)
+    "pcie4": 24.0 / 31.5,     # NCCL 2.18 topo.h PCI_BW scaled to Gen4 x16 (same fraction)
+    "ib_ndr": 47.0 / 50.0,    # nccl-tests issue #290 (NVIDIA): 46-48 GB/s per 400 Gb/s NDR NIC
+    "ib_hdr": 47.0 / 50.0,    # same ConnectX RDMA path as NDR (assumption, no separate figure)
+    "ib_edr": 47.0 / 50.0,    # idem
+    "roce": 47.0 / 50.0,      # idem (lossless RoCE v2 on ConnectX)
+    "ideal": 1.0,
+}
+
+
+# Data bytes per channel per pipeline step (NCCL src/init.cc DEFAULT_*_BUFFSIZE / NCCL_STEPS 8;
+# src/include/device.h): LL 8 lines x 512 threads x 16 B, half of it flags; LL128 120 elements x
+# 640 threads x 8 B, 15 of 16 words data; Simple 4 MiB. The fill term scales ``pipeline_bytes``
+# (Simple) by these ratios.
+STEP_DATA_BYTES = {"ll": 8 * 512 * 16 / 2, "ll128": 120 * 640 * 8 * 15 / 16, "simple": 4 * 2**20 / 8}
+
+
+def tier(nodes: int) -> int:
+    return 0 if nodes <= 1 else 1 if nodes == 2 else 2
+
+
+@dataclass(frozen=True)
+class NcclSystem:
+    """What NCCL's tuner sees of a group: ranks, nodes, GPU generation, achievable bandwidths."""
+
+    ranks: int
+    nodes: int
+    arch: str = "hopper"
+    intra_Bps: float = 370.8e9       # achievable per-GPU NVLink bandwidth, per direction
+    inter_Bps: float = 400e9 * 0.94  # achievable NIC bandwidth of one node, per direction
+    intra_link: str = "nvlink"       # nvlink | pci (hwLat row inside a node)
+    channels: int = 16
+    nvls: bool = False               # NVLink SHARP (NVSwitch gen3 + Hopper)
+    collnet: bool = False            # IB SHARP (CollNet) between nodes
+    nvls_efficiency: float = 5.0 / 6.0
+    pipeline_bytes: float = 0.0      # bytes in flight per pipeline stage (0 = no fill term)
+    nvls_latency_s: float = 23e-6    # executed NVLS latency (NCCL 2.18 tuner: baseLat 23 us)
+    cpu: str = "intel"               # intel | amd: NCCL's LL cap and NIC post overhead across nodes
+
+    def ll_max_Bps(self) -> float:
+        row = self.arch if self.nodes == 1 else {"intel": "volta", "amd": "ampere"}[self.cpu]
+        return LL_MAX_BW[row][tier(self.nodes)] * 1e9
+
+    @property
+    def ppn(self) -> int:
+        return self.ranks // self.nodes
+
+
+def _nsteps(coll: str, n: int) -> int:
+    return 2 * (n - 1) if coll == "all_reduce" else n - 1 if coll in ("reduce_scatter", "all_gather") else n
+
+
+def _p(proto: str) -> int:
+    return PROTOCOLS.index(proto)
+
+
+def available(coll: str, algo: str, proto: str, s: NcclSystem) -> bool:
+    """Whether NCCL 2.18 would run ``algo``/``proto`` for ``coll`` on this system."""
+    if coll not in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"):
+        return False
+    if algo != "ring" and coll != "all_reduce":
+        return False
+    if algo in ("nvls", "nvls_tree", "collnet") and proto != "simple":
+        return False
+    if algo == "nvls":
+        return s.nvls and s.nodes == 1 and s.ranks > 1
+    if algo == "nvls_tree":
+        return s.nvls and s.nodes > 1
+    if algo == "collnet":
+        return s.collnet and s.nodes > 1
+    if proto == "ll128" and s.intra_link != "nvlink":
+        return False  # LL128 needs NVLink (tuning.cc: enabled only up to PATH_NVB on NVLink systems)
+    return True
+
+
+def bus_bandwidth(coll: str, algo: str, proto: str, s: NcclSystem) -> float:
+    """NCCL's bus bandwidth of one (algorithm, protocol), bytes/s."""
+    t = tier(s.nodes)
+    base = s.intra_Bps if s.nodes == 1 or algo in ("nvls", "collnet") else min(s.intra_Bps, s.inter_Bps)
+    ch = s.channels
+    if algo == "ring":
+        if proto == "ll":
+            return min(s.ll_max_Bps(), 0.5 * base)
+        if proto == "ll128":
+            return min(0.92 * base, ch * PER_CH_RING_LL128[s.arch][t] * 1e9)
+        return base
+    if algo == "tree":
+        bw = min(0.92 * base, ch * PER_CH_TREE[s.arch][t] * 1e9)
+        if proto == "ll":
+            return min(bw / 3.8, s.ll_max_Bps())
+        if proto == "ll128":
+            return min(bw * (7.0 / 9.0 if s.nodes == 1 else 120.0 / 128.0), ch * PER_CH_TREE_LL128[s.arch][t] * 1e9)
+        return bw
+    if algo == "nvls":
+        return base
+    if algo == "nvls_tree":
+        return min(s.intra_Bps, s.inter_Bps)
+    return base  # collnet: NCCL uses the intra-node graph's bandwidth (the NIC bound is on algbw)
+
+
+def alg_bandwidth(coll: str, algo: str, proto: str, s: NcclSystem, executed: bool = False) -> float:
+    """Algorithm bandwidth, bytes/s: NCCL's tuner view, or (``executed``) with the calibrated NVLS
+    efficiency in place of the tuner's 5/6."""
+    bus = bus_bandwidth(coll, algo, proto, s)
+    if algo == "ring":
+        return bus * s.ranks / _nsteps(coll, s.ranks)
+    if algo == "nvls":
+        return bus * (s.nvls_efficiency if executed else NVLS_TUNER_RATIO)
+    if algo == "nvls_tree":
+        return bus * 0.70 * s.nodes / (2 * (s.nodes - 1))
+    if algo == "collnet":  # each node sends and receives M once through its NICs (switch reduces)
+        return min(bus * 0.5, 0.9 * s.inter_Bps)
+    return bus * 0.5
+
+
+def latency(coll: str, algo: str, proto: str, s: NcclSystem) -> float:
+    """NCCL's latency of one (algorithm, protocol), seconds."""
+    p = _p(proto)
+    lat = BASE_LAT_US[algo][p]
+    intra = HW_LAT_US[s.intra_link][algo][p]
+    inter = HW_LAT_US["net"][algo][p]
+    n, nodes = s.ranks, s.nodes
+    if algo == "ring":
+        nsteps = _nsteps(coll, n)
+        if coll in ("broadcast", "reduce"):
+            hw = HW_LAT_US[s.intra_link if nodes == 1 else "net"]
+            lat += nsteps * hw["tree" if proto == "simple" else "ring"][p]
+        else:
+            inter_steps = (2 * nodes if nodes > 1 else 0) if coll == "all_reduce" else nodes - 1
+            inter_steps = min(inter_steps, nsteps)
+            if nodes > 1:
+                intra = max(intra, NET_OVERHEAD_US[s.cpu] * (3 if proto == "simple" else 1))
+            lat += (nsteps - inter_steps) * intra + inter_steps * inter
+    elif algo == "tree":
+        lat += 2 * ((s.ppn - 1) * intra + int(math.log2(nodes)) * inter)
+    elif algo == "nvls":
+        lat += inter if nodes > 1 else 0.0
+    elif algo == "nvls_tree":
+        lat += 2 * (nodes - 1) * inter
+    else:  # collnet chain
+        lat += 2 * (s.ppn - 1) * intra + inter
+    return lat * 1e-6
+
+
+def _tree_factor(proto: str, nbytes: float) -> float:
+    log_size = int(nbytes) >> 6
+    log_size = log_size.bit_length() - 1 if log_size > 0 else -1
+    table = TREE_CORRECTION[proto]
+    return table[log_size] if 0 <= log_size < len(table) else 1.0
+
+
+def tuner_time(coll: str, algo: str, proto: str, s: NcclSystem, nbytes: float, executed: bool = False) -> float:
+    """``ncclTopoGetAlgoTime``: NCCL's own estimate, seconds (inf when not available)."""
+    if not available(coll, algo, proto, s):
+        return math.inf
+    bw = alg_bandwidth(coll, algo, proto, s, executed)
+    lat = latency(coll, algo, proto, s)
+    if executed and algo == "nvls":  # the executed NVLS latency replaces the tuner's base latency
+        lat += s.nvls_latency_s - BASE_LAT_US["nvls"][2] * 1e-6
+    if algo == "tree":
+        bw *= _tree_factor(proto, nbytes)
+    if (algo == "ring" and proto == "simple" and s.nodes > 1 and coll == "all_reduce"
+            and nbytes / (s.channels * s.ranks) >= 64):
+        lat *= 1.9 if s.arch == "volta" else 1.4
+    return lat + nbytes / bw
+
+
+def depth(coll: str, algo: str, s: NcclSystem) -> tuple[int, int]:
+    """(pipeline stages, segments the buffer is cut into) of the executed schedule."""
+    if algo == "ring":
+        return _nsteps(coll, s.ranks), s.ranks
+    if algo == "tree":
+        return 2 * (s.ppn - 1 + max(1, int(math.log2(s.nodes)) if s.nodes > 1 else 0)), 1
+    if algo == "nvls":  # scatter, multimem reduce, multimem broadcast, gather
+        return 4, s.ranks
+    if algo == "nvls_tree":
+        return 2 + 2 * max(1, int(math.log2(s.nodes))), s.ranks
+    return 2 * s.ppn, s.ranks  # collnet chain
+
+
+def exec_time(coll: str, algo: str, proto: str, s: NcclSystem, nbytes: float) -> float:
+    """Executed time: the tuner's formula with the calibrated NVLS constants + the pipeline fill
+    (module docstring, item 2)."""
+    t = tuner_time(coll, algo, proto, s, nbytes, executed=True)
+    if (s.pipeline_bytes <= 0 or not math.isfinite(t) or nbytes <= 0 or algo not in FILL_ALGORITHMS
+            or s.nodes > 1):
+        return t
+    stages, segments = depth(coll, algo, s)
+    bus = bus_bandwidth(coll, algo, proto, s)
+    stage_bytes = s.pipeline_bytes * STEP_DATA_BYTES[proto] / STEP_DATA_BYTES["simple"]
+    return t + (stages - 1) * min(stage_bytes, nbytes / segments) / bus
+
+
+def choose(coll: str, s: NcclSystem, nbytes: float, algorithms: tuple[str, ...] = ALGORITHMS,
+           protocols: tuple[str, ...] = PROTOCOLS) -> tuple[str, str]:
+    """The (algorithm, protocol) NCCL's tuner picks: the smallest :func:`tuner_time`."""
+    best, pick = math.inf, None
+    for algo in algorithms:
+        for proto in protocols:
+            t = tuner_time(coll, algo, proto, s, nbytes)
+            if t < best:
+                best, pick = t, (algo, proto)
+    if pick is None:
+        raise EstimatorError(f"NCCL model: no algorithm/protocol among {algorithms} x {protocols} runs {coll} "
+                             f"on {s.ranks} ranks / {s.nodes} nodes")
+    return pick
+
+
+def chunked(time_of, nbytes: float, chunks: int = 1, chunk_bytes: float = 0.0) -> tuple[float, int]:
+    """Run a collective as ``k`` equal chunks one after another: ``k x time_of(M / k)``.
+
+    ``k = chunks``, or ``ceil(M / chunk_bytes)`` when ``chunk_bytes > 0``. This is ASTRA-sim's
+    system layer with ``preferred-dataset-splits: k`` and ``active-chunks-per-dimension: 1``:
+    each chunk is a full collective (every step pays its latency again)."""
+    k = max(1, math.ceil(nbytes / chunk_bytes)) if chunk_bytes > 0 and nbytes > 0 else max(1, int(chunks))
+    return k * time_of(nbytes / k), k
