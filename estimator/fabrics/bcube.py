@@ -73,3 +73,9 @@ class BCubeFabric(LinkFabric):
         if algorithm in ("radix", f"radix{c.radix}"):
             return self.switch_like(collective, algorithm, n, nbytes, c.link_latency_s, c.port_bandwidth_Bps)
         return None
+
+    def port_bandwidth(self) -> float:
+        return self.config.node_bandwidth_Bps  # one port per level
+
+    def min_route_latency(self) -> float:
+        return self.config.link_latency_s  # a route crosses at least one switch

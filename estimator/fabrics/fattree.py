@@ -3,8 +3,16 @@
 Assumes every link has ``link_bandwidth_Bps`` per direction, every switch traversal costs
 ``link_latency_s`` (on the link leaving the switch), per-hop ECMP over equal-cost next hops, the
 first ``nodes`` hosts of a k-ary tree (``k = 0``: the smallest even k with k^3/4 >= nodes).
-The tree is rearrangeably non-blocking but ECMP can still collide; all algorithms are priced
-from their schedules (compiled once per algorithm and group size).
+The tree is rearrangeably non-blocking but ECMP can still collide; algorithms are priced from
+their schedules (compiled once per algorithm and group size), except the rings, which have a
+closed form (up/down routing by index arithmetic, tested equal to the schedule):
+
+* ``ring`` / ``bidir_ring`` over the first n hosts: every host sends on its own host link, and at
+  most one (bidirectional: two half-size) transfers leave or enter an edge switch or a pod, split
+  over k/2 (k^2/4) up-links, so no link carries more than a host link and every transfer moves at
+  the link bandwidth. The slowest transfer is the one with the longest path: 1 switch traversal
+  within an edge switch, 3 within a pod, 5 across pods (each ``link_latency_s``). So a step is
+  the switch formula's step with α + that latency.
 """
 
 from __future__ import annotations
@@ -15,6 +23,9 @@ from estimator.errors import EstimatorError
 from estimator.fabrics.electrical import GENERIC_OFFERS, LinkConfig, LinkFabric
 from estimator.topology.builders import fat_tree
 from estimator.topology.graph import Topology
+
+RS_AR_AG = ("all_reduce", "reduce_scatter", "all_gather")
+RINGS = ("ring", "bidir_ring")
 
 
 @dataclass
@@ -47,3 +58,21 @@ class FatTreeFabric(LinkFabric):
     def build_topology(self, algorithm: str) -> Topology:
         c = self.config
         return fat_tree(c.radix(), c.nodes, c.link_bandwidth_Bps, c.link_latency_s, "fattree")
+
+    def ring_hops(self, n: int) -> int:
+        """Switch traversals on the longest path of a ring over the first ``n`` hosts."""
+        half = self.config.radix() // 2
+        return 5 if n > half * half else 3 if n > half else 1
+
+    def closed_form(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int] | None:
+        if algorithm not in RINGS or collective not in RS_AR_AG:
+            return None
+        c = self.config
+        return self.switch_like(collective, algorithm, n, nbytes, self.ring_hops(n) * c.link_latency_s,
+                                c.link_bandwidth_Bps)
+
+    def port_bandwidth(self) -> float:
+        return self.config.link_bandwidth_Bps  # one host link
+
+    def min_route_latency(self) -> float:
+        return self.config.link_latency_s  # two hosts on one edge switch

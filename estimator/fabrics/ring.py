@@ -50,3 +50,10 @@ class RingFabric(LinkFabric):
             both = 2 * c.link_bandwidth_Bps if n >= 3 else c.link_bandwidth_Bps
             return self.switch_like(collective, "bidir_ring", n, nbytes, c.link_latency_s, both)
         return None
+
+    def port_bandwidth(self) -> float:
+        c = self.config
+        return (2 if c.bidirectional else 1) * c.link_bandwidth_Bps
+
+    def min_route_latency(self) -> float:
+        return self.config.link_latency_s

@@ -6,14 +6,19 @@ every server on rail switch i, rails joined by a non-blocking spine (each rail's
 whole downlink capacity). Every switch traversal costs ``switch_latency_s``; ECMP; GPUs may relay
 through the NVSwitch to another rail (as NCCL's PXN does). The defaults are DGX A100 SuperPOD
 numbers (NVIDIA DGX SuperPOD reference architecture: NVLink 600 GB/s bidirectional per GPU,
-8 x 200 Gb/s HDR InfiniBand per server). Algorithms are priced from their schedules.
+8 x 200 Gb/s HDR InfiniBand per server). Algorithms are priced from their schedules, except
+``hierarchical``, which has a closed form (tested equal to its schedule): its intra-server ring
+steps go GPU -> NVSwitch -> GPU (the only 2-hop path; one transfer per NVLink) and its inter-server
+rings join GPUs of the same local index, GPU -> rail switch -> GPU (one transfer per NIC link),
+so each phase is the switch formula's with α + ``switch_latency_s`` at NVLink or NIC bandwidth.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from estimator.collectives.params import AlgoParams
+from estimator.collectives.algorithms import algorithm as lookup
+from estimator.collectives.params import AlgoParams, local_size
 from estimator.collectives.pricing import PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import FabricConfig
@@ -62,3 +67,20 @@ class SuperPodFabric(LinkFabric):
 
     def algo_params(self, n: int) -> AlgoParams:
         return AlgoParams(local=self.config.gpus_per_node)
+
+    def closed_form(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int] | None:
+        if algorithm != "hierarchical" or collective != "all_reduce" or n <= 1:
+            return None
+        c = self.config
+        loc = local_size(n, self.algo_params(n))
+        ring, a, g = lookup("ring"), self.config.alpha_s + c.switch_latency_s, self.pricing(algorithm).gamma
+        parts = (ring.switch_cost("reduce_scatter", loc, nbytes, a, c.nvlink_bandwidth_Bps, g),
+                 ring.switch_cost("all_reduce", n // loc, nbytes / loc, a, c.nic_bandwidth_Bps, g),
+                 ring.switch_cost("all_gather", loc, nbytes, a, c.nvlink_bandwidth_Bps, g))
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
+
+    def port_bandwidth(self) -> float:
+        return self.config.nvlink_bandwidth_Bps + self.config.nic_bandwidth_Bps  # NVLink + NIC
+
+    def min_route_latency(self) -> float:
+        return self.config.switch_latency_s  # every route crosses a switch

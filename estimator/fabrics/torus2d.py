@@ -59,3 +59,9 @@ class Torus2dFabric(LinkFabric):
             return None
         c = self.config
         return self.switch_like(collective, algorithm, n, nbytes, c.link_latency_s, c.link_bandwidth_Bps)
+
+    def port_bandwidth(self) -> float:
+        return 4 * self.config.link_bandwidth_Bps  # at most four neighbours
+
+    def min_route_latency(self) -> float:
+        return self.config.link_latency_s

@@ -264,6 +264,16 @@ class Topology:
             self._incoming = (indptr, np.asarray(self._src, dtype=np.int64)[order])
         return self._incoming
 
+    def max_port_bandwidth(self) -> float:
+        """The largest total bandwidth any endpoint has out of it or into it."""
+        bw = self.bandwidth
+        src, dst = self.link_arrays()
+        nodes = len(self.kinds)
+        eps = np.asarray(self.endpoints, dtype=np.int64)
+        out = np.bincount(src, weights=bw, minlength=nodes)[eps]
+        inn = np.bincount(dst, weights=bw, minlength=nodes)[eps]
+        return float(max(out.max(initial=0.0), inn.max(initial=0.0)))
+
     def describe(self) -> dict[str, object]:
         return {
             "name": self.name,

@@ -1,0 +1,89 @@
+"""Scale work (issue #13): closed forms on fat-tree / SuperPOD rings, ``auto``'s lower-bound
+pruning, and a fixed grid whose prices must not change."""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator.errors import EstimatorError
+from estimator.fabrics.registry import make_fabric
+
+RS_AR_AG = ("all_reduce", "reduce_scatter", "all_gather")
+
+# small instances of every fabric with a pruning floor (odd sizes, several shapes, α and γ on)
+SMALL = [
+    {"name": "fattree", "nodes": 13, "k": 4, "alpha_s": 2e-6, "memory_bandwidth_Bps": 1e11},
+    {"name": "fattree", "nodes": 16, "k": 4},
+    {"name": "superpod", "nodes": 16, "gpus_per_node": 4, "memory_bandwidth_Bps": 1e11},
+    {"name": "superpod", "nodes": 8, "gpus_per_node": 8},
+    {"name": "torus2d", "nodes": 16, "alpha_s": 1e-6},
+    {"name": "torus2d", "nodes": 12, "rows": 2, "cols": 6},
+    {"name": "bcube", "nodes": 16, "radix": 4, "memory_bandwidth_Bps": 1e11},
+    {"name": "ring", "nodes": 9, "alpha_s": 1e-6},
+    {"name": "ring", "nodes": 8, "bidirectional": False, "chunks": 3},
+    {"name": "custom", "nodes": 8},
+]
+
+
+@pytest.mark.parametrize("k,n", [(4, 2), (4, 3), (4, 5), (4, 8), (4, 13), (4, 16), (6, 7), (6, 10), (6, 30), (6, 54)])
+def test_fattree_ring_closed_forms_equal_schedules(k, n):
+    f = make_fabric({"name": "fattree", "nodes": n, "k": k, "alpha_s": 2e-6, "memory_bandwidth_Bps": 1e11})
+    for coll in RS_AR_AG:
+        for algo in ("ring", "bidir_ring"):
+            assert f.closed_form(coll, algo, n, 3e6) is not None
+            fast = f.collective_cost(coll, 3e6, algo)
+            slow = f.collective_cost(coll, 3e6, algo, explicit=True)
+            assert fast.time_s == pytest.approx(slow.time_s, rel=1e-12)
+            assert fast.steps == slow.steps
+
+
+@pytest.mark.parametrize("n,g", [(8, 8), (16, 8), (64, 8), (12, 4), (6, 1), (4, 8)])
+def test_superpod_hierarchical_closed_form_equals_schedule(n, g):
+    f = make_fabric({"name": "superpod", "nodes": n, "gpus_per_node": g, "memory_bandwidth_Bps": 1e11})
+    fast = f.collective_cost("all_reduce", 3e6, "hierarchical")
+    slow = f.collective_cost("all_reduce", 3e6, "hierarchical", explicit=True)
+    assert f.closed_form("all_reduce", "hierarchical", n, 3e6) is not None
+    assert fast.time_s == pytest.approx(slow.time_s, rel=1e-12)
+    assert fast.steps == slow.steps
+
+
+@pytest.mark.parametrize("params", SMALL, ids=lambda p: f"{p['name']}{p['nodes']}")
+def test_auto_floor_never_exceeds_the_schedule_price(params):
+    f = make_fabric(params)
+    checked = 0
+    for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"):
+        for algo in f.algorithms(coll):
+            for nbytes in (1e3, 4e6):
+                floor = f.auto_floor(coll, algo, f.nodes, nbytes)
+                if floor is None:
+                    continue
+                try:
+                    price = f.collective_cost(coll, nbytes, algo, explicit=True).time_s
+                except EstimatorError:
+                    continue
+                assert floor <= price * (1 + 1e-12), (coll, algo, nbytes, floor, price)
+                checked += 1
+    assert checked > 10
+
+
+@pytest.mark.parametrize("params", SMALL, ids=lambda p: f"{p['name']}{p['nodes']}")
+def test_pruned_auto_picks_what_exhaustive_auto_picks(params):
+    pruned, full = make_fabric(params), make_fabric(params)
+    full.port_bandwidth = lambda: None  # no floor: every candidate is priced
+    for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"):
+        for nbytes in (1e2, 1e5, 1e8):
+            a = pruned.collective_cost(coll, nbytes, "auto")
+            b = full.collective_cost(coll, nbytes, "auto")
+            assert (a.algorithm, a.time_s, a.steps) == (b.algorithm, b.time_s, b.steps)
+
+
+def test_auto_prunes_schedules_it_cannot_need():
+    """On a 16-node ring fabric ``auto`` for a large all-reduce is the bidirectional ring's closed
+    form; the tree / recursive-doubling / parameter-server schedules (floor: M / port bandwidth
+    per step or more) are never compiled, the bandwidth-optimal ones still are (loose floor)."""
+    f = make_fabric({"name": "ring", "nodes": 16, "link_latency_s": 1e-6})
+    cost = f.collective_cost("all_reduce", 1e9, "auto")
+    assert cost.algorithm == "bidir_ring"
+    compiled = {k[1] for k in f._compiled}
+    assert compiled.isdisjoint({"binary_tree", "double_binary_tree", "pipelined_dbt", "recursive_doubling", "ps"})
+    assert "halving_doubling" in compiled
