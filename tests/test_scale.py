@@ -22,6 +22,9 @@ SMALL = [
     {"name": "ring", "nodes": 9, "alpha_s": 1e-6},
     {"name": "ring", "nodes": 8, "bidirectional": False, "chunks": 3},
     {"name": "custom", "nodes": 8},
+    {"name": "ocs", "nodes": 12, "topology": "torus2d"},
+    {"name": "ocs", "nodes": 7, "topology": "btree"},
+    {"name": "ocs", "nodes": 16, "topology": "fattree", "fattree_radix": 4},
 ]
 
 
@@ -82,8 +85,57 @@ def test_auto_prunes_schedules_it_cannot_need():
     form; the tree / recursive-doubling / parameter-server schedules (floor: M / port bandwidth
     per step or more) are never compiled, the bandwidth-optimal ones still are (loose floor)."""
     f = make_fabric({"name": "ring", "nodes": 16, "link_latency_s": 1e-6})
+    compiled = set()
+    real = f.compiled
+    f.compiled = lambda coll, algo, n: compiled.add(algo) or real(coll, algo, n)
     cost = f.collective_cost("all_reduce", 1e9, "auto")
     assert cost.algorithm == "bidir_ring"
-    compiled = {k[1] for k in f._compiled}
     assert compiled.isdisjoint({"binary_tree", "double_binary_tree", "pipelined_dbt", "recursive_doubling", "ps"})
     assert "halving_doubling" in compiled
+
+
+@pytest.mark.parametrize("topology,nodes", [("ring", 7), ("ring", 8), ("torus2d", 12), ("torus2d", 16), ("torus2d", 7),
+                                            ("one_switch", 9), ("fattree", 13), ("fattree", 32)])
+def test_ocs_closed_forms_equal_schedules(topology, nodes):
+    f = make_fabric({"name": "ocs", "nodes": nodes, "topology": topology})
+    checked = 0
+    for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"):
+        for algo in f.algorithms(coll):
+            try:
+                fast = f.closed_form(coll, algo, nodes, 3e6)
+            except EstimatorError:
+                continue
+            if fast is None:
+                continue
+            slow = f.collective_cost(coll, 3e6, algo, explicit=True)
+            assert fast[0] == pytest.approx(slow.time_s, rel=1e-12), (coll, algo)
+            assert fast[1] == slow.steps
+            checked += 1
+    assert checked >= 1
+
+
+@pytest.mark.parametrize("params,lat,bw", [
+    ({"name": "fattree", "nodes": 13, "k": 4}, "link_latency_s", "link_bandwidth_Bps"),
+    ({"name": "torus2d", "nodes": 12}, "link_latency_s", "link_bandwidth_Bps"),
+    ({"name": "ring", "nodes": 9}, "link_latency_s", "link_bandwidth_Bps"),
+    ({"name": "bcube", "nodes": 16, "radix": 4}, "link_latency_s", "node_bandwidth_Bps"),
+])
+def test_configs_differing_in_latency_or_bandwidth_share_one_compile(params, lat, bw):
+    """Schedules are compiled once per shape in unit latency / bandwidth and rescaled; the rescaled
+    price equals compiling directly on the real topology."""
+    from estimator.collectives.pricing import compile_schedule
+    from estimator.fabrics import unit_compiled
+
+    a = make_fabric({**params, lat: 3e-6, bw: 7e9, "alpha_s": 1e-6, "memory_bandwidth_Bps": 5e10})
+    b = make_fabric({**params, lat: 0.0, bw: 2e11})
+    for coll, algo in (("all_reduce", "halving_doubling" if params["nodes"] in (16,) else "double_binary_tree"),
+                       ("all_to_all", "direct"), ("broadcast", "binomial_tree")):
+        before = len(unit_compiled._COMPILED)
+        for f in (a, b):
+            got = f.compiled(coll, algo, f.nodes)
+            direct = compile_schedule(f.schedule(coll, algo, f.nodes, 1.0), f.build_topology(algo), f.pricing(algo),
+                                      f.ranks(f.nodes))
+            for m in (1.0, 3e5, 1e9):
+                assert got.time(m) == pytest.approx(direct.time(m), rel=1e-12)
+            assert got.steps == direct.steps
+        assert len(unit_compiled._COMPILED) <= before + 1  # the second config reused the first's compile

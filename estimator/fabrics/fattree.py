@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from estimator.errors import EstimatorError
 from estimator.fabrics.electrical import GENERIC_OFFERS, LinkConfig, LinkFabric
+from estimator.fabrics.unit_compiled import UnitCompiled
 from estimator.topology.builders import fat_tree
 from estimator.topology.graph import Topology
 
@@ -50,7 +51,7 @@ class FatTreeConfig(LinkConfig):
         return k
 
 
-class FatTreeFabric(LinkFabric):
+class FatTreeFabric(UnitCompiled, LinkFabric):
     name = "fattree"
     Config = FatTreeConfig
     OFFERS = GENERIC_OFFERS

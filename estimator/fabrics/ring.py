@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from estimator.fabrics.electrical import LinkConfig, LinkFabric, offers_with
 from estimator.fabrics.library import check_chunking
+from estimator.fabrics.unit_compiled import UnitCompiled
 from estimator.topology.builders import ring
 from estimator.topology.graph import Topology
 
@@ -31,7 +32,7 @@ class RingConfig(LinkConfig):
         check_chunking(self)
 
 
-class RingFabric(LinkFabric):
+class RingFabric(UnitCompiled, LinkFabric):
     name = "ring"
     Config = RingConfig
     OFFERS = offers_with({c: ("ring", "bidir_ring") for c in RS_AR_AG})

@@ -21,6 +21,9 @@ import numpy as np
 from estimator.errors import EstimatorError
 
 ROUTINGS = ("shortest", "ecmp", "dimension_order")
+# distance arrays kept (oldest dropped first): routes are cached per pair, so a destination's BFS is
+# only needed again for a new source; keeping all of them cost n x nodes x 8 bytes (2.4 GiB at 16k)
+DIST_CACHE = 256
 
 
 @dataclass(frozen=True)
@@ -253,6 +256,8 @@ class Topology:
             frontier = np.unique(cand[dist[cand] < 0])
             level += 1
             dist[frontier] = level
+        if len(self._dist) >= DIST_CACHE:  # bounded memory: a BFS per destination, not all kept
+            del self._dist[next(iter(self._dist))]
         self._dist[target] = dist
         return dist
 
