@@ -11,6 +11,9 @@ numbers (NVIDIA DGX SuperPOD reference architecture: NVLink 600 GB/s bidirection
 steps go GPU -> NVSwitch -> GPU (the only 2-hop path; one transfer per NVLink) and its inter-server
 rings join GPUs of the same local index, GPU -> rail switch -> GPU (one transfer per NIC link),
 so each phase is the switch formula's with α + ``switch_latency_s`` at NVLink or NIC bandwidth.
+Likewise ``halving_doubling`` / ``recursive_doubling`` with power-of-two servers and group: their
+partners r XOR 2^d are in the same server for the low digits (NVLink) and on the same rail for the
+others (NIC), one transfer per link: the digits within a server, then those across servers.
 """
 
 from __future__ import annotations
@@ -25,6 +28,12 @@ from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.electrical import LinkFabric, offers_with
 from estimator.topology.builders import rail_optimized
 from estimator.topology.graph import Topology
+
+XOR_EXCHANGES = ("halving_doubling", "recursive_doubling")
+
+
+def _pow2(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
 
 
 @dataclass
@@ -69,14 +78,25 @@ class SuperPodFabric(LinkFabric):
         return AlgoParams(local=self.config.gpus_per_node)
 
     def closed_form(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int] | None:
-        if algorithm != "hierarchical" or collective != "all_reduce" or n <= 1:
-            return None
         c = self.config
-        loc = local_size(n, self.algo_params(n))
-        ring, a, g = lookup("ring"), self.config.alpha_s + c.switch_latency_s, self.pricing(algorithm).gamma
-        parts = (ring.switch_cost("reduce_scatter", loc, nbytes, a, c.nvlink_bandwidth_Bps, g),
-                 ring.switch_cost("all_reduce", n // loc, nbytes / loc, a, c.nic_bandwidth_Bps, g),
-                 ring.switch_cost("all_gather", loc, nbytes, a, c.nvlink_bandwidth_Bps, g))
+        a, g = c.alpha_s + c.switch_latency_s, self.pricing(algorithm).gamma
+        nv, nic = c.nvlink_bandwidth_Bps, c.nic_bandwidth_Bps
+        if n <= 1:
+            return None
+        if algorithm == "hierarchical" and collective == "all_reduce":
+            loc = local_size(n, self.algo_params(n))
+            ring = lookup("ring")
+            parts = (ring.switch_cost("reduce_scatter", loc, nbytes, a, nv, g),
+                     ring.switch_cost("all_reduce", n // loc, nbytes / loc, a, nic, g),
+                     ring.switch_cost("all_gather", loc, nbytes, a, nv, g))
+        elif algorithm in XOR_EXCHANGES and collective in lookup(algorithm).closed_forms and _pow2(n) and _pow2(c.gpus_per_node):
+            loc = min(n, c.gpus_per_node)
+            algo = lookup(algorithm)
+            inter_bytes = nbytes if algorithm == "recursive_doubling" and collective == "all_reduce" else nbytes / loc
+            parts = (algo.switch_cost(collective, loc, nbytes, a, nv, g),
+                     algo.switch_cost(collective, n // loc, inter_bytes, a, nic, g))
+        else:
+            return None
         return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
     def port_bandwidth(self) -> float:
