@@ -21,9 +21,10 @@ import numpy as np
 from estimator.errors import EstimatorError
 
 ROUTINGS = ("shortest", "ecmp", "dimension_order")
-# distance arrays kept (oldest dropped first): routes are cached per pair, so a destination's BFS is
-# only needed again for a new source; keeping all of them cost n x nodes x 8 bytes (2.4 GiB at 16k)
-DIST_CACHE = 256
+# distance arrays kept (oldest dropped first) hold at most this many entries in all (8 bytes each):
+# keeping one per destination cost n x nodes x 8 bytes (2.4 GiB at 16k GPUs); 16M entries = 128 MB
+# keeps them all up to ~2,800 GPUs and bounds memory beyond (a dropped BFS is recomputed if needed)
+DIST_BUDGET = 16_000_000
 
 
 @dataclass(frozen=True)
@@ -256,7 +257,7 @@ class Topology:
             frontier = np.unique(cand[dist[cand] < 0])
             level += 1
             dist[frontier] = level
-        if len(self._dist) >= DIST_CACHE:  # bounded memory: a BFS per destination, not all kept
+        if (len(self._dist) + 1) * len(self.kinds) > DIST_BUDGET and self._dist:  # bounded memory
             del self._dist[next(iter(self._dist))]
         self._dist[target] = dist
         return dist
