@@ -163,3 +163,28 @@ def test_configs_differing_in_latency_or_bandwidth_share_one_compile(params, lat
                 assert got.time(m) == pytest.approx(direct.time(m), rel=1e-12)
             assert got.steps == direct.steps
         assert len(unit_compiled._COMPILED) <= before + 1  # the second config reused the first's compile
+
+
+# A fixed grid priced by the code before the scale work (tests/data/scale_grid.json, commit a82de46):
+# the same algorithm, steps and bit-identical seconds, except where a price now comes from a closed
+# form / a rescaled unit compile instead of the schedule (then within 2 ulps).
+REPRICED = {("ring", "broadcast", "auto"), ("superpod", "all_reduce", "auto")}
+
+
+def test_fixed_grid_is_unchanged():
+    import json
+    import math
+    from pathlib import Path
+
+    rows = json.loads((Path(__file__).parent / "data" / "scale_grid.json").read_text())["rows"]
+    assert len(rows) == 72
+    fabrics: dict[str, object] = {}
+    for params, coll, algo, explicit, nbytes, chosen, seconds, steps in rows:
+        key = json.dumps(params, sort_keys=True)
+        f = fabrics.setdefault(key, make_fabric(params))
+        cost = f.collective_cost(coll, nbytes, algo, explicit=explicit)
+        assert (cost.algorithm, cost.steps) == (chosen, steps), (params, coll, algo, nbytes)
+        if (params["name"], coll, algo) in REPRICED:
+            assert abs(cost.time_s - seconds) <= 2 * math.ulp(seconds), (params, coll, algo, nbytes)
+        else:
+            assert cost.time_s == seconds, (params, coll, algo, nbytes)
