@@ -20,7 +20,8 @@ from estimator.topology.graph import Topology
 
 _COMPILED: dict[tuple[Any, ...], CompiledSchedule] = {}
 _TOPOLOGIES: dict[tuple[Any, ...], Topology] = {}
-MAX_ENTRIES = 1024
+MAX_ENTRIES = 1024  # compiled schedules kept (small: a few arrays per distinct step)
+MAX_TOPOLOGIES = 4  # unit topologies kept (large: a 65,536-GPU fat tree is ~100 MB with its routes)
 UNIT = PricingParams(memory_bandwidth_Bps=1.0)  # γ = 1: the reduction slope comes out in bytes
 
 
@@ -48,7 +49,7 @@ class UnitCompiled:
             lat, bw = self.UNIT_FIELDS
             unit = type(self)(replace(self.config, **{lat: 1.0, bw: 1.0}))  # type: ignore[attr-defined]
             topo = unit.build_topology(algorithm)
-            _remember(_TOPOLOGIES, key, topo)
+            _remember(_TOPOLOGIES, key, topo, MAX_TOPOLOGIES)
         return topo
 
     def compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule:
@@ -62,7 +63,7 @@ class UnitCompiled:
         return rescale(unit, self.pricing(algorithm), latency, bandwidth)  # type: ignore[attr-defined]
 
 
-def _remember(cache: dict, key: tuple[Any, ...], value: Any) -> None:
-    if len(cache) >= MAX_ENTRIES:
+def _remember(cache: dict, key: tuple[Any, ...], value: Any, limit: int = MAX_ENTRIES) -> None:
+    if len(cache) >= limit:
         del cache[next(iter(cache))]
     cache[key] = value
