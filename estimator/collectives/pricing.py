@@ -188,6 +188,19 @@ def compile_schedule(
     )
 
 
+def rescale(unit: CompiledSchedule, params: PricingParams, latency_s: float, bandwidth_Bps: float) -> CompiledSchedule:
+    """A schedule compiled on a topology with unit link latency / bandwidth and ``γ = 1``, ``α = 0``
+    (no overheads) as if compiled on the same shape with ``latency_s`` / ``bandwidth_Bps`` and
+    ``params`` (see :mod:`estimator.fabrics.unit_compiled`). Per-step reconfigurations cannot be
+    rescaled (the unit compile merged them into ``extra``): ``params.reconfig_s`` must be 0."""
+    if params.reconfig_s:
+        raise EstimatorError("rescale: a schedule priced with reconfigurations must be compiled directly")
+    c0 = np.where(np.isneginf(unit.c0), -np.inf, params.alpha_s + latency_s * np.where(np.isneginf(unit.c0), 0.0, unit.c0))
+    extra = unit.extra + params.step_overhead_s
+    return replace(unit, c0=c0, c1=unit.c1 / bandwidth_Bps, r=unit.r * params.gamma, extra=extra,
+                   fixed_s=params.fixed_s, reconfig_s=params.reconfig_s)
+
+
 def price_schedule(
     schedule: Schedule, topo: Topology, params: PricingParams = NO_EXTRAS, ranks: Sequence[int] | None = None
 ) -> float:

@@ -16,6 +16,7 @@ from estimator.collectives.params import AlgoParams, is_power, log_k
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.electrical import LinkFabric, offers_with
+from estimator.fabrics.unit_compiled import UnitCompiled
 from estimator.topology.builders import bcube
 from estimator.topology.graph import Topology
 
@@ -51,7 +52,8 @@ class BCubeConfig(FabricConfig):
         return self.node_bandwidth_Bps / self.levels
 
 
-class BCubeFabric(LinkFabric):
+class BCubeFabric(UnitCompiled, LinkFabric):
+    UNIT_FIELDS = ("link_latency_s", "node_bandwidth_Bps")  # c1 scales with 1 / node bandwidth (port = node / levels)
     name = "bcube"
     Config = BCubeConfig
     OFFERS = offers_with({**{c: ("dimwise", "radix") for c in RS_AR_AG},
@@ -73,3 +75,9 @@ class BCubeFabric(LinkFabric):
         if algorithm in ("radix", f"radix{c.radix}"):
             return self.switch_like(collective, algorithm, n, nbytes, c.link_latency_s, c.port_bandwidth_Bps)
         return None
+
+    def port_bandwidth(self) -> float:
+        return self.config.node_bandwidth_Bps  # one port per level
+
+    def min_route_latency(self) -> float:
+        return self.config.link_latency_s  # a route crosses at least one switch

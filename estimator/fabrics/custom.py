@@ -46,3 +46,6 @@ class CustomTopologyFabric(LinkFabric):
 
     def build_topology(self, algorithm: str) -> Topology:
         return load_topology(resolve_input(self.config.topology))
+
+    def port_bandwidth(self) -> float:
+        return self.topology().max_port_bandwidth()

@@ -3,18 +3,41 @@
 Assumes every link has ``link_bandwidth_Bps`` per direction, every switch traversal costs
 ``link_latency_s`` (on the link leaving the switch), per-hop ECMP over equal-cost next hops, the
 first ``nodes`` hosts of a k-ary tree (``k = 0``: the smallest even k with k^3/4 >= nodes).
-The tree is rearrangeably non-blocking but ECMP can still collide; all algorithms are priced
-from their schedules (compiled once per algorithm and group size).
+The tree is rearrangeably non-blocking but ECMP can still collide; algorithms are priced from
+their schedules (compiled once per algorithm and group size), except the rings, which have a
+closed form (up/down routing by index arithmetic, tested equal to the schedule):
+
+* ``ring`` / ``bidir_ring`` over the first n hosts: every host sends on its own host link, and at
+  most one (bidirectional: two half-size) transfers leave or enter an edge switch or a pod, split
+  over k/2 (k^2/4) up-links, so no link carries more than a host link and every transfer moves at
+  the link bandwidth. The slowest transfer is the one with the longest path: 1 switch traversal
+  within an edge switch, 3 within a pod, 5 across pods (each ``link_latency_s``). So a step is
+  the switch formula's step with α + that latency.
+* ``halving_doubling``, ``recursive_doubling`` and ``radix``-k when k, k/2 and n are powers of two
+  and n a power of k: a step exchanges within aligned blocks of k^(d+1) hosts, so every edge /
+  pod sends and receives at most what its hosts do, spread evenly by ECMP over its up-links: no
+  link carries more than a host link, and a step is the switch formula's with α + the latency of
+  a path inside its block (1, 3 or 5 traversals).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estimator.collectives.algorithms import algorithm as lookup
+from estimator.collectives.params import is_power, log_k
 from estimator.errors import EstimatorError
 from estimator.fabrics.electrical import GENERIC_OFFERS, LinkConfig, LinkFabric
+from estimator.fabrics.unit_compiled import UnitCompiled
 from estimator.topology.builders import fat_tree
 from estimator.topology.graph import Topology
+
+RS_AR_AG = ("all_reduce", "reduce_scatter", "all_gather")
+RINGS = ("ring", "bidir_ring")
+
+
+def _pow2(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
 
 
 @dataclass
@@ -39,7 +62,7 @@ class FatTreeConfig(LinkConfig):
         return k
 
 
-class FatTreeFabric(LinkFabric):
+class FatTreeFabric(UnitCompiled, LinkFabric):
     name = "fattree"
     Config = FatTreeConfig
     OFFERS = GENERIC_OFFERS
@@ -47,3 +70,49 @@ class FatTreeFabric(LinkFabric):
     def build_topology(self, algorithm: str) -> Topology:
         c = self.config
         return fat_tree(c.radix(), c.nodes, c.link_bandwidth_Bps, c.link_latency_s, "fattree")
+
+    def ring_hops(self, n: int) -> int:
+        """Switch traversals on the longest path of a ring over the first ``n`` hosts."""
+        half = self.config.radix() // 2
+        return 5 if n > half * half else 3 if n > half else 1
+
+    def closed_form(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int] | None:
+        if collective not in RS_AR_AG:
+            return None
+        c = self.config
+        if algorithm in RINGS:
+            return self.switch_like(collective, algorithm, n, nbytes, self.ring_hops(n) * c.link_latency_s,
+                                    c.link_bandwidth_Bps)
+        k = self._digit_radix(collective, algorithm, n)
+        if k is None:
+            return None
+        time_s, steps = self.switch_like(collective, algorithm, n, nbytes, 0.0, c.link_bandwidth_Bps)
+        per_digit = sum(self._block_hops(k ** (d + 1)) for d in range(log_k(n, k)))
+        uses = 2 if collective == "all_reduce" and algorithm != "recursive_doubling" else 1
+        return time_s + uses * per_digit * c.link_latency_s, steps
+
+    def _digit_radix(self, collective: str, algorithm: str, n: int) -> int | None:
+        """k of a digit-wise exchange (halving-doubling, recursive doubling, radix-k) that has a
+        closed form here: k, k/2 and n powers of two, n a power of k, ``collective`` supported."""
+        algo = lookup(algorithm)
+        if algorithm in ("halving_doubling", "recursive_doubling"):
+            k = 2
+        elif algo.base == "radix":
+            k = algo.fixed_radix or self.algo_params(n).radix
+        else:
+            return None
+        half = self.config.radix() // 2
+        if collective not in algo.closed_forms or k < 2 or n < 2 or not (_pow2(k) and _pow2(half) and is_power(n, k)):
+            return None
+        return k
+
+    def _block_hops(self, block: int) -> int:
+        """Switch traversals on the longest path inside an aligned block of ``block`` hosts."""
+        half = self.config.radix() // 2
+        return 1 if block <= half else 3 if block <= half * half else 5
+
+    def port_bandwidth(self) -> float:
+        return self.config.link_bandwidth_Bps  # one host link
+
+    def min_route_latency(self) -> float:
+        return self.config.link_latency_s  # two hosts on one edge switch

@@ -43,6 +43,9 @@ MAX_EXPLICIT_PAIRS = 4_000_000  # all-pairs schedules beyond this many transfers
 # fabric, an all-pairs algorithm is only a candidate up to this many transfers (~256 ranks); name it
 # explicitly (algorithm=direct) to price it at any size.
 AUTO_MAX_PAIRS = 65_536
+# `auto` skips a candidate whose lower bound exceeds the best price by more than this (relative):
+# the bound and the price are computed differently, so a tie must not be lost to rounding.
+PRUNE_MARGIN = 1e-9
 
 
 def check_chunking(config: Any) -> None:
@@ -170,26 +173,83 @@ class LibraryFabric(Fabric):
         names = self._names(collective, algorithm)
         first_valid = algorithm in ("default", "", None)  # default: the first offered that fits n
         best: CollectiveCost | None = None
+        best_at = len(names)
         errors = []
-        for name in names:
+        order, floors = self._auto_order(collective, names, n, float(nbytes), explicit) if algorithm == "auto" else (
+            range(len(names)), {})
+        for i in order:
+            name = names[i]
             if (algorithm == "auto" and name in ALL_PAIRS and collective in ALL_PAIRS_COLLECTIVES
                     and n * (n - 1) > AUTO_MAX_PAIRS and self.closed_form(collective, name, n, float(nbytes)) is None):
                 continue
+            if best is not None and floors.get(i, -math.inf) > best.time_s * (1 + PRUNE_MARGIN):
+                continue  # its lower bound already loses: never compile its schedule
             try:
                 cost = self._price(collective, name, n, float(nbytes), explicit)
             except EstimatorError as exc:
                 if len(names) == 1:
                     raise
-                errors.append(str(exc))
+                errors.append((i, str(exc)))
                 continue
-            if best is None or cost.time_s < best.time_s:
-                best = cost
+            if best is None or cost.time_s < best.time_s or (cost.time_s == best.time_s and i < best_at):
+                best, best_at = cost, i  # ties go to the first offered, as without pruning
             if first_valid:
                 break
         if best is None:
-            raise EstimatorError(f"fabric {self.name!r}: no valid algorithm for {collective} on {n} ranks ({'; '.join(errors)})")
+            raise EstimatorError(f"fabric {self.name!r}: no valid algorithm for {collective} on {n} ranks ({'; '.join(e for _, e in sorted(errors))})")
         self._memo[key] = best
         return best
+
+    def _auto_order(self, collective: str, names: list[str], n: int, nbytes: float, explicit: bool
+                    ) -> tuple[list[int], dict[int, float]]:
+        """``auto``'s evaluation order and lower bounds: candidates with a closed form on this
+        fabric first (cheap), then the others by rising :meth:`auto_floor`; a candidate whose
+        floor exceeds the best price found so far is never compiled."""
+        floors: dict[int, float] = {}
+        cheap, rest = [], []
+        for i, name in enumerate(names):
+            try:
+                fast = None if explicit else self.closed_form(collective, name, n, nbytes / self.chunking(nbytes))
+            except EstimatorError:
+                fast = None  # _price raises it again, in order
+            if fast is not None:
+                cheap.append(i)
+                continue
+            floor = self.auto_floor(collective, name, n, nbytes)
+            if floor is not None:
+                floors[i] = floor
+            rest.append(i)
+        rest.sort(key=lambda i: floors.get(i, -math.inf))
+        return cheap + rest, floors
+
+    # ---- auto pruning hooks ------------------------------------------------------------------
+    def port_bandwidth(self) -> float | None:
+        """An upper bound on any endpoint's total bandwidth in (or out), bytes/s; None (the
+        default) turns off ``auto``'s pruning on this fabric."""
+        return None
+
+    def min_route_latency(self) -> float:
+        """A lower bound on the latency of a route between two distinct endpoints (default 0)."""
+        return 0.0
+
+    def auto_floor(self, collective: str, name: str, n: int, nbytes: float) -> float | None:
+        """A lower bound on the schedule price of ``name``: its switch formula with α = the
+        pricing's α + step overhead + :meth:`min_route_latency` and every port as wide as
+        :meth:`port_bandwidth`. Valid because that formula is the schedule priced on such a star
+        (tested), and on the topology each step's busiest sender/receiver spreads its bytes over
+        links of at most that total bandwidth, every route is at least that slow, and reductions,
+        reconfigurations and extras only add. None: no bound (no closed form / invalid)."""
+        bw = self.port_bandwidth()
+        if bw is None or collective == "p2p":
+            return None
+        k = self.chunking(nbytes)
+        p = self.pricing(name)
+        alpha = p.alpha_s + p.step_overhead_s + self.min_route_latency()
+        try:
+            t, steps = lookup(name).switch_cost(collective, n, nbytes / k, alpha, bw, p.gamma, self.algo_params(n))
+        except EstimatorError:
+            return None
+        return k * (t + (p.fixed_s if steps else 0.0))
 
     def chunking(self, nbytes: float) -> int:
         """Chunks a collective of ``nbytes`` is cut into (config ``chunks`` / ``chunk_bytes``; 1 if the

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.params import AlgoParams, torus_dims
 from estimator.collectives.pricing import PricingParams
 from estimator.collectives.trees import inorder_parents
@@ -172,6 +173,39 @@ class OcsFabric(SharedCompiled, LibraryFabric):
     def pricing(self, algorithm: str) -> PricingParams:
         c = self.cfg
         return PricingParams(alpha_s=c.inner_node_delay_s, memory_bandwidth_Bps=c.memory_bps / 8)
+
+    def closed_form(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int] | None:
+        """Shapes where a schedule's price is the switch formula's with α + the longest route's
+        latency at one circuit's bandwidth (each tested equal to the schedule): on the whole ring /
+        torus, the ``ring`` algorithm (one transfer per circuit, at most 1 / 2 circuits per route)
+        and on the torus the ``torus2d`` algorithm (rings per dimension, one circuit each); on the
+        fat tree the rings (see :mod:`estimator.fabrics.fattree`); on ``one_switch`` (a star)
+        every algorithm with a switch formula."""
+        c = self.cfg
+        algo = lookup(algorithm)
+        if c.topology == "auto" or n <= 1 or collective not in algo.closed_forms:
+            return None
+        port, hops = c.port_bps / 8, None
+        if c.topology == "one_switch":
+            port, hops = port * c.ports, 1
+        elif c.topology == "fattree" and algorithm in ("ring", "bidir_ring"):
+            half = c.fattree_radix // 2
+            port, hops = port * c.ports, 5 if n > half * half else 3 if n > half else 1
+        elif n == c.nodes and c.topology == "ring" and algorithm == "ring":
+            hops = 1
+        elif n == c.nodes and c.topology == "torus2d" and algorithm in ("ring", "torus2d"):
+            hops = 2 if algorithm == "ring" and min(torus_dims(n, AlgoParams())) > 1 else 1
+        if hops is None:
+            return None
+        p = self.pricing(algorithm)
+        return algo.switch_cost(collective, n, nbytes, p.alpha_s + hops * c.link_delay_s, port, p.gamma,
+                                self.algo_params(n))
+
+    def port_bandwidth(self) -> float:
+        return self.cfg.ports * self.cfg.port_bps / 8  # no server uses more than its ports
+
+    def min_route_latency(self) -> float:
+        return self.cfg.link_delay_s  # every route crosses a circuit
 
     def collective_cost(
         self, collective: str, nbytes: float, algorithm: str = "default", group_size: int | None = None,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from estimator.fabrics.electrical import LinkConfig, LinkFabric, offers_with
 from estimator.fabrics.library import check_chunking
+from estimator.fabrics.unit_compiled import UnitCompiled
 from estimator.topology.builders import ring
 from estimator.topology.graph import Topology
 
@@ -31,7 +32,7 @@ class RingConfig(LinkConfig):
         check_chunking(self)
 
 
-class RingFabric(LinkFabric):
+class RingFabric(UnitCompiled, LinkFabric):
     name = "ring"
     Config = RingConfig
     OFFERS = offers_with({c: ("ring", "bidir_ring") for c in RS_AR_AG})
@@ -50,3 +51,10 @@ class RingFabric(LinkFabric):
             both = 2 * c.link_bandwidth_Bps if n >= 3 else c.link_bandwidth_Bps
             return self.switch_like(collective, "bidir_ring", n, nbytes, c.link_latency_s, both)
         return None
+
+    def port_bandwidth(self) -> float:
+        c = self.config
+        return (2 if c.bidirectional else 1) * c.link_bandwidth_Bps
+
+    def min_route_latency(self) -> float:
+        return self.config.link_latency_s

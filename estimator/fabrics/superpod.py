@@ -6,20 +6,34 @@ every server on rail switch i, rails joined by a non-blocking spine (each rail's
 whole downlink capacity). Every switch traversal costs ``switch_latency_s``; ECMP; GPUs may relay
 through the NVSwitch to another rail (as NCCL's PXN does). The defaults are DGX A100 SuperPOD
 numbers (NVIDIA DGX SuperPOD reference architecture: NVLink 600 GB/s bidirectional per GPU,
-8 x 200 Gb/s HDR InfiniBand per server). Algorithms are priced from their schedules.
+8 x 200 Gb/s HDR InfiniBand per server). Algorithms are priced from their schedules, except
+``hierarchical``, which has a closed form (tested equal to its schedule): its intra-server ring
+steps go GPU -> NVSwitch -> GPU (the only 2-hop path; one transfer per NVLink) and its inter-server
+rings join GPUs of the same local index, GPU -> rail switch -> GPU (one transfer per NIC link),
+so each phase is the switch formula's with α + ``switch_latency_s`` at NVLink or NIC bandwidth.
+Likewise ``halving_doubling`` / ``recursive_doubling`` with power-of-two servers and group: their
+partners r XOR 2^d are in the same server for the low digits (NVLink) and on the same rail for the
+others (NIC), one transfer per link: the digits within a server, then those across servers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from estimator.collectives.params import AlgoParams
+from estimator.collectives.algorithms import algorithm as lookup
+from estimator.collectives.params import AlgoParams, local_size
 from estimator.collectives.pricing import PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.electrical import LinkFabric, offers_with
 from estimator.topology.builders import rail_optimized
 from estimator.topology.graph import Topology
+
+XOR_EXCHANGES = ("halving_doubling", "recursive_doubling")
+
+
+def _pow2(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
 
 
 @dataclass
@@ -62,3 +76,31 @@ class SuperPodFabric(LinkFabric):
 
     def algo_params(self, n: int) -> AlgoParams:
         return AlgoParams(local=self.config.gpus_per_node)
+
+    def closed_form(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int] | None:
+        c = self.config
+        a, g = c.alpha_s + c.switch_latency_s, self.pricing(algorithm).gamma
+        nv, nic = c.nvlink_bandwidth_Bps, c.nic_bandwidth_Bps
+        if n <= 1:
+            return None
+        if algorithm == "hierarchical" and collective == "all_reduce":
+            loc = local_size(n, self.algo_params(n))
+            ring = lookup("ring")
+            parts = (ring.switch_cost("reduce_scatter", loc, nbytes, a, nv, g),
+                     ring.switch_cost("all_reduce", n // loc, nbytes / loc, a, nic, g),
+                     ring.switch_cost("all_gather", loc, nbytes, a, nv, g))
+        elif algorithm in XOR_EXCHANGES and collective in lookup(algorithm).closed_forms and _pow2(n) and _pow2(c.gpus_per_node):
+            loc = min(n, c.gpus_per_node)
+            algo = lookup(algorithm)
+            inter_bytes = nbytes if algorithm == "recursive_doubling" and collective == "all_reduce" else nbytes / loc
+            parts = (algo.switch_cost(collective, loc, nbytes, a, nv, g),
+                     algo.switch_cost(collective, n // loc, inter_bytes, a, nic, g))
+        else:
+            return None
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
+
+    def port_bandwidth(self) -> float:
+        return self.config.nvlink_bandwidth_Bps + self.config.nic_bandwidth_Bps  # NVLink + NIC
+
+    def min_route_latency(self) -> float:
+        return self.config.switch_latency_s  # every route crosses a switch

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from estimator.collectives.params import AlgoParams, torus_dims
 from estimator.errors import EstimatorError
 from estimator.fabrics.electrical import LinkConfig, LinkFabric, offers_with
+from estimator.fabrics.unit_compiled import UnitCompiled
 from estimator.topology.builders import torus2d
 from estimator.topology.graph import Topology
 
@@ -39,7 +40,7 @@ class Torus2dConfig(LinkConfig):
         return torus_dims(self.nodes, AlgoParams(rows=self.rows, cols=self.cols))
 
 
-class Torus2dFabric(LinkFabric):
+class Torus2dFabric(UnitCompiled, LinkFabric):
     name = "torus2d"
     Config = Torus2dConfig
     OFFERS = offers_with({c: ("torus2d",) for c in RS_AR_AG})
@@ -59,3 +60,9 @@ class Torus2dFabric(LinkFabric):
             return None
         c = self.config
         return self.switch_like(collective, algorithm, n, nbytes, c.link_latency_s, c.link_bandwidth_Bps)
+
+    def port_bandwidth(self) -> float:
+        return 4 * self.config.link_bandwidth_Bps  # at most four neighbours
+
+    def min_route_latency(self) -> float:
+        return self.config.link_latency_s

@@ -21,6 +21,10 @@ import numpy as np
 from estimator.errors import EstimatorError
 
 ROUTINGS = ("shortest", "ecmp", "dimension_order")
+# distance arrays kept (oldest dropped first) hold at most this many entries in all (8 bytes each):
+# keeping one per destination cost n x nodes x 8 bytes (2.4 GiB at 16k GPUs); 16M entries = 128 MB
+# keeps them all up to ~2,800 GPUs and bounds memory beyond (a dropped BFS is recomputed if needed)
+DIST_BUDGET = 16_000_000
 
 
 @dataclass(frozen=True)
@@ -253,6 +257,8 @@ class Topology:
             frontier = np.unique(cand[dist[cand] < 0])
             level += 1
             dist[frontier] = level
+        if (len(self._dist) + 1) * len(self.kinds) > DIST_BUDGET and self._dist:  # bounded memory
+            del self._dist[next(iter(self._dist))]
         self._dist[target] = dist
         return dist
 
@@ -263,6 +269,16 @@ class Topology:
             indptr = np.concatenate(([0], np.cumsum(np.bincount(dst, minlength=len(self.kinds)))))
             self._incoming = (indptr, np.asarray(self._src, dtype=np.int64)[order])
         return self._incoming
+
+    def max_port_bandwidth(self) -> float:
+        """The largest total bandwidth any endpoint has out of it or into it."""
+        bw = self.bandwidth
+        src, dst = self.link_arrays()
+        nodes = len(self.kinds)
+        eps = np.asarray(self.endpoints, dtype=np.int64)
+        out = np.bincount(src, weights=bw, minlength=nodes)[eps]
+        inn = np.bincount(dst, weights=bw, minlength=nodes)[eps]
+        return float(max(out.max(initial=0.0), inn.max(initial=0.0)))
 
     def describe(self) -> dict[str, object]:
         return {

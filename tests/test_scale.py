@@ -1,0 +1,190 @@
+"""Scale work (issue #13): closed forms on fat-tree / SuperPOD rings, ``auto``'s lower-bound
+pruning, and a fixed grid whose prices must not change."""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator.errors import EstimatorError
+from estimator.fabrics.registry import make_fabric
+
+RS_AR_AG = ("all_reduce", "reduce_scatter", "all_gather")
+
+# small instances of every fabric with a pruning floor (odd sizes, several shapes, α and γ on)
+SMALL = [
+    {"name": "fattree", "nodes": 13, "k": 4, "alpha_s": 2e-6, "memory_bandwidth_Bps": 1e11},
+    {"name": "fattree", "nodes": 16, "k": 4},
+    {"name": "superpod", "nodes": 16, "gpus_per_node": 4, "memory_bandwidth_Bps": 1e11},
+    {"name": "superpod", "nodes": 8, "gpus_per_node": 8},
+    {"name": "torus2d", "nodes": 16, "alpha_s": 1e-6},
+    {"name": "torus2d", "nodes": 12, "rows": 2, "cols": 6},
+    {"name": "bcube", "nodes": 16, "radix": 4, "memory_bandwidth_Bps": 1e11},
+    {"name": "ring", "nodes": 9, "alpha_s": 1e-6},
+    {"name": "ring", "nodes": 8, "bidirectional": False, "chunks": 3},
+    {"name": "custom", "nodes": 8},
+    {"name": "ocs", "nodes": 12, "topology": "torus2d"},
+    {"name": "ocs", "nodes": 7, "topology": "btree"},
+    {"name": "ocs", "nodes": 16, "topology": "fattree", "fattree_radix": 4},
+]
+
+
+@pytest.mark.parametrize("k,n", [(4, 2), (4, 3), (4, 5), (4, 8), (4, 13), (4, 16), (6, 7), (6, 10), (6, 30), (6, 54)])
+def test_fattree_ring_closed_forms_equal_schedules(k, n):
+    f = make_fabric({"name": "fattree", "nodes": n, "k": k, "alpha_s": 2e-6, "memory_bandwidth_Bps": 1e11})
+    for coll in RS_AR_AG:
+        for algo in ("ring", "bidir_ring"):
+            assert f.closed_form(coll, algo, n, 3e6) is not None
+            fast = f.collective_cost(coll, 3e6, algo)
+            slow = f.collective_cost(coll, 3e6, algo, explicit=True)
+            assert fast.time_s == pytest.approx(slow.time_s, rel=1e-12)
+            assert fast.steps == slow.steps
+
+
+@pytest.mark.parametrize("k,n", [(4, 16), (4, 8), (8, 64), (8, 128), (8, 32)])
+def test_fattree_digit_exchange_closed_forms_equal_schedules(k, n):
+    f = make_fabric({"name": "fattree", "nodes": n, "k": k, "alpha_s": 2e-6, "memory_bandwidth_Bps": 1e11})
+    checked = 0
+    for coll in RS_AR_AG:
+        for algo in ("halving_doubling", "recursive_doubling", "radix4"):
+            if algo not in f.algorithms(coll) or f.closed_form(coll, algo, n, 3e6) is None:
+                continue
+            fast = f.collective_cost(coll, 3e6, algo)
+            slow = f.collective_cost(coll, 3e6, algo, explicit=True)
+            assert fast.time_s == pytest.approx(slow.time_s, rel=1e-12), (coll, algo)
+            assert fast.steps == slow.steps
+            checked += 1
+    assert checked >= 4
+
+
+@pytest.mark.parametrize("n,g", [(8, 8), (16, 8), (64, 8), (12, 4), (6, 1), (4, 8), (32, 4), (8, 1)])
+def test_superpod_hierarchical_closed_form_equals_schedule(n, g):
+    f = make_fabric({"name": "superpod", "nodes": n, "gpus_per_node": g, "memory_bandwidth_Bps": 1e11})
+    fast = f.collective_cost("all_reduce", 3e6, "hierarchical")
+    slow = f.collective_cost("all_reduce", 3e6, "hierarchical", explicit=True)
+    assert f.closed_form("all_reduce", "hierarchical", n, 3e6) is not None
+    assert fast.time_s == pytest.approx(slow.time_s, rel=1e-12)
+    assert fast.steps == slow.steps
+    for coll in RS_AR_AG:
+        for algo in ("halving_doubling", "recursive_doubling"):
+            if algo not in f.algorithms(coll) or f.closed_form(coll, algo, n, 3e6) is None:
+                continue
+            fast = f.collective_cost(coll, 3e6, algo)
+            slow = f.collective_cost(coll, 3e6, algo, explicit=True)
+            assert fast.time_s == pytest.approx(slow.time_s, rel=1e-12), (coll, algo)
+            assert fast.steps == slow.steps
+
+
+@pytest.mark.parametrize("params", SMALL, ids=lambda p: f"{p['name']}{p['nodes']}")
+def test_auto_floor_never_exceeds_the_schedule_price(params):
+    f = make_fabric(params)
+    checked = 0
+    for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"):
+        for algo in f.algorithms(coll):
+            for nbytes in (1e3, 4e6):
+                floor = f.auto_floor(coll, algo, f.nodes, nbytes)
+                if floor is None:
+                    continue
+                try:
+                    price = f.collective_cost(coll, nbytes, algo, explicit=True).time_s
+                except EstimatorError:
+                    continue
+                assert floor <= price * (1 + 1e-12), (coll, algo, nbytes, floor, price)
+                checked += 1
+    assert checked > 10
+
+
+@pytest.mark.parametrize("params", SMALL, ids=lambda p: f"{p['name']}{p['nodes']}")
+def test_pruned_auto_picks_what_exhaustive_auto_picks(params):
+    pruned, full = make_fabric(params), make_fabric(params)
+    full.port_bandwidth = lambda: None  # no floor: every candidate is priced
+    for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"):
+        for nbytes in (1e2, 1e5, 1e8):
+            a = pruned.collective_cost(coll, nbytes, "auto")
+            b = full.collective_cost(coll, nbytes, "auto")
+            assert (a.algorithm, a.time_s, a.steps) == (b.algorithm, b.time_s, b.steps)
+
+
+def test_auto_prunes_schedules_it_cannot_need():
+    """On a 16-node ring fabric ``auto`` for a large all-reduce is the bidirectional ring's closed
+    form; the tree / recursive-doubling / parameter-server schedules (floor: M / port bandwidth
+    per step or more) are never compiled, the bandwidth-optimal ones still are (loose floor)."""
+    f = make_fabric({"name": "ring", "nodes": 16, "link_latency_s": 1e-6})
+    compiled = set()
+    real = f.compiled
+    f.compiled = lambda coll, algo, n: compiled.add(algo) or real(coll, algo, n)
+    cost = f.collective_cost("all_reduce", 1e9, "auto")
+    assert cost.algorithm == "bidir_ring"
+    assert compiled.isdisjoint({"binary_tree", "double_binary_tree", "pipelined_dbt", "recursive_doubling", "ps"})
+    assert "halving_doubling" in compiled
+
+
+@pytest.mark.parametrize("topology,nodes", [("ring", 7), ("ring", 8), ("torus2d", 12), ("torus2d", 16), ("torus2d", 7),
+                                            ("one_switch", 9), ("fattree", 13), ("fattree", 32)])
+def test_ocs_closed_forms_equal_schedules(topology, nodes):
+    f = make_fabric({"name": "ocs", "nodes": nodes, "topology": topology})
+    checked = 0
+    for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"):
+        for algo in f.algorithms(coll):
+            try:
+                fast = f.closed_form(coll, algo, nodes, 3e6)
+            except EstimatorError:
+                continue
+            if fast is None:
+                continue
+            slow = f.collective_cost(coll, 3e6, algo, explicit=True)
+            assert fast[0] == pytest.approx(slow.time_s, rel=1e-12), (coll, algo)
+            assert fast[1] == slow.steps
+            checked += 1
+    assert checked >= 1
+
+
+@pytest.mark.parametrize("params,lat,bw", [
+    ({"name": "fattree", "nodes": 13, "k": 4}, "link_latency_s", "link_bandwidth_Bps"),
+    ({"name": "torus2d", "nodes": 12}, "link_latency_s", "link_bandwidth_Bps"),
+    ({"name": "ring", "nodes": 9}, "link_latency_s", "link_bandwidth_Bps"),
+    ({"name": "bcube", "nodes": 16, "radix": 4}, "link_latency_s", "node_bandwidth_Bps"),
+])
+def test_configs_differing_in_latency_or_bandwidth_share_one_compile(params, lat, bw):
+    """Schedules are compiled once per shape in unit latency / bandwidth and rescaled; the rescaled
+    price equals compiling directly on the real topology."""
+    from estimator.collectives.pricing import compile_schedule
+    from estimator.fabrics import unit_compiled
+
+    a = make_fabric({**params, lat: 3e-6, bw: 7e9, "alpha_s": 1e-6, "memory_bandwidth_Bps": 5e10})
+    b = make_fabric({**params, lat: 0.0, bw: 2e11})
+    for coll, algo in (("all_reduce", "halving_doubling" if params["nodes"] in (16,) else "double_binary_tree"),
+                       ("all_to_all", "direct"), ("broadcast", "binomial_tree")):
+        before = len(unit_compiled._COMPILED)
+        for f in (a, b):
+            got = f.compiled(coll, algo, f.nodes)
+            direct = compile_schedule(f.schedule(coll, algo, f.nodes, 1.0), f.build_topology(algo), f.pricing(algo),
+                                      f.ranks(f.nodes))
+            for m in (1.0, 3e5, 1e9):
+                assert got.time(m) == pytest.approx(direct.time(m), rel=1e-12)
+            assert got.steps == direct.steps
+        assert len(unit_compiled._COMPILED) <= before + 1  # the second config reused the first's compile
+
+
+# A fixed grid priced by the code before the scale work (tests/data/scale_grid.json, commit a82de46):
+# the same algorithm, steps and bit-identical seconds, except where a price now comes from a closed
+# form / a rescaled unit compile instead of the schedule (then within 2 ulps).
+REPRICED = {("ring", "broadcast", "auto"), ("superpod", "all_reduce", "auto")}
+
+
+def test_fixed_grid_is_unchanged():
+    import json
+    import math
+    from pathlib import Path
+
+    rows = json.loads((Path(__file__).parent / "data" / "scale_grid.json").read_text())["rows"]
+    assert len(rows) == 72
+    fabrics: dict[str, object] = {}
+    for params, coll, algo, explicit, nbytes, chosen, seconds, steps in rows:
+        key = json.dumps(params, sort_keys=True)
+        f = fabrics.setdefault(key, make_fabric(params))
+        cost = f.collective_cost(coll, nbytes, algo, explicit=explicit)
+        assert (cost.algorithm, cost.steps) == (chosen, steps), (params, coll, algo, nbytes)
+        if (params["name"], coll, algo) in REPRICED:
+            assert abs(cost.time_s - seconds) <= 2 * math.ulp(seconds), (params, coll, algo, nbytes)
+        else:
+            assert cost.time_s == seconds, (params, coll, algo, nbytes)
