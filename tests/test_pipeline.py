@@ -1,9 +1,11 @@
 """The foundation path end to end: capture -> Ray sweep -> DuckDB -> report, and the Snakemake DAG."""
 
+import re
 import subprocess
 import sys
 
 import pytest
+import yaml
 
 from estimator.store.duckdb_store import query
 from tests.conftest import REPO
@@ -68,6 +70,14 @@ def test_snakemake_dag_has_every_experiment_and_the_report():
     assert counts.get("experiment") == len(experiments) >= 2
     assert counts.get("report") == 1 and counts.get("all") == 1
     assert counts.get("capture", 0) >= 1  # the models the experiments estimate are captured first
+    # every capture job names a model `estimator capture` can build (a decoder-only model cannot)
+    from estimator.workloads.zoo import ARCHITECTURES
+
+    captured = re.findall(r"traces/(\w+)\.workload\.json", out.stdout + out.stderr)
+    assert captured
+    for model in set(captured):
+        arch = yaml.safe_load((REPO / "conf" / "model" / f"{model}.yaml").read_text()).get("arch")
+        assert arch in ARCHITECTURES, f"snakemake would capture {model} (arch {arch!r}), which the zoo cannot build"
 
 
 def test_fabric_specific_override_applies_only_where_the_key_exists(tmp_path):
