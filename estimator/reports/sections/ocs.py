@@ -148,6 +148,16 @@ def _claims(q: Query):
     return out
 
 
+MODELS = ("lenet5", "resnet50", "vgg13", "bert_base")
+
+
+def _speed_figure(name: str, title: str, sql: str, model: str, note: str) -> Figure:
+    """Bars of samples/s per paper algorithm, one colour per topology, for one model."""
+    return Figure(name, title, sql.replace("WHERE fabric_name", f"WHERE model_name = '{model}' AND fabric_name"),
+                  bar_plot("paper_algorithm", "samples_per_s", "topology", xlabel="all-reduce algorithm",
+                           ylabel="samples / s"), note)
+
+
 SECTION = Section(
     key="ocs",
     title="Reconfigurable optical circuit switch (seed 001)",
@@ -159,19 +169,14 @@ SECTION = Section(
         "Experiment: <code>estimator sweep experiment=ocs</code>."
     ),
     figures=tuple(
-        Figure(f"ocs_{m}", f"{m}: training speed per all-reduce algorithm and topology (32 x M40)",
-               SPEED_SQL.replace("WHERE fabric_name", f"WHERE model_name = '{m}' AND fabric_name"),
-               bar_plot("paper_algorithm", "samples_per_s", "topology", xlabel="all-reduce algorithm",
-                        ylabel="samples / s"),
-               "Seed 001 Sec. IV. HD = halving-doubling, our seventh algorithm.")
-        for m in ("lenet5", "resnet50", "vgg13", "bert_base")
+        _speed_figure(f"ocs_{m}", f"{m}: training speed per all-reduce algorithm and topology (32 x M40)",
+                      SPEED_SQL, m, "Seed 001 Sec. IV. HD = halving-doubling, our seventh algorithm.")
+        for m in MODELS
     ) + tuple(
-        Figure(f"ocs_sim_{m}", f"{m}: samples/s per algorithm and topology (simulation, 32 x RTX 2080 Ti)",
-               SIM_LONG_SQL.replace("WHERE fabric_name", f"WHERE model_name = '{m}' AND fabric_name"),
-               bar_plot("paper_algorithm", "samples_per_s", "topology", xlabel="all-reduce algorithm",
-                        ylabel="samples / s"),
-               "Seed 001 Figs. 3-5 (simulation; 16 and 64 servers are in the table). HD = halving-doubling.")
-        for m in ("lenet5", "resnet50", "vgg13", "bert_base")
+        _speed_figure(f"ocs_sim_{m}", f"{m}: samples/s per algorithm and topology (simulation, 32 x RTX 2080 Ti)",
+                      SIM_LONG_SQL, m,
+                      "Seed 001 Figs. 3-5 (simulation; 16 and 64 servers are in the table). HD = halving-doubling.")
+        for m in MODELS
     ),
     tables=(Table("ocs_simulation", "Simulation (RTX 2080 Ti): samples/s per topology, model, size and algorithm",
                   SIM_SQL),
