@@ -54,3 +54,8 @@ def test_section_renders_in_the_html_report_with_claims(tmp_path, monkeypatch):
     by_text = {c.paper_claim: c for c in claims}
     assert by_text["OPSquare: inter-pod packets within 6 µs"].holds is True
     assert by_text["Leaf-spine: local traffic ≈ 1 µs (the switch latency) at low load"].holds is True
+    # every packet-level claim carries its SQL, a verdict and a reason (the `claims` table's contract)
+    for c in claims:
+        assert c.sql and "packetsim" in c.sql, c.paper_claim
+        assert c.verdict == "no-data" or (c.verdict in ("holds", "fails", "simplified") and c.detail), c.paper_claim
+    assert sum(c.verdict != "no-data" for c in claims) >= 5  # this small store has no 256/1024-node pair
