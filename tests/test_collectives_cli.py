@@ -37,7 +37,18 @@ def test_show_schedule_text_and_json(capsys):
     assert len(sched) == 4
     assert sched[0]["transfers"][0] == [0, 1, 2048.0, 2048.0]
     text = run(capsys, "fabric=ideal", "fabric.nodes=4", "algorithm=ring", "bytes=4096", "show_schedule=true")
-    assert "step 5: 0->1:1024" in text
+    row5 = [line.split() for line in text.splitlines() if line.split()[:1] == ["5"]][0]
+    assert row5[:4] == ["5", "-", "4", "4096"] and row5[4] == "0->1:1024"  # step, reconf, transfers, bytes
+
+
+def test_show_schedule_summarises_large_schedules_and_writes_the_full_one(capsys, tmp_path):
+    out = json.loads(run(capsys, "fabric=ideal", "fabric.nodes=128", "collective=all_to_all", "algorithm=direct",
+                         "bytes=1e6", "show_schedule=true", f"schedule_out={tmp_path / 's.json'}", "output=json"))
+    assert "schedule" not in out  # 16,256 transfers: steps only on the terminal
+    steps = out["schedule_steps"]
+    assert sum(s["transfers"] for s in steps) == 128 * 127 and all(len(s["example"]) <= 4 for s in steps)
+    full = json.loads((tmp_path / "s.json").read_text())
+    assert sum(len(s["transfers"]) for s in full) == 128 * 127
 
 
 def test_explicit_matches_closed_form_in_cli(capsys):

@@ -7,7 +7,9 @@
 
 Keys: collective, algorithm (a name, ``default`` or ``auto``), bytes (per-rank buffer, nccl-tests
 convention), group_size (default all fabric.nodes), explicit (price the explicit schedule on the
-topology instead of the closed form), show_schedule, sizes (list of byte sizes: one row per size
+topology instead of the closed form), show_schedule (a per-step table: transfers, bytes and the first
+transfers of each step; every transfer inline only up to 10,000, and in a JSON file with
+``schedule_out=FILE``), sizes (list of byte sizes: one row per size
 with time, algbw = bytes/time and busbw = algbw x the nccl-tests factor, e.g. 2(n-1)/n for
 all-reduce); busbw_plot (with sizes: also write the curve as a figure, .png/.svg/.pdf). Fabrics
 that model NCCL (``nvlink_leafspine``, ``system=dgx_*``) also report the NCCL protocol
@@ -18,6 +20,8 @@ that model NCCL (``nvlink_leafspine``, ``system=dgx_*``) also report the NCCL pr
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
@@ -27,6 +31,10 @@ from estimator.collectives.busbw import cost_row, curve, plot_curves
 from estimator.config import to_container
 from estimator.errors import EstimatorError
 from estimator.fabrics.registry import make_fabric
+from estimator.files import write_atomic
+
+EXAMPLES = 4  # transfers shown per step
+MAX_INLINE_TRANSFERS = 10_000  # beyond this, show_schedule lists steps only (schedule_out= for all)
 
 HELP = "price a collective (any algorithm x fabric x size), its schedule, or a busbw curve"
 
@@ -69,11 +77,26 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             raise EstimatorError(f"fabric {fabric.name!r} has no explicit schedules")
         group = fabric.nodes if n is None else n
         sched = fabric.schedule(coll, out["algorithm"], group, nbytes)
-        out["schedule"] = [
-            {"step": i, "reconfigure": st.reconfigure,
-             "transfers": [[t.src, t.dst, t.nbytes, t.reduce_bytes] for t in st.transfers]}
+        out["schedule_steps"] = [
+            {"step": i, "reconfigure": st.reconfigure, "transfers": len(st.transfers),
+             "bytes": sum(t.nbytes for t in st.transfers),
+             "example": [[t.src, t.dst, t.nbytes, t.reduce_bytes] for t in st.transfers[:EXAMPLES]]}
             for i, st in enumerate(sched.steps)
         ]
+        total = sum(s["transfers"] for s in out["schedule_steps"])
+        full = None
+        if tree.get("schedule_out") or total <= MAX_INLINE_TRANSFERS:
+            full = [{"step": i, "reconfigure": st.reconfigure,
+                     "transfers": [[t.src, t.dst, t.nbytes, t.reduce_bytes] for t in st.transfers]}
+                    for i, st in enumerate(sched.steps)]
+        if tree.get("schedule_out"):
+            target = Path(str(tree["schedule_out"]))
+            try:
+                out["schedule_file"] = str(write_atomic(target, json.dumps(full)))
+            except OSError as exc:
+                raise EstimatorError(f"schedule_out={target}: cannot write ({exc.strerror})") from None
+        if total <= MAX_INLINE_TRANSFERS:
+            out["schedule"] = full  # every transfer inline only while it stays readable
     return out
 
 
@@ -87,11 +110,16 @@ def format_text(result: dict[str, Any]) -> str:
             lines.append(f"{r['bytes']:>14.0f} {r['time_s'] * 1e6:>12.3f} {r['algbw_Bps'] / 1e9:>11.3f} "
                          f"{r['busbw_Bps'] / 1e9:>11.3f}  {r['algorithm']}{proto}")
         return "\n".join(lines)
-    keys = [k for k in result if k != "schedule"]
+    keys = [k for k in result if k not in ("schedule", "schedule_steps")]
     width = max(len(k) for k in keys)
     lines = [f"{k:<{width}}  {result[k]:.6g}" if isinstance(result[k], float) else f"{k:<{width}}  {result[k]}"
              for k in keys]
-    for st in result.get("schedule", []):
-        pairs = " ".join(f"{s}->{d}:{b:.6g}{'(+r)' if r else ''}" for s, d, b, r in st["transfers"])
-        lines.append(f"step {st['step']}{' [reconfigure]' if st['reconfigure'] else ''}: {pairs}")
+    steps = result.get("schedule_steps", [])
+    if steps:
+        lines.append(f"{'step':>6} {'reconf':>6} {'transfers':>10} {'bytes':>14}  first transfers (src->dst:bytes, +r = reduced)")
+    for st in steps:
+        pairs = " ".join(f"{s}->{d}:{b:.6g}{'(+r)' if r else ''}" for s, d, b, r in st["example"])
+        more = " ..." if st["transfers"] > len(st["example"]) else ""
+        lines.append(f"{st['step']:>6} {'yes' if st['reconfigure'] else '-':>6} {st['transfers']:>10} "
+                     f"{st['bytes']:>14.6g}  {pairs}{more}")
     return "\n".join(lines)
