@@ -13,6 +13,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import matplotlib
+import matplotlib.ticker
 import polars as pl
 
 from estimator.reports.model import Claim
@@ -105,14 +107,16 @@ def line_plot(x: str, y: str, series: Sequence[str], *, xlabel: str, ylabel: str
     """A plot function for :class:`~estimator.reports.model.Figure`: one line per ``series`` combination."""
 
     def plot(df: pl.DataFrame, ax) -> None:
+        colours = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]  # the report's palette
         for i, (key, part) in enumerate(df.group_by(list(series), maintain_order=True)):
             label = " / ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
             part = part.sort(x)
-            # ten colours, then the same colours dashed, so up to 20 series stay distinguishable
+            # one palette colour per series, then the same colours dashed
             ax.plot(part[x].to_list(), [v * yscale for v in part[y].to_list()], marker=marker, ms=3, label=label,
-                    color=f"C{i % 10}", linestyle="-" if i < 10 else "--")
+                    color=colours[i % len(colours)], linestyle="-" if i < len(colours) else "--")
         if logx:
             ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))  # 64, not 2^6
         if logy:
             ax.set_yscale("log")
         ax.set_xlabel(xlabel)
