@@ -59,7 +59,7 @@ Additions (not in NCCL's tuner; they make the *executed* time, which is what we 
    ``latency + M / bw`` predicts.
 3. **Explicit chunking** (``chunks`` / ``chunk_bytes``): the collective is cut into chunks run
    one after another, each paying the full latency -- ASTRA-sim's ``preferred-dataset-splits``
-   with one active chunk; see :func:`chunked`.
+   with one active chunk; see :meth:`estimator.fabrics.library.LibraryFabric.chunking`.
 
 NCCL's all-to-all, gather and point-to-point are not collectives of this model (NCCL runs them
 as grouped send/recv); fabrics price them on their topology.
@@ -321,13 +321,3 @@ def choose(coll: str, s: NcclSystem, nbytes: float, algorithms: tuple[str, ...] 
         raise EstimatorError(f"NCCL model: no algorithm/protocol among {algorithms} x {protocols} runs {coll} "
                              f"on {s.ranks} ranks / {s.nodes} nodes")
     return pick
-
-
-def chunked(time_of, nbytes: float, chunks: int = 1, chunk_bytes: float = 0.0) -> tuple[float, int]:
-    """Run a collective as ``k`` equal chunks one after another: ``k x time_of(M / k)``.
-
-    ``k = chunks``, or ``ceil(M / chunk_bytes)`` when ``chunk_bytes > 0``. This is ASTRA-sim's
-    system layer with ``preferred-dataset-splits: k`` and ``active-chunks-per-dimension: 1``:
-    each chunk is a full collective (every step pays its latency again)."""
-    k = max(1, math.ceil(nbytes / chunk_bytes)) if chunk_bytes > 0 and nbytes > 0 else max(1, int(chunks))
-    return k * time_of(nbytes / k), k

@@ -36,10 +36,6 @@ RS_AR_AG = ("all_reduce", "reduce_scatter", "all_gather")
 RINGS = ("ring", "bidir_ring")
 
 
-def _pow2(x: int) -> bool:
-    return x > 0 and x & (x - 1) == 0
-
-
 @dataclass
 class FatTreeConfig(LinkConfig):
     name: str = "fattree"
@@ -102,7 +98,7 @@ class FatTreeFabric(UnitCompiled, LinkFabric):
         else:
             return None
         half = self.config.radix() // 2
-        if collective not in algo.closed_forms or k < 2 or n < 2 or not (_pow2(k) and _pow2(half) and is_power(n, k)):
+        if collective not in algo.closed_forms or k < 2 or n < 2 or not (is_power(k, 2) and is_power(half, 2) and is_power(n, k)):
             return None
         return k
 

@@ -52,7 +52,6 @@ from estimator.topology.builders import leaf_spine
 from estimator.topology.graph import Topology
 
 TREE_ALGOS = {"binary_tree", "double_binary_tree", "pipelined_dbt", "hierarchical_tree", "binomial_tree"}
-NCCL_BASE_US = {"tree": {"ll": 6.8, "ll128": 14.0, "simple": 0.0}, "ring": {"ll": 6.6, "ll128": 14.0, "simple": 8.4}}
 PROTOCOL_EFFICIENCY = {"ll": 0.5, "ll128": 120.0 / 128.0, "simple": 1.0}
 NCCL_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
 LIBRARY_OFFERS: dict[str, tuple[str, ...]] = {
@@ -246,7 +245,7 @@ class NvlinkLeafSpineFabric(LibraryFabric):
     def pricing(self, algorithm: str) -> PricingParams:
         c = self.config
         if c.latency_model == "nccl_hw":
-            base = NCCL_BASE_US[self._nccl_class(algorithm)][self._hw_protocol()] * 1e-6
+            base = nccl.BASE_LAT_US[self._nccl_class(algorithm)][nccl.PROTOCOLS.index(self._hw_protocol())] * 1e-6
             return PricingParams(alpha_s=0.0, memory_bandwidth_Bps=c.memory_bandwidth_Bps, fixed_s=base)
         return PricingParams(alpha_s=c.alpha_s, memory_bandwidth_Bps=c.memory_bandwidth_Bps)
 

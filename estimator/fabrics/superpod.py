@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.collectives.algorithms import algorithm as lookup
-from estimator.collectives.params import AlgoParams, local_size
+from estimator.collectives.params import AlgoParams, is_power, local_size
 from estimator.collectives.pricing import PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import FabricConfig
@@ -30,10 +30,6 @@ from estimator.topology.builders import rail_optimized
 from estimator.topology.graph import Topology
 
 XOR_EXCHANGES = ("halving_doubling", "recursive_doubling")
-
-
-def _pow2(x: int) -> bool:
-    return x > 0 and x & (x - 1) == 0
 
 
 @dataclass
@@ -89,7 +85,7 @@ class SuperPodFabric(LinkFabric):
             parts = (ring.switch_cost("reduce_scatter", loc, nbytes, a, nv, g),
                      ring.switch_cost("all_reduce", n // loc, nbytes / loc, a, nic, g),
                      ring.switch_cost("all_gather", loc, nbytes, a, nv, g))
-        elif algorithm in XOR_EXCHANGES and collective in lookup(algorithm).closed_forms and _pow2(n) and _pow2(c.gpus_per_node):
+        elif algorithm in XOR_EXCHANGES and collective in lookup(algorithm).closed_forms and is_power(n, 2) and is_power(c.gpus_per_node, 2):
             loc = min(n, c.gpus_per_node)
             algo = lookup(algorithm)
             inter_bytes = nbytes if algorithm == "recursive_doubling" and collective == "all_reduce" else nbytes / loc
