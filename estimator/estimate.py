@@ -84,11 +84,16 @@ def _profile(path: str, mtime: float, batch: int, device: DeviceProfile, dtype_b
     return compute_profile(_load(path, mtime).scaled_to_batch(batch), device, dtype_bytes, precision)
 
 
+def is_hybrid(cfg: dict[str, Any]) -> bool:
+    """A tensor/pipeline/data layout (``parallelism=hybrid``), estimated by :mod:`estimator.parallel`."""
+    return str((cfg.get("parallelism") or {}).get("strategy", "data")) == "hybrid"
+
+
 def validate(cfg: dict[str, Any]) -> None:
     """Check the fabric, device, parallelism and precision of a config without estimating (so a
     bad override fails before anything is captured or written)."""
     sub = estimate_config(cfg)
-    if str((sub["parallelism"] or {}).get("strategy", "data")) == "hybrid":  # large-model layouts: estimator/parallel
+    if is_hybrid(sub):  # large-model layouts: estimator/parallel
         from estimator.parallel.estimate import validate_hybrid
 
         return validate_hybrid(sub)
@@ -107,7 +112,7 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
     ``workload_file`` overrides where the workload is read from without changing the config
     (and so its hash): sweeps pass absolute paths to Ray workers this way."""
     sub = estimate_config(cfg)
-    if str((sub["parallelism"] or {}).get("strategy", "data")) == "hybrid":  # large-model layouts: estimator/parallel
+    if is_hybrid(sub):  # large-model layouts: estimator/parallel
         from estimator.parallel.estimate import estimate_hybrid
 
         metrics, colls = estimate_hybrid(sub)

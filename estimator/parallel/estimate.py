@@ -17,14 +17,10 @@ from estimator.fabrics.registry import shared_fabric
 from estimator.parallel.layout import Layout, device_memory, memory
 from estimator.parallel.search import search
 from estimator.parallel.spec import TransformerSpec
-from estimator.parallel.step import step_time, tensor_peak
+from estimator.parallel.step import step_time
 
 HYBRID_KEYS = {"strategy", "tp", "pp", "dp", "ep", "micro_batch_size", "microbatches", "global_batch", "zero",
                "sequence_parallel", "recompute", "order", "placement", "dp_overlap", "device_memory_bytes"}
-
-
-def is_hybrid(cfg: dict[str, Any]) -> bool:
-    return str((cfg.get("parallelism") or {}).get("strategy", "data")) == "hybrid"
 
 
 def _setup(cfg: dict[str, Any]):
@@ -36,7 +32,7 @@ def _setup(cfg: dict[str, Any]):
     fabric = shared_fabric(cfg.get("fabric") or {})
     device = DeviceProfile.from_dict(dict(cfg.get("device") or {}))
     precision = str(cfg.get("precision") or "amp")
-    tensor_peak(device, precision)
+    device.tensor_peak(precision)
     placement = str(par.get("placement", "fixed"))
     if placement not in ("fixed", "auto"):
         raise EstimatorError(f"parallelism.placement must be fixed or auto, got {placement!r}")

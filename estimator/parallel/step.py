@@ -34,8 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from estimator.compute.device import PRECISIONS, DeviceProfile, node_times
-from estimator.errors import EstimatorError
+from estimator.compute.device import DeviceProfile, node_times
 from estimator.fabrics.base import Fabric
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout, memory, stage_params
@@ -44,21 +43,6 @@ from estimator.parallel.spec import TransformerSpec
 
 ACT_BYTES = 2  # 16-bit activations on the wire
 ADAM_STEP_BYTES = 32  # per parameter, see the module docstring
-
-
-def tensor_peak(device: DeviceProfile, precision: str) -> float:
-    """The matmul peak FLOP/s at ``precision`` (the device's own lookup where it has one)."""
-    if precision not in PRECISIONS:
-        raise EstimatorError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if hasattr(device, "tensor_peak"):
-        return device.tensor_peak(precision)
-    return float(device.peak_flops_fp32 or device.peak_flops) if precision == "fp32" else float(device.peak_flops)
-
-
-def _memory_efficiency(device: DeviceProfile, precision: str) -> float:
-    if hasattr(device, "efficiency"):
-        return device.efficiency("memory_efficiency", "optimizer", precision)
-    return float(device.memory_efficiency)
 
 
 @dataclass(frozen=True)
@@ -149,7 +133,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     window = (layer.bwd + tp_b) * lps if dp_overlap else 0.0
     dp_exposed = max(0.0, t_grad - window) + t_after
     opt_params = n_local / (L.dp if L.zero >= 1 else 1)
-    optimizer = opt_params * ADAM_STEP_BYTES / (device.mem_bw_Bps * _memory_efficiency(device, precision))
+    optimizer = opt_params * ADAM_STEP_BYTES / (device.mem_bw_Bps * device.efficiency("memory_efficiency", "optimizer", precision))
     total = pipeline + dp_exposed + zero3 + optimizer
     # ---- accounting
     compute = m * (comp_f + comp_b) + optimizer
@@ -160,7 +144,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     model_flops = gb * L.tp * (spec.layers * (layer.fwd_flops + layer.bwd_flops) + emb.fwd_flops + emb.bwd_flops
                                + head.fwd_flops + head.bwd_flops) / L.micro_batch_size
     hw_flops = model_flops + gb * L.tp * spec.layers * rc_flops / L.micro_batch_size
-    peak = tensor_peak(device, precision)
+    peak = device.tensor_peak(precision)
     mem = memory(spec, L)
     metrics = {
         "layout": L.label(), "tp": L.tp, "pp": L.pp, "dp": L.dp, "ep": L.ep, "zero": L.zero,
