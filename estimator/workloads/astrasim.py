@@ -6,7 +6,8 @@ Written beside exported Chakra traces so the same workload runs in ASTRA-sim:
   and ``latency`` (ns per link). ASTRA-sim's input-format documentation (network config,
   "Bandwidth") states that it "deems 1 GB as 2^30 B, and 1 s as 10^9 ns"; bandwidth is converted
   accordingly (bytes/s / 2^30).
-* ``system.json`` -- collective algorithms per dimension and scheduling knobs.
+* ``system.json`` -- collective algorithms per dimension and scheduling knobs; ``local-mem-bw``
+  from the fabric's reduction rate (below).
 * ``remote_memory.json`` -- no memory expansion.
 
 Mapping (the only fabrics whose model is one ASTRA-sim topology building block). ASTRA-sim's
@@ -29,9 +30,18 @@ switch -> NPU), ``Ring.cpp`` the ring distance (1 between neighbours). So:
 
 :func:`ring_all_reduce_ns` is that backend's formula composed with ASTRA-sim's ring all-reduce
 (``2(n-1)`` messages of ``M / (n k)`` bytes per chunk, chunks in sequence); tests check the
-estimator's ``ideal`` / ``ring`` fabrics against it with one and with several chunks. Not
-modelled on either side: ASTRA-sim's system-layer per-message processing (``endpoint-delay``,
-written as 0 here, and LogGP local-reduction delays), and its integer-nanosecond rounding.
+estimator's ``ideal`` / ``ring`` fabrics against it with one and with several chunks. 
+* Reductions: ASTRA-sim's system layer (astra-sim ``system/PacketBundle.cc``) delays every received
+  message that must be reduced (the n-1 reduce-scatter steps of a ring all-reduce) by
+  ``3 x size / local_mem_bw`` (one write, two reads; ``local-mem-bw`` in GB/s of 10^9 B,
+  ``Sys.cc``); the estimator charges ``size / memory_bandwidth_Bps``. So ``local-mem-bw`` =
+  ``3 x memory_bandwidth_Bps / 1e9``; ``memory_bandwidth_Bps: 0`` (reductions free) is written as
+  :data:`FREE_LOCAL_MEM_GBPS`, at which every reduction delay truncates to 0 ns. The stock
+  template's 1600 GB/s would otherwise add ~0.2 ns per byte reduced (28 % of a 1 GiB all-reduce
+  on 8 NPUs at 300 GB/s), which the estimator's ``ideal`` fabric does not charge.
+
+Not modelled on either side: ASTRA-sim's per-message ``endpoint-delay`` (written as 0 here) and its
+integer-nanosecond rounding of every message.
 
 ``npus_count`` is the workload's device count (ASTRA-sim needs exactly one ET file per NPU), so
 ``fabric.nodes`` is not used: the fabric contributes its technology parameters.
@@ -46,13 +56,18 @@ from typing import Any
 from estimator.errors import EstimatorError
 
 GIB = 2**30  # ASTRA-sim's "GB" (input-format docs: 1 GB = 2^30 B)
+# local-mem-bw (GB/s, x 1e9 in Sys.cc) for "reductions free": 3 x 2^40 B (a 1 TiB message) / 1e21 B/s
+# < 1 ns, and PacketBundle.cc truncates the delay to whole nanoseconds -> 0.
+FREE_LOCAL_MEM_GBPS = 1.0e12
+REDUCTION_ACCESSES = 3  # PacketBundle.cc: a reduced message is written once and read twice
 TOPOLOGY = {"ideal": "Switch", "ring": "Ring"}
 
 # ASTRA-sim system-layer knobs: the stock single-dimension system template that ASTRA-sim's
 # documentation ("Argument ${SYSTEM_CONFIG}", astra-sim-docs) and public example configs use --
 # LIFO scheduling, 1 active chunk per dimension, ring all-reduce/all-gather/reduce-scatter, direct
 # all-to-all, local memory bandwidth 1600 GB/s -- except: dataset splits = the fabric's `chunks`
-# (the template has 4) and endpoint delay 0 (the template has 10 ns), so both sides price the same.
+# (the template has 4), endpoint delay 0 (the template has 10 ns) and local-mem-bw from the fabric
+# (local_mem_gbps), so both sides price the same.
 SYSTEM_DEFAULTS: dict[str, Any] = {
     "scheduling-policy": "LIFO",
     "endpoint-delay": 0,  # the stock template has 10 ns; 0 so the per-message cost is the network's alone
@@ -63,7 +78,7 @@ SYSTEM_DEFAULTS: dict[str, Any] = {
     "reduce-scatter-implementation": ["ring"],
     "all-to-all-implementation": ["direct"],
     "collective-optimization": "localBWAware",
-    "local-mem-bw": 1600,
+    "local-mem-bw": 1600,  # replaced by local_mem_gbps(fabric)
     "boost-mode": 0,
 }
 
@@ -108,8 +123,14 @@ def splits(fabric: dict[str, Any]) -> int:
     return chunks
 
 
+def local_mem_gbps(fabric: dict[str, Any]) -> float:
+    """ASTRA-sim ``local-mem-bw`` charging a reduction what the fabric's ``memory_bandwidth_Bps`` does."""
+    rate = _param({"memory_bandwidth_Bps": 0.0, **fabric}, "memory_bandwidth_Bps")
+    return REDUCTION_ACCESSES * rate / 1e9 if rate > 0 else FREE_LOCAL_MEM_GBPS
+
+
 def system_config(fabric: dict[str, Any]) -> dict[str, Any]:
-    return {**SYSTEM_DEFAULTS, "preferred-dataset-splits": splits(fabric)}
+    return {**SYSTEM_DEFAULTS, "preferred-dataset-splits": splits(fabric), "local-mem-bw": local_mem_gbps(fabric)}
 
 
 def ring_all_reduce_ns(npus: int, nbytes: float, bandwidth_GBps: float, latency_ns: float, hops: int,

@@ -1,0 +1,137 @@
+"""Run ASTRA-sim's analytical backend on what `estimator export` writes and compare with the estimator.
+
+    ASTRASIM_BIN=/path/to/AstraSim_Analytical_Congestion_Unaware \\
+    ASTRASIM_COMMIT=<astra-sim sha> ASTRASIM_NETWORK_COMMIT=<astra-network-analytical sha> \\
+        python benchmarks/astrasim_compare.py [--out validation/astrasim/allreduce.csv] [--quick]
+
+For every (setup, NPUs, chunks, size): write a one-collective workload (an all-reduce of ``size``
+bytes per rank over all NPUs), export it with ``estimator export WORKLOAD <overrides>`` (Chakra ET
+per rank + network.yml/system.json/remote_memory.json), run the ASTRA-sim binary on it, take the
+slowest rank's ``finished, N cycles`` (1 cycle = 1 ns), and price the same overrides with
+``estimator collective collective=all_reduce algorithm=ring``. Writes the CSV read by
+:mod:`estimator.workloads.astrasim_compare` and prints max / mean |error| per setup and chunking.
+Without ASTRASIM_BIN it only reprices the stored rows (what the test suite checks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import io
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from estimator import cli
+from estimator.workloads import io as wio
+from estimator.workloads.astrasim_compare import COLUMNS, CSV_PATH, load, ours_us, relative_error, tolerance
+from estimator.workloads.graph import Node, Workload
+
+# setup -> estimator overrides; fabric defaults are the papers' (conf/fabric/{ideal,ring}.yaml)
+SETUPS = {
+    "switch": ["fabric=ideal"],
+    "ring": ["fabric=ring"],
+    # seed 001 Table I: 127.8 Gb/s memory (reduction) bandwidth -> ASTRA-sim local-mem-bw
+    "ring+reduce": ["fabric=ring", "fabric.memory_bandwidth_Bps=15.975e9"],
+}
+NPUS = (8, 16, 64)
+SIZES = (2**20, 2**24, 2**28, 2**30)  # 1 MiB .. 1 GiB per rank
+CHUNKS = (1, 4, 16)
+FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")
+
+
+def workload(npus: int, nbytes: int) -> Workload:
+    node = Node(0, "allreduce", kind="collective", collective="all_reduce", comm_bytes=float(nbytes))
+    return Workload(name="allreduce", nodes=(node,), source="benchmarks/astrasim_compare.py", devices=npus).validate()
+
+
+def export(overrides: list[str], wl_path: Path, out: Path) -> dict:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = cli.run(["export", str(wl_path), *overrides, f"export.out={out}", "export.prefix=allreduce",
+                        "output=json"])
+    if code != 0:
+        raise SystemExit(f"estimator export failed for {overrides}")
+    return json.loads(buf.getvalue())
+
+
+def run_astrasim(binary: str, out: Path) -> tuple[float, str]:
+    args = [binary, f"--workload-configuration={out}/allreduce", f"--system-configuration={out}/system.json",
+            f"--remote-memory-configuration={out}/remote_memory.json",
+            f"--network-configuration={out}/network.yml"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=3600)
+    done = [int(c) for _, c in FINISHED.findall(proc.stdout + proc.stderr)]
+    if proc.returncode != 0 or not done:
+        raise SystemExit(f"ASTRA-sim failed ({proc.returncode}): {' '.join(args)}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    how = " ".join([Path(binary).name, *(a.replace(str(out), "<export>") for a in args[1:])])
+    return max(done) / 1e3, how  # ns -> us
+
+
+def simulate(binary: str, quick: bool) -> list[dict]:
+    commit = os.environ.get("ASTRASIM_COMMIT", "unrecorded")
+    net_commit = os.environ.get("ASTRASIM_NETWORK_COMMIT", "unrecorded")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for setup, base in SETUPS.items():
+            for npus in NPUS[:1] if quick else NPUS:
+                for chunks in CHUNKS:
+                    for nbytes in SIZES[:2] if quick else SIZES:
+                        overrides = [*base, f"fabric.nodes={npus}", f"fabric.chunks={chunks}"]
+                        wl = wio.save(workload(npus, nbytes), Path(tmp) / "allreduce.workload.json")
+                        out = Path(tmp) / f"{setup}-{npus}-{chunks}-{nbytes}"
+                        export(overrides, wl, out)
+                        topology = re.search(r"topology: \[ (\w+) \]", (out / "network.yml").read_text()).group(1)
+                        theirs, how = run_astrasim(binary, out)
+                        ours = ours_us(overrides, nbytes)
+                        rows.append({"setup": setup, "topology": topology, "npus": npus, "chunks": chunks,
+                                     "bytes": nbytes, "overrides": shlex.join(overrides),
+                                     "astrasim_us": f"{theirs:.3f}", "ours_us": f"{ours:.3f}",
+                                     "error": f"{relative_error(ours, theirs):.5f}", "astrasim_commit": commit,
+                                     "network_backend_commit": net_commit, "how": how})
+                        print(f"{setup:12} n={npus:<3} k={chunks:<3} {nbytes:>11} B  astra-sim {theirs:12.3f} us  "
+                              f"ours {ours:12.3f} us  {100 * relative_error(ours, theirs):+.3f} %", flush=True)
+    return rows
+
+
+def summary(rows: list[dict]) -> None:
+    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in rows:
+        ours = ours_us(shlex.split(r["overrides"]), int(r["bytes"]))
+        groups[(r["setup"], "1 chunk" if int(r["chunks"]) == 1 else "multi-chunk")].append(
+            abs(relative_error(ours, float(r["astrasim_us"]))))
+    print(f"{'setup':12} {'chunking':12} {'rows':>4} {'max |err| %':>12} {'mean |err| %':>13}  tolerance %")
+    for (setup, chunking), errs in groups.items():
+        tol = tolerance(1 if chunking == "1 chunk" else 2)
+        print(f"{setup:12} {chunking:12} {len(errs):>4} {100 * max(errs):>12.4f} {100 * sum(errs) / len(errs):>13.4f}"
+              f"  {100 * tol:.0f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=CSV_PATH)
+    ap.add_argument("--quick", action="store_true", help="8 NPUs and two sizes only")
+    args = ap.parse_args()
+    binary = os.environ.get("ASTRASIM_BIN")
+    if not binary:
+        print("ASTRASIM_BIN not set: repricing the stored rows only", file=sys.stderr)
+        summary([{k: str(v) for k, v in r.items()} for r in load(args.out)])
+        return
+    rows = simulate(binary, args.quick)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {len(rows)} rows to {args.out}")
+    summary(rows)
+
+
+if __name__ == "__main__":
+    main()
