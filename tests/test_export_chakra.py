@@ -177,6 +177,25 @@ def test_astrasim_network_config():
         network_config({"name": "ideal", "bandwidth_Bps": 1e9}, 4)
 
 
+def test_astrasim_system_config_reductions_and_endpoint_delay():
+    """local-mem-bw charges a reduction what memory_bandwidth_Bps does (ASTRA-sim: 3 accesses of
+    size / local_mem_bw; GB = 1e9 B there); free reductions truncate to 0 ns for a 1 TiB message;
+    endpoint-delay is never 0 (ASTRA-sim aborts on a zero-delay event)."""
+    from estimator.workloads.astrasim import system_config
+
+    base = {"name": "ring", "link_bandwidth_Bps": 12.5e9, "link_latency_s": 5e-6, "chunks": 2}
+    charged = system_config({**base, "memory_bandwidth_Bps": 15.975e9})
+    assert charged["local-mem-bw"] == pytest.approx(3 * 15.975)
+    size = 1e6  # ASTRA-sim's delay (ns) for reducing it equals the estimator's size / rate
+    assert 3 * size / (charged["local-mem-bw"] * 1e9) * 1e9 == pytest.approx(size / 15.975e9 * 1e9)
+    free = system_config({**base, "memory_bandwidth_Bps": 0.0})
+    assert int(2**40 / (free["local-mem-bw"] * 1e9) * 1e9) == 0  # each of PacketBundle.cc's 3 terms
+    assert system_config(base)["local-mem-bw"] == free["local-mem-bw"]  # absent = free
+    assert charged["endpoint-delay"] >= 1 and charged["preferred-dataset-splits"] == 2
+    with pytest.raises(EstimatorError, match="fabric.memory_bandwidth_Bps"):
+        system_config({**base, "memory_bandwidth_Bps": -1.0})
+
+
 def test_export_cli(tmp_path):
     wpath = io.save(handmade(), tmp_path / "traces" / "handmade.workload.json")
     proc = run_cli("export", "handmade", f"traces_dir={tmp_path / 'traces'}", f"export.out={tmp_path / 'out'}",

@@ -27,10 +27,6 @@ switch -> NPU), ``Ring.cpp`` the ring distance (1 between neighbours). So:
   after another with ``active-chunks-per-dimension: 1``; the estimator prices ``chunks x
   cost(M / chunks)``, :meth:`estimator.fabrics.library.LibraryFabric.chunking`). ``chunk_bytes``
   has no ASTRA-sim equivalent (splits are a count) and is refused.
-
-:func:`ring_all_reduce_ns` is that backend's formula composed with ASTRA-sim's ring all-reduce
-(``2(n-1)`` messages of ``M / (n k)`` bytes per chunk, chunks in sequence); tests check the
-estimator's ``ideal`` / ``ring`` fabrics against it with one and with several chunks. 
 * Reductions: ASTRA-sim's system layer (astra-sim ``system/PacketBundle.cc``) delays every received
   message that must be reduced (the n-1 reduce-scatter steps of a ring all-reduce) by
   ``3 x size / local_mem_bw`` (one write, two reads; ``local-mem-bw`` in GB/s of 10^9 B,
@@ -39,9 +35,18 @@ estimator's ``ideal`` / ``ring`` fabrics against it with one and with several ch
   :data:`FREE_LOCAL_MEM_GBPS`, at which every reduction delay truncates to 0 ns. The stock
   template's 1600 GB/s would otherwise add ~0.2 ns per byte reduced (28 % of a 1 GiB all-reduce
   on 8 NPUs at 300 GB/s), which the estimator's ``ideal`` fabric does not charge.
+* ``endpoint-delay`` is 1 ns, the smallest ASTRA-sim runs with: at 0 its system layer schedules an
+  event at the current time and the analytical backend aborts (``EventQueue.cpp``: assertion
+  ``get_event_time() > current_time``; found running the exported configs). It adds ~1 ns per
+  message, which the estimator does not charge (< 0.2 % at 1 MiB on 64 NPUs; see
+  ``validation/astrasim/allreduce.csv``). Nor is its integer-nanosecond rounding of every message.
 
-Not modelled on either side: ASTRA-sim's per-message ``endpoint-delay`` (written as 0 here) and its
-integer-nanosecond rounding of every message.
+:func:`ring_all_reduce_ns` is that backend's formula composed with ASTRA-sim's ring all-reduce
+(``2(n-1)`` messages of ``M / (n k)`` bytes per chunk, chunks in sequence); tests check the
+estimator's ``ideal`` / ``ring`` fabrics against it with one and with several chunks.
+Checked against ASTRA-sim itself (analytical congestion-unaware backend built from astra-sim
+@c459ab6, run on what ``estimator export`` writes): ``validation/astrasim/allreduce.csv``,
+``benchmarks/astrasim_compare.py``, :mod:`estimator.workloads.astrasim_compare`.
 
 ``npus_count`` is the workload's device count (ASTRA-sim needs exactly one ET file per NPU), so
 ``fabric.nodes`` is not used: the fabric contributes its technology parameters.
@@ -56,9 +61,9 @@ from typing import Any
 from estimator.errors import EstimatorError
 
 GIB = 2**30  # ASTRA-sim's "GB" (input-format docs: 1 GB = 2^30 B)
-# local-mem-bw (GB/s, x 1e9 in Sys.cc) for "reductions free": 3 x 2^40 B (a 1 TiB message) / 1e21 B/s
-# < 1 ns, and PacketBundle.cc truncates the delay to whole nanoseconds -> 0.
-FREE_LOCAL_MEM_GBPS = 1.0e12
+# local-mem-bw (GB/s, x 1e9 in Sys.cc) for "reductions free": PacketBundle.cc truncates each of its three
+# size / local_mem_bw terms to whole nanoseconds, and 2^40 B (a 1 TiB message) / 1e22 B/s = 0.11 ns -> 0.
+FREE_LOCAL_MEM_GBPS = 1.0e13
 REDUCTION_ACCESSES = 3  # PacketBundle.cc: a reduced message is written once and read twice
 TOPOLOGY = {"ideal": "Switch", "ring": "Ring"}
 
@@ -66,11 +71,11 @@ TOPOLOGY = {"ideal": "Switch", "ring": "Ring"}
 # documentation ("Argument ${SYSTEM_CONFIG}", astra-sim-docs) and public example configs use --
 # LIFO scheduling, 1 active chunk per dimension, ring all-reduce/all-gather/reduce-scatter, direct
 # all-to-all, local memory bandwidth 1600 GB/s -- except: dataset splits = the fabric's `chunks`
-# (the template has 4), endpoint delay 0 (the template has 10 ns) and local-mem-bw from the fabric
+# (the template has 4), endpoint delay 1 ns (the template has 10 ns) and local-mem-bw from the fabric
 # (local_mem_gbps), so both sides price the same.
 SYSTEM_DEFAULTS: dict[str, Any] = {
     "scheduling-policy": "LIFO",
-    "endpoint-delay": 0,  # the stock template has 10 ns; 0 so the per-message cost is the network's alone
+    "endpoint-delay": 1,  # ns; the stock template has 10; 0 aborts ASTRA-sim (module docstring)
     "active-chunks-per-dimension": 1,
     "preferred-dataset-splits": 1,  # replaced by the fabric's `chunks` (see system_config)
     "all-reduce-implementation": ["ring"],
