@@ -3,13 +3,13 @@
     ASTRASIM_BIN=/path/to/AstraSim_Analytical_Congestion_Unaware \\
     [ASTRASIM_AWARE_BIN=/path/to/AstraSim_Analytical_Congestion_Aware] \\
     ASTRASIM_COMMIT=<astra-sim sha> ASTRASIM_NETWORK_COMMIT=<astra-network-analytical sha> \\
-        python benchmarks/astrasim_compare.py [--out validation/astrasim/allreduce.csv] [--quick]
+        python benchmarks/astrasim_compare.py [--out validation/astrasim/collectives.csv] [--quick]
 
-For every (setup, NPUs, chunks, size): write a one-collective workload (an all-reduce of ``size``
-bytes per rank over all NPUs), export it with ``estimator export WORKLOAD <overrides>`` (Chakra ET
+For every (backend, setup, collective, NPUs, chunks, size): write a one-collective workload (e.g. an
+all-reduce of ``size`` bytes per rank over all NPUs, nccl-tests sizes), export it with ``estimator export WORKLOAD <overrides>`` (Chakra ET
 per rank + network.yml/system.json/remote_memory.json), run the ASTRA-sim binary on it, take the
 slowest rank's ``finished, N cycles`` (1 cycle = 1 ns), and price the same overrides with
-``estimator collective collective=all_reduce algorithm=ring``. Writes the CSV read by
+``estimator collective collective=<it> algorithm=ring``. Writes the CSV read by
 :mod:`estimator.workloads.astrasim_compare` and prints max / mean |error| per setup and chunking.
 Without ASTRASIM_BIN it only reprices the stored rows (what the test suite checks).
 """
@@ -56,18 +56,21 @@ CHUNKS = (1, 4, 16)
 # the congestion-aware backend (ASTRASIM_AWARE_BIN), a smaller grid: it agrees on a Ring and differs on a
 # Switch by a second serialization per message (see estimator.workloads.astrasim_compare)
 AWARE = {"setups": ("switch", "ring"), "npus": (8, 64), "chunks": (1, 4)}
+# all-gather and reduce-scatter (congestion-unaware): checks the export's per-collective comm_size
+OTHER = {"collectives": ("all_gather", "reduce_scatter"), "setups": ("switch", "ring"), "npus": (8, 64),
+         "chunks": (1, 4)}
 FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")
 
 
-def workload(npus: int, nbytes: int) -> Workload:
-    node = Node(0, "allreduce", kind="collective", collective="all_reduce", comm_bytes=float(nbytes))
-    return Workload(name="allreduce", nodes=(node,), source="benchmarks/astrasim_compare.py", devices=npus).validate()
+def workload(npus: int, nbytes: int, collective: str = "all_reduce") -> Workload:
+    node = Node(0, collective, kind="collective", collective=collective, comm_bytes=float(nbytes))
+    return Workload(name="collective", nodes=(node,), source="benchmarks/astrasim_compare.py", devices=npus).validate()
 
 
 def export(overrides: list[str], wl_path: Path, out: Path) -> dict:
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        code = cli.run(["export", str(wl_path), *overrides, f"export.out={out}", "export.prefix=allreduce",
+        code = cli.run(["export", str(wl_path), *overrides, f"export.out={out}", "export.prefix=collective",
                         "output=json"])
     if code != 0:
         raise SystemExit(f"estimator export failed for {overrides}")
@@ -75,10 +78,10 @@ def export(overrides: list[str], wl_path: Path, out: Path) -> dict:
 
 
 def run_astrasim(binary: str, out: Path) -> tuple[float, str]:
-    args = [binary, f"--workload-configuration={out}/allreduce", f"--system-configuration={out}/system.json",
+    args = [binary, f"--workload-configuration={out}/collective", f"--system-configuration={out}/system.json",
             f"--remote-memory-configuration={out}/remote_memory.json",
             f"--network-configuration={out}/network.yml"]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=3600, cwd=out)  # it writes log/ there
     done = [int(c) for _, c in FINISHED.findall(proc.stdout + proc.stderr)]
     if proc.returncode != 0 or not done:
         raise SystemExit(f"ASTRA-sim failed ({proc.returncode}): {' '.join(args)}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
@@ -86,13 +89,15 @@ def run_astrasim(binary: str, out: Path) -> tuple[float, str]:
     return max(done) / 1e3, how  # ns -> us
 
 
-def grid(quick: bool, aware: bool) -> list[tuple[str, str, int, int, int]]:
-    """(backend, setup, npus, chunks, bytes) points."""
+def grid(quick: bool, aware: bool) -> list[tuple[str, str, str, int, int, int]]:
+    """(backend, setup, collective, npus, chunks, bytes) points."""
     sizes = SIZES[:2] if quick else SIZES
-    points = [("congestion_unaware", s, n, k, m) for s in SETUPS for n in (NPUS[:1] if quick else NPUS)
+    points = [("congestion_unaware", s, "all_reduce", n, k, m) for s in SETUPS for n in (NPUS[:1] if quick else NPUS)
               for k in CHUNKS for m in sizes]
+    points += [("congestion_unaware", s, c, n, k, m) for c in OTHER["collectives"] for s in OTHER["setups"]
+               for n in (OTHER["npus"][:1] if quick else OTHER["npus"]) for k in OTHER["chunks"] for m in sizes]
     if aware:
-        points += [("congestion_aware", s, n, k, m) for s in AWARE["setups"]
+        points += [("congestion_aware", s, "all_reduce", n, k, m) for s in AWARE["setups"]
                    for n in (AWARE["npus"][:1] if quick else AWARE["npus"]) for k in AWARE["chunks"] for m in sizes]
     return points
 
@@ -102,21 +107,21 @@ def simulate(binaries: dict[str, str], quick: bool) -> list[dict]:
     net_commit = os.environ.get("ASTRASIM_NETWORK_COMMIT", "unrecorded")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for backend, setup, npus, chunks, nbytes in grid(quick, "congestion_aware" in binaries):
+        for backend, setup, coll, npus, chunks, nbytes in grid(quick, "congestion_aware" in binaries):
                         binary = binaries[backend]
                         overrides = [*SETUPS[setup], f"fabric.nodes={npus}", f"fabric.chunks={chunks}"]
-                        wl = wio.save(workload(npus, nbytes), Path(tmp) / "allreduce.workload.json")
-                        out = Path(tmp) / f"{setup}-{npus}-{chunks}-{nbytes}"
+                        wl = wio.save(workload(npus, nbytes, coll), Path(tmp) / "collective.workload.json")
+                        out = Path(tmp) / f"{backend}-{setup}-{coll}-{npus}-{chunks}-{nbytes}"
                         export(overrides, wl, out)
                         topology = re.search(r"topology: \[ (\w+) \]", (out / "network.yml").read_text()).group(1)
                         theirs, how = run_astrasim(binary, out)
-                        ours = ours_us(overrides, nbytes)
-                        rows.append({"backend": backend, "setup": setup, "topology": topology, "npus": npus, "chunks": chunks,
+                        ours = ours_us(overrides, nbytes, coll)
+                        rows.append({"backend": backend, "setup": setup, "collective": coll, "topology": topology, "npus": npus, "chunks": chunks,
                                      "bytes": nbytes, "overrides": shlex.join(overrides),
                                      "astrasim_us": f"{theirs:.3f}", "ours_us": f"{ours:.3f}",
                                      "error": f"{relative_error(ours, theirs):.5f}", "astrasim_commit": commit,
                                      "network_backend_commit": net_commit, "how": how})
-                        print(f"{backend:18} {setup:12} n={npus:<3} k={chunks:<3} {nbytes:>11} B  astra-sim {theirs:12.3f} us  "
+                        print(f"{backend:18} {setup:12} {coll:14} n={npus:<3} k={chunks:<3} {nbytes:>11} B  astra-sim {theirs:12.3f} us  "
                               f"ours {ours:12.3f} us  {100 * relative_error(ours, theirs):+.3f} %", flush=True)
     return rows
 
@@ -126,17 +131,17 @@ def summary(rows: list[dict]) -> None:
     congestion-aware Switch's second serialization added (:func:`store_and_forward_us`)."""
     groups: dict[tuple[str, str, str], list[tuple[float, float]]] = defaultdict(list)
     for r in rows:
-        ours = ours_us(shlex.split(r["overrides"]), r["bytes"])
+        ours = ours_us(shlex.split(r["overrides"]), r["bytes"], r["collective"])
         extra = store_and_forward_us(r)
-        groups[(r["backend"], r["setup"], "1 chunk" if r["chunks"] == 1 else "multi-chunk")].append(
+        groups[(r["backend"], f"{r['setup']} {r['collective']}", "1 chunk" if r["chunks"] == 1 else "multi-chunk")].append(
             (abs(relative_error(ours, r["astrasim_us"])), abs(relative_error(ours + extra, r["astrasim_us"]))))
-    print(f"{'backend':18} {'setup':12} {'chunking':12} {'rows':>4} {'max |err| %':>12} {'mean |err| %':>13} "
+    print(f"{'backend':18} {'setup':27} {'chunking':12} {'rows':>4} {'max |err| %':>12} {'mean |err| %':>13} "
           f"{'max +s&f %':>11}  tolerance %")
     for (backend, setup, chunking), errs in groups.items():
         raw = [e for e, _ in errs]
         fixed = max(e for _, e in errs)
         tol = tolerance(1 if chunking == "1 chunk" else 2)
-        print(f"{backend:18} {setup:12} {chunking:12} {len(raw):>4} {100 * max(raw):>12.4f} "
+        print(f"{backend:18} {setup:27} {chunking:12} {len(raw):>4} {100 * max(raw):>12.4f} "
               f"{100 * sum(raw) / len(raw):>13.4f} {100 * fixed:>11.4f}  {100 * tol:.0f}")
 
 

@@ -48,6 +48,15 @@ Checked against ASTRA-sim itself (analytical congestion-unaware backend built fr
 @c459ab6, run on what ``estimator export`` writes): ``validation/astrasim/allreduce.csv``,
 ``benchmarks/astrasim_compare.py``, :mod:`estimator.workloads.astrasim_compare`.
 
+Collective sizes (Chakra ``comm_size``, written by :mod:`estimator.workloads.importers.chakra`
+through :func:`comm_size`): ASTRA-sim reads it as the buffer each rank *puts in*
+(``Ring.cc``: an all-gather of ``comm_size`` sends messages of ``comm_size`` and ends with
+``comm_size x n``; all-reduce, reduce-scatter and all-to-all move ``comm_size / n`` per message).
+The estimator's ``comm_bytes`` follows nccl-tests (an all-gather's size is the gathered output),
+so an all-gather is written as ``comm_bytes / n`` and read back x n. Writing ``comm_bytes`` made
+ASTRA-sim run an all-gather n times too large (7.4x the estimator on 8 NPUs, 15x on 16; found
+running the exported configs). Other collectives are written as they are.
+
 ``npus_count`` is the workload's device count (ASTRA-sim needs exactly one ET file per NPU), so
 ``fabric.nodes`` is not used: the fabric contributes its technology parameters.
 """
@@ -86,6 +95,17 @@ SYSTEM_DEFAULTS: dict[str, Any] = {
     "local-mem-bw": 1600,  # replaced by local_mem_gbps(fabric)
     "boost-mode": 0,
 }
+
+
+def comm_size(collective: str, comm_bytes: float, group_size: int) -> int:
+    """Chakra ``comm_size`` (ASTRA-sim: bytes each rank puts in) for an estimator collective."""
+    per_rank = comm_bytes / group_size if collective == "all_gather" and group_size > 0 else comm_bytes
+    return int(round(per_rank))
+
+
+def comm_bytes_of(collective: str, size: int, group_size: int) -> float:
+    """Inverse of :func:`comm_size`: the estimator's ``comm_bytes`` of a Chakra ``comm_size``."""
+    return float(size * group_size) if collective == "all_gather" else float(size)
 
 
 def _param(fabric: dict[str, Any], key: str) -> float:

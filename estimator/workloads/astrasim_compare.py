@@ -1,10 +1,10 @@
 """Stored ASTRA-sim runs and the estimator's live price of the same collective.
 
-``validation/astrasim/allreduce.csv`` holds all-reduces that ASTRA-sim's analytical
-(congestion-unaware) backend actually ran -- on the Chakra ET files and ``network.yml`` /
-``system.json`` that ``estimator export`` wrote for the row's ``overrides`` -- next to the
-estimator's time for the same overrides (``estimator collective ... collective=all_reduce
-algorithm=ring``). ``benchmarks/astrasim_compare.py`` reruns ASTRA-sim (``ASTRASIM_BIN``) and
+``validation/astrasim/collectives.csv`` holds ring all-reduces (and some all-gathers and
+reduce-scatters) that ASTRA-sim's analytical backends actually ran -- on the Chakra ET files and
+``network.yml`` / ``system.json`` that ``estimator export`` wrote for the row's ``overrides`` --
+next to the estimator's time for the same overrides (``estimator collective ...
+collective=<row's> algorithm=ring``). ``benchmarks/astrasim_compare.py`` reruns ASTRA-sim (``ASTRASIM_BIN``) and
 rewrites the file; the test suite reprices every row live and compares it with the stored ASTRA-sim
 time (no ASTRA-sim needed). It sits in a subfolder because ``validation/*.csv`` are measurements of
 real hardware loaded by ``estimator validate``; these rows are simulator outputs.
@@ -30,8 +30,8 @@ from typing import Any
 
 from estimator.errors import EstimatorError
 
-CSV_PATH = Path(__file__).resolve().parents[2] / "validation" / "astrasim" / "allreduce.csv"
-COLUMNS = ("backend", "setup", "topology", "npus", "chunks", "bytes", "overrides", "astrasim_us", "ours_us", "error",
+CSV_PATH = Path(__file__).resolve().parents[2] / "validation" / "astrasim" / "collectives.csv"
+COLUMNS = ("backend", "setup", "collective", "topology", "npus", "chunks", "bytes", "overrides", "astrasim_us", "ours_us", "error",
            "astrasim_commit", "network_backend_commit", "how")
 ONE_CHUNK_TOLERANCE = 0.05
 MULTI_CHUNK_TOLERANCE = 0.10
@@ -63,23 +63,23 @@ def load(path: str | Path = CSV_PATH) -> list[dict[str, Any]]:
     return out
 
 
-def query(overrides: list[str]) -> list[str]:
-    """The ``estimator collective`` overrides (all but ``bytes``) pricing a row's all-reduce."""
-    return [*overrides, "collective=all_reduce", "algorithm=ring"]
+def query(overrides: list[str], collective: str) -> list[str]:
+    """The ``estimator collective`` overrides (all but ``bytes``) pricing a row."""
+    return [*overrides, f"collective={collective}", "algorithm=ring"]
 
 
-def ours_us(overrides: list[str], nbytes: int) -> float:
-    """The estimator's ring all-reduce time (us) for ``overrides`` (as ``estimator collective
+def ours_us(overrides: list[str], nbytes: int, collective: str = "all_reduce") -> float:
+    """The estimator's ring ``collective`` time (us) for ``overrides`` (as ``estimator collective
     ... bytes=nbytes``; the composed config is cached per overrides, the size set on a copy)."""
     from omegaconf import open_dict
 
-    from estimator.commands import collective
+    from estimator.commands.collective import run
     from estimator.config import compose
 
-    cfg = compose(query(overrides))
+    cfg = compose(query(overrides, collective))
     with open_dict(cfg):
         cfg.bytes = nbytes
-    return collective.run(cfg)["time_s"] * 1e6
+    return run(cfg)["time_s"] * 1e6
 
 
 def relative_error(ours: float, theirs: float) -> float:
@@ -87,9 +87,10 @@ def relative_error(ours: float, theirs: float) -> float:
 
 
 def store_and_forward_us(row: dict[str, Any]) -> float:
-    """The congestion-aware backend's second serialization of every message on a Switch (us; 0 for
-    other rows): k chunks x 2(n-1) messages x M / (n k) bytes, once more at the switch's bandwidth."""
-    if row["backend"] != "congestion_aware" or row["topology"] != "Switch":
+    """The congestion-aware backend's second serialization of every message of a ring all-reduce on a
+    Switch (us; 0 for other rows): k chunks x 2(n-1) messages x M / (n k) bytes, once more at the
+    switch's bandwidth."""
+    if row["backend"] != "congestion_aware" or row["topology"] != "Switch" or row["collective"] != "all_reduce":
         return 0.0
     from estimator.config import compose
 
