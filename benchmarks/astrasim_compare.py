@@ -49,7 +49,10 @@ SETUPS = {
     "ring": ["fabric=ring"],
     # seed 001 Table I: 127.8 Gb/s memory (reduction) bandwidth -> ASTRA-sim local-mem-bw
     "ring+reduce": ["fabric=ring", "fabric.memory_bandwidth_Bps=15.975e9"],
+    # one NVLink node of the OPSquare reference (seed 004) with its alpha-beta model: a Switch
+    "nvlink_node": ["fabric=nvlink_leafspine", "fabric.latency_model=alpha"],
 }
+NODE_GPUS = {"nvlink_node": (8,)}  # one node: gpus_per_node = 8
 NPUS = (8, 16, 64)
 SIZES = (2**20, 2**24, 2**28, 2**30)  # 1 MiB .. 1 GiB per rank
 CHUNKS = (1, 4, 16)
@@ -92,8 +95,8 @@ def run_astrasim(binary: str, out: Path) -> tuple[float, str]:
 def grid(quick: bool, aware: bool) -> list[tuple[str, str, str, int, int, int]]:
     """(backend, setup, collective, npus, chunks, bytes) points."""
     sizes = SIZES[:2] if quick else SIZES
-    points = [("congestion_unaware", s, "all_reduce", n, k, m) for s in SETUPS for n in (NPUS[:1] if quick else NPUS)
-              for k in CHUNKS for m in sizes]
+    points = [("congestion_unaware", s, "all_reduce", n, k, m) for s in SETUPS
+              for n in NODE_GPUS.get(s, NPUS[:1] if quick else NPUS) for k in CHUNKS for m in sizes]
     points += [("congestion_unaware", s, c, n, k, m) for c in OTHER["collectives"] for s in OTHER["setups"]
                for n in (OTHER["npus"][:1] if quick else OTHER["npus"]) for k in OTHER["chunks"] for m in sizes]
     if aware:

@@ -178,6 +178,19 @@ def test_astrasim_network_config():
         network_config({"name": "ideal", "bandwidth_Bps": 1e9}, 4)
 
 
+def test_astrasim_nvlink_node_is_a_switch_only_with_the_alpha_model():
+    node = {"name": "nvlink_leafspine", "nodes": 8, "gpus_per_node": 8, "nvlink_bandwidth_Bps": 450e9,
+            "switch_latency_s": 1e-6, "alpha_s": 0.7e-6, "latency_model": "alpha"}
+    text = network_config(node, 8)
+    # alpha + one switch crossing per message, charged on ASTRA-sim's 2 Switch hops: 1.7 us / 2
+    assert "topology: [ Switch ]" in text and "latency: [ 850.000 ]" in text
+    assert f"bandwidth: [ {450e9 / GIB:.6f} ]" in text
+    with pytest.raises(EstimatorError, match="latency_model=nccl"):
+        network_config({**node, "latency_model": "nccl"}, 8)
+    with pytest.raises(EstimatorError, match="16 devices span several NVLink nodes"):
+        network_config(node, 16)
+
+
 def test_astrasim_system_config_reductions_and_endpoint_delay():
     """local-mem-bw charges a reduction what memory_bandwidth_Bps does (ASTRA-sim: 3 accesses of
     size / local_mem_bw; GB = 1e9 B there); free reductions truncate to 0 ns for a 1 TiB message;

@@ -10,7 +10,7 @@ Written beside exported Chakra traces so the same workload runs in ASTRA-sim:
   from the fabric's reduction rate (below).
 * ``remote_memory.json`` -- no memory expansion.
 
-Mapping (the only fabrics whose model is one ASTRA-sim topology building block). ASTRA-sim's
+Mapping (the fabrics whose model is one ASTRA-sim topology building block). ASTRA-sim's
 analytical network backend (github.com/astra-sim/astra-network-analytical @599a047,
 ``congestion_unaware/basic-topology/BasicTopology.cpp``) charges a message of ``s`` bytes
 ``hops x latency + s / bandwidth``; ``Switch.cpp`` counts **2 hops** for every message (NPU ->
@@ -19,6 +19,10 @@ switch -> NPU), ``Ring.cpp`` the ring distance (1 between neighbours). So:
 * ``ideal`` (non-blocking switch, ``bandwidth_Bps`` per endpoint per direction, ``alpha_s`` per
   message) -> ``Switch`` with that bandwidth and latency ``alpha_s / 2`` (charged twice = ``alpha_s``
   per message, as here).
+* ``nvlink_leafspine`` with ``latency_model: alpha`` on at most ``gpus_per_node`` devices (one
+  NVLink node: every message crosses the node's switch once, ``alpha_s + switch_latency_s``) ->
+  ``Switch`` with ``nvlink_bandwidth_Bps`` and latency ``(alpha_s + switch_latency_s) / 2``. Its
+  NCCL model and several nodes (a leaf-spine) are refused.
 * ``ring`` (``link_bandwidth_Bps``, ``link_latency_s`` per hop, ``alpha_s`` per message) -> ``Ring``
   with bandwidth ``link_bandwidth_Bps`` and latency ``alpha_s + link_latency_s`` (exact for messages
   between neighbours -- every message of the ring algorithms; a k-hop message is charged
@@ -74,7 +78,7 @@ GIB = 2**30  # ASTRA-sim's "GB" (input-format docs: 1 GB = 2^30 B)
 # size / local_mem_bw terms to whole nanoseconds, and 2^40 B (a 1 TiB message) / 1e22 B/s = 0.11 ns -> 0.
 FREE_LOCAL_MEM_GBPS = 1.0e13
 REDUCTION_ACCESSES = 3  # PacketBundle.cc: a reduced message is written once and read twice
-TOPOLOGY = {"ideal": "Switch", "ring": "Ring"}
+TOPOLOGY = {"ideal": "Switch", "ring": "Ring", "nvlink_leafspine": "Switch"}
 
 # ASTRA-sim system-layer knobs: the stock single-dimension system template that ASTRA-sim's
 # documentation ("Argument ${SYSTEM_CONFIG}", astra-sim-docs) and public example configs use --
@@ -115,27 +119,47 @@ def _param(fabric: dict[str, Any], key: str) -> float:
     return float(value)
 
 
-def link_parameters(fabric: dict[str, Any]) -> tuple[str, float, float]:
-    """(ASTRA-sim topology, bandwidth bytes/s, per-hop latency s) equivalent to ``fabric``."""
+def link_parameters(fabric: dict[str, Any], npus: int | None = None) -> tuple[str, float, float]:
+    """(ASTRA-sim topology, bandwidth bytes/s, per-hop latency s) equivalent to ``fabric`` (on ``npus``
+    NPUs, when the fabric's equivalence depends on it)."""
     name = str(fabric.get("name", ""))
     if name not in TOPOLOGY:
         raise EstimatorError(f"fabric {name!r} has no ASTRA-sim equivalent; export supports "
                              f"{', '.join(sorted(TOPOLOGY))} (set fabric=ideal or export.astrasim=false)")
     if name == "ideal":
         return TOPOLOGY[name], _param(fabric, "bandwidth_Bps"), _param(fabric, "alpha_s") / 2
+    if name == "nvlink_leafspine":
+        _one_nvlink_node(fabric, npus)
+        per_message = _param(fabric, "alpha_s") + _param(fabric, "switch_latency_s")
+        return TOPOLOGY[name], _param(fabric, "nvlink_bandwidth_Bps"), per_message / 2
     return TOPOLOGY[name], _param(fabric, "link_bandwidth_Bps"), _param(fabric, "alpha_s") + _param(fabric, "link_latency_s")
 
 
+def _one_nvlink_node(fabric: dict[str, Any], npus: int | None) -> None:
+    """``nvlink_leafspine`` is one ASTRA-sim Switch only inside one NVLink node and with its alpha-beta
+    model (the NCCL model's protocols and channels have no ASTRA-sim equivalent)."""
+    if fabric.get("latency_model", "nccl") != "alpha":
+        raise EstimatorError(f"fabric.latency_model={fabric.get('latency_model', 'nccl')}: only the alpha model of "
+                             "nvlink_leafspine has an ASTRA-sim equivalent (set fabric.latency_model=alpha)")
+    per_node = fabric.get("gpus_per_node")
+    if npus is not None and isinstance(per_node, int) and npus > per_node:
+        raise EstimatorError(f"nvlink_leafspine: {npus} devices span several NVLink nodes (gpus_per_node="
+                             f"{per_node}); ASTRA-sim export supports one node (a Switch)")
+
+
+HOW = {"ideal": "alpha_s / 2: a Switch charges 2 hops per message",
+       "nvlink_leafspine": "(alpha_s + switch_latency_s) / 2: a Switch charges 2 hops per message",
+       "ring": "alpha_s + link_latency_s per hop"}
+
+
 def network_config(fabric: dict[str, Any], npus: int) -> str:
-    topology, bandwidth, latency = link_parameters(fabric)
+    topology, bandwidth, latency = link_parameters(fabric, npus)
     splits(fabric)  # refuse what ASTRA-sim cannot express before anything is written
-    how = ("alpha_s / 2: a Switch charges 2 hops per message" if topology == "Switch"
-           else "alpha_s + link_latency_s per hop")
     return (f"# ASTRA-sim analytical network: estimator fabric {fabric.get('name')!r}\n"
             f"topology: [ {topology} ]\n"
             f"npus_count: [ {npus} ]\n"
             f"bandwidth: [ {bandwidth / GIB:.6f} ]  # GB/s (1 GB = 2^30 B) = {bandwidth} B/s\n"
-            f"latency: [ {latency * 1e9:.3f} ]  # ns = {how}\n")
+            f"latency: [ {latency * 1e9:.3f} ]  # ns = {HOW[str(fabric['name'])]}\n")
 
 
 def splits(fabric: dict[str, Any]) -> int:
