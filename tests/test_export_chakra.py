@@ -106,7 +106,8 @@ def test_standard_fields_alone_preserve_the_graph(tmp_path):
     p2p = by_name["x01"]
     assert (p2p.kind, p2p.src, p2p.dst, p2p.comm_bytes) == ("p2p", 0, 1, 65536.0)
     assert by_name["ar_pair"].group == (1, 2) and by_name["ag_all"].group == (0, 1, 2)
-    assert by_name["ar_pair"].collective == "all_reduce" and by_name["ag_all"].comm_bytes == 4096.0
+    # an all-gather's Chakra comm_size is per rank (ASTRA-sim): 4096 B over 3 ranks -> 1365 B each -> 4095 B
+    assert by_name["ar_pair"].collective == "all_reduce" and by_name["ag_all"].comm_bytes == 3 * 1365.0
     ids = {n.id: n.name for n in back.nodes}
     assert sorted(ids[d] for d in by_name["after"].deps) == ["mlp", "x01"]
     assert sorted(ids[d] for d in by_name["ag_all"].deps) == ["ar_pair", "embed"]
@@ -175,6 +176,38 @@ def test_astrasim_network_config():
         network_config({"name": "lumorph"}, 4)
     with pytest.raises(EstimatorError, match="fabric.alpha_s"):
         network_config({"name": "ideal", "bandwidth_Bps": 1e9}, 4)
+
+
+def test_astrasim_nvlink_node_is_a_switch_only_with_the_alpha_model():
+    node = {"name": "nvlink_leafspine", "nodes": 8, "gpus_per_node": 8, "nvlink_bandwidth_Bps": 450e9,
+            "switch_latency_s": 1e-6, "alpha_s": 0.7e-6, "latency_model": "alpha"}
+    text = network_config(node, 8)
+    # alpha + one switch crossing per message, charged on ASTRA-sim's 2 Switch hops: 1.7 us / 2
+    assert "topology: [ Switch ]" in text and "latency: [ 850.000 ]" in text
+    assert f"bandwidth: [ {450e9 / GIB:.6f} ]" in text
+    with pytest.raises(EstimatorError, match="latency_model=nccl"):
+        network_config({**node, "latency_model": "nccl"}, 8)
+    with pytest.raises(EstimatorError, match="16 devices span several NVLink nodes"):
+        network_config(node, 16)
+
+
+def test_astrasim_system_config_reductions_and_endpoint_delay():
+    """local-mem-bw charges a reduction what memory_bandwidth_Bps does (ASTRA-sim: 3 accesses of
+    size / local_mem_bw; GB = 1e9 B there); free reductions truncate to 0 ns for a 1 TiB message;
+    endpoint-delay is never 0 (ASTRA-sim aborts on a zero-delay event)."""
+    from estimator.workloads.astrasim import system_config
+
+    base = {"name": "ring", "link_bandwidth_Bps": 12.5e9, "link_latency_s": 5e-6, "chunks": 2}
+    charged = system_config({**base, "memory_bandwidth_Bps": 15.975e9})
+    assert charged["local-mem-bw"] == pytest.approx(3 * 15.975)
+    size = 1e6  # ASTRA-sim's delay (ns) for reducing it equals the estimator's size / rate
+    assert 3 * size / (charged["local-mem-bw"] * 1e9) * 1e9 == pytest.approx(size / 15.975e9 * 1e9)
+    free = system_config({**base, "memory_bandwidth_Bps": 0.0})
+    assert int(2**40 / (free["local-mem-bw"] * 1e9) * 1e9) == 0  # each of PacketBundle.cc's 3 terms
+    assert system_config(base)["local-mem-bw"] == free["local-mem-bw"]  # absent = free
+    assert charged["endpoint-delay"] >= 1 and charged["preferred-dataset-splits"] == 2
+    with pytest.raises(EstimatorError, match="fabric.memory_bandwidth_Bps"):
+        system_config({**base, "memory_bandwidth_Bps": -1.0})
 
 
 def test_export_cli(tmp_path):

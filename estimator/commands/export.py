@@ -1,13 +1,14 @@
 """Export a canonical workload as Chakra execution traces plus ASTRA-sim configs.
 
-    estimator export WORKLOAD [fabric=ideal|ring] [export.out=DIR] [export.prefix=NAME]
+    estimator export WORKLOAD [fabric=ideal|ring|nvlink_leafspine] [export.out=DIR] [export.prefix=NAME]
                               [export.astrasim=true|false] [output=json]
 
 WORKLOAD is a ``.workload.json`` path or the name of one in ``traces_dir``. Writes
 ``<out>/<prefix>.<rank>.et`` (one per device), ``comm_group.json`` when collectives use device
 subsets, and (``export.astrasim=true``) ``network.yml``/``system.json``/``remote_memory.json``
-for the chosen fabric. Everything is checked before the first file is written; each file is
-written atomically.
+for the chosen fabric (``nvlink_leafspine`` needs ``fabric.latency_model=alpha`` and at most
+``gpus_per_node`` devices; see :mod:`estimator.workloads.astrasim`). Everything is checked
+before the first file is written; each file is written atomically.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ contiguous) and merges the per-rank graphs:
   when both are 0 and ``num_ops`` gives the work),
   ``num_ops`` -> ``flops``, ``tensor_size`` -> ``mem_bytes``.
 * ``COMM_COLL_NODE`` -> one collective per (``pg_name``, k-th collective of that group on each
-  rank); ``comm_type`` -> kind, ``comm_size`` -> ``comm_bytes`` (must agree across ranks); its
+  rank); ``comm_type`` -> kind, ``comm_size`` -> ``comm_bytes`` (must agree across ranks; an
+  all-gather's is per rank in ASTRA-sim, x group size here: :func:`~estimator.workloads.astrasim.comm_size`); its
   group is the ranks that hold it.
 * ``COMM_SEND_NODE`` on rank a with ``comm_dst`` b and ``COMM_RECV_NODE`` on b with ``comm_src`` a
   (same ``comm_tag``, k-th such pair) -> one ``p2p`` node; an unmatched send or recv is an error.
@@ -39,6 +40,7 @@ from google.protobuf.message import DecodeError
 from estimator import limits
 from estimator.errors import EstimatorError
 from estimator.files import excerpt, write_atomic
+from estimator.workloads.astrasim import comm_bytes_of, comm_size
 from estimator.workloads.graph import Gradient, Node, Workload
 from estimator.workloads.importers._common import BadInput, check_scale, read_bytes, safe_name
 from estimator.workloads.importers.chakra_schema import (
@@ -246,6 +248,7 @@ def _convert(key: tuple, copies: list[_Local], gid: int, deps: list[int], global
         if len(kinds) > 1:
             raise BadInput(f"{where}: the ranks disagree on its comm_type")
         group = tuple(first.ext("group", sorted(c.rank for c in copies)))
+        size = float(first.ext("comm_bytes", comm_bytes_of(TO_COLLECTIVE[name], first.comm_size, len(group))))
         return Node(kind="collective", collective=TO_COLLECTIVE[name], comm_bytes=size, group=group,
                     device=first.ext("device", min(c.rank for c in copies)), phase=first.ext("phase", ""), **common)
     sends = [c for c in copies if c.node.type == 5]
@@ -348,7 +351,9 @@ def _standard_attrs(et: Any, n: Node, devices: int, groups: dict[str, list[int]]
         if n.input_shapes:
             et.inputs.CopyFrom(IOInfo(shapes=json.dumps([list(s) for s in n.input_shapes])))
         return
-    et.attr.append(make_attr("comm_size", int(round(n.comm_bytes))))
+    members = len(n.group) if n.group else devices
+    et.attr.append(make_attr("comm_size", comm_size(n.collective if n.kind == "collective" else "", n.comm_bytes,
+                                                    members)))
     if n.kind == "collective":
         et.attr.append(make_attr("comm_type", COLLECTIVE_TYPES[FROM_COLLECTIVE[n.collective]]))
         if n.group and len(n.group) < devices:
