@@ -20,7 +20,7 @@ from estimator.parallel.spec import TransformerSpec
 from estimator.parallel.step import step_time
 
 HYBRID_KEYS = {"strategy", "tp", "pp", "dp", "ep", "micro_batch_size", "microbatches", "global_batch", "zero",
-               "sequence_parallel", "recompute", "order", "placement", "dp_overlap", "device_memory_bytes"}
+               "sequence_parallel", "recompute", "order", "placement", "dp_overlap", "device_memory_bytes", "virtual_stages"}
 
 
 def _setup(cfg: dict[str, Any]):

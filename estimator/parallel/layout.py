@@ -5,7 +5,9 @@ parallel degree (tp x pp x dp = GPUs = ``fabric.nodes``), ``ep`` expert parallel
 models only; experts are split over ``ep`` of the dp ranks), ``micro_batch_size`` sequences per
 microbatch, ``global_batch`` sequences per step (microbatches per pipeline = global_batch /
 (dp x micro_batch_size)), ``zero`` 0-3, ``sequence_parallel``, ``recompute`` none | selective |
-full.
+full, ``virtual_stages`` model chunks per pipeline rank (interleaved 1F1B, Narayanan et al. 2021
+Sec. 2.2.2; Megatron-LM's ``--num-layers-per-virtual-pipeline-stage k`` is ``virtual_stages =
+layers / (pp x k)``; its assertion: the microbatches divide by ``pp``).
 
 Memory per GPU (bytes), the stage with the most:
 
@@ -18,7 +20,8 @@ Memory per GPU (bytes), the stage with the most:
   ``sbh(10 + 24/t + 5as/(ht))``; + sequence parallel ``sbh(34 + 5as/h)/t``; selective
   recompute drops the ``5as/h`` term; full recompute keeps only the layer input ``2sbh`` (/t with
   sequence parallelism). Under 1F1B the first stage holds ``min(pp, microbatches)`` microbatches
-  of its ``layers / pp`` layers (Korthikanti et al. Sec. 4.2.3). The embedding / output-layer
+  of its ``layers / pp`` layers (Korthikanti et al. Sec. 4.2.3); the interleaved schedule with
+  ``v`` virtual stages holds ``1 + (pp - 1) / (pp v)`` times that (same section). The embedding / output-layer
   activations and temporary buffers are not counted (the paper's Eq. 5 shows they are small).
 """
 
@@ -60,6 +63,7 @@ class Layout:
     sequence_parallel: bool
     recompute: str
     order: str = "tp-dp-pp"  # rank order, innermost first (Megatron-LM's default)
+    virtual_stages: int = 1  # model chunks per pipeline rank (1 = non-interleaved 1F1B)
 
     @property
     def gpus(self) -> int:
@@ -71,7 +75,7 @@ class Layout:
 
     def label(self) -> str:
         extra = (f" ep{self.ep}" if self.ep > 1 else "") + (f" zero{self.zero}" if self.zero else "")
-        sp = " sp" if self.sequence_parallel else ""
+        sp = (" sp" if self.sequence_parallel else "") + (f" v{self.virtual_stages}" if self.virtual_stages > 1 else "")
         return (f"tp{self.tp} pp{self.pp} dp{self.dp}{extra} mbs{self.micro_batch_size} m{self.microbatches}"
                 f"{sp} rc={self.recompute} order={self.order}")
 
@@ -102,7 +106,7 @@ class Layout:
         order = str(par.get("order", "tp-dp-pp"))
         if sorted(order.split("-")) != ["dp", "pp", "tp"]:
             raise EstimatorError(f"parallelism.order must list tp, dp and pp innermost first (e.g. tp-dp-pp), got {order!r}")
-        layout = cls(tp, pp, dp, _int(par, "ep", 1), mbs, m, zero, sp, recompute, order)
+        layout = cls(tp, pp, dp, _int(par, "ep", 1), mbs, m, zero, sp, recompute, order, _int(par, "virtual_stages", 1))
         layout.check(spec)
         return layout
 
@@ -113,6 +117,16 @@ class Layout:
             raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} ffn_size {spec.ffn} is not divisible by tp")
         if spec.layers % self.pp:
             raise EstimatorError(f"parallelism.pp={self.pp}: model {spec.name} has {spec.layers} layers, not divisible by pp")
+        if self.virtual_stages > 1:
+            v = self.virtual_stages
+            if self.pp < 2:
+                raise EstimatorError(f"parallelism.virtual_stages={v} needs pipeline parallelism (pp >= 2), got pp={self.pp}")
+            if spec.layers % (self.pp * v):
+                raise EstimatorError(f"parallelism.virtual_stages={v}: model {spec.name} has {spec.layers} layers, "
+                                     f"not divisible by pp x virtual_stages = {self.pp * v}")
+            if self.microbatches % self.pp:
+                raise EstimatorError(f"parallelism.virtual_stages={v}: the interleaved schedule needs the microbatches "
+                                     f"({self.microbatches}) to be a multiple of pp={self.pp}")
         if self.sequence_parallel and spec.seq_len % self.tp:
             raise EstimatorError(f"parallelism.sequence_parallel: seq_len {spec.seq_len} is not divisible by tp={self.tp}")
         if self.ep > 1 and not spec.experts:
@@ -152,6 +166,8 @@ def memory(spec: TransformerSpec, layout: Layout) -> dict[str, float]:
     grads = n * GRAD_BYTES / (d if layout.zero >= 2 else 1)
     optim = n * ADAM_BYTES / (d if layout.zero >= 1 else 1)
     in_flight = min(layout.pp, layout.microbatches)
+    if layout.virtual_stages > 1:
+        in_flight *= 1 + (layout.pp - 1) / (layout.pp * layout.virtual_stages)
     acts = spec.layers // layout.pp * in_flight * activation_bytes_per_layer(spec, layout)
     return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": acts,
             "total": weights + grads + optim + acts}

@@ -33,8 +33,13 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
                 if global_batch % (dp * mbs):
                     continue
                 for order in ORDERS if pp > 1 and dp > 1 else ORDERS[:1]:
-                    out.append(replace(base, tp=tp, pp=pp, dp=dp, micro_batch_size=mbs,
-                                       microbatches=global_batch // (dp * mbs), order=order))
+                    layout = replace(base, tp=tp, pp=pp, dp=dp, micro_batch_size=mbs,
+                                     microbatches=global_batch // (dp * mbs), order=order)
+                    try:
+                        layout.check(spec)  # e.g. a configured virtual_stages this pp does not allow
+                    except EstimatorError:
+                        continue
+                    out.append(layout)
     return out
 
 

@@ -15,7 +15,9 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
 * Pipeline (Narayanan et al. 2021 Sec. 2.2, non-interleaved 1F1B): step = (m + pp - 1) x
   (t_fwd + t_bwd + 2 t_p2p) — the bubble is (pp - 1) of those slots, i.e. (pp - 1)/m of the
   work; each boundary sends ``s x b x h / tp`` 16-bit values per microbatch each way (the
-  scatter/gather optimisation, Sec. 4.1), all boundaries at once.
+  scatter/gather optimisation, Sec. 4.1), all boundaries at once. Interleaved 1F1B with ``v``
+  virtual stages (Sec. 2.2.2): the bubble shrinks to (pp - 1)/v slots and each rank sends ``v``
+  times as many activations, so step = (m + (pp - 1)/v) x (t_fwd + t_bwd + 2 v t_p2p).
 * Data parallelism: fp16/bf16 gradients of the rank's stage (``zero`` 0: one all-reduce; 1 and 2:
   reduce-scatter of gradients + all-gather of updated weights after the step; 3: in addition
   the weights of every layer are all-gathered before its forward and backward, prefetched one
@@ -111,11 +113,13 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     if L.pp > 1:
         t_p2p = p2p_cost(fabric, act / L.tp, stride["pp"])
         colls.append({"idx": len(colls), "group": "pp", "collective": "p2p", "algorithm": "direct", "bytes": act / L.tp,
-                      "group_size": 2, "stride": stride["pp"], "count_per_step": 2 * m, "time_s": t_p2p,
+                      "group_size": 2, "stride": stride["pp"], "count_per_step": 2 * m * L.virtual_stages, "time_s": t_p2p,
                       "ready_s": 0.0, "start_s": 0.0})
-    slot = t_f + t_b + 2 * t_p2p
-    pipeline = (m + L.pp - 1) * slot
-    bubble = (L.pp - 1) * slot
+    v = L.virtual_stages
+    slot = t_f + t_b + 2 * v * t_p2p
+    slots = m + (L.pp - 1) / v
+    pipeline = slots * slot
+    bubble = (L.pp - 1) / v * slot
     # ---- data parallel / ZeRO
     n_local = stage_params(spec, L)
     grads = n_local * 2
@@ -138,7 +142,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     # ---- accounting
     compute = m * (comp_f + comp_b) + optimizer
     tp_comm = m * (lps * (tp_f + tp_b) + tp_emb)
-    p2p = (m + L.pp - 1) * 2 * t_p2p
+    p2p = slots * 2 * v * t_p2p
     exposed = tp_comm + p2p + dp_exposed + zero3
     gb = L.global_batch
     model_flops = gb * L.tp * (spec.layers * (layer.fwd_flops + layer.bwd_flops) + emb.fwd_flops + emb.bwd_flops
@@ -150,6 +154,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "layout": L.label(), "tp": L.tp, "pp": L.pp, "dp": L.dp, "ep": L.ep, "zero": L.zero,
         "micro_batch_size": L.micro_batch_size, "microbatches": m, "global_batch": gb,
         "sequence_parallel": L.sequence_parallel, "recompute": L.recompute, "placement_order": L.order,
+        "virtual_stages": L.virtual_stages,
         "iter_time_s": total, "compute_time_s": compute, "exposed_comm_time_s": exposed,
         "exposed_comm_share": exposed / total, "bubble_time_s": bubble, "tp_comm_time_s": tp_comm,
         "pp_p2p_time_s": p2p, "dp_comm_time_s": t_grad + t_after, "dp_exposed_time_s": dp_exposed,
