@@ -21,8 +21,12 @@ Memory per GPU (bytes), the stage with the most:
   recompute drops the ``5as/h`` term; full recompute keeps only the layer input ``2sbh`` (/t with
   sequence parallelism). Under 1F1B the first stage holds ``min(pp, microbatches)`` microbatches
   of its ``layers / pp`` layers (Korthikanti et al. Sec. 4.2.3); the interleaved schedule with
-  ``v`` virtual stages holds ``1 + (pp - 1) / (pp v)`` times that (same section). The embedding / output-layer
-  activations and temporary buffers are not counted (the paper's Eq. 5 shows they are small).
+  ``v`` virtual stages holds ``1 + (pp - 1) / (pp v)`` times that (same section). MoE layers use
+  the same (dense) formula: the k-fold expert activations are not counted (a known underestimate
+  for MoE models). The embedding / output-layer activations and temporary buffers are not
+  counted (the paper's Eq. 5 shows they are small).
+* Expert parallelism: a layer's experts are split over ``ep`` ranks of a data-parallel group, so
+  expert parameters have ``dp / ep`` data-parallel copies (ZeRO shards them over those).
 """
 
 from __future__ import annotations
@@ -131,14 +135,25 @@ class Layout:
             raise EstimatorError(f"parallelism.sequence_parallel: seq_len {spec.seq_len} is not divisible by tp={self.tp}")
         if self.ep > 1 and not spec.experts:
             raise EstimatorError(f"parallelism.ep={self.ep}: model {spec.name} is dense (no experts); use ep=1")
-        if self.ep > 1:
-            raise EstimatorError(f"parallelism.ep={self.ep}: expert-parallel models are not supported yet (see README)")
+        if self.ep > 1 and self.dp % self.ep:
+            raise EstimatorError(f"parallelism.ep={self.ep} must divide the data-parallel degree dp={self.dp} "
+                                 f"(expert-parallel groups are made of data-parallel ranks)")
+        if self.ep > 1 and spec.experts % self.ep:
+            raise EstimatorError(f"parallelism.ep={self.ep}: model {spec.name} has {spec.experts} experts, not divisible by ep")
 
 
 def stage_params(spec: TransformerSpec, layout: Layout) -> int:
     """Parameters one GPU of the largest pipeline stage holds (layers / pp layers / tp, plus the
-    embedding on the first stage and the LM head on the last; a tied head is a second copy)."""
-    layers = spec.layers // layout.pp * spec.layer_params()
+    embedding on the first stage and the LM head on the last; a tied head is a second copy;
+    experts further split over ``ep``)."""
+    return sum(stage_param_split(spec, layout))
+
+
+def stage_param_split(spec: TransformerSpec, layout: Layout) -> tuple[int, int]:
+    """(parameters data-parallel over ``dp``, expert parameters data-parallel over ``dp / ep``) per GPU."""
+    lps = spec.layers // layout.pp
+    experts = lps * spec.expert_layer_params() // (layout.tp * layout.ep)
+    layers = lps * (spec.layer_params() - spec.expert_layer_params())
     v = spec.padded_vocab(layout.tp)
     emb = v * spec.hidden + (spec.embedding_params() - spec.vocab * spec.hidden)
     head = v * spec.hidden + spec.head_params() - (0 if spec.tied else spec.vocab * spec.hidden)
@@ -146,7 +161,7 @@ def stage_params(spec: TransformerSpec, layout: Layout) -> int:
         ends = emb + head - (v * spec.hidden if spec.tied else 0)
     else:
         ends = max(emb, head)
-    return (layers + ends) // layout.tp
+    return (layers + ends) // layout.tp, experts
 
 
 def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout) -> float:
@@ -161,10 +176,14 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout) -> float:
 
 def memory(spec: TransformerSpec, layout: Layout) -> dict[str, float]:
     """Bytes per GPU: weights, gradients, optimizer state, activations, total."""
-    n, d = stage_params(spec, layout), layout.dp
-    weights = n * WEIGHT_BYTES / (d if layout.zero >= 3 else 1)
-    grads = n * GRAD_BYTES / (d if layout.zero >= 2 else 1)
-    optim = n * ADAM_BYTES / (d if layout.zero >= 1 else 1)
+    dense, expert = stage_param_split(spec, layout)
+
+    def sharded(per_param: int, stage: int) -> float:  # ZeRO shards over the ranks that hold a copy
+        if layout.zero < stage:
+            return (dense + expert) * per_param
+        return dense * per_param / layout.dp + expert * per_param / (layout.dp // layout.ep)
+
+    weights, grads, optim = sharded(WEIGHT_BYTES, 3), sharded(GRAD_BYTES, 2), sharded(ADAM_BYTES, 1)
     in_flight = min(layout.pp, layout.microbatches)
     if layout.virtual_stages > 1:
         in_flight *= 1 + (layout.pp - 1) / (layout.pp * layout.virtual_stages)
