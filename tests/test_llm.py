@@ -96,11 +96,11 @@ def test_memory_follows_zero_and_korthikanti():
 
 def test_placement_prices_groups_where_they_sit():
     fabric = estimator.make_fabric(cfg("fabric.nodes=1024")["fabric"])
-    inside, _ = group_cost(fabric, "all_reduce", 2**26, 8, 1)  # TP group in one NVLink node
-    across, _ = group_cost(fabric, "all_reduce", 2**26, 8, 8)  # one GPU per node, 8 groups share the NICs
+    inside, _, _ = group_cost(fabric, "all_reduce", 2**26, 8, 1)  # TP group in one NVLink node
+    across, _, _ = group_cost(fabric, "all_reduce", 2**26, 8, 8)  # one GPU per node, 8 groups share the NICs
     assert across > 5 * inside
     # a strided group of 16 on 16 nodes gets 1/8 of each node's 8 NICs: about 25 GB/s per GPU
-    t, _ = group_cost(fabric, "all_reduce", 2**30, 16, 8)
+    t, _, how = group_cost(fabric, "all_reduce", 2**30, 16, 8)
     assert 2 * 15 / 16 * 2**30 / 25e9 < t < 2 * 2 * 15 / 16 * 2**30 / 25e9
 
 

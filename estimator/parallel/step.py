@@ -45,9 +45,10 @@ import numpy as np
 
 from estimator.compute.device import DeviceProfile, node_times
 from estimator.fabrics.base import Fabric
+from estimator.parallel.concurrent import handles
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout, memory, stage_param_split
-from estimator.parallel.placement import group_cost, p2p_cost, strides
+from estimator.parallel.placement import group_cost, node_aware, p2p_cost, strides
 from estimator.parallel.spec import TransformerSpec
 
 ACT_BYTES = 2  # 16-bit activations on the wire
@@ -86,10 +87,10 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     colls: list[dict[str, Any]] = []
 
     def price(group: str, collective: str, nbytes: float, size: int, count: float) -> float:
-        t, algo = group_cost(fabric, collective, nbytes, size, stride[group] if group in stride else 1, algorithm)
+        t, algo, how = group_cost(fabric, collective, nbytes, size, stride[group] if group in stride else 1, algorithm)
         if size > 1 and nbytes > 0:
             colls.append({"idx": len(colls), "group": group, "collective": collective, "algorithm": algo, "bytes": float(nbytes),
-                          "group_size": size, "stride": stride.get(group, 1), "count_per_step": count,
+                          "group_size": size, "stride": stride.get(group, 1), "count_per_step": count, "pricing": how,
                           "time_s": t, "ready_s": 0.0, "start_s": 0.0})
         return t
 
@@ -125,9 +126,10 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     # ---- pipeline
     t_p2p = 0.0
     if L.pp > 1:
-        t_p2p = p2p_cost(fabric, act / L.tp, stride["pp"])
+        t_p2p = p2p_cost(fabric, act / L.tp, stride["pp"], L.pp)
         colls.append({"idx": len(colls), "group": "pp", "collective": "p2p", "algorithm": "direct", "bytes": act / L.tp,
                       "group_size": 2, "stride": stride["pp"], "count_per_step": 2 * m * L.virtual_stages, "time_s": t_p2p,
+                      "pricing": "node" if node_aware(fabric) else ("concurrent" if handles(fabric) else "alone"),
                       "ready_s": 0.0, "start_s": 0.0})
     v = L.virtual_stages
     slot = t_f + t_b + 2 * v * t_p2p
