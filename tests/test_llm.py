@@ -122,8 +122,8 @@ def test_placement_auto_picks_a_fitting_fastest_layout():
 
 # Narayanan et al. 2021 (arXiv 2104.04473) abstract, https://huggingface.co/papers/2104.04473: a 1-trillion-
 # parameter GPT on 3072 A100 GPUs at 502 petaFLOP/s = 163.4 TFLOP/s per GPU (FLOPs counted with activation
-# recomputation). Shape (h 25600, 128 layers, 160 heads, vocab 51200, seq 2048, batch 3072, tp 8, pp 64):
-# the paper's Table 1, as recalled (the table itself was not found through the search tools).
+# recomputation). Shape (h 25600, 128 layers, 160 heads, vocab 51200, seq 2048, batch 3072, tp 8, pp 64): Table 1 as
+# NVIDIA/Megatron-LM@50a4b5fa:images/cases_april2021.png and examples/sc21/run_table_1.sh @6985e589 (validation/llm.csv).
 MEGATRON_1T_TFLOPS = 502e3 / 3072
 
 
