@@ -158,3 +158,16 @@ def test_korthikanti_530b_selective_vs_full_recompute():
     assert abs(errors[2]) < 0.10  # the speed-up of selective recompute + SP over full recompute
     # held out: -4.3 % (selective + SP) and -9.8 % (full recompute) with the calibrated compute model
     assert abs(errors[0]) < 0.15 and abs(errors[1]) < 0.15
+
+
+def test_device_memory_comes_from_the_device_config():
+    base = ("model=gpt3_13b", "fabric.nodes=64", "parallelism.tp=8", "parallelism.pp=2", "parallelism.global_batch=64")
+    m = estimate(cfg(*base)).metrics
+    assert m["device_memory_bytes"] == 80e9  # conf/device/a100.yaml memory_bytes (A100 80GB datasheet)
+    needed = m["memory_total_bytes"]
+    with pytest.raises(EstimatorError, match="GB too much"):
+        validate_hybrid(cfg(*base, f"device.memory_bytes={needed * 0.9:.0f}"))
+    with pytest.raises(EstimatorError, match="GB too much"):  # the per-run override still wins
+        validate_hybrid(cfg(*base, f"parallelism.device_memory_bytes={needed * 0.9:.0f}"))
+    with pytest.raises(EstimatorError, match="memory_bytes"):
+        validate_hybrid(cfg(*base, "device.memory_bytes=-1"))

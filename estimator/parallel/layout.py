@@ -43,10 +43,6 @@ ADAM_BYTES = 12  # fp32 master weights + Adam momentum + variance per parameter 
 WEIGHT_BYTES = 2  # fp16/bf16 weights
 GRAD_BYTES = 2  # fp16/bf16 gradients
 
-# Device memory (HBM) per GPU, spec sheets: A100 SXM4 80GB and H100 SXM5 80GB datasheets;
-# V100 SXM2 32GB (NVIDIA Tesla V100 datasheet); M40 24GB (Tesla M40 24GB product brief).
-DEVICE_MEMORY_BYTES = {"a100": 80e9, "h100": 80e9, "v100": 32e9, "m40": 24e9}
-
 
 def _int(par: Mapping[str, Any], key: str, default: int | None = None, low: int = 1) -> int:
     value = par.get(key, default)
@@ -192,7 +188,9 @@ def memory(spec: TransformerSpec, layout: Layout) -> dict[str, float]:
             "total": weights + grads + optim + acts}
 
 
-def device_memory(device_name: str, override: float | None) -> float | None:
+def device_memory(device_memory_bytes: float | None, override: float | None) -> float | None:
+    """The capacity a layout must fit: ``parallelism.device_memory_bytes`` if set, else the device's
+    ``memory_bytes`` (conf/device/*.yaml, from its datasheet); None = unchecked."""
     if override:
         return float(override)
-    return DEVICE_MEMORY_BYTES.get(device_name)
+    return device_memory_bytes
