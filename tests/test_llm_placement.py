@@ -72,3 +72,17 @@ def test_estimate_records_how_each_group_was_priced():
         "parallelism.pp=2", "parallelism.global_batch=16", "parallelism.zero=1", "parallelism.order=dp-tp-pp"]))
     # TP pairs 4 ranks apart on the ring share links with the other pairs: TP communication gets slower
     assert strided.metrics["tp_comm_time_s"] > 2 * res.metrics["tp_comm_time_s"]
+
+
+def test_terarack_interleaved_groups_share_the_ring_wavelengths():
+    f = fabric("terarack", 1024)
+    alone = f.collective_cost("all_gather", 2**26, "default", group_size=16).time_s
+    t, _, how = group_cost(f, "all_gather", 2**26, 16, 1)
+    assert how == "alone" and t == alone  # contiguous groups: disjoint ring segments
+    t, _, how = group_cost(f, "all_gather", 2**26, 16, 64)
+    one_wavelength = estimator.make_fabric(estimator.resolve_config(
+        ["fabric=terarack", "fabric.nodes=1024", "fabric.wavelengths=1"])["fabric"])
+    # 64 interleaved groups on 64 wavelengths: one wavelength each
+    assert how == "wavelength-share"
+    assert t == pytest.approx(one_wavelength.collective_cost("all_gather", 2**26, "default", group_size=16).time_s)
+    assert t > 10 * alone

@@ -20,11 +20,15 @@ Pricing a group of ``size`` ranks with ``stride`` between neighbours (:func:`gro
 * Fabrics priced by their topology through the shared collective library (``ideal``, ``fattree``,
   ``torus2d``, ``bcube``, ``superpod``, ``ring``, ``custom``): all groups of the dimension at once,
   at their real endpoints, on the topology, sharing links (:mod:`~estimator.parallel.concurrent`).
-* Any other fabric (``lumorph``, ``terarack``, ``opsquare``, ``ocs``, ``sipac``): the fabric's price
-  of a contiguous group of ``size`` endpoints (``collective_cost(..., group_size=size)``). Lumorph
+* TeraRack (one WDM ring): groups ``stride`` > 1 apart interleave, so ``stride`` groups occupy
+  the same ring segments at once; each is priced on the ring with ``wavelengths // stride`` of
+  its wavelengths (at least 1). Contiguous groups (stride 1) use disjoint segments and keep all
+  wavelengths. (Our model: the paper prices one collective on the whole ring.)
+* Any other fabric (``lumorph``, ``opsquare``, ``ocs``, ``sipac``): the fabric's price of a
+  contiguous group of ``size`` endpoints (``collective_cost(..., group_size=size)``). Lumorph
   builds circuits per group (and its price includes the reconfigurations of each round), so
-  groups in disjoint tiles do not share; on TeraRack / OPSquare this ignores that concurrent groups
-  may share wavelengths or switches (a known gap, see the README).
+  groups in disjoint tiles do not share; on OPSquare this ignores that concurrent groups may
+  share switch ports, on OCS / SiPAC that the job's circuits are shared (known gaps, README).
 """
 
 from __future__ import annotations
@@ -36,6 +40,13 @@ from estimator.fabrics.base import Fabric
 from estimator.parallel.concurrent import concurrent_cost, concurrent_p2p
 
 NODE_AWARE_FIELDS = ("gpus_per_node", "uplinks", "uplink_bandwidth_Bps")
+# WDM rings whose wavelengths all groups on the same ring segments share (see the module doc).
+WAVELENGTH_RINGS = ("terarack",)
+
+
+@lru_cache(maxsize=256)
+def _with_wavelengths(cls: type, config_items: tuple, wavelengths: int) -> Fabric:
+    return cls(cls.Config(**{**dict(config_items), "wavelengths": wavelengths}))
 
 
 def strides(order: str, tp: int, dp: int, pp: int) -> dict[str, int]:
@@ -81,8 +92,9 @@ def group_cost(fabric: Fabric, collective: str, nbytes: float, size: int, stride
     """(seconds, algorithm, how it was priced) of ``collective`` on one group of ``size`` ranks
     ``stride`` apart while its sibling groups run the same collective. How: ``hook`` (the fabric's
     own ``group_cost``), ``node`` (node-aware: inside a node, or a share of its uplinks),
-    ``concurrent`` (all groups merged on the topology, :mod:`~estimator.parallel.concurrent`) or
-    ``alone`` (one contiguous group on an otherwise idle fabric)."""
+    ``concurrent`` (all groups merged on the topology, :mod:`~estimator.parallel.concurrent`),
+    ``wavelength-share`` (TeraRack: interleaved groups split the ring's wavelengths) or ``alone``
+    (one contiguous group on an otherwise idle fabric)."""
     if size <= 1 or nbytes <= 0:
         return 0.0, "none", "none"
     hook = getattr(fabric, "group_cost", None)
@@ -93,6 +105,11 @@ def group_cost(fabric: Fabric, collective: str, nbytes: float, size: int, stride
         hit = concurrent_cost(fabric, collective, nbytes, size, stride, algorithm)
         if hit is not None:
             return hit[0], hit[1], "concurrent"
+    if fabric.name in WAVELENGTH_RINGS and stride > 1:
+        share = max(1, fabric.config.wavelengths // stride)
+        ring = _with_wavelengths(type(fabric), tuple(sorted(dataclasses.asdict(fabric.config).items())), share)
+        cost = ring.collective_cost(collective, nbytes, algorithm, group_size=size)
+        return cost.time_s, cost.algorithm, "wavelength-share"
     sub, n = group_fabric(fabric, size, stride)
     cost = sub.collective_cost(collective, nbytes, algorithm, group_size=n)
     return cost.time_s, cost.algorithm, "node" if node_aware(fabric) else "alone"
