@@ -150,7 +150,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
             t_after += price(group, "all_gather", nbytes, size, 1)  # updated 16-bit weights
     zero3 = 0.0
     if L.zero == 3 and L.dp > 1:
-        layer_w = spec.layer_params() // L.tp * 2
+        layer_w = (spec.layer_params() - spec.expert_layer_params() + spec.expert_layer_params() // L.ep) // L.tp * 2
         ag = price("dp", "all_gather", layer_w, L.dp, m * lps * (2 + (1 if L.recompute == "full" else 0)))
         zero3 = m * lps * (max(0.0, ag - layer.fwd) + max(0.0, ag - layer.bwd))
     window = (layer.bwd + tp_b) * lps if dp_overlap else 0.0
