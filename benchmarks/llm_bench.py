@@ -3,6 +3,8 @@
 * GPT-3 175B on 1,024 GPUs, fixed layout (tp 8, pp 16, dp 8): first call (captures the layer
   shards on the meta device) and a warm call (the in-process target: < 100 ms).
 * placement=auto for GPT-3 175B on 4,096 GPUs (target: < 60 s on one core), cold and warm.
+* The same fixed layout on a fat tree, where every group is priced together with its sibling
+  groups on the topology (estimator/parallel/concurrent.py): cold (routes compiled) and warm.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from estimator.estimate import estimate
 DGX_A100 = ["system=dgx_a100"]
 
 
-def timed(overrides):
-    cfg = estimator.resolve_config(["model=gpt3_175b", "parallelism=hybrid", *DGX_A100, *overrides])
+def timed(overrides, system=DGX_A100):
+    cfg = estimator.resolve_config(["model=gpt3_175b", "parallelism=hybrid", *system, *overrides])
     t0 = time.perf_counter()
     result = estimate(cfg)
     return time.perf_counter() - t0, result.metrics
@@ -33,6 +35,11 @@ def main() -> None:
     warm, _ = timed(auto)
     print(f"175B on 4096 GPUs placement=auto: cold {cold:.1f} s, warm {warm:.2f} s, {m['layouts_evaluated']} layouts; "
           f"chose {m['layout']}, step {m['iter_time_s']:.2f} s, MFU {m['mfu']:.3f}")
+    tree = ["device=a100", "fabric=fattree"]
+    cold, m = timed(fixed, tree)
+    warm = min(timed(fixed, tree)[0] for _ in range(3))
+    print(f"175B on a 1024-GPU fat tree fixed {m['layout']} (concurrent groups): cold {cold:.2f} s, "
+          f"warm {warm * 1e3:.2f} ms; step {m['iter_time_s']:.2f} s")
 
 
 if __name__ == "__main__":

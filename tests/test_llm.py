@@ -96,12 +96,12 @@ def test_memory_follows_zero_and_korthikanti():
 
 def test_placement_prices_groups_where_they_sit():
     fabric = estimator.make_fabric(cfg("fabric.nodes=1024")["fabric"])
-    inside, _ = group_cost(fabric, "all_reduce", 2**26, 8, 1)  # TP group in one NVLink node
-    across, _ = group_cost(fabric, "all_reduce", 2**26, 8, 8)  # one GPU per node, 8 groups share the NICs
+    inside, _, _ = group_cost(fabric, "all_reduce", 2**26, 8, 1)  # TP group in one NVLink node
+    across, _, _ = group_cost(fabric, "all_reduce", 2**26, 8, 8)  # one GPU per node, 8 groups share the NICs
     assert across > 5 * inside
     # a strided group of 16 on 16 nodes gets 1/8 of each node's 8 NICs: about 25 GB/s per GPU
-    t, _ = group_cost(fabric, "all_reduce", 2**30, 16, 8)
-    assert 2 * 15 / 16 * 2**30 / 25e9 < t < 2 * 2 * 15 / 16 * 2**30 / 25e9
+    t, _, how = group_cost(fabric, "all_reduce", 2**30, 16, 8)
+    assert how == "node" and 2 * 15 / 16 * 2**30 / 25e9 < t < 2 * 2 * 15 / 16 * 2**30 / 25e9
 
 
 def test_pipeline_bubble_and_tp_inner_order():
@@ -122,8 +122,8 @@ def test_placement_auto_picks_a_fitting_fastest_layout():
 
 # Narayanan et al. 2021 (arXiv 2104.04473) abstract, https://huggingface.co/papers/2104.04473: a 1-trillion-
 # parameter GPT on 3072 A100 GPUs at 502 petaFLOP/s = 163.4 TFLOP/s per GPU (FLOPs counted with activation
-# recomputation). Shape (h 25600, 128 layers, 160 heads, vocab 51200, seq 2048, batch 3072, tp 8, pp 64):
-# the paper's Table 1, as recalled (the table itself was not found through the search tools).
+# recomputation). Shape (h 25600, 128 layers, 160 heads, vocab 51200, seq 2048, batch 3072, tp 8, pp 64): Table 1 as
+# NVIDIA/Megatron-LM@50a4b5fa:images/cases_april2021.png and examples/sc21/run_table_1.sh @6985e589 (validation/llm.csv).
 MEGATRON_1T_TFLOPS = 502e3 / 3072
 
 
@@ -158,3 +158,16 @@ def test_korthikanti_530b_selective_vs_full_recompute():
     assert abs(errors[2]) < 0.10  # the speed-up of selective recompute + SP over full recompute
     # held out: -4.3 % (selective + SP) and -9.8 % (full recompute) with the calibrated compute model
     assert abs(errors[0]) < 0.15 and abs(errors[1]) < 0.15
+
+
+def test_device_memory_comes_from_the_device_config():
+    base = ("model=gpt3_13b", "fabric.nodes=64", "parallelism.tp=8", "parallelism.pp=2", "parallelism.global_batch=64")
+    m = estimate(cfg(*base)).metrics
+    assert m["device_memory_bytes"] == 80e9  # conf/device/a100.yaml memory_bytes (A100 80GB datasheet)
+    needed = m["memory_total_bytes"]
+    with pytest.raises(EstimatorError, match="GB too much"):
+        validate_hybrid(cfg(*base, f"device.memory_bytes={needed * 0.9:.0f}"))
+    with pytest.raises(EstimatorError, match="GB too much"):  # the per-run override still wins
+        validate_hybrid(cfg(*base, f"parallelism.device_memory_bytes={needed * 0.9:.0f}"))
+    with pytest.raises(EstimatorError, match="memory_bytes"):
+        validate_hybrid(cfg(*base, "device.memory_bytes=-1"))

@@ -113,6 +113,7 @@ class DeviceProfile:
     launch_s: float = 0.0
     amp_elementwise_fusion: float = 1.0
     op_overhead_s: float = 0.0  # added to every compute op (kept for hand-made profiles)
+    memory_bytes: float | None = None  # device memory (HBM) capacity; parallelism=hybrid checks layouts against it
 
     def __post_init__(self) -> None:
         positive(self.peak_flops, f"device.peak_flops ({self.name})")
@@ -120,6 +121,8 @@ class DeviceProfile:
         for key in ("peak_flops_fp32", "peak_flops_tf32", "peak_flops_bf16"):
             if getattr(self, key) is not None:
                 positive(getattr(self, key), f"device.{key} ({self.name})")
+        if self.memory_bytes is not None:
+            positive(self.memory_bytes, f"device.memory_bytes ({self.name})")
         for key in ("compute_efficiency", "memory_efficiency"):
             object.__setattr__(self, key, _efficiency(getattr(self, key), key, self.name))
         for key in ("launch_s", "op_overhead_s"):

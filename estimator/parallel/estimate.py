@@ -20,7 +20,7 @@ from estimator.parallel.spec import TransformerSpec
 from estimator.parallel.step import step_time
 
 HYBRID_KEYS = {"strategy", "tp", "pp", "dp", "ep", "micro_batch_size", "microbatches", "global_batch", "zero",
-               "sequence_parallel", "recompute", "order", "placement", "dp_overlap", "device_memory_bytes"}
+               "sequence_parallel", "recompute", "order", "placement", "dp_overlap", "device_memory_bytes", "virtual_stages"}
 
 
 def _setup(cfg: dict[str, Any]):
@@ -44,7 +44,7 @@ def _setup(cfg: dict[str, Any]):
         layout = replace(layout, microbatches=global_batch)  # search() reads the global batch from here
     else:
         layout = Layout.from_cfg(par, spec, fabric.nodes)
-    capacity = device_memory(device.name, par.get("device_memory_bytes"))
+    capacity = device_memory(device.memory_bytes, par.get("device_memory_bytes"))
     overlap = par.get("dp_overlap", True)
     if not isinstance(overlap, bool):
         raise EstimatorError(f"parallelism.dp_overlap must be true or false, got {overlap!r}")

@@ -20,6 +20,12 @@ What is captured and how:
   GPT-3-175B layer (1.8 B parameters) is captured at its real hidden size and sequence length in
   seconds. Measured durations are meaningless on meta and are not kept; a GPU's time comes from
   the compute model (``estimator.compute.device.node_times``).
+* Mixture of experts (``spec.experts`` > 0): the MLP is a router (h x E), softmax and top-k, then
+  the rank's experts run on ``k x`` its tokens — balanced routing (the load-balancing loss's
+  aim; no token dropped, capacity factor 1), so whatever the expert-parallel degree every rank
+  computes ``k`` expert MLPs' worth of its tokens. The dispatch and combine all-to-alls are
+  communication (priced in ``step``) and are allocations here; the combined output is weighted
+  by the router probabilities (one elementwise op standing in for the weighted sum of k outputs).
 * Captured at one sequence per microbatch and scaled linearly to the microbatch size (every op
   of a layer is linear in the number of sequences at a fixed sequence length; the attention
   score ops stay quadratic in the sequence length because the capture uses the real one).
@@ -87,6 +93,7 @@ def _modules():
             self.qkv = nn.Linear(h, (self.nh + 2 * self.nkv) * d, bias=bias)
             self.proj = nn.Linear(self.nh * d, h, bias=bias)
             f = spec.ffn // tp
+            self.router = nn.Linear(h, spec.experts, bias=False) if spec.experts else None
             if spec.family == "gpt":
                 self.fc1, self.fc2 = nn.Linear(h, f), nn.Linear(f, h)
             else:
@@ -118,10 +125,15 @@ def _modules():
             a = self._scatter(self.proj(ctx))
             x = x + (F.dropout(a, DROPOUT, True) if self.spec.family == "gpt" else a)
             y = self._gather(self.norm2(x))
+            if self.router is not None:  # MoE: route, dispatch k copies of each token (all-to-all stand-in)
+                weight = self.router(y).softmax(-1).topk(self.spec.top_k, -1).values.sum(-1, keepdim=True)
+                y = _Resize.apply(y, y.shape[0] * self.spec.top_k)
             if self.spec.family == "gpt":
                 m = self.fc2(F.gelu(self.fc1(y)))
             else:
                 m = self.down(F.silu(self.gate(y)) * self.up(y))
+            if self.router is not None:  # combine: back to this rank's tokens, weighted by the router
+                m = _Resize.apply(m, m.shape[0] // self.spec.top_k) * weight
             m = self._scatter(m)
             return x + (F.dropout(m, DROPOUT, True) if self.spec.family == "gpt" else m)
 

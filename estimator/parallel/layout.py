@@ -5,7 +5,9 @@ parallel degree (tp x pp x dp = GPUs = ``fabric.nodes``), ``ep`` expert parallel
 models only; experts are split over ``ep`` of the dp ranks), ``micro_batch_size`` sequences per
 microbatch, ``global_batch`` sequences per step (microbatches per pipeline = global_batch /
 (dp x micro_batch_size)), ``zero`` 0-3, ``sequence_parallel``, ``recompute`` none | selective |
-full.
+full, ``virtual_stages`` model chunks per pipeline rank (interleaved 1F1B, Narayanan et al. 2021
+Sec. 2.2.2; Megatron-LM's ``--num-layers-per-virtual-pipeline-stage k`` is ``virtual_stages =
+layers / (pp x k)``; its assertion: the microbatches divide by ``pp``).
 
 Memory per GPU (bytes), the stage with the most:
 
@@ -18,8 +20,13 @@ Memory per GPU (bytes), the stage with the most:
   ``sbh(10 + 24/t + 5as/(ht))``; + sequence parallel ``sbh(34 + 5as/h)/t``; selective
   recompute drops the ``5as/h`` term; full recompute keeps only the layer input ``2sbh`` (/t with
   sequence parallelism). Under 1F1B the first stage holds ``min(pp, microbatches)`` microbatches
-  of its ``layers / pp`` layers (Korthikanti et al. Sec. 4.2.3). The embedding / output-layer
-  activations and temporary buffers are not counted (the paper's Eq. 5 shows they are small).
+  of its ``layers / pp`` layers (Korthikanti et al. Sec. 4.2.3); the interleaved schedule with
+  ``v`` virtual stages holds ``1 + (pp - 1) / (pp v)`` times that (same section). MoE layers use
+  the same (dense) formula: the k-fold expert activations are not counted (a known underestimate
+  for MoE models). The embedding / output-layer activations and temporary buffers are not
+  counted (the paper's Eq. 5 shows they are small).
+* Expert parallelism: a layer's experts are split over ``ep`` ranks of a data-parallel group, so
+  expert parameters have ``dp / ep`` data-parallel copies (ZeRO shards them over those).
 """
 
 from __future__ import annotations
@@ -35,10 +42,6 @@ RECOMPUTE = ("none", "selective", "full")
 ADAM_BYTES = 12  # fp32 master weights + Adam momentum + variance per parameter (ZeRO paper Sec. 3.1)
 WEIGHT_BYTES = 2  # fp16/bf16 weights
 GRAD_BYTES = 2  # fp16/bf16 gradients
-
-# Device memory (HBM) per GPU, spec sheets: A100 SXM4 80GB and H100 SXM5 80GB datasheets;
-# V100 SXM2 32GB (NVIDIA Tesla V100 datasheet); M40 24GB (Tesla M40 24GB product brief).
-DEVICE_MEMORY_BYTES = {"a100": 80e9, "h100": 80e9, "v100": 32e9, "m40": 24e9}
 
 
 def _int(par: Mapping[str, Any], key: str, default: int | None = None, low: int = 1) -> int:
@@ -60,6 +63,7 @@ class Layout:
     sequence_parallel: bool
     recompute: str
     order: str = "tp-dp-pp"  # rank order, innermost first (Megatron-LM's default)
+    virtual_stages: int = 1  # model chunks per pipeline rank (1 = non-interleaved 1F1B)
 
     @property
     def gpus(self) -> int:
@@ -71,7 +75,7 @@ class Layout:
 
     def label(self) -> str:
         extra = (f" ep{self.ep}" if self.ep > 1 else "") + (f" zero{self.zero}" if self.zero else "")
-        sp = " sp" if self.sequence_parallel else ""
+        sp = (" sp" if self.sequence_parallel else "") + (f" v{self.virtual_stages}" if self.virtual_stages > 1 else "")
         return (f"tp{self.tp} pp{self.pp} dp{self.dp}{extra} mbs{self.micro_batch_size} m{self.microbatches}"
                 f"{sp} rc={self.recompute} order={self.order}")
 
@@ -102,7 +106,7 @@ class Layout:
         order = str(par.get("order", "tp-dp-pp"))
         if sorted(order.split("-")) != ["dp", "pp", "tp"]:
             raise EstimatorError(f"parallelism.order must list tp, dp and pp innermost first (e.g. tp-dp-pp), got {order!r}")
-        layout = cls(tp, pp, dp, _int(par, "ep", 1), mbs, m, zero, sp, recompute, order)
+        layout = cls(tp, pp, dp, _int(par, "ep", 1), mbs, m, zero, sp, recompute, order, _int(par, "virtual_stages", 1))
         layout.check(spec)
         return layout
 
@@ -113,18 +117,39 @@ class Layout:
             raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} ffn_size {spec.ffn} is not divisible by tp")
         if spec.layers % self.pp:
             raise EstimatorError(f"parallelism.pp={self.pp}: model {spec.name} has {spec.layers} layers, not divisible by pp")
+        if self.virtual_stages > 1:
+            v = self.virtual_stages
+            if self.pp < 2:
+                raise EstimatorError(f"parallelism.virtual_stages={v} needs pipeline parallelism (pp >= 2), got pp={self.pp}")
+            if spec.layers % (self.pp * v):
+                raise EstimatorError(f"parallelism.virtual_stages={v}: model {spec.name} has {spec.layers} layers, "
+                                     f"not divisible by pp x virtual_stages = {self.pp * v}")
+            if self.microbatches % self.pp:
+                raise EstimatorError(f"parallelism.virtual_stages={v}: the interleaved schedule needs the microbatches "
+                                     f"({self.microbatches}) to be a multiple of pp={self.pp}")
         if self.sequence_parallel and spec.seq_len % self.tp:
             raise EstimatorError(f"parallelism.sequence_parallel: seq_len {spec.seq_len} is not divisible by tp={self.tp}")
         if self.ep > 1 and not spec.experts:
             raise EstimatorError(f"parallelism.ep={self.ep}: model {spec.name} is dense (no experts); use ep=1")
-        if self.ep > 1:
-            raise EstimatorError(f"parallelism.ep={self.ep}: expert-parallel models are not supported yet (see README)")
+        if self.ep > 1 and self.dp % self.ep:
+            raise EstimatorError(f"parallelism.ep={self.ep} must divide the data-parallel degree dp={self.dp} "
+                                 f"(expert-parallel groups are made of data-parallel ranks)")
+        if self.ep > 1 and spec.experts % self.ep:
+            raise EstimatorError(f"parallelism.ep={self.ep}: model {spec.name} has {spec.experts} experts, not divisible by ep")
 
 
 def stage_params(spec: TransformerSpec, layout: Layout) -> int:
     """Parameters one GPU of the largest pipeline stage holds (layers / pp layers / tp, plus the
-    embedding on the first stage and the LM head on the last; a tied head is a second copy)."""
-    layers = spec.layers // layout.pp * spec.layer_params()
+    embedding on the first stage and the LM head on the last; a tied head is a second copy;
+    experts further split over ``ep``)."""
+    return sum(stage_param_split(spec, layout))
+
+
+def stage_param_split(spec: TransformerSpec, layout: Layout) -> tuple[int, int]:
+    """(parameters data-parallel over ``dp``, expert parameters data-parallel over ``dp / ep``) per GPU."""
+    lps = spec.layers // layout.pp
+    experts = lps * spec.expert_layer_params() // (layout.tp * layout.ep)
+    layers = lps * (spec.layer_params() - spec.expert_layer_params())
     v = spec.padded_vocab(layout.tp)
     emb = v * spec.hidden + (spec.embedding_params() - spec.vocab * spec.hidden)
     head = v * spec.hidden + spec.head_params() - (0 if spec.tied else spec.vocab * spec.hidden)
@@ -132,7 +157,7 @@ def stage_params(spec: TransformerSpec, layout: Layout) -> int:
         ends = emb + head - (v * spec.hidden if spec.tied else 0)
     else:
         ends = max(emb, head)
-    return (layers + ends) // layout.tp
+    return (layers + ends) // layout.tp, experts
 
 
 def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout) -> float:
@@ -147,17 +172,25 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout) -> float:
 
 def memory(spec: TransformerSpec, layout: Layout) -> dict[str, float]:
     """Bytes per GPU: weights, gradients, optimizer state, activations, total."""
-    n, d = stage_params(spec, layout), layout.dp
-    weights = n * WEIGHT_BYTES / (d if layout.zero >= 3 else 1)
-    grads = n * GRAD_BYTES / (d if layout.zero >= 2 else 1)
-    optim = n * ADAM_BYTES / (d if layout.zero >= 1 else 1)
+    dense, expert = stage_param_split(spec, layout)
+
+    def sharded(per_param: int, stage: int) -> float:  # ZeRO shards over the ranks that hold a copy
+        if layout.zero < stage:
+            return (dense + expert) * per_param
+        return dense * per_param / layout.dp + expert * per_param / (layout.dp // layout.ep)
+
+    weights, grads, optim = sharded(WEIGHT_BYTES, 3), sharded(GRAD_BYTES, 2), sharded(ADAM_BYTES, 1)
     in_flight = min(layout.pp, layout.microbatches)
+    if layout.virtual_stages > 1:
+        in_flight *= 1 + (layout.pp - 1) / (layout.pp * layout.virtual_stages)
     acts = spec.layers // layout.pp * in_flight * activation_bytes_per_layer(spec, layout)
     return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": acts,
             "total": weights + grads + optim + acts}
 
 
-def device_memory(device_name: str, override: float | None) -> float | None:
+def device_memory(device_memory_bytes: float | None, override: float | None) -> float | None:
+    """The capacity a layout must fit: ``parallelism.device_memory_bytes`` if set, else the device's
+    ``memory_bytes`` (conf/device/*.yaml, from its datasheet); None = unchecked."""
     if override:
         return float(override)
-    return DEVICE_MEMORY_BYTES.get(device_name)
+    return device_memory_bytes

@@ -17,10 +17,18 @@ Pricing a group of ``size`` ranks with ``stride`` between neighbours (:func:`gro
   ``uplinks x uplink_bandwidth x r / gpus_per_node`` of the node's uplinks (rail-aligned: rank
   ``j`` of every node uses NIC ``j``, as in a rail-optimised DGX SuperPOD). The fabric's own
   collective model (NCCL algorithms, protocols) then prices the group.
-* Any other fabric: the fabric's price of a contiguous group of ``size`` endpoints
-  (``collective_cost(..., group_size=size)``). On a non-blocking fabric (``ideal``) that is exact
-  for concurrent groups; on the optical fabrics it ignores that concurrent groups may share
-  wavelengths or circuits (a known gap, see the README).
+* Fabrics priced by their topology through the shared collective library (``ideal``, ``fattree``,
+  ``torus2d``, ``bcube``, ``superpod``, ``ring``, ``custom``): all groups of the dimension at once,
+  at their real endpoints, on the topology, sharing links (:mod:`~estimator.parallel.concurrent`).
+* TeraRack (one WDM ring): groups ``stride`` > 1 apart interleave, so ``stride`` groups occupy
+  the same ring segments at once; each is priced on the ring with ``wavelengths // stride`` of
+  its wavelengths (at least 1). Contiguous groups (stride 1) use disjoint segments and keep all
+  wavelengths. (Our model: the paper prices one collective on the whole ring.)
+* Any other fabric (``lumorph``, ``opsquare``, ``ocs``, ``sipac``): the fabric's price of a
+  contiguous group of ``size`` endpoints (``collective_cost(..., group_size=size)``). Lumorph
+  builds circuits per group (and its price includes the reconfigurations of each round), so
+  groups in disjoint tiles do not share; on OPSquare this ignores that concurrent groups may
+  share switch ports, on OCS / SiPAC that the job's circuits are shared (known gaps, README).
 """
 
 from __future__ import annotations
@@ -29,8 +37,16 @@ import dataclasses
 from functools import lru_cache
 
 from estimator.fabrics.base import Fabric
+from estimator.parallel.concurrent import concurrent_cost, concurrent_p2p
 
 NODE_AWARE_FIELDS = ("gpus_per_node", "uplinks", "uplink_bandwidth_Bps")
+# WDM rings whose wavelengths all groups on the same ring segments share (see the module doc).
+WAVELENGTH_RINGS = ("terarack",)
+
+
+@lru_cache(maxsize=256)
+def _with_wavelengths(cls: type, config_items: tuple, wavelengths: int) -> Fabric:
+    return cls(cls.Config(**{**dict(config_items), "wavelengths": wavelengths}))
 
 
 def strides(order: str, tp: int, dp: int, pp: int) -> dict[str, int]:
@@ -42,7 +58,7 @@ def strides(order: str, tp: int, dp: int, pp: int) -> dict[str, int]:
     return out
 
 
-def _node_aware(fabric: Fabric) -> bool:
+def node_aware(fabric: Fabric) -> bool:
     return all(hasattr(fabric.config, f) for f in NODE_AWARE_FIELDS)
 
 
@@ -65,31 +81,50 @@ def _sub_fabric(cls: type, config_items: tuple, size: int, stride: int) -> Fabri
 
 def group_fabric(fabric: Fabric, size: int, stride: int) -> tuple[Fabric, int]:
     """The fabric that prices one group (and the group size to ask it for)."""
-    if _node_aware(fabric):
+    if node_aware(fabric):
         items = tuple(sorted(dataclasses.asdict(fabric.config).items()))
         return _sub_fabric(type(fabric), items, size, stride), size
     return fabric, size
 
 
-def group_cost(fabric: Fabric, collective: str, nbytes: float, size: int, stride: int, algorithm: str = "default") -> tuple[float, str]:
-    """(seconds, algorithm) of ``collective`` on one group of ``size`` ranks ``stride`` apart."""
+def group_cost(fabric: Fabric, collective: str, nbytes: float, size: int, stride: int, algorithm: str = "default"
+               ) -> tuple[float, str, str]:
+    """(seconds, algorithm, how it was priced) of ``collective`` on one group of ``size`` ranks
+    ``stride`` apart while its sibling groups run the same collective. How: ``hook`` (the fabric's
+    own ``group_cost``), ``node`` (node-aware: inside a node, or a share of its uplinks),
+    ``concurrent`` (all groups merged on the topology, :mod:`~estimator.parallel.concurrent`),
+    ``wavelength-share`` (TeraRack: interleaved groups split the ring's wavelengths) or ``alone``
+    (one contiguous group on an otherwise idle fabric)."""
     if size <= 1 or nbytes <= 0:
-        return 0.0, "none"
+        return 0.0, "none", "none"
     hook = getattr(fabric, "group_cost", None)
     if callable(hook):
         cost = hook(collective, nbytes, size, stride, algorithm)
-    else:
-        sub, n = group_fabric(fabric, size, stride)
-        cost = sub.collective_cost(collective, nbytes, algorithm, group_size=n)
-    return cost.time_s, cost.algorithm
+        return cost.time_s, cost.algorithm, "hook"
+    if not node_aware(fabric):
+        hit = concurrent_cost(fabric, collective, nbytes, size, stride, algorithm)
+        if hit is not None:
+            return hit[0], hit[1], "concurrent"
+    if fabric.name in WAVELENGTH_RINGS and stride > 1:
+        share = max(1, fabric.config.wavelengths // stride)
+        ring = _with_wavelengths(type(fabric), tuple(sorted(dataclasses.asdict(fabric.config).items())), share)
+        cost = ring.collective_cost(collective, nbytes, algorithm, group_size=size)
+        return cost.time_s, cost.algorithm, "wavelength-share"
+    sub, n = group_fabric(fabric, size, stride)
+    cost = sub.collective_cost(collective, nbytes, algorithm, group_size=n)
+    return cost.time_s, cost.algorithm, "node" if node_aware(fabric) else "alone"
 
 
-def p2p_cost(fabric: Fabric, nbytes: float, stride: int) -> float:
-    """Seconds to send ``nbytes`` to the rank ``stride`` away while every pipeline boundary sends
-    at once (node-aware fabrics: a crossing shares the node's uplinks like a strided group)."""
+def p2p_cost(fabric: Fabric, nbytes: float, stride: int, stages: int = 2) -> float:
+    """Seconds to send ``nbytes`` to the rank ``stride`` away while every pipeline boundary of
+    ``stages``-stage pipelines sends at once (node-aware fabrics: a crossing shares the node's
+    uplinks like a strided group; library fabrics: all sends merged on the topology)."""
     if nbytes <= 0:
         return 0.0
-    if _node_aware(fabric):
+    if node_aware(fabric):
         sub, _ = group_fabric(fabric, 2, stride)
         return sub.p2p_time(0, 1, nbytes)
+    shared = concurrent_p2p(fabric, nbytes, stride, stages)
+    if shared is not None:
+        return shared
     return fabric.p2p_time(0, min(stride, fabric.nodes - 1), nbytes)

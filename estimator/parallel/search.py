@@ -2,7 +2,8 @@
 
 Searched: tp in the divisors of ``gpus_per_node`` (or 1..8 on fabrics without nodes) that divide
 the heads; pp dividing the layers and the GPU count; dp = GPUs / (tp x pp); micro-batch sizes
-``search_micro_batch_sizes``; rank orders tp-dp-pp and tp-pp-dp. The global batch, ZeRO stage,
+``search_micro_batch_sizes``; rank orders tp-dp-pp and tp-pp-dp; for MoE models the
+expert-parallel degree ep (powers of two dividing dp and the expert count). The global batch, ZeRO stage,
 sequence parallelism and recompute stay as configured. A layout is skipped when the global batch
 does not split into whole microbatches or it does not fit the device memory.
 """
@@ -29,12 +30,18 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
             continue
         for pp in (p for p in range(1, spec.layers + 1) if spec.layers % p == 0 and (gpus // tp) % p == 0):
             dp = gpus // (tp * pp)
-            for mbs in mbs_options:
+            eps = [e for e in (1, 2, 4, 8, 16, 32, 64) if dp % e == 0 and spec.experts % e == 0] if spec.experts else [1]
+            for mbs, ep in ((mb, e) for mb in mbs_options for e in eps):
                 if global_batch % (dp * mbs):
                     continue
                 for order in ORDERS if pp > 1 and dp > 1 else ORDERS[:1]:
-                    out.append(replace(base, tp=tp, pp=pp, dp=dp, micro_batch_size=mbs,
-                                       microbatches=global_batch // (dp * mbs), order=order))
+                    layout = replace(base, tp=tp, pp=pp, dp=dp, ep=ep, micro_batch_size=mbs,
+                                     microbatches=global_batch // (dp * mbs), order=order)
+                    try:
+                        layout.check(spec)  # e.g. a configured virtual_stages this pp does not allow
+                    except EstimatorError:
+                        continue
+                    out.append(layout)
     return out
 
 

@@ -8,6 +8,10 @@ Two families, as their papers describe them:
 * ``llama``: Llama-2 (Touvron et al. 2023): RMSNorm, no biases, rotary positions (no weights),
   grouped-query attention (``num_kv_heads``), SwiGLU MLP (three matrices), untied LM head.
 
+Mixture of experts (``num_experts`` E > 0, ``experts_top_k`` k; Mixtral, Jiang et al. 2024): every
+layer's MLP is E expert MLPs of ``ffn_size`` plus a bias-free router (h x E); each token goes to
+its top-k experts.
+
 Parameter counts follow from these shapes (``params``); tests check them against the published
 totals and against ``transformers``' own implementation of the same configs built on the meta
 device.
@@ -58,8 +62,11 @@ class TransformerSpec:
         if ints["num_heads"] % kv:
             raise EstimatorError(f"model.num_heads {ints['num_heads']} is not divisible by num_kv_heads {kv}")
         experts = int(cfg.get("num_experts") or 0)
+        top_k = int(cfg.get("experts_top_k") or 1)
+        if experts and not 1 <= top_k <= experts:
+            raise EstimatorError(f"model.experts_top_k must be between 1 and num_experts {experts}, got {top_k}")
         return cls(str(cfg.get("name")), family, ints["hidden_size"], ints["num_layers"], ints["num_heads"], int(kv),
-                   ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, int(cfg.get("experts_top_k") or 1))
+                   ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k)
 
     @property
     def head_dim(self) -> int:
@@ -88,8 +95,16 @@ class TransformerSpec:
             mlp = 3 * h * self.ffn
             norms = 2 * h  # two RMSNorm weights
         if self.experts:
-            mlp = mlp * self.experts + h * self.experts  # experts + router
+            mlp = self.expert_layer_params() + h * self.experts  # experts + router
         return attn + mlp + norms
+
+    def expert_layer_params(self) -> int:
+        """Parameters of one layer's experts (0 for a dense model): what expert parallelism shards."""
+        if not self.experts:
+            return 0
+        h = self.hidden
+        one = 2 * h * self.ffn + self.ffn + h if self.family == "gpt" else 3 * h * self.ffn
+        return self.experts * one
 
     def embedding_params(self) -> int:
         pos = self.seq_len * self.hidden if self.family == "gpt" else 0

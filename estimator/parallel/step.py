@@ -15,7 +15,16 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
 * Pipeline (Narayanan et al. 2021 Sec. 2.2, non-interleaved 1F1B): step = (m + pp - 1) x
   (t_fwd + t_bwd + 2 t_p2p) — the bubble is (pp - 1) of those slots, i.e. (pp - 1)/m of the
   work; each boundary sends ``s x b x h / tp`` 16-bit values per microbatch each way (the
-  scatter/gather optimisation, Sec. 4.1), all boundaries at once.
+  scatter/gather optimisation, Sec. 4.1), all boundaries at once. Interleaved 1F1B with ``v``
+  virtual stages (Sec. 2.2.2): the bubble shrinks to (pp - 1)/v slots and each rank sends ``v``
+  times as many activations, so step = (m + (pp - 1)/v) x (t_fwd + t_bwd + 2 v t_p2p).
+* Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer sends its
+  tokens to their top-k experts and back — an all-to-all of ``s x b x k x h / tp`` 16-bit values
+  per rank over the ``ep`` group (ep consecutive ranks of a DP group; tokens split over the TP
+  ranks as sequence parallelism, which Megatron-core requires for MoE with tp > 1) for dispatch
+  and one for combine, in forward, in backward and again in a full recompute; not overlapped.
+  Expert gradients are reduced over the ``dp / ep`` ranks holding the same experts, after the
+  dense gradients over ``dp``.
 * Data parallelism: fp16/bf16 gradients of the rank's stage (``zero`` 0: one all-reduce; 1 and 2:
   reduce-scatter of gradients + all-gather of updated weights after the step; 3: in addition
   the weights of every layer are all-gathered before its forward and backward, prefetched one
@@ -36,9 +45,10 @@ import numpy as np
 
 from estimator.compute.device import DeviceProfile, node_times
 from estimator.fabrics.base import Fabric
+from estimator.parallel.concurrent import handles
 from estimator.parallel.layer import capture_parts
-from estimator.parallel.layout import Layout, memory, stage_params
-from estimator.parallel.placement import group_cost, p2p_cost, strides
+from estimator.parallel.layout import Layout, memory, stage_param_split
+from estimator.parallel.placement import group_cost, node_aware, p2p_cost, strides
 from estimator.parallel.spec import TransformerSpec
 
 ACT_BYTES = 2  # 16-bit activations on the wire
@@ -73,13 +83,14 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision)
     layer, attn, emb, head = parts["layer"], parts["attention"], parts["embedding"], parts["head"]
     stride = strides(L.order, L.tp, L.dp, L.pp)
+    stride.update(ep=stride["dp"], edp=stride["dp"] * L.ep)  # an EP group: ep consecutive ranks of a DP group
     colls: list[dict[str, Any]] = []
 
     def price(group: str, collective: str, nbytes: float, size: int, count: float) -> float:
-        t, algo = group_cost(fabric, collective, nbytes, size, stride[group] if group in stride else 1, algorithm)
+        t, algo, how = group_cost(fabric, collective, nbytes, size, stride[group] if group in stride else 1, algorithm)
         if size > 1 and nbytes > 0:
             colls.append({"idx": len(colls), "group": group, "collective": collective, "algorithm": algo, "bytes": float(nbytes),
-                          "group_size": size, "stride": stride.get(group, 1), "count_per_step": count,
+                          "group_size": size, "stride": stride.get(group, 1), "count_per_step": count, "pricing": how,
                           "time_s": t, "ready_s": 0.0, "start_s": 0.0})
         return t
 
@@ -96,6 +107,12 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     for c in colls:  # the per-layer TP collectives, recorded once with their count per step
         if c["count_per_step"] == 0:
             c["count_per_step"] = m * lps * (4 + n_rc)
+    # ---- expert parallelism: dispatch + combine all-to-all of each MoE layer, in forward and backward
+    ep_one = 0.0
+    if spec.experts and L.ep > 1:
+        a2a = spec.seq_len * L.micro_batch_size * spec.top_k * spec.hidden * ACT_BYTES / L.tp
+        ep_one = price("ep", "all_to_all", a2a, L.ep, m * lps * (4 + n_rc))
+    tp_f, tp_b = tp_f + 2 * ep_one, tp_b + (2 + n_rc) * ep_one
     rc = {"none": 0.0, "selective": attn.fwd, "full": layer.fwd}[L.recompute]
     rc_flops = {"none": 0.0, "selective": attn.fwd_flops, "full": layer.fwd_flops}[L.recompute]
     first = (emb.fwd + tp_emb, emb.bwd)
@@ -109,37 +126,44 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     # ---- pipeline
     t_p2p = 0.0
     if L.pp > 1:
-        t_p2p = p2p_cost(fabric, act / L.tp, stride["pp"])
+        t_p2p = p2p_cost(fabric, act / L.tp, stride["pp"], L.pp)
         colls.append({"idx": len(colls), "group": "pp", "collective": "p2p", "algorithm": "direct", "bytes": act / L.tp,
-                      "group_size": 2, "stride": stride["pp"], "count_per_step": 2 * m, "time_s": t_p2p,
+                      "group_size": 2, "stride": stride["pp"], "count_per_step": 2 * m * L.virtual_stages, "time_s": t_p2p,
+                      "pricing": "node" if node_aware(fabric) else ("concurrent" if handles(fabric) else "alone"),
                       "ready_s": 0.0, "start_s": 0.0})
-    slot = t_f + t_b + 2 * t_p2p
-    pipeline = (m + L.pp - 1) * slot
-    bubble = (L.pp - 1) * slot
+    v = L.virtual_stages
+    slot = t_f + t_b + 2 * v * t_p2p
+    slots = m + (L.pp - 1) / v
+    pipeline = slots * slot
+    bubble = (L.pp - 1) / v * slot
     # ---- data parallel / ZeRO
-    n_local = stage_params(spec, L)
-    grads = n_local * 2
-    if L.zero == 0:
-        t_grad = price("dp", "all_reduce", grads, L.dp, 1)
-        t_after = 0.0
-    else:
-        t_grad = price("dp", "reduce_scatter", grads, L.dp, 1)
-        t_after = price("dp", "all_gather", grads, L.dp, 1)  # updated 16-bit weights
+    dense, expert = stage_param_split(spec, L)
+    n_local = dense + expert
+    edp = L.dp // L.ep  # data-parallel copies of an expert
+    grads = [("dp", n_local * 2, L.dp)] if L.ep == 1 else [("dp", dense * 2, L.dp), ("edp", expert * 2, edp)]
+    t_grad = t_after = 0.0
+    for group, nbytes, size in grads:  # the two groups' reductions one after the other (Megatron-core)
+        if L.zero == 0:
+            t_grad += price(group, "all_reduce", nbytes, size, 1)
+        else:
+            t_grad += price(group, "reduce_scatter", nbytes, size, 1)
+            t_after += price(group, "all_gather", nbytes, size, 1)  # updated 16-bit weights
     zero3 = 0.0
     if L.zero == 3 and L.dp > 1:
-        layer_w = spec.layer_params() // L.tp * 2
+        layer_w = (spec.layer_params() - spec.expert_layer_params() + spec.expert_layer_params() // L.ep) // L.tp * 2
         ag = price("dp", "all_gather", layer_w, L.dp, m * lps * (2 + (1 if L.recompute == "full" else 0)))
         zero3 = m * lps * (max(0.0, ag - layer.fwd) + max(0.0, ag - layer.bwd))
     window = (layer.bwd + tp_b) * lps if dp_overlap else 0.0
     dp_exposed = max(0.0, t_grad - window) + t_after
-    opt_params = n_local / (L.dp if L.zero >= 1 else 1)
+    opt_params = dense / L.dp + expert / edp if L.zero >= 1 else n_local
     optimizer = opt_params * ADAM_STEP_BYTES / (device.mem_bw_Bps * device.efficiency("memory_efficiency", "optimizer", precision))
     total = pipeline + dp_exposed + zero3 + optimizer
     # ---- accounting
     compute = m * (comp_f + comp_b) + optimizer
-    tp_comm = m * (lps * (tp_f + tp_b) + tp_emb)
-    p2p = (m + L.pp - 1) * 2 * t_p2p
-    exposed = tp_comm + p2p + dp_exposed + zero3
+    ep_comm = m * lps * (4 + n_rc) * ep_one
+    tp_comm = m * (lps * (tp_f + tp_b) + tp_emb) - ep_comm
+    p2p = slots * 2 * v * t_p2p
+    exposed = tp_comm + ep_comm + p2p + dp_exposed + zero3
     gb = L.global_batch
     model_flops = gb * L.tp * (spec.layers * (layer.fwd_flops + layer.bwd_flops) + emb.fwd_flops + emb.bwd_flops
                                + head.fwd_flops + head.bwd_flops) / L.micro_batch_size
@@ -150,11 +174,13 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "layout": L.label(), "tp": L.tp, "pp": L.pp, "dp": L.dp, "ep": L.ep, "zero": L.zero,
         "micro_batch_size": L.micro_batch_size, "microbatches": m, "global_batch": gb,
         "sequence_parallel": L.sequence_parallel, "recompute": L.recompute, "placement_order": L.order,
+        "virtual_stages": L.virtual_stages,
         "iter_time_s": total, "compute_time_s": compute, "exposed_comm_time_s": exposed,
         "exposed_comm_share": exposed / total, "bubble_time_s": bubble, "tp_comm_time_s": tp_comm,
         "pp_p2p_time_s": p2p, "dp_comm_time_s": t_grad + t_after, "dp_exposed_time_s": dp_exposed,
         "zero3_exposed_time_s": zero3, "optimizer_s": optimizer,
-        "forward_s": m * comp_f, "backward_s": m * comp_b, "comm_time_s": tp_comm + p2p + t_grad + t_after + zero3,
+        "forward_s": m * comp_f, "backward_s": m * comp_b, "comm_time_s": tp_comm + ep_comm + p2p + t_grad + t_after + zero3,
+        "ep_comm_time_s": ep_comm,
         "tokens_per_s": gb * spec.seq_len / total, "samples_per_s": gb / total,
         "model_flops_per_step": model_flops, "mfu": model_flops / (total * L.gpus * peak),
         "tflops_per_gpu": hw_flops / total / L.gpus / 1e12,

@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from estimator.errors import EstimatorError
+from estimator.validation import llm as _llm
 from estimator.validation.rows import Row
 
 
@@ -56,6 +57,8 @@ def base_overrides(row: Row) -> list[str]:
     if row.kind == "nccl":
         if not any(o.lstrip("+").startswith("algorithm=") for o in row.overrides):
             out.append("algorithm=auto")
+    elif row.kind == "llm":
+        out += _llm.overrides(row)
     else:
         out += [f"model={row.model}", f"precision={row.precision}", f"batch_size={row.batch_per_gpu}"]
     out += row.overrides
@@ -79,6 +82,8 @@ def _composed(overrides: tuple[str, ...]) -> dict[str, Any]:
 
 def predict(row: Row) -> Result:
     try:
+        if row.kind == "llm":
+            return _llm.predict_row(row, copy.deepcopy(_composed(tuple(base_overrides(row)))))
         return _predict_nccl(row) if row.kind == "nccl" else _predict_training(row)
     except EstimatorError as exc:
         raise EstimatorError(f"{row.where}: row {row.id}: {exc}") from None

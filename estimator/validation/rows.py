@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from estimator.errors import EstimatorError
+from estimator.validation import llm as _llm  # the llm kind (validation/llm.csv)
 
 PINS_FILE = "pinned_errors.csv"
 
@@ -28,9 +29,10 @@ COLUMNS = {
     "nccl": ("id", "system", "gpus", "collective", "bytes", "measured_busbw_GBps") + COMMON_TAIL,
     "training": ("id", "system", "model", "precision", "batch_per_gpu", "gpus", "measured_samples_per_s")
     + COMMON_TAIL,
+    "llm": _llm.COLUMNS,
 }
-MEASURED = {"nccl": "measured_busbw_GBps", "training": "measured_samples_per_s"}
-METRIC = {"nccl": ("busbw", "GB/s"), "training": ("samples_per_s", "samples/s")}
+MEASURED = {"nccl": "measured_busbw_GBps", "training": "measured_samples_per_s", "llm": _llm.MEASURED}
+METRIC = {"nccl": ("busbw", "GB/s"), "training": ("samples_per_s", "samples/s"), "llm": _llm.METRIC}
 
 ROLES = ("calibration", "holdout")
 # nccl-tests binaries -> the project's collective names (``estimator collective collective=...``)
@@ -40,6 +42,7 @@ PRECISIONS = ("fp32", "tf32", "fp16", "amp", "bf16")
 COLUMN_KEYS = {
     "nccl": ("system", "fabric.nodes", "collective", "bytes", "sizes", "group_size", "output", "write"),
     "training": ("system", "model", "fabric.nodes", "precision", "batch_size", "workload", "output", "write"),
+    "llm": _llm.COLUMN_KEYS,
 }
 REQUIRED_TEXT = ("id", "role", "hardware", "software", "source", "measured_what")
 SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -67,6 +70,7 @@ class Row:
     model: str | None = None
     precision: str | None = None
     batch_per_gpu: int | None = None
+    layout: dict[str, int] | None = field(default=None, compare=False)  # llm rows: tp, pp, micro_batch_size, global_batch
     raw: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -200,6 +204,8 @@ def _parse(name: str, line: int, kind: str, raw: dict[str, str], groups: dict[st
             raise bad("collective", f"{raw['collective']!r} is not one of {', '.join(COLLECTIVES)}")
         fields["collective"] = raw["collective"]
         fields["bytes"] = _positive(raw["bytes"], bad("bytes", f"{raw['bytes']!r} is not a positive number of bytes"))
+    elif kind == "llm":
+        fields = _llm.parse_fields(raw, bad, groups, PRECISIONS)
     else:
         if raw["model"] not in groups.get("model", []):
             raise bad("model", f"unknown model {raw['model']!r}; available: {', '.join(groups.get('model', []))}")

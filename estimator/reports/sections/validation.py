@@ -13,6 +13,7 @@ import polars as pl
 
 from estimator.reports.model import Figure, Section, Table
 from estimator.reports.sections.paper_helpers import Query, claim, rows
+from estimator.validation.llm import ERRORS_SQL as LLM_ERRORS_SQL
 
 BAND = 0.15  # the ±15 % band drawn around y = x (issue #10's accuracy target for large sizes)
 STYLE = {"calibration": {"marker": "s", "color": "C3", "label": "calibration (a constant was fitted on it)"},
@@ -238,6 +239,8 @@ SECTION = Section(
                       "it, see validation/README.md); held-out rows were never used to set anything."),
         Table(name="validation_nccl_errors", title="nccl-tests rows", sql=_errors_sql("nccl")),
         Table(name="validation_training_errors", title="Training rows", sql=_errors_sql("training")),
+        Table(name="validation_llm_errors", title="Large-model training rows (tensor x pipeline x data parallel)",
+              sql=LLM_ERRORS_SQL, caption="Per-GPU TFLOP/s as the source counts it (estimator/validation/llm.py)."),
         Table(name="validation_scaling", title="Data-parallel scaling efficiency (rows paired with a 1-GPU row)",
               sql=SCALING_SQL,
               caption="Pairs of training rows of the same setup (system, model, precision, per-GPU batch, source "
