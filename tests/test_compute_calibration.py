@@ -74,6 +74,9 @@ PINNED_ERROR_PCT = {
     # MLPerf v3.0 ResNet-50 on DGX H100 (MXNet + DALI + fused kernels; the model knows the PyTorch recipe)
     "rn50-mlperf-dgxh100-amp-1node": -26.2,
     "rn50-mlperf-dgxh100-amp-8node": -14.4,
+    "rn50-mlperf-azure-ndh100v5-amp-1node": -25.8,
+    "rn50-mlperf-dell-xe9680-amp-1node": -26.2,
+    "rn50-mlperf-dell-xe9680-amp-2node": -18.1,
 }
 
 
