@@ -9,7 +9,8 @@ legitimate regression test: a change that moves any row by more than PIN_MARGIN 
 The systems are composed with explicit overrides (until conf/system presets exist):
 dgx_a100 = device=a100 + an NVLink/NVSwitch leaf-spine with 8 GPUs per node at 300 GB/s per
 direction (NVLink3, 600 GB/s bidirectional) and 8 x 25 GB/s uplinks (8x HDR200 InfiniBand);
-dgx1_v100 = device=v100, 150 GB/s NVLink2 (6 links x 25 GB/s), 4 x 12.5 GB/s (4x EDR).
+dgx1_v100 = device=v100, 150 GB/s NVLink2 (6 links x 25 GB/s), 4 x 12.5 GB/s (4x EDR);
+dgx_h100 = the preset (system=dgx_h100; its rows are MLPerf v3.0 ResNet-50 logs, held out).
 Multi-GPU pins move when the collective model changes (re-pin then).
 """
 
@@ -33,6 +34,7 @@ SYSTEMS = {
                  "fabric.nvlink_bandwidth_Bps=300e9", "fabric.uplinks=8", "fabric.uplink_bandwidth_Bps=25e9"],
     "dgx1_v100": ["device=v100", "fabric=nvlink_leafspine", "fabric.gpus_per_node=8",
                   "fabric.nvlink_bandwidth_Bps=150e9", "fabric.uplinks=4", "fabric.uplink_bandwidth_Bps=12.5e9"],
+    "dgx_h100": ["system=dgx_h100"],  # added after the presets existed (conf/system/dgx_h100.yaml)
 }  # fmt: skip
 PIN_MARGIN = 1.0  # percentage points
 # predicted / measured - 1, in percent, as measured on branch `compute`
@@ -42,13 +44,13 @@ PINNED_ERROR_PCT = {
     "rn50-dgxa100-tf32-8gpu": -0.0,
     "rn50-dgxa100-amp-8gpu": +0.0,
     "rn50-dgx1v16-fp32-1gpu": +0.0,
-    "rn50-dgx1v16-amp-1gpu": -12.7,
+    "rn50-dgx1v16-amp-1gpu": +0.0,  # calibration since V100 fp16 conv is its own (was -12.7 with A100's)
     "rn50-dgx1v16-fp32-8gpu": -0.8,
-    "rn50-dgx1v16-amp-8gpu": -2.9,
+    "rn50-dgx1v16-amp-8gpu": +0.0,
     "rn50-dgx1v32-fp32-1gpu": +3.1,
-    "rn50-dgx1v32-amp-1gpu": -9.4,
+    "rn50-dgx1v32-amp-1gpu": +3.9,
     "rn50-dgx1v32-fp32-8gpu": +2.4,
-    "rn50-dgx1v32-amp-8gpu": +0.3,
+    "rn50-dgx1v32-amp-8gpu": +3.3,  # input bound at the 16GB box's 8322 img/s (was +0.3 by luck)
     "bertl-dgxa100-tf32-1gpu": -0.0,
     "bertl-dgxa100-amp-1gpu": +0.0,
     "bertl-dgxa100-tf32-8gpu": +0.7,
@@ -69,6 +71,12 @@ PINNED_ERROR_PCT = {
     "bertl-dgx1v32-amp-1gpu": +7.4,
     "bertl-dgx1v32-fp32-8gpu": -12.3,
     "bertl-dgx1v32-amp-8gpu": +9.7,
+    # MLPerf v3.0 ResNet-50 on DGX H100 (MXNet + DALI + fused kernels; the model knows the PyTorch recipe)
+    "rn50-mlperf-dgxh100-amp-1node": -26.2,
+    "rn50-mlperf-dgxh100-amp-8node": -14.4,
+    "rn50-mlperf-azure-ndh100v5-amp-1node": -25.8,
+    "rn50-mlperf-dell-xe9680-amp-1node": -26.2,
+    "rn50-mlperf-dell-xe9680-amp-2node": -18.1,
 }
 
 
@@ -116,7 +124,7 @@ def test_rows_are_well_formed():
     for r in ROWS.values():
         assert r["role"] in ("calibration", "holdout") and r["source"] and r["measured_what"] and r["hardware"]
         assert r["precision"] in ("fp32", "tf32", "fp16", "amp", "bf16") and int(r["gpus"]) >= 1
-    assert sum(r["role"] == "calibration" for r in ROWS.values()) == 8  # the rest never set a constant
+    assert sum(r["role"] == "calibration" for r in ROWS.values()) == 9  # the rest never set a constant
 
 
 @pytest.mark.parametrize("row_id", sorted(PINNED_ERROR_PCT))
@@ -142,16 +150,18 @@ def scaling_points(rows, traces, one: str, many: str, n: int) -> float:
 
 
 def test_targets_data_parallel_scaling(traces):
-    # 8-GPU scaling within 5 points where the 1-GPU compute is right (A100 rows, V100 FP32);
-    # V100 AMP ResNet-50 misses (its 1-GPU estimate is 9-13 % low, so the input limit never binds)
+    # 8-GPU scaling within 5 points (the V100 AMP ResNet-50 pairs since V100 fp16 conv efficiency is
+    # calibrated on a V100 row: with A100's value their 1-GPU estimates were 9-13 % low and the
+    # 8-GPU data-loader limit never bound, so scaling looked 9-10 points too good)
     for one, many in (("rn50-dgxa100-amp-1gpu", "rn50-dgxa100-amp-8gpu"),
                       ("bertl-dgxa100-tf32-1gpu", "bertl-dgxa100-tf32-8gpu"),
                       ("bertl-dgxa100-amp-1gpu", "bertl-dgxa100-amp-8gpu"),
                       ("rn50-dgx1v16-fp32-1gpu", "rn50-dgx1v16-fp32-8gpu"),
                       ("bertl-dgx1v32-amp-1gpu", "bertl-dgx1v32-amp-8gpu"),
-                      ("bertl-dgx1v32-fp32-1gpu", "bertl-dgx1v32-fp32-8gpu")):  # fmt: skip
+                      ("bertl-dgx1v32-fp32-1gpu", "bertl-dgx1v32-fp32-8gpu"),
+                      ("rn50-dgx1v16-amp-1gpu", "rn50-dgx1v16-amp-8gpu"),
+                      ("rn50-dgx1v32-amp-1gpu", "rn50-dgx1v32-amp-8gpu")):  # fmt: skip
         assert abs(scaling_points(ROWS, traces, one, many, 8)) < 5, many
-    assert scaling_points(ROWS, traces, "rn50-dgx1v16-amp-1gpu", "rn50-dgx1v16-amp-8gpu", 8) > 5  # known miss
     # multi-node, 1 -> 2..32 DGX A100 nodes (holdout rows)
     for p in ("amp", "tf32"):
         for nodes in (2, 4, 8, 16, 32):

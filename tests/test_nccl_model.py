@@ -35,6 +35,14 @@ PINNED_ERROR_PCT = {
     "h100x8-allreduce-512MiB": 7.5, "h100x8-allreduce-1GiB": 2.5, "h100x8-allreduce-2GiB": 2.0,
     "h100x8-allreduce-4GiB": 1.5, "h100x8-allreduce-8GiB": 1.0, "h100x8-allreduce-ring-peak": 1.5,
     "a100x24-allreduce-peak": 13.5,
+    # multi-node H100 rows (nccl-tests issue #309), held out; added by the validation work on Nov 23
+    "h100x16-allreduce-1MiB": 22.5, "h100x16-allreduce-16MiB": 49.0, "h100x16-allreduce-64MiB": 47.0,
+    "h100x16-allreduce-256MiB": 18.5, "h100x16-allreduce-1GiB": 8.0, "h100x16-allreduce-4GiB": 5.0,
+    "h100x16-allreduce-16GiB": 5.0, "h100x32-allreduce-16MiB": 44.0, "h100x32-allreduce-64MiB": 11.5,
+    "h100x32-allreduce-256MiB": 7.0, "h100x32-allreduce-1GiB": 5.0, "h100x32-allreduce-4GiB": 1.5,
+    "h100x32-allreduce-16GiB": 2.0, "h100x64-allreduce-64MiB": 32.0, "h100x64-allreduce-256MiB": 12.5,
+    "h100x64-allreduce-1GiB": 16.0, "h100x64-allreduce-8GiB": 15.0, "h100x32b-allreduce-64MiB": 20.0,
+    "h100x32b-allreduce-1GiB": 8.5, "h100x32b-allreduce-8GiB": 14.5,
 }
 
 

@@ -118,6 +118,18 @@ GROUP BY kind, role
 ORDER BY kind, role
 """
 
+NCCL_BY_SCALE_SQL = f"""
+SELECT system, gpus, role, count(*) AS rows,
+       round(avg(abs(error_pct)), 1) AS mean_abs_error_pct,
+       round(max(abs(error_pct)), 1) AS max_abs_error_pct,
+       round(max(abs(error_pct)) FILTER (WHERE bytes < {256 * 2**20}), 1) AS max_abs_error_pct_below_256MiB,
+       round(max(abs(error_pct)) FILTER (WHERE bytes >= {256 * 2**20}), 1) AS max_abs_error_pct_from_256MiB
+FROM validation
+WHERE kind = 'nccl'
+GROUP BY ALL
+ORDER BY system, gpus, role
+"""
+
 ROLES_SQL = """
 SELECT kind, role, count(*) AS rows, string_agg(id, ', ' ORDER BY id) AS ids
 FROM validation
@@ -233,6 +245,9 @@ SECTION = Section(
     tables=(
         Table(name="validation_summary", title="Errors: calibration vs held out", sql=SUMMARY_SQL,
               caption="|error| in percent per kind and role; within_15pct counts rows with |error| <= 15 %."),
+        Table(name="validation_nccl_by_scale", title="nccl-tests errors per system and GPU count", sql=NCCL_BY_SCALE_SQL,
+              caption="8 GPUs = one node (NVLink/NVSwitch only); more = several nodes over InfiniBand. Sizes below "
+                      "256 MiB are where latency and pipelining matter, from 256 MiB on the bandwidths."),
         Table(name="validation_roles", title="Which rows calibrated a constant and which were held out",
               sql=ROLES_SQL,
               caption="Calibration rows were used to fit or choose a constant (which constant: the comment next to "
