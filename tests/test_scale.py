@@ -81,14 +81,16 @@ def test_auto_floor_never_exceeds_the_schedule_price(params):
     for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"):
         for algo in f.algorithms(coll):
             for nbytes in (1e3, 4e6):
-                floor = f.auto_floor(coll, algo, f.nodes, nbytes)
-                if floor is None:
+                floors = [x for x in (f.auto_floor(coll, algo, f.nodes, nbytes),
+                                      f.pattern_floor(coll, algo, f.nodes, nbytes)) if x is not None]
+                if not floors:
                     continue
                 try:
                     price = f.collective_cost(coll, nbytes, algo, explicit=True).time_s
                 except EstimatorError:
                     continue
-                assert floor <= price * (1 + 1e-12), (coll, algo, nbytes, floor, price)
+                for floor in floors:
+                    assert floor <= price * (1 + 1e-12), (coll, algo, nbytes, floor, price)
                 checked += 1
     assert checked > 10
 
@@ -97,6 +99,7 @@ def test_auto_floor_never_exceeds_the_schedule_price(params):
 def test_pruned_auto_picks_what_exhaustive_auto_picks(params):
     pruned, full = make_fabric(params), make_fabric(params)
     full.port_bandwidth = lambda: None  # no floor: every candidate is priced
+    full.route_bounds = lambda src, dst: None
     for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"):
         for nbytes in (1e2, 1e5, 1e8):
             a = pruned.collective_cost(coll, nbytes, "auto")
@@ -107,15 +110,16 @@ def test_pruned_auto_picks_what_exhaustive_auto_picks(params):
 def test_auto_prunes_schedules_it_cannot_need():
     """On a 16-node ring fabric ``auto`` for a large all-reduce is the bidirectional ring's closed
     form; the tree / recursive-doubling / parameter-server schedules (floor: M / port bandwidth
-    per step or more) are never compiled, the bandwidth-optimal ones still are (loose floor)."""
+    per step or more) are never compiled, nor halving-doubling (its pattern floor counts its long
+    routes); only ``direct``, which has no pattern, is."""
     f = make_fabric({"name": "ring", "nodes": 16, "link_latency_s": 1e-6})
     compiled = set()
     real = f.compiled
     f.compiled = lambda coll, algo, n: compiled.add(algo) or real(coll, algo, n)
     cost = f.collective_cost("all_reduce", 1e9, "auto")
     assert cost.algorithm == "bidir_ring"
-    assert compiled.isdisjoint({"binary_tree", "double_binary_tree", "pipelined_dbt", "recursive_doubling", "ps"})
-    assert "halving_doubling" in compiled
+    assert compiled == {"direct"}
+    assert f.pattern_floor("all_reduce", "halving_doubling", 16, 1e9) > cost.time_s
 
 
 @pytest.mark.parametrize("topology,nodes", [("ring", 7), ("ring", 8), ("torus2d", 12), ("torus2d", 16), ("torus2d", 7),
@@ -169,8 +173,8 @@ def test_configs_differing_in_latency_or_bandwidth_share_one_compile(params, lat
 
 # A fixed grid priced by the code before the scale work (tests/data/scale_grid.json, commit a82de46):
 # the same algorithm, steps and bit-identical seconds, except where a price now comes from a closed
-# form / a rescaled unit compile instead of the schedule (then within 2 ulps).
-REPRICED = {("ring", "broadcast", "auto"), ("superpod", "all_reduce", "auto")}
+# form / a rescaled unit compile / analytic routing instead of the schedule (then within 2 ulps).
+REPRICED = {("ring", "broadcast", "auto"), ("superpod", "all_reduce", "auto"), ("ring", "all_gather", "auto")}
 
 
 def test_fixed_grid_is_unchanged():
@@ -190,3 +194,33 @@ def test_fixed_grid_is_unchanged():
             assert abs(cost.time_s - seconds) <= 2 * math.ulp(seconds), (params, coll, algo, nbytes)
         else:
             assert cost.time_s == seconds, (params, coll, algo, nbytes)
+
+
+@pytest.mark.parametrize("params", [
+    {"name": "ring", "nodes": 12, "alpha_s": 1e-6, "memory_bandwidth_Bps": 1e11},
+    {"name": "ring", "nodes": 16},
+    {"name": "ring", "nodes": 9, "bidirectional": False, "memory_bandwidth_Bps": 1e11},
+    {"name": "ring", "nodes": 8, "bidirectional": False},
+    {"name": "ring", "nodes": 3},
+], ids=lambda p: f"ring{p['nodes']}{'u' if p.get('bidirectional') is False else ''}")
+def test_ring_analytic_routing_equals_schedules(params):
+    """Every algorithm with a step pattern is priced on the ring by analytic routing (arcs, no
+    graph search); it equals compiling the explicit schedule, for the whole ring and a sub-group."""
+    f = make_fabric(params)
+    checked = 0
+    for n in (f.nodes, f.nodes - 1):
+        for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"):
+            for algo in f.algorithms(coll):
+                try:
+                    f.check_algorithm(coll, algo, n)
+                except EstimatorError:
+                    continue
+                comp = f.analytic_compiled(coll, algo, n)
+                if comp is None:
+                    continue
+                slow = f.collective_cost(coll, 3e6, algo, n, explicit=True)
+                assert comp.steps == slow.steps, (coll, algo, n)
+                assert comp.time(3e6) == pytest.approx(slow.time_s, rel=1e-12), (coll, algo, n)
+                assert comp.time(10.0) == pytest.approx(f.compiled(coll, algo, n).time(10.0), rel=1e-12)
+                checked += 1
+    assert checked >= 15
