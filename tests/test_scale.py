@@ -202,10 +202,18 @@ def test_fixed_grid_is_unchanged():
     {"name": "ring", "nodes": 9, "bidirectional": False, "memory_bandwidth_Bps": 1e11},
     {"name": "ring", "nodes": 8, "bidirectional": False},
     {"name": "ring", "nodes": 3},
-], ids=lambda p: f"ring{p['nodes']}{'u' if p.get('bidirectional') is False else ''}")
-def test_ring_analytic_routing_equals_schedules(params):
-    """Every algorithm with a step pattern is priced on the ring by analytic routing (arcs, no
-    graph search); it equals compiling the explicit schedule, for the whole ring and a sub-group."""
+    {"name": "torus2d", "nodes": 16, "alpha_s": 1e-6, "memory_bandwidth_Bps": 1e11},
+    {"name": "torus2d", "nodes": 12, "rows": 2, "cols": 6},
+    {"name": "torus2d", "nodes": 15, "rows": 5, "cols": 3},
+    {"name": "torus2d", "nodes": 8, "rows": 1, "cols": 8},
+    {"name": "ocs", "nodes": 12, "topology": "ring"},
+    {"name": "ocs", "nodes": 16, "topology": "torus2d"},
+    {"name": "ocs", "nodes": 6, "topology": "torus2d"},
+], ids=lambda p: f"{p['name']}{p['nodes']}{p.get('topology', '')}{'u' if p.get('bidirectional') is False else ''}")
+def test_analytic_routing_equals_schedules(params):
+    """Every algorithm with a step pattern is priced on rings and tori by analytic routing (arcs,
+    no graph search); it equals compiling the explicit schedule, for the whole fabric and a
+    sub-group."""
     f = make_fabric(params)
     checked = 0
     for n in (f.nodes, f.nodes - 1):
@@ -223,4 +231,4 @@ def test_ring_analytic_routing_equals_schedules(params):
                 assert comp.time(3e6) == pytest.approx(slow.time_s, rel=1e-12), (coll, algo, n)
                 assert comp.time(10.0) == pytest.approx(f.compiled(coll, algo, n).time(10.0), rel=1e-12)
                 checked += 1
-    assert checked >= 15
+    assert checked >= 12

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.params import is_power, log_k
 from estimator.errors import EstimatorError
 from estimator.fabrics.electrical import GENERIC_OFFERS, LinkConfig, LinkFabric
 from estimator.fabrics.unit_compiled import UnitCompiled
-from estimator.topology.builders import fat_tree
+from estimator.topology.builders import fat_tree, fat_tree_pair_traversals, fat_tree_traversals
 from estimator.topology.graph import Topology
 
 RS_AR_AG = ("all_reduce", "reduce_scatter", "all_gather")
@@ -67,23 +69,18 @@ class FatTreeFabric(UnitCompiled, LinkFabric):
         c = self.config
         return fat_tree(c.radix(), c.nodes, c.link_bandwidth_Bps, c.link_latency_s, "fattree")
 
-    def ring_hops(self, n: int) -> int:
-        """Switch traversals on the longest path of a ring over the first ``n`` hosts."""
-        half = self.config.radix() // 2
-        return 5 if n > half * half else 3 if n > half else 1
-
     def closed_form(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int] | None:
         if collective not in RS_AR_AG:
             return None
         c = self.config
         if algorithm in RINGS:
-            return self.switch_like(collective, algorithm, n, nbytes, self.ring_hops(n) * c.link_latency_s,
-                                    c.link_bandwidth_Bps)
+            hops = fat_tree_traversals(c.radix() // 2, n)  # the longest route of the ring
+            return self.switch_like(collective, algorithm, n, nbytes, hops * c.link_latency_s, c.link_bandwidth_Bps)
         k = self._digit_radix(collective, algorithm, n)
         if k is None:
             return None
         time_s, steps = self.switch_like(collective, algorithm, n, nbytes, 0.0, c.link_bandwidth_Bps)
-        per_digit = sum(self._block_hops(k ** (d + 1)) for d in range(log_k(n, k)))
+        per_digit = sum(fat_tree_traversals(c.radix() // 2, k ** (d + 1)) for d in range(log_k(n, k)))
         uses = 2 if collective == "all_reduce" and algorithm != "recursive_doubling" else 1
         return time_s + uses * per_digit * c.link_latency_s, steps
 
@@ -102,13 +99,14 @@ class FatTreeFabric(UnitCompiled, LinkFabric):
             return None
         return k
 
-    def _block_hops(self, block: int) -> int:
-        """Switch traversals on the longest path inside an aligned block of ``block`` hosts."""
-        half = self.config.radix() // 2
-        return 1 if block <= half else 3 if block <= half * half else 5
-
     def port_bandwidth(self) -> float:
         return self.config.link_bandwidth_Bps  # one host link
 
     def min_route_latency(self) -> float:
         return self.config.link_latency_s  # two hosts on one edge switch
+
+    def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, None]:
+        """Route latency = traversals x link latency; one host link caps any transfer."""
+        c = self.config
+        hops = fat_tree_pair_traversals(c.radix() // 2, src, dst)
+        return hops * c.link_latency_s * (1 - 1e-12), np.full(len(src), c.link_bandwidth_Bps), None

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.params import AlgoParams, is_power, local_size
 from estimator.collectives.pricing import PricingParams
@@ -100,3 +102,16 @@ class SuperPodFabric(LinkFabric):
 
     def min_route_latency(self) -> float:
         return self.config.switch_latency_s  # every route crosses a switch
+
+    def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, None]:
+        """Same server: GPU -> NVSwitch -> GPU only (one switch, NVLink); same rail: GPU -> rail
+        switch -> GPU only (one switch, NIC); otherwise at least two switches, and at most NVLink +
+        NIC (both of the GPU's links) for one transfer."""
+        c = self.config
+        g = c.gpus_per_node
+        server = src // g == dst // g
+        rail = src % g == dst % g
+        lat = np.where(server | rail, 1.0, 2.0) * c.switch_latency_s * (1 - 1e-12)
+        bw = np.where(server, c.nvlink_bandwidth_Bps,
+                      np.where(rail, c.nic_bandwidth_Bps, c.nvlink_bandwidth_Bps + c.nic_bandwidth_Bps))
+        return lat, bw, None

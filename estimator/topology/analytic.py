@@ -1,4 +1,4 @@
-"""Analytic routing on a ring: price step patterns without building routes or a graph search.
+"""Analytic routing on rings and tori: price step patterns without building routes or a graph search.
 
 On the ring of :func:`estimator.topology.builders.ring` (endpoint i -> i+1 links, and i+1 -> i if
 bidirectional; shortest paths, a tie goes the positive way as the graph router's lowest-link-id
@@ -8,7 +8,8 @@ busiest link is a range maximum (a sparse table), so a step over n ranks costs O
 work and a schedule is priced from its distinct :class:`~estimator.collectives.patterns.StepPattern`
 s. It computes the numbers :func:`estimator.collectives.pricing.compile_schedule` computes on that
 topology (tested equal to 1e-12): per transfer ``c0 = α + h·L`` and ``c1 = max load / B`` on its
-arc, reductions at the busiest receiver.
+arc, reductions at the busiest receiver. A torus route (dimension order) is two such arcs, one
+along the source's row and one along the destination's column.
 """
 
 from __future__ import annotations
@@ -37,39 +38,53 @@ def _range_max(values: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.
     return out
 
 
-def ring_step(step: StepPattern, size: int, bidirectional: bool, bandwidth: float, latencies: np.ndarray,
-              params: PricingParams) -> tuple[np.ndarray, np.ndarray, float]:
-    """(c0, c1, reduction slope) of one step on a ``size``-node ring (see the module docstring)."""
-    moving = step.src != step.dst
-    if not moving.any():
-        return np.zeros(1), np.zeros(1), 0.0
-    src, dst, nbytes = step.src[moving], step.dst[moving], step.size[moving]
+def arc_max_loads(ring: np.ndarray, start: np.ndarray, hops: np.ndarray, forward: np.ndarray, nbytes: np.ndarray,
+                  rings: int, size: int) -> np.ndarray:
+    """Per transfer: the largest load (bytes) on its arc, where transfer t walks ``hops[t]`` links
+    of ring ``ring[t]`` (``rings`` rings of ``size`` nodes) from link ``start[t]`` on, forward
+    (link i: i -> i+1) or backward (link i: i+1 -> i); every transfer's bytes load every link of
+    its arc. 0 for an empty arc."""
+    out = np.zeros(len(start))
+    for direction in (True, False):
+        sel = (forward == direction) & (hops > 0)
+        if not sel.any():
+            continue
+        base = ring[sel] * 2 * size + start[sel]  # each ring doubled: an arc never leaves its block
+        diff = np.zeros(rings * 2 * size + 1)
+        np.add.at(diff, base, nbytes[sel])
+        np.add.at(diff, base + hops[sel], -nbytes[sel])
+        cum = np.cumsum(diff[:-1]).reshape(rings, 2, size)
+        load = cum[:, 0] + cum[:, 1]
+        out[sel] = _range_max(np.concatenate([load, load], axis=1).ravel(), base, hops[sel])
+    return out
+
+
+def _arc(src: np.ndarray, dst: np.ndarray, size: int, bidirectional: bool
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first link, links, forward?) of the route from position src to dst on a ring of ``size``."""
     ahead = (dst - src) % size
     forward = ahead <= size - ahead if bidirectional else np.ones(len(src), dtype=bool)
     hops = np.where(forward, ahead, size - ahead)
-    start = np.where(forward, src, (src - hops) % size)  # backward link i carries i+1 -> i
-    c1 = np.empty(len(src))
-    for direction in (True, False):
-        sel = forward == direction
-        if not sel.any():
-            continue
-        diff = np.zeros(2 * size + 1)
-        np.add.at(diff, start[sel], nbytes[sel])
-        np.add.at(diff, start[sel] + hops[sel], -nbytes[sel])
-        cum = np.cumsum(diff[:-1])
-        load = (cum[:size] + cum[size:]) / bandwidth
-        c1[sel] = _range_max(np.concatenate([load, load]), start[sel], hops[sel])
-    c0 = params.alpha_s + latencies[hops]
+    return np.where(forward, src, (src - hops) % size), hops, forward
+
+
+def _step_row(step: StepPattern, loads, bandwidth: float, latencies: np.ndarray, params: PricingParams
+              ) -> tuple[np.ndarray, np.ndarray, float]:
+    """(c0, c1, reduction slope) of a step given ``loads(src, dst, bytes) -> (max load, links)``."""
+    moving = step.src != step.dst
+    if not moving.any():
+        return np.zeros(1), np.zeros(1), 0.0
+    src, dst = step.src[moving], step.dst[moving]
+    peak, hops = loads(src, dst, step.size[moving])
     red = np.bincount(dst, weights=step.red[moving]).max() * params.gamma
-    c0, c1 = pareto(c0, c1)
+    c0, c1 = pareto(params.alpha_s + latencies[hops], peak / bandwidth)
     return c0, c1, float(red)
 
 
-def ring_compiled(pats: Patterns, size: int, bidirectional: bool, bandwidth: float, latency: float,
-                  params: PricingParams) -> CompiledSchedule:
-    """A :class:`CompiledSchedule` of ``pats`` (ranks = the first endpoints) on the ring."""
-    latencies = np.concatenate([[0.0], np.cumsum(np.full(size, latency))])  # h links: summed as a route is
-    rows = [ring_step(p, size, bidirectional, bandwidth, latencies, params) for p in pats]
+def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams
+              ) -> CompiledSchedule:
+    latencies = np.concatenate([[0.0], np.cumsum(np.full(longest, latency))])  # h links, summed as a route is
+    rows = [_step_row(p, loads, bandwidth, latencies, params) for p in pats]
     width = max((len(r[0]) for r in rows), default=1)
     c0 = np.full((len(rows), width), -np.inf)
     c1 = np.zeros((len(rows), width))
@@ -79,6 +94,33 @@ def ring_compiled(pats: Patterns, size: int, bidirectional: bool, bandwidth: flo
     extra = np.full(len(rows), params.step_overhead_s)
     return CompiledSchedule(c0, c1, np.array([r[2] for r in rows]), extra, weight, int(weight.sum()),
                             params.fixed_s, 0, params.reconfig_s)
+
+
+def ring_compiled(pats: Patterns, size: int, bidirectional: bool, bandwidth: float, latency: float,
+                  params: PricingParams) -> CompiledSchedule:
+    """A :class:`CompiledSchedule` of ``pats`` (ranks = the first endpoints) on the ring."""
+    def loads(src, dst, nbytes):
+        start, hops, forward = _arc(src, dst, size, bidirectional)
+        return arc_max_loads(np.zeros(len(src), dtype=np.int64), start, hops, forward, nbytes, 1, size), hops
+
+    return _compiled(pats, loads, bandwidth, latency, size, params)
+
+
+def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, latency: float, params: PricingParams
+                   ) -> CompiledSchedule:
+    """The same on the rows x cols torus of :func:`estimator.topology.builders.torus2d`: a route
+    is an arc along the source's row (X), then one along the destination's column (Y), each the
+    shorter way round (ties positive); a 2-long ring's two directions are its one cable's two
+    links, which the forward arcs (a tie) use."""
+    def loads(src, dst, nbytes):
+        (r1, c1), (r2, c2) = np.divmod(src, cols), np.divmod(dst, cols)
+        xs, xh, xf = _arc(c1, c2, cols, True)
+        ys, yh, yf = _arc(r1, r2, rows, True)
+        peak = np.maximum(arc_max_loads(r1, xs, xh, xf, nbytes, rows, cols),
+                          arc_max_loads(c2, ys, yh, yf, nbytes, cols, rows))
+        return peak, xh + yh
+
+    return _compiled(pats, loads, bandwidth, latency, rows + cols, params)
 
 
 # ---- route bounds for auto's pattern floor (LibraryFabric.route_bounds) -----------------------
