@@ -278,6 +278,11 @@ class LibraryFabric(Fabric):
         """Total bandwidth of all links (for the volume bound of :meth:`pattern_floor`), or None."""
         return None
 
+    def cut_seconds(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray) -> float:
+        """A lower bound on a step's busiest link load / bandwidth (per byte of M) from a cut, e.g.
+        a server's bytes to other servers over its total uplink bandwidth; 0 (default): none."""
+        return 0.0
+
     def pattern_floor(self, collective: str, name: str, n: int, nbytes: float) -> float | None:
         """A lower bound on ``name``'s schedule price from its step patterns
         (:mod:`estimator.collectives.patterns`) and :meth:`route_bounds`, tighter than
@@ -285,7 +290,7 @@ class LibraryFabric(Fabric):
         busiest receiver's reduction + the largest of: any transfer's route latency + its bytes at
         its best bandwidth; the shortest route latency + the busiest sender's (receiver's) bytes at
         :meth:`port_bandwidth`; the shortest route latency + all bytes x links / :meth:`link_capacity`
-        (a link carrying at least the average load). Each is at most the slowest transfer of the
+        (a link carrying at least the average load) or + :meth:`cut_seconds`. Each is at most the slowest transfer of the
         step: tested against the schedule prices. None where there is no pattern or bound."""
         if collective == "p2p" or self.route_bounds(np.zeros(1, np.int64), np.ones(1, np.int64)) is None:
             return None
@@ -313,6 +318,7 @@ class LibraryFabric(Fabric):
                     slowest = max(slowest, shortest + busiest * m / port)
                 if capacity and links is not None:
                     slowest = max(slowest, shortest + float((size * links).sum()) * m / capacity)
+                slowest = max(slowest, shortest + self.cut_seconds(src, dst, size) * m)
                 red = np.bincount(dst, weights=pat.red[moving]).max() * p.gamma * m
                 step += p.alpha_s + slowest + red
             total += pat.count * step

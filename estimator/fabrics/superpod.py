@@ -106,12 +106,24 @@ class SuperPodFabric(LinkFabric):
     def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, None]:
         """Same server: GPU -> NVSwitch -> GPU only (one switch, NVLink); same rail: GPU -> rail
         switch -> GPU only (one switch, NIC); otherwise at least two switches, and at most NVLink +
-        NIC (both of the GPU's links) for one transfer."""
+        NIC (both of the GPU's links) and at most the server's g NIC links (it leaves the server)."""
         c = self.config
         g = c.gpus_per_node
         server = src // g == dst // g
         rail = src % g == dst % g
         lat = np.where(server | rail, 1.0, 2.0) * c.switch_latency_s * (1 - 1e-12)
         bw = np.where(server, c.nvlink_bandwidth_Bps,
-                      np.where(rail, c.nic_bandwidth_Bps, c.nvlink_bandwidth_Bps + c.nic_bandwidth_Bps))
+                      np.where(rail, c.nic_bandwidth_Bps,
+                               min(c.nvlink_bandwidth_Bps + c.nic_bandwidth_Bps, g * c.nic_bandwidth_Bps)))
         return lat, bw, None
+
+    def cut_seconds(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray) -> float:
+        """Bytes leaving (entering) a server cross its GPUs' NIC links: at most g x NIC bandwidth."""
+        g = self.config.gpus_per_node
+        s, d = src // g, dst // g
+        away = s != d
+        if not away.any():
+            return 0.0
+        out = np.bincount(s[away], weights=size[away]).max()
+        inn = np.bincount(d[away], weights=size[away]).max()
+        return float(max(out, inn)) / (g * self.config.nic_bandwidth_Bps)
