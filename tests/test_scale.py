@@ -40,20 +40,22 @@ def test_fattree_ring_closed_forms_equal_schedules(k, n):
             assert fast.steps == slow.steps
 
 
-@pytest.mark.parametrize("k,n", [(4, 16), (4, 8), (8, 64), (8, 128), (8, 32)])
+@pytest.mark.parametrize("k,n", [(4, 16), (4, 8), (8, 64), (8, 128), (8, 32), (6, 8), (6, 16), (6, 32), (10, 64),
+                                 (6, 27), (10, 81)])
 def test_fattree_digit_exchange_closed_forms_equal_schedules(k, n):
     f = make_fabric({"name": "fattree", "nodes": n, "k": k, "alpha_s": 2e-6, "memory_bandwidth_Bps": 1e11})
     checked = 0
     for coll in RS_AR_AG:
-        for algo in ("halving_doubling", "recursive_doubling", "radix4"):
-            if algo not in f.algorithms(coll) or f.closed_form(coll, algo, n, 3e6) is None:
+        for algo in ("halving_doubling", "recursive_doubling", "radix4", "radix3"):
+            offered = {a.rstrip("0123456789") for a in f.algorithms(coll)}
+            if algo.rstrip("0123456789") not in offered or f.closed_form(coll, algo, n, 3e6) is None:
                 continue
             fast = f.collective_cost(coll, 3e6, algo)
             slow = f.collective_cost(coll, 3e6, algo, explicit=True)
             assert fast.time_s == pytest.approx(slow.time_s, rel=1e-12), (coll, algo)
             assert fast.steps == slow.steps
             checked += 1
-    assert checked >= 4
+    assert checked >= 1
 
 
 @pytest.mark.parametrize("n,g", [(8, 8), (16, 8), (64, 8), (12, 4), (6, 1), (4, 8), (32, 4), (8, 1)])

@@ -13,11 +13,14 @@ closed form (up/down routing by index arithmetic, tested equal to the schedule):
   the link bandwidth. The slowest transfer is the one with the longest path: 1 switch traversal
   within an edge switch, 3 within a pod, 5 across pods (each ``link_latency_s``). So a step is
   the switch formula's step with α + that latency.
-* ``halving_doubling``, ``recursive_doubling`` and ``radix``-k when k, k/2 and n are powers of two
-  and n a power of k: a step exchanges within aligned blocks of k^(d+1) hosts, so every edge /
-  pod sends and receives at most what its hosts do, spread evenly by ECMP over its up-links: no
-  link carries more than a host link, and a step is the switch formula's with α + the latency of
-  a path inside its block (1, 3 or 5 traversals).
+* ``halving_doubling``, ``recursive_doubling`` and ``radix``-k when n is a power of k: a step
+  exchanges within aligned blocks of k^(d+1) hosts and every host sends and receives the same
+  bytes; an edge switch / pod sends and receives at most what its hosts do, spread evenly by ECMP
+  over its up-links (and, from the cores, over the destination pod's aggregation switches), so no
+  link carries more than a host link and a step is the switch formula's with α + its longest
+  route: 5 traversals if a block straddles a pod boundary (k/2)^2 * m, else 3 if one straddles an
+  edge boundary (k/2) * m, else 1 (a block of B hosts straddles a multiple of G < n iff G is not a
+  multiple of B).
 """
 
 from __future__ import annotations
@@ -80,13 +83,13 @@ class FatTreeFabric(UnitCompiled, LinkFabric):
         if k is None:
             return None
         time_s, steps = self.switch_like(collective, algorithm, n, nbytes, 0.0, c.link_bandwidth_Bps)
-        per_digit = sum(fat_tree_traversals(c.radix() // 2, k ** (d + 1)) for d in range(log_k(n, k)))
+        per_digit = sum(self._block_traversals(k ** (d + 1), n) for d in range(log_k(n, k)))
         uses = 2 if collective == "all_reduce" and algorithm != "recursive_doubling" else 1
         return time_s + uses * per_digit * c.link_latency_s, steps
 
     def _digit_radix(self, collective: str, algorithm: str, n: int) -> int | None:
         """k of a digit-wise exchange (halving-doubling, recursive doubling, radix-k) that has a
-        closed form here: k, k/2 and n powers of two, n a power of k, ``collective`` supported."""
+        closed form here: n a power of k, ``collective`` supported."""
         algo = lookup(algorithm)
         if algorithm in ("halving_doubling", "recursive_doubling"):
             k = 2
@@ -94,10 +97,16 @@ class FatTreeFabric(UnitCompiled, LinkFabric):
             k = algo.fixed_radix or self.algo_params(n).radix
         else:
             return None
-        half = self.config.radix() // 2
-        if collective not in algo.closed_forms or k < 2 or n < 2 or not (is_power(k, 2) and is_power(half, 2) and is_power(n, k)):
+        if collective not in algo.closed_forms or k < 2 or n < 2 or not is_power(n, k):
             return None
         return k
+
+    def _block_traversals(self, block: int, n: int) -> int:
+        """Longest route between two hosts of one aligned ``block`` among the first ``n`` hosts."""
+        half = self.config.radix() // 2
+        if half * half < n and (half * half) % block:
+            return 5
+        return 3 if half < n and half % block else 1
 
     def port_bandwidth(self) -> float:
         return self.config.link_bandwidth_Bps  # one host link
