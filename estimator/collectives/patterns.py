@@ -78,14 +78,12 @@ def _ring(coll: str, n: int, bidir: bool) -> Patterns:
 
 # ---- digit exchanges -------------------------------------------------------------------------
 def _digit_step(n: int, stride: int, k: int, size: float, red: float) -> StepPattern:
+    """Every rank sends to the k-1 ranks differing from it only in the digit of weight ``stride``."""
     r = np.arange(n)
     digit = (r // stride) % k
     base = r - digit * stride
-    j = np.arange(k)
-    peers = base[:, None] + j[None, :] * stride  # (n, k), drop q == r
-    keep = j[None, :] != digit[:, None]
-    src = np.broadcast_to(r[:, None], peers.shape)[keep]
-    return _pat(src, peers[keep], size, red)
+    dst = np.concatenate([base + ((digit + j) % k) * stride for j in range(1, k)])
+    return _pat(np.tile(r, k - 1), dst, size, red)
 
 
 def _radix(coll: str, n: int, k: int, name: str) -> Patterns:

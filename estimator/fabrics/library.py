@@ -211,7 +211,7 @@ class LibraryFabric(Fabric):
         limit = best.time_s * (1 + PRUNE_MARGIN)
         if floor is not None and floor > limit:
             return True
-        tight = self.pattern_floor(collective, name, n, nbytes)
+        tight = self.pattern_floor(collective, name, n, nbytes, limit)
         return tight is not None and tight > limit
 
     def _auto_order(self, collective: str, names: list[str], n: int, nbytes: float, explicit: bool
@@ -283,7 +283,8 @@ class LibraryFabric(Fabric):
         a server's bytes to other servers over its total uplink bandwidth; 0 (default): none."""
         return 0.0
 
-    def pattern_floor(self, collective: str, name: str, n: int, nbytes: float) -> float | None:
+    def pattern_floor(self, collective: str, name: str, n: int, nbytes: float, limit: float = math.inf
+                      ) -> float | None:
         """A lower bound on ``name``'s schedule price from its step patterns
         (:mod:`estimator.collectives.patterns`) and :meth:`route_bounds`, tighter than
         :meth:`auto_floor` where routes are long. Per step it is α + the step overhead + the
@@ -291,7 +292,8 @@ class LibraryFabric(Fabric):
         its best bandwidth; the shortest route latency + the busiest sender's (receiver's) bytes at
         :meth:`port_bandwidth`; the shortest route latency + all bytes x links / :meth:`link_capacity`
         (a link carrying at least the average load) or + :meth:`cut_seconds`. Each is at most the slowest transfer of the
-        step: tested against the schedule prices. None where there is no pattern or bound."""
+        step: tested against the schedule prices. None where there is no pattern or bound. Stops
+        summing (returns a partial, still lower, bound) once it exceeds ``limit``."""
         if collective == "p2p" or self.route_bounds(np.zeros(1, np.int64), np.ones(1, np.int64)) is None:
             return None
         try:
@@ -322,6 +324,8 @@ class LibraryFabric(Fabric):
                 red = np.bincount(dst, weights=pat.red[moving]).max() * p.gamma * m
                 step += p.alpha_s + slowest + red
             total += pat.count * step
+            if k * total > limit:
+                return k * total
         steps = sum(x.count for x in pats)
         return k * (total + (p.fixed_s if steps else 0.0))
 

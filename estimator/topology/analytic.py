@@ -50,9 +50,9 @@ def arc_max_loads(ring: np.ndarray, start: np.ndarray, hops: np.ndarray, forward
         if not sel.any():
             continue
         base = ring[sel] * 2 * size + start[sel]  # each ring doubled: an arc never leaves its block
-        diff = np.zeros(rings * 2 * size + 1)
-        np.add.at(diff, base, nbytes[sel])
-        np.add.at(diff, base + hops[sel], -nbytes[sel])
+        cells = rings * 2 * size + 1
+        diff = (np.bincount(base, weights=nbytes[sel], minlength=cells)
+                - np.bincount(base + hops[sel], weights=nbytes[sel], minlength=cells))
         cum = np.cumsum(diff[:-1]).reshape(rings, 2, size)
         load = cum[:, 0] + cum[:, 1]
         out[sel] = _range_max(np.concatenate([load, load], axis=1).ravel(), base, hops[sel])
