@@ -77,8 +77,9 @@ def _ring(coll: str, n: int, bidir: bool) -> Patterns:
 
 
 # ---- digit exchanges -------------------------------------------------------------------------
-def _digit_step(n: int, stride: int, k: int, size: float, red: float) -> StepPattern:
-    """Every rank sends to the k-1 ranks differing from it only in the digit of weight ``stride``."""
+def digit_step(n: int, stride: int, k: int, size: float, red: float) -> StepPattern:
+    """Every rank sends to the k-1 ranks differing from it only in the (mixed-radix) digit of place
+    value ``stride`` and size ``k``."""
     r = np.arange(n)
     digit = (r // stride) % k
     base = r - digit * stride
@@ -93,12 +94,12 @@ def _radix(coll: str, n: int, k: int, name: str) -> Patterns:
         held = 1.0
         for d in range(levels):
             part = held / k
-            out.append(_digit_step(n, k**d, k, part, part))
+            out.append(digit_step(n, k**d, k, part, part))
             held = part
     if coll in ("all_reduce", "all_gather"):
         held = 1.0 / n
         for d in reversed(range(levels)):
-            out.append(_digit_step(n, k**d, k, held, 0.0))
+            out.append(digit_step(n, k**d, k, held, 0.0))
             held *= k
     return out
 
