@@ -348,7 +348,7 @@ class LibraryFabric(Fabric):
             fast = self.closed_form(collective, name, n, nbytes_k)  # validates as it goes
         if fast is None:
             self.check_algorithm(collective, name, n)
-            comp = None if explicit else self._analytic(collective, name, n)
+            comp = self._analytic(collective, name, n)  # the same schedule, routed analytically
             if comp is None:
                 comp = self.compiled(collective, name, n)
             time_s, steps = comp.time(nbytes_k), comp.steps
