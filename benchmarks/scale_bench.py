@@ -3,7 +3,8 @@
     python benchmarks/scale_bench.py [--sizes 1024,16384,65536] [--timeout 120] [--runs 3]
 
 Every case runs in a fresh subprocess (nothing cached, nothing shared): it builds the fabric and
-prices one 64 MiB all-reduce with the default algorithm (``default``) or ``auto``. Printed: the
+prices one 64 MiB all-reduce with the default algorithm (``default``), ``auto``, or the default
+algorithm's explicit schedule (``schedule``: ``explicit=True``, sizes up to 16,384 only). Printed: the
 minimum over ``--runs`` runs of the wall time of the first call, and the child's peak RSS
 (``ru_maxrss``, includes the interpreter + numpy, about 40 MB). A case that exceeds ``--timeout``
 prints ``>timeout``. Sizes a fabric cannot take are rounded to the nearest valid one (shown).
@@ -22,7 +23,10 @@ from estimator.fabrics.registry import make_fabric
 params, algorithm = json.loads(sys.argv[1]), sys.argv[2]
 fabric = make_fabric(params)
 t0 = time.perf_counter()
-cost = fabric.collective_cost("all_reduce", 64 * 2**20, algorithm)
+if algorithm == "schedule":  # the explicit schedule of the default algorithm, priced step by step
+    cost = fabric.collective_cost("all_reduce", 64 * 2**20, "default", explicit=True)
+else:
+    cost = fabric.collective_cost("all_reduce", 64 * 2**20, algorithm)
 dt = time.perf_counter() - t0
 print(json.dumps({"s": dt, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "algorithm": cost.algorithm, "time_s": cost.time_s}))
@@ -37,6 +41,8 @@ def params_for(fabric: str, n: int) -> dict:
         return {"name": "torus2d", "nodes": n}
     if fabric == "ocs":
         return {"name": "ocs", "nodes": n, "topology": "ring"}
+    if fabric == "ocs_torus":
+        return {"name": "ocs", "nodes": n, "topology": "torus2d"}
     return {"name": fabric, "nodes": n}
 
 
@@ -61,8 +67,8 @@ def run(params: dict, algorithm: str, timeout: float) -> dict | None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1024,16384,65536")
-    ap.add_argument("--fabrics", default="fattree,superpod,torus2d,bcube,ring,ocs")
-    ap.add_argument("--algorithms", default="default,auto")
+    ap.add_argument("--fabrics", default="fattree,superpod,torus2d,bcube,ring,ocs,ocs_torus,lumorph")
+    ap.add_argument("--algorithms", default="default,auto,schedule")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
@@ -70,6 +76,8 @@ def main() -> None:
     for fabric in args.fabrics.split(","):
         for algorithm in args.algorithms.split(","):
             for n in (int(s) for s in args.sizes.split(",")):
+                if algorithm == "schedule" and n > 16384:
+                    continue
                 params = params_for(fabric, n)
                 best = None
                 for _ in range(args.runs):

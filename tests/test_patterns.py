@@ -55,3 +55,21 @@ def test_patterns_equal_schedules(name, coll, n):
 
 def test_no_pattern_for_unlisted_algorithms():
     assert patterns("direct", "all_to_all", 8, AlgoParams()) is None
+
+
+@pytest.mark.parametrize("name,coll", CASES)
+def test_declared_periods_are_symmetries(name, coll):
+    """A pattern's ``period`` P: shifting every rank by P maps its transfers onto themselves."""
+    for n in (4, 8, 12, 16):
+        try:
+            pats = patterns(name, coll, n, AlgoParams(radix=2, local=4))
+        except EstimatorError:
+            continue
+        for p in pats:
+            if not p.period:
+                continue
+            assert n % p.period == 0
+            rows = sorted(zip(p.src.tolist(), p.dst.tolist(), p.size.tolist(), p.red.tolist(), strict=True))
+            moved = sorted(zip(((p.src + p.period) % n).tolist(), ((p.dst + p.period) % n).tolist(), p.size.tolist(),
+                               p.red.tolist(), strict=True))
+            assert rows == moved, (name, coll, n, p.period)

@@ -30,49 +30,44 @@ class StepPattern:
     size: np.ndarray  # bytes per byte of M
     red: np.ndarray   # reduced bytes per byte of M
     count: int = 1
-
-    def times(self, count: int) -> StepPattern:
-        return StepPattern(self.src, self.dst, self.size, self.red, count)
+    period: int = 0   # P > 0: shifting every rank by P (mod n) maps the step onto itself; 0: unknown
 
 
 Patterns = list[StepPattern]
 
 
-def _pat(src: np.ndarray, dst: np.ndarray, size: float | np.ndarray, red: float | np.ndarray, count: int = 1
-         ) -> StepPattern:
+def _pat(src: np.ndarray, dst: np.ndarray, size: float | np.ndarray, red: float | np.ndarray, count: int = 1,
+         period: int = 0) -> StepPattern:
     src = np.asarray(src, dtype=np.int64)
     return StepPattern(src, np.asarray(dst, dtype=np.int64), np.broadcast_to(np.asarray(size, dtype=float), src.shape),
-                       np.broadcast_to(np.asarray(red, dtype=float), src.shape), count)
-
-
-def _concat(parts: list[StepPattern], count: int = 1) -> StepPattern:
-    return StepPattern(np.concatenate([p.src for p in parts]), np.concatenate([p.dst for p in parts]),
-                       np.concatenate([p.size for p in parts]), np.concatenate([p.red for p in parts]), count)
+                       np.broadcast_to(np.asarray(red, dtype=float), src.shape), count, period)
 
 
 # ---- rings ----------------------------------------------------------------------------------
-def ring_step(rings: np.ndarray, chunk: float, reduce: bool, bidirectional: bool = False) -> StepPattern | None:
-    """One step of rings (rows of ``rings``, equal length k >= 2) run concurrently; it repeats k-1 times."""
+def ring_step(rings: np.ndarray, chunk: float, reduce: bool, bidirectional: bool = False, period: int = 0
+              ) -> StepPattern | None:
+    """One step of rings (rows of ``rings``, equal length k >= 2) run concurrently; it repeats k-1
+    times. ``period``: the rank shift that maps it onto itself, if the caller knows one."""
     k = rings.shape[1]
     if k < 2:
         return None
     nxt = np.roll(rings, -1, axis=1)
     r = chunk if reduce else 0.0
     if not bidirectional:
-        return _pat(rings.ravel(), nxt.ravel(), chunk, r, k - 1)
+        return _pat(rings.ravel(), nxt.ravel(), chunk, r, k - 1, period)
     prv = np.roll(rings, 1, axis=1)
     src = np.repeat(rings.ravel(), 2)
     dst = np.stack([nxt.ravel(), prv.ravel()], axis=1).ravel()
-    return _pat(src, dst, chunk / 2, r / 2, k - 1)
+    return _pat(src, dst, chunk / 2, r / 2, k - 1, period)
 
 
 def _ring(coll: str, n: int, bidir: bool) -> Patterns:
     ranks = np.arange(n)[None, :]
     out = []
     if coll in ("all_reduce", "reduce_scatter"):
-        out.append(ring_step(ranks, 1 / n, True, bidir))
+        out.append(ring_step(ranks, 1 / n, True, bidir, 1))
     if coll in ("all_reduce", "all_gather"):
-        out.append(ring_step(ranks, 1 / n, False, bidir))
+        out.append(ring_step(ranks, 1 / n, False, bidir, 1))
     return [p for p in out if p is not None]
 
 
@@ -84,7 +79,7 @@ def digit_step(n: int, stride: int, k: int, size: float, red: float) -> StepPatt
     digit = (r // stride) % k
     base = r - digit * stride
     dst = np.concatenate([base + ((digit + j) % k) * stride for j in range(1, k)])
-    return _pat(np.tile(r, k - 1), dst, size, red)
+    return _pat(np.tile(r, k - 1), dst, size, red, period=k * stride if n % (k * stride) == 0 else 0)
 
 
 def _radix(coll: str, n: int, k: int, name: str) -> Patterns:
@@ -109,13 +104,13 @@ def _recursive_doubling(coll: str, n: int) -> Patterns:
         return _radix(coll, n, 2, "recursive_doubling")
     steps = need_power("recursive_doubling", n, 2)
     r = np.arange(n)
-    return [_pat(r, r ^ (1 << s), 1.0, 1.0) for s in range(steps)]
+    return [_pat(r, r ^ (1 << s), 1.0, 1.0, period=2 << s) for s in range(steps)]
 
 
 def _neighbor_exchange(coll: str, n: int) -> Patterns:
     if n % 2:
         raise EstimatorError(f"algorithm 'neighbor_exchange' needs an even group size, got {n}")
-    out = [ring_step(np.arange(n)[None, :], 1 / n, True)] if coll == "all_reduce" and n >= 2 else []
+    out = [ring_step(np.arange(n)[None, :], 1 / n, True, period=1)] if coll == "all_reduce" and n >= 2 else []
     r = np.arange(n)
     even = r % 2 == 0
 
@@ -123,12 +118,12 @@ def _neighbor_exchange(coll: str, n: int) -> Patterns:
         return np.where(even == right, (r + 1) % n, (r - 1) % n)
 
     steps = n // 2
-    out.append(_pat(r, side(True), 1 / n, 0.0))
+    out.append(_pat(r, side(True), 1 / n, 0.0, period=2))
     rights, lefts = (steps - 1) // 2, steps // 2  # later steps: odd s go left, even s right
     if lefts:
-        out.append(_pat(r, side(False), 2 / n, 0.0, lefts))
+        out.append(_pat(r, side(False), 2 / n, 0.0, lefts, 2))
     if rights:
-        out.append(_pat(r, side(True), 2 / n, 0.0, rights))
+        out.append(_pat(r, side(True), 2 / n, 0.0, rights, 2))
     return [p for p in out if p is not None]
 
 
@@ -164,9 +159,9 @@ def _torus2d(coll: str, n: int, p: AlgoParams) -> Patterns:
     grid = np.arange(n).reshape(rows, cols)
     out = []
     if coll in ("all_reduce", "reduce_scatter"):
-        out += [ring_step(grid, 1 / cols, True), ring_step(grid.T, 1 / n, True)]
+        out += [ring_step(grid, 1 / cols, True, period=cols), ring_step(grid.T, 1 / n, True, period=1)]
     if coll in ("all_reduce", "all_gather"):
-        out += [ring_step(grid.T, 1 / n, False), ring_step(grid, 1 / cols, False)]
+        out += [ring_step(grid.T, 1 / n, False, period=1), ring_step(grid, 1 / cols, False, period=cols)]
     return [x for x in out if x is not None]
 
 

@@ -214,7 +214,7 @@ class OcsFabric(SharedCompiled, LibraryFabric):
             return None
         port, p = c.port_bps / 8, self.pricing(algorithm)
         if c.topology == "ring":
-            return ring_compiled(pats, c.nodes, True, port, c.link_delay_s, p)
+            return ring_compiled(pats, c.nodes, True, port, c.link_delay_s, p, n)
         rows, cols = torus_dims(c.nodes, AlgoParams())
         return torus_compiled(pats, rows, cols, port, c.link_delay_s, p)
 

@@ -72,7 +72,7 @@ class RingFabric(UnitCompiled, LinkFabric):
         if pats is None:
             return None
         return ring_compiled(pats, c.nodes, c.bidirectional, c.link_bandwidth_Bps, c.link_latency_s,
-                             self.pricing(algorithm))
+                             self.pricing(algorithm), n)
 
     def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         c = self.config

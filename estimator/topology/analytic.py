@@ -68,23 +68,29 @@ def _arc(src: np.ndarray, dst: np.ndarray, size: int, bidirectional: bool
     return np.where(forward, src, (src - hops) % size), hops, forward
 
 
-def _step_row(step: StepPattern, loads, bandwidth: float, latencies: np.ndarray, params: PricingParams
-              ) -> tuple[np.ndarray, np.ndarray, float]:
-    """(c0, c1, reduction slope) of a step given ``loads(src, dst, bytes) -> (max load, links)``."""
+def _step_row(step: StepPattern, loads, bandwidth: float, latencies: np.ndarray, params: PricingParams,
+              fold: int = 0) -> tuple[np.ndarray, np.ndarray, float]:
+    """(c0, c1, reduction slope) of a step given ``loads(src, dst, bytes, period) -> (max load,
+    links)``. ``fold`` = the ring size when the step covers the whole ring: a step with a period P
+    dividing it is then priced from its transfers out of ranks 0..P-1 only (``loads`` folds the
+    ring onto P nodes; a receiver gets what its class mod P gets), the others being shifted copies."""
     moving = step.src != step.dst
+    period = step.period if fold and step.period and fold % step.period == 0 else 0
+    if period:
+        moving &= step.src < period
     if not moving.any():
         return np.zeros(1), np.zeros(1), 0.0
     src, dst = step.src[moving], step.dst[moving]
-    peak, hops = loads(src, dst, step.size[moving])
-    red = np.bincount(dst, weights=step.red[moving]).max() * params.gamma
+    peak, hops = loads(src, dst, step.size[moving], period)
+    red = np.bincount(dst % period if period else dst, weights=step.red[moving]).max() * params.gamma
     c0, c1 = pareto(params.alpha_s + latencies[hops], peak / bandwidth)
     return c0, c1, float(red)
 
 
-def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams
-              ) -> CompiledSchedule:
+def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams,
+              fold: int = 0) -> CompiledSchedule:
     latencies = np.concatenate([[0.0], np.cumsum(np.full(longest, latency))])  # h links, summed as a route is
-    rows = [_step_row(p, loads, bandwidth, latencies, params) for p in pats]
+    rows = [_step_row(p, loads, bandwidth, latencies, params, fold) for p in pats]
     width = max((len(r[0]) for r in rows), default=1)
     c0 = np.full((len(rows), width), -np.inf)
     c1 = np.zeros((len(rows), width))
@@ -97,13 +103,43 @@ def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: 
 
 
 def ring_compiled(pats: Patterns, size: int, bidirectional: bool, bandwidth: float, latency: float,
-                  params: PricingParams) -> CompiledSchedule:
-    """A :class:`CompiledSchedule` of ``pats`` (ranks = the first endpoints) on the ring."""
-    def loads(src, dst, nbytes):
+                  params: PricingParams, group: int | None = None) -> CompiledSchedule:
+    """A :class:`CompiledSchedule` of ``pats`` (ranks = the first endpoints) on the ring; ``group``
+    ranks (default: the whole ring, where periodic steps fold, :func:`folded_max_loads`)."""
+    def loads(src, dst, nbytes, period):
         start, hops, forward = _arc(src, dst, size, bidirectional)
+        if period:
+            return folded_max_loads(start, hops, forward, nbytes, period), hops
         return arc_max_loads(np.zeros(len(src), dtype=np.int64), start, hops, forward, nbytes, 1, size), hops
 
-    return _compiled(pats, loads, bandwidth, latency, size, params)
+    whole = group is None or group == size
+    return _compiled(pats, loads, bandwidth, latency, size, params, size if whole else 0)
+
+
+def folded_max_loads(start: np.ndarray, hops: np.ndarray, forward: np.ndarray, nbytes: np.ndarray, period: int
+                     ) -> np.ndarray:
+    """:func:`arc_max_loads` for the transfers out of nodes 0..P-1 of a step that a shift by P
+    maps onto itself: link loads repeat with period P, so every arc is wrapped onto a P-node
+    circle (an arc of h links covers each of its P positions h // P times, plus once more for the
+    h mod P after its start) and a transfer's busiest link is the circle's maximum if its arc
+    goes all round, else a range maximum."""
+    out = np.zeros(len(start))
+    for direction in (True, False):
+        sel = (forward == direction) & (hops > 0)
+        if not sel.any():
+            continue
+        h, w, a = hops[sel], nbytes[sel], start[sel] % period
+        full, rest = np.divmod(h, period)
+        diff = np.bincount(a, weights=w, minlength=2 * period + 1) - np.bincount(a + rest, weights=w,
+                                                                                 minlength=2 * period + 1)
+        cum = np.cumsum(diff[:-1])
+        load = cum[:period] + cum[period:] + float((full * w).sum())
+        peak = np.full(len(a), load.max())
+        part = full == 0
+        if part.any():
+            peak[part] = _range_max(np.concatenate([load, load]), a[part], rest[part])
+        out[sel] = peak
+    return out
 
 
 def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, latency: float, params: PricingParams
@@ -112,7 +148,7 @@ def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, laten
     is an arc along the source's row (X), then one along the destination's column (Y), each the
     shorter way round (ties positive); a 2-long ring's two directions are its one cable's two
     links, which the forward arcs (a tie) use."""
-    def loads(src, dst, nbytes):
+    def loads(src, dst, nbytes, period):
         (r1, c1), (r2, c2) = np.divmod(src, cols), np.divmod(dst, cols)
         xs, xh, xf = _arc(c1, c2, cols, True)
         ys, yh, yf = _arc(r1, r2, rows, True)
