@@ -238,3 +238,23 @@ def test_analytic_routing_equals_schedules(params):
                 assert f.collective_cost(coll, 3e6, algo, n, explicit=True).time_s == comp.time(3e6)
                 checked += 1
     assert checked >= 12
+
+
+@pytest.mark.parametrize("params", [
+    {"name": "ring", "nodes": 16, "memory_bandwidth_Bps": 1e11}, {"name": "torus2d", "nodes": 16},
+    {"name": "torus2d", "nodes": 32, "rows": 4, "cols": 8}, {"name": "superpod", "nodes": 32, "gpus_per_node": 4},
+    {"name": "fattree", "nodes": 16, "k": 4}, {"name": "fattree", "nodes": 54, "k": 6},
+    {"name": "ocs", "nodes": 16, "topology": "ring"}, {"name": "ocs", "nodes": 16, "topology": "torus2d"},
+], ids=lambda p: f"{p['name']}{p['nodes']}")
+def test_pattern_floor_from_one_period_equals_the_whole_step(params):
+    """Folding a periodic step onto its first period gives the same pattern floor as all transfers."""
+    folded, whole = make_fabric(params), make_fabric(params)
+    whole.shift_invariant = lambda period, n: False
+    compared = 0
+    for coll in RS_AR_AG:
+        for algo in folded.algorithms(coll):
+            a = folded.pattern_floor(coll, algo, folded.nodes, 3e6)
+            if a is not None:
+                assert a == pytest.approx(whole.pattern_floor(coll, algo, whole.nodes, 3e6), rel=1e-12), (coll, algo)
+                compared += 1
+    assert compared >= 5

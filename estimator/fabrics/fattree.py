@@ -119,3 +119,7 @@ class FatTreeFabric(UnitCompiled, LinkFabric):
         c = self.config
         hops = fat_tree_pair_traversals(c.radix() // 2, src, dst)
         return hops * c.link_latency_s * (1 - 1e-12), np.full(len(src), c.link_bandwidth_Bps), None
+
+    def shift_invariant(self, period: int, n: int) -> bool:
+        half = self.config.radix() // 2
+        return period % (half * half) == 0  # whole pods

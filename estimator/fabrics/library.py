@@ -278,10 +278,16 @@ class LibraryFabric(Fabric):
         """Total bandwidth of all links (for the volume bound of :meth:`pattern_floor`), or None."""
         return None
 
-    def cut_seconds(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray) -> float:
+    def cut_seconds(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray, period: int = 0) -> float:
         """A lower bound on a step's busiest link load / bandwidth (per byte of M) from a cut, e.g.
-        a server's bytes to other servers over its total uplink bandwidth; 0 (default): none."""
+        a server's bytes to other servers over its total uplink bandwidth; 0 (default): none.
+        ``period`` > 0: the transfers are those out of ranks 0..P-1 of a P-periodic step."""
         return 0.0
+
+    def shift_invariant(self, period: int, n: int) -> bool:
+        """True if shifting ranks 0..n-1 by ``period`` (mod n) maps :meth:`route_bounds`,
+        :meth:`cut_seconds` and the topology onto themselves (default: never assumed)."""
+        return False
 
     def pattern_floor(self, collective: str, name: str, n: int, nbytes: float, limit: float = math.inf
                       ) -> float | None:
@@ -307,21 +313,27 @@ class LibraryFabric(Fabric):
         p = self.pricing(name)
         port, capacity, shortest = self.port_bandwidth(), self.link_capacity(), self.min_route_latency()
         ranks = np.asarray(self.ranks(n), dtype=np.int64)
+        identity = bool(np.array_equal(ranks, np.arange(n)))
         total = 0.0
         for pat in pats:
-            moving = pat.src != pat.dst
+            # a step mapped onto itself by a rank shift P that maps the bounds onto themselves too:
+            # its transfers out of ranks 0..P-1 stand for all (a receiver gets what its class mod P gets)
+            period = pat.period if identity and pat.period and self.shift_invariant(pat.period, n) else 0
+            moving = (pat.src != pat.dst) & (pat.src < period if period else True)
             step = p.step_overhead_s
             if moving.any():
                 src, dst, size = ranks[pat.src[moving]], ranks[pat.dst[moving]], pat.size[moving]
+                into = dst % period if period else dst
                 lat, bw, links = self.route_bounds(src, dst)  # type: ignore[misc]
                 slowest = float((lat + size * m / bw).max())
                 if port:
-                    busiest = max(np.bincount(src, weights=size).max(), np.bincount(dst, weights=size).max())
+                    busiest = max(np.bincount(src, weights=size).max(), np.bincount(into, weights=size).max())
                     slowest = max(slowest, shortest + busiest * m / port)
                 if capacity and links is not None:
-                    slowest = max(slowest, shortest + float((size * links).sum()) * m / capacity)
-                slowest = max(slowest, shortest + self.cut_seconds(src, dst, size) * m)
-                red = np.bincount(dst, weights=pat.red[moving]).max() * p.gamma * m
+                    copies = n // period if period else 1
+                    slowest = max(slowest, shortest + copies * float((size * links).sum()) * m / capacity)
+                slowest = max(slowest, shortest + self.cut_seconds(src, dst, size, period) * m)
+                red = np.bincount(into, weights=pat.red[moving]).max() * p.gamma * m
                 step += p.alpha_s + slowest + red
             total += pat.count * step
             if k * total > limit:

@@ -233,6 +233,15 @@ class OcsFabric(SharedCompiled, LibraryFabric):
             return None
         return hops * c.link_delay_s * (1 - 1e-12), port, hops
 
+    def shift_invariant(self, period: int, n: int) -> bool:
+        c = self.cfg
+        if c.topology == "ring":
+            return n == c.nodes
+        if c.topology == "torus2d":
+            return n == c.nodes and period % torus_dims(c.nodes, AlgoParams())[1] == 0
+        half = c.fattree_radix // 2
+        return c.topology == "fattree" and period % (half * half) == 0
+
     def link_capacity(self) -> float | None:
         c = self.cfg
         if c.topology == "ring" and c.nodes >= 3:

@@ -84,3 +84,6 @@ class RingFabric(UnitCompiled, LinkFabric):
     def link_capacity(self) -> float | None:
         c = self.config
         return (2 if c.bidirectional else 1) * c.nodes * c.link_bandwidth_Bps if c.nodes >= 3 else None
+
+    def shift_invariant(self, period: int, n: int) -> bool:
+        return n == self.config.nodes  # a rotation of the whole ring

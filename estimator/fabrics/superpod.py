@@ -117,13 +117,17 @@ class SuperPodFabric(LinkFabric):
                                min(c.nvlink_bandwidth_Bps + c.nic_bandwidth_Bps, g * c.nic_bandwidth_Bps)))
         return lat, bw, None
 
-    def cut_seconds(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray) -> float:
+    def cut_seconds(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray, period: int = 0) -> float:
         """Bytes leaving (entering) a server cross its GPUs' NIC links: at most g x NIC bandwidth."""
         g = self.config.gpus_per_node
         s, d = src // g, dst // g
         away = s != d
         if not away.any():
             return 0.0
+        into = (dst % period) // g if period else d
         out = np.bincount(s[away], weights=size[away]).max()
-        inn = np.bincount(d[away], weights=size[away]).max()
+        inn = np.bincount(into[away], weights=size[away]).max()
         return float(max(out, inn)) / (g * self.config.nic_bandwidth_Bps)
+
+    def shift_invariant(self, period: int, n: int) -> bool:
+        return period % self.config.gpus_per_node == 0 and n % self.config.gpus_per_node == 0  # whole servers

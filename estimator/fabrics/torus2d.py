@@ -91,3 +91,6 @@ class Torus2dFabric(UnitCompiled, LinkFabric):
         c = self.config
         rows, cols = c.dims()
         return torus_compiled(pats, rows, cols, c.link_bandwidth_Bps, c.link_latency_s, self.pricing(algorithm))
+
+    def shift_invariant(self, period: int, n: int) -> bool:
+        return n == self.config.nodes and period % self.config.dims()[1] == 0  # whole rows: a row rotation
