@@ -176,7 +176,8 @@ def test_configs_differing_in_latency_or_bandwidth_share_one_compile(params, lat
 # A fixed grid priced by the code before the scale work (tests/data/scale_grid.json, commit a82de46):
 # the same algorithm, steps and bit-identical seconds, except where a price now comes from a closed
 # form / a rescaled unit compile / analytic routing instead of the schedule (then within 2 ulps).
-REPRICED = {("ring", "broadcast", "auto"), ("superpod", "all_reduce", "auto"), ("ring", "all_gather", "auto")}
+REPRICED = {("ring", "broadcast", "auto"), ("superpod", "all_reduce", "auto"), ("ring", "all_gather", "auto"),
+            ("fattree", "all_reduce", "double_binary_tree")}
 
 
 def test_fixed_grid_is_unchanged():
@@ -211,11 +212,15 @@ def test_fixed_grid_is_unchanged():
     {"name": "ocs", "nodes": 12, "topology": "ring"},
     {"name": "ocs", "nodes": 16, "topology": "torus2d"},
     {"name": "ocs", "nodes": 6, "topology": "torus2d"},
+    {"name": "fattree", "nodes": 16, "k": 4, "alpha_s": 1e-6, "memory_bandwidth_Bps": 1e11},
+    {"name": "fattree", "nodes": 13, "k": 4},
+    {"name": "fattree", "nodes": 40, "k": 6},
+    {"name": "ocs", "nodes": 13, "topology": "fattree", "fattree_radix": 4},
 ], ids=lambda p: f"{p['name']}{p['nodes']}{p.get('topology', '')}{'u' if p.get('bidirectional') is False else ''}")
 def test_analytic_routing_equals_schedules(params):
-    """Every algorithm with a step pattern is priced on rings and tori by analytic routing (arcs,
-    no graph search); it equals compiling the explicit schedule, for the whole fabric and a
-    sub-group."""
+    """Every algorithm with a step pattern is priced on rings, tori and fat trees by analytic
+    routing (arcs, up/down; no graph search); it equals compiling the explicit schedule, for the
+    whole fabric and a sub-group."""
     from estimator.collectives.pricing import compile_schedule
 
     f = make_fabric(params)

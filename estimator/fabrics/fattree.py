@@ -3,9 +3,10 @@
 Assumes every link has ``link_bandwidth_Bps`` per direction, every switch traversal costs
 ``link_latency_s`` (on the link leaving the switch), per-hop ECMP over equal-cost next hops, the
 first ``nodes`` hosts of a k-ary tree (``k = 0``: the smallest even k with k^3/4 >= nodes).
-The tree is rearrangeably non-blocking but ECMP can still collide; algorithms are priced from
-their schedules (compiled once per algorithm and group size), except the rings, which have a
-closed form (up/down routing by index arithmetic, tested equal to the schedule):
+The tree is rearrangeably non-blocking but ECMP can still collide; algorithms with a step pattern
+are priced by analytic up/down routing (:func:`estimator.topology.analytic.fat_tree_compiled`,
+tested equal to the compiled schedule), the others (all-to-all, ...) from their schedules; the
+following have closed forms (tested equal to the schedule):
 
 * ``ring`` / ``bidir_ring`` over the first n hosts: every host sends on its own host link, and at
   most one (bidirectional: two half-size) transfers leave or enter an edge switch or a pod, split
@@ -31,9 +32,12 @@ import numpy as np
 
 from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.params import is_power, log_k
+from estimator.collectives.patterns import patterns
+from estimator.collectives.pricing import CompiledSchedule
 from estimator.errors import EstimatorError
 from estimator.fabrics.electrical import GENERIC_OFFERS, LinkConfig, LinkFabric
 from estimator.fabrics.unit_compiled import UnitCompiled
+from estimator.topology.analytic import fat_tree_compiled
 from estimator.topology.builders import fat_tree, fat_tree_pair_traversals, fat_tree_traversals
 from estimator.topology.graph import Topology
 
@@ -123,3 +127,10 @@ class FatTreeFabric(UnitCompiled, LinkFabric):
     def shift_invariant(self, period: int, n: int) -> bool:
         half = self.config.radix() // 2
         return period % (half * half) == 0  # whole pods
+
+    def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        pats = patterns(algorithm, collective, n, self.algo_params(n))
+        if pats is None:
+            return None
+        c = self.config
+        return fat_tree_compiled(pats, c.radix() // 2, c.link_bandwidth_Bps, c.link_latency_s, self.pricing(algorithm))

@@ -44,7 +44,14 @@ from estimator.fabrics.base import CollectiveCost, FabricConfig
 from estimator.fabrics.library import LibraryFabric
 from estimator.fabrics.optical.compile_cache import SharedCompiled
 from estimator.topology import builders
-from estimator.topology.analytic import ring_compiled, ring_hops, torus_compiled, torus_hops, torus_links
+from estimator.topology.analytic import (
+    fat_tree_compiled,
+    ring_compiled,
+    ring_hops,
+    torus_compiled,
+    torus_hops,
+    torus_links,
+)
 from estimator.topology.graph import Topology
 
 TOPOLOGIES = ("ring", "torus2d", "btree", "one_switch", "fattree")
@@ -205,14 +212,16 @@ class OcsFabric(SharedCompiled, LibraryFabric):
                                 self.algo_params(n))
 
     def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
-        """Ring and torus wirings: analytic routing (:mod:`estimator.topology.analytic`)."""
+        """Ring, torus and fat-tree wirings: analytic routing (:mod:`estimator.topology.analytic`)."""
         c = self.cfg
-        if c.topology not in ("ring", "torus2d") or (c.topology == "ring" and c.nodes < 3):
+        if c.topology not in ("ring", "torus2d", "fattree") or (c.topology == "ring" and c.nodes < 3):
             return None
         pats = patterns(algorithm, collective, n, self.algo_params(n))
         if pats is None:
             return None
         port, p = c.port_bps / 8, self.pricing(algorithm)
+        if c.topology == "fattree":
+            return fat_tree_compiled(pats, c.fattree_radix // 2, port * c.ports, c.link_delay_s, p)
         if c.topology == "ring":
             return ring_compiled(pats, c.nodes, True, port, c.link_delay_s, p, n)
         rows, cols = torus_dims(c.nodes, AlgoParams())
