@@ -177,7 +177,8 @@ def test_configs_differing_in_latency_or_bandwidth_share_one_compile(params, lat
 # the same algorithm, steps and bit-identical seconds, except where a price now comes from a closed
 # form / a rescaled unit compile / analytic routing instead of the schedule (then within 2 ulps).
 REPRICED = {("ring", "broadcast", "auto"), ("superpod", "all_reduce", "auto"), ("ring", "all_gather", "auto"),
-            ("fattree", "all_reduce", "double_binary_tree")}
+            ("fattree", "all_reduce", "double_binary_tree"), ("superpod", "all_reduce", "double_binary_tree"),
+            ("superpod", "all_reduce", "ring")}
 
 
 def test_fixed_grid_is_unchanged():
@@ -216,6 +217,11 @@ def test_fixed_grid_is_unchanged():
     {"name": "fattree", "nodes": 13, "k": 4},
     {"name": "fattree", "nodes": 40, "k": 6},
     {"name": "ocs", "nodes": 13, "topology": "fattree", "fattree_radix": 4},
+    {"name": "superpod", "nodes": 16, "gpus_per_node": 4, "memory_bandwidth_Bps": 1e11},
+    {"name": "superpod", "nodes": 24, "gpus_per_node": 8},
+    {"name": "superpod", "nodes": 8, "gpus_per_node": 8},
+    {"name": "superpod", "nodes": 6, "gpus_per_node": 1},
+    {"name": "superpod", "nodes": 12, "gpus_per_node": 2},
 ], ids=lambda p: f"{p['name']}{p['nodes']}{p.get('topology', '')}{'u' if p.get('bidirectional') is False else ''}")
 def test_analytic_routing_equals_schedules(params):
     """Every algorithm with a step pattern is priced on rings, tori and fat trees by analytic

@@ -24,10 +24,12 @@ import numpy as np
 
 from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.params import AlgoParams, is_power, local_size
-from estimator.collectives.pricing import PricingParams
+from estimator.collectives.patterns import patterns
+from estimator.collectives.pricing import CompiledSchedule, PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.electrical import LinkFabric, offers_with
+from estimator.topology.analytic import rail_compiled
 from estimator.topology.builders import rail_optimized
 from estimator.topology.graph import Topology
 
@@ -131,3 +133,11 @@ class SuperPodFabric(LinkFabric):
 
     def shift_invariant(self, period: int, n: int) -> bool:
         return period % self.config.gpus_per_node == 0 and n % self.config.gpus_per_node == 0  # whole servers
+
+    def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        pats = patterns(algorithm, collective, n, self.algo_params(n))
+        if pats is None:
+            return None
+        c = self.config
+        return rail_compiled(pats, c.gpus_per_node, c.nodes, c.nvlink_bandwidth_Bps, c.nic_bandwidth_Bps,
+                             c.switch_latency_s, self.pricing(algorithm))
