@@ -8,7 +8,7 @@ algorithm's explicit schedule (``schedule``: ``explicit=True``, sizes up to 16,3
 minimum over ``--runs`` runs of the wall time of the first call, and the child's peak RSS
 (``ru_maxrss``, includes the interpreter + numpy, about 30 MB). A case that exceeds ``--timeout``
 prints ``>timeout``. Sizes a fabric cannot take are rounded to the nearest valid one (shown).
-Then a warm ResNet50 estimate (default config; min of 7 after one cold call) at ``--resnet`` sizes,
+Then a warm ResNet50 estimate (default config; min of 50 after one cold call) at ``--resnet`` sizes,
 one subprocess per fabric and size (needs traces/resnet50.workload.json: ``estimator capture
 model=resnet50``). ``ocs`` is the OCS wired as a ring, ``ocs_torus`` as a 2D torus.
 """
@@ -45,7 +45,7 @@ cfg = grid.compose_points([point])[0]
 path = str(workload_path(cfg).resolve())
 estimate(cfg, path)
 warm = []
-for _ in range(7):
+for _ in range(50):
     t0 = time.perf_counter()
     estimate(cfg, path)
     warm.append(time.perf_counter() - t0)
