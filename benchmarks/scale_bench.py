@@ -3,10 +3,14 @@
     python benchmarks/scale_bench.py [--sizes 1024,16384,65536] [--timeout 120] [--runs 3]
 
 Every case runs in a fresh subprocess (nothing cached, nothing shared): it builds the fabric and
-prices one 64 MiB all-reduce with the default algorithm (``default``) or ``auto``. Printed: the
+prices one 64 MiB all-reduce with the default algorithm (``default``), ``auto``, or the default
+algorithm's explicit schedule (``schedule``: ``explicit=True``, sizes up to 16,384 only). Printed: the
 minimum over ``--runs`` runs of the wall time of the first call, and the child's peak RSS
-(``ru_maxrss``, includes the interpreter + numpy, about 40 MB). A case that exceeds ``--timeout``
+(``ru_maxrss``, includes the interpreter + numpy, about 30 MB). A case that exceeds ``--timeout``
 prints ``>timeout``. Sizes a fabric cannot take are rounded to the nearest valid one (shown).
+Then a warm ResNet50 estimate (default config; min of 50 after one cold call) at ``--resnet`` sizes,
+one subprocess per fabric and size (needs traces/resnet50.workload.json: ``estimator capture
+model=resnet50``). ``ocs`` is the OCS wired as a ring, ``ocs_torus`` as a 2D torus.
 """
 
 from __future__ import annotations
@@ -22,11 +26,51 @@ from estimator.fabrics.registry import make_fabric
 params, algorithm = json.loads(sys.argv[1]), sys.argv[2]
 fabric = make_fabric(params)
 t0 = time.perf_counter()
-cost = fabric.collective_cost("all_reduce", 64 * 2**20, algorithm)
+if algorithm == "schedule":  # the explicit schedule of the default algorithm, priced step by step
+    cost = fabric.collective_cost("all_reduce", 64 * 2**20, "default", explicit=True)
+else:
+    cost = fabric.collective_cost("all_reduce", 64 * 2**20, algorithm)
 dt = time.perf_counter() - t0
 print(json.dumps({"s": dt, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "algorithm": cost.algorithm, "time_s": cost.time_s}))
 """
+
+
+RESNET = r"""
+import json, sys, time
+from estimator.estimate import estimate, workload_path
+from estimator.sweep import grid
+point = json.loads(sys.argv[1])
+cfg = grid.compose_points([point])[0]
+path = str(workload_path(cfg).resolve())
+estimate(cfg, path)
+warm = []
+for _ in range(50):
+    t0 = time.perf_counter()
+    estimate(cfg, path)
+    warm.append(time.perf_counter() - t0)
+print(json.dumps({"s": min(warm)}))
+"""
+
+
+def resnet_point(fabric: str, n: int) -> dict:
+    params = params_for(fabric, n)
+    return {"model": "resnet50", **{f"fabric.{k}" if k != "name" else "fabric": v for k, v in params.items()}}
+
+
+def resnet_table(fabrics: list[str], sizes: tuple[int, int], timeout: float) -> None:
+    """Warm ResNet50 estimate (default config, data parallel) at the smallest and largest size."""
+    print(f"\n{'fabric':<10}{'warm_ms@' + str(sizes[0]):>14}{'warm_ms@' + str(sizes[1]):>16}{'growth':>8}")
+    for fabric in fabrics:
+        got = []
+        for n in sizes:
+            try:
+                out = subprocess.run([sys.executable, "-c", RESNET, json.dumps(resnet_point(fabric, n))],
+                                     capture_output=True, text=True, timeout=timeout, check=True)
+                got.append(json.loads(out.stdout.strip().splitlines()[-1])["s"])
+            except (subprocess.TimeoutExpired, subprocess.CalledProcessError):
+                got.append(float("nan"))
+        print(f"{fabric:<10}{got[0] * 1e3:>14.3f}{got[1] * 1e3:>16.3f}{got[1] / got[0]:>7.2f}x", flush=True)
 
 
 def params_for(fabric: str, n: int) -> dict:
@@ -37,6 +81,8 @@ def params_for(fabric: str, n: int) -> dict:
         return {"name": "torus2d", "nodes": n}
     if fabric == "ocs":
         return {"name": "ocs", "nodes": n, "topology": "ring"}
+    if fabric == "ocs_torus":
+        return {"name": "ocs", "nodes": n, "topology": "torus2d"}
     return {"name": fabric, "nodes": n}
 
 
@@ -61,15 +107,18 @@ def run(params: dict, algorithm: str, timeout: float) -> dict | None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1024,16384,65536")
-    ap.add_argument("--fabrics", default="fattree,superpod,torus2d,bcube,ring,ocs")
-    ap.add_argument("--algorithms", default="default,auto")
+    ap.add_argument("--fabrics", default="fattree,superpod,torus2d,bcube,ring,ocs,ocs_torus,lumorph")
+    ap.add_argument("--algorithms", default="default,auto,schedule")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--resnet", default="64,65536", help="sizes of the warm ResNet50 table ('' = skip)")
     args = ap.parse_args()
     print(f"{'fabric':<10}{'algorithm':<10}{'N':>7}  {'first_call_ms':>14}{'peak_rss_MB':>12}  chosen")
     for fabric in args.fabrics.split(","):
         for algorithm in args.algorithms.split(","):
             for n in (int(s) for s in args.sizes.split(",")):
+                if algorithm == "schedule" and n > 16384:
+                    continue
                 params = params_for(fabric, n)
                 best = None
                 for _ in range(args.runs):
@@ -87,6 +136,10 @@ def main() -> None:
                 else:
                     print(f"{fabric:<10}{algorithm:<10}{size:>7}  {best['s'] * 1e3:>14.2f}{best['rss_mb']:>12.0f}  "
                           f"{best['algorithm']}", flush=True)
+
+    if args.resnet:
+        small, large = (int(x) for x in args.resnet.split(","))
+        resnet_table(args.fabrics.split(","), (small, large), args.timeout)
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ def test_show_schedule_text_and_json(capsys):
     assert len(sched) == 4
     assert sched[0]["transfers"][0] == [0, 1, 2048.0, 2048.0]
     text = run(capsys, "fabric=ideal", "fabric.nodes=4", "algorithm=ring", "bytes=4096", "show_schedule=true")
-    row5 = [line.split() for line in text.splitlines() if line.split()[:1] == ["5"]][0]
-    assert row5[:4] == ["5", "-", "4", "4096"] and row5[4] == "0->1:1024"  # step, reconf, transfers, bytes
+    ag = [line.split() for line in text.splitlines() if line.split()[:1] == ["3..5"]][0]  # 3 identical steps, one row
+    assert ag[:4] == ["3..5", "-", "4", "4096"] and ag[4] == "0->1:1024"  # steps, reconf, transfers, bytes
 
 
 def test_show_schedule_summarises_large_schedules_and_writes_the_full_one(capsys, tmp_path):
@@ -79,3 +79,13 @@ def test_user_errors(capsys, args, match):
 
     with pytest.raises(EstimatorError, match=match):
         cli.run(["collective", *args])
+
+
+def test_show_schedule_collapses_repeated_steps(capsys, tmp_path):
+    out = json.loads(run(capsys, "fabric=ring", "fabric.nodes=512", "algorithm=ring", "bytes=1e6", "show_schedule=true",
+                         f"schedule_out={tmp_path / 's.json'}", "output=json"))
+    steps = out["schedule_steps"]
+    assert [(s["step"], s["repeat"], s["transfers"]) for s in steps] == [(0, 511, 512), (511, 511, 512)]
+    full = json.loads((tmp_path / "s.json").read_text())
+    assert [(s["step"], s["repeat"], len(s["transfers"])) for s in full] == [(0, 511, 512), (511, 511, 512)]
+    assert "schedule" not in out  # 523,264 transfers in all

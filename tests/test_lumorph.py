@@ -68,6 +68,7 @@ def test_explicit_schedule_priced_by_library_equals_closed_form(n, k):
         closed = fab.collective_cost(coll, 3e6, f"lumorph_{k}")
         explicit = fab.collective_cost(coll, 3e6, f"lumorph_{k}", explicit=True)
         assert explicit.time_s == pytest.approx(closed.time_s, rel=1e-9), coll
+        assert explicit.time_s == pytest.approx(fab.library_cost(coll, f"lumorph_{k}", n, 3e6), rel=1e-12), coll
         assert fab.schedule(coll, f"lumorph_{k}", n, 3e6).num_steps == closed.steps
         sched = lumorph_k_schedule(coll, n, k, 3e6)
         assert sched.num_steps == closed.steps
@@ -136,3 +137,13 @@ def test_paper_accounting_charges_every_round():
     assert cost.reconfig_s == pytest.approx(6 * 3.7e-6)
     assert paper.collective_cost("all_reduce", 1024, "lumorph_4", explicit=True).time_s == pytest.approx(cost.time_s)
     assert make_fabric({"name": "lumorph", "reconfig_every_round": True}).cfg.reconfig_every_round is True
+
+
+@pytest.mark.parametrize("every", [False, True])
+def test_array_priced_explicit_schedule_equals_the_library_on_circuit_meshes(every):
+    fab = LumorphFabric(LumorphConfig(nodes=64, reconfig_every_round=every))
+    for n in (2, 4, 32, 64):
+        for k in (2, 4):
+            for coll in ("all_reduce", "reduce_scatter", "all_gather"):
+                fast = fab.explicit_cost(coll, f"lumorph_{k}", n, 1e5)
+                assert fast == pytest.approx(fab.library_cost(coll, f"lumorph_{k}", n, 1e5), rel=1e-12)

@@ -119,3 +119,18 @@ def test_per_step_extra_time_is_added():
                     (Step(sched.steps[0].transfers, False, 1e-3), *sched.steps[1:]))
     star = builders.star(4, 100e9)
     assert price_schedule(slow, star) - price_schedule(sched, star) == pytest.approx(1e-3, rel=1e-9)
+
+
+def test_route_cache_is_bounded_and_prices_do_not_change(monkeypatch):
+    """Custom graphs keep the schedule path; the route cache drops its oldest routes beyond
+    ROUTE_BUDGET entries and re-routes on demand, with identical prices."""
+    from estimator.fabrics.registry import make_fabric
+    from estimator.topology import graph
+
+    free = make_fabric({"name": "custom", "nodes": 8})
+    ref = free.collective_cost("all_to_all", 1e6, "pairwise", explicit=True).time_s
+    monkeypatch.setattr(graph, "ROUTE_BUDGET", 20)
+    tight = make_fabric({"name": "custom", "nodes": 8})
+    assert tight.collective_cost("all_to_all", 1e6, "pairwise", explicit=True).time_s == ref
+    topo = tight.topology("pairwise")
+    assert 0 < topo._route_entries <= 20 and len(topo._routes) < 8 * 7

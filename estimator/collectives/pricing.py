@@ -82,7 +82,7 @@ def _step_coefficients(
     red = np.bincount(np.asarray(dsts), weights=np.asarray(reds, dtype=float)).max() * params.gamma / scale
     bulk = topo.routing != "dimension_order" and len(moving) > 4 * len(set(dsts))
     c0, c1 = (_bulk_step if bulk else _routed_step)(moving, topo, ranks, params)
-    return (*_pareto(c0, c1 / scale), float(red))
+    return (*pareto(c0, c1 / scale), float(red))
 
 
 def _routed_step(moving: list[Transfer], topo: Topology, ranks: Sequence[int], params: PricingParams
@@ -141,7 +141,7 @@ def _bulk_step(moving: list[Transfer], topo: Topology, ranks: Sequence[int], par
     return c0, c1
 
 
-def _pareto(c0: np.ndarray, c1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def pareto(c0: np.ndarray, c1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keep the (c0, c1) pairs not dominated by another (the upper envelope over M >= 0)."""
     order = np.lexsort((-c1, -c0))
     c0, c1 = c0[order], c1[order]

@@ -35,12 +35,15 @@ def inorder_parents(n: int) -> tuple[int, ...]:
     """``parents[r]`` of the in-order binary tree on ``n`` ranks; ``parents[0] == -1``.
     NCCL's rule: with ``l`` the lowest set bit of r, the parent is ``(r ^ l) | (l << 1)``, or
     ``r ^ l`` when that is out of range."""
-    parents = [-1] * n
-    for r in range(1, n):
-        low = r & -r
-        up = (r ^ low) | (low << 1)
-        parents[r] = up if up < n else r ^ low
-    return tuple(parents)
+    import numpy as np
+
+    r = np.arange(n, dtype=np.int64)
+    low = r & -r
+    up = (r ^ low) | (low << 1)
+    parents = np.where(up < n, up, r ^ low)
+    if n:
+        parents[0] = -1
+    return tuple(parents.tolist())
 
 
 def children_at_step(n: int, s: int) -> int:
@@ -57,13 +60,26 @@ def second_tree_rank(b: int, n: int) -> int:
 def dbt_shapes(n: int) -> tuple[frozenset[tuple[int, ...]], frozenset[tuple[int, ...]]]:
     """Distinct per-rank patterns of the double binary tree on ``n`` ranks:
     (child send-steps of each rank over both trees, own send-steps over both trees).
-    Loads of pipelined tree steps depend only on these sets."""
-    parents = inorder_parents(n)
-    children: list[list[int]] = [[] for _ in range(n)]
-    sends: list[list[int]] = [[] for _ in range(n)]
-    for mapping in (lambda b: b, lambda b: second_tree_rank(b, n)):
-        for b in range(1, n):
-            s = tz(b)
-            sends[mapping(b)].append(s)
-            children[mapping(parents[b])].append(s)
-    return frozenset(tuple(sorted(c)) for c in children), frozenset(tuple(sorted(x)) for x in sends)
+    Loads of pipelined tree steps depend only on these sets. (Vectorised: a row of padded, sorted
+    steps per rank, then the distinct rows.)"""
+    import numpy as np
+
+    b = np.arange(1, n)
+    parents = np.asarray(inorder_parents(n), dtype=np.int64)[1:]
+    step = np.log2(b & -b).astype(np.int64) if n > 1 else b
+    second = (lambda x: n - 1 - x) if n % 2 == 0 else (lambda x: (x + 1) % n)
+
+    def distinct(ranks: np.ndarray, values: np.ndarray, width: int) -> frozenset[tuple[int, ...]]:
+        order = np.lexsort((values, ranks))
+        ranks, values = ranks[order], values[order]
+        slot = np.arange(len(ranks)) - np.searchsorted(ranks, ranks)  # position in the rank's row
+        table = np.full((n, width), 127, dtype=np.int64)  # 127: empty (a step is < 64)
+        table[ranks, slot] = values
+        keys = np.unique(table @ (128 ** np.arange(width)))
+        rows = (keys[:, None] // 128 ** np.arange(width)) % 128
+        return frozenset(tuple(int(v) for v in row if v != 127) for row in rows)
+
+    steps2 = np.concatenate([step, step])
+    children = distinct(np.concatenate([parents, second(parents)]), steps2, 4)
+    sends = distinct(np.concatenate([b, second(b)]), steps2, 2)
+    return children, sends

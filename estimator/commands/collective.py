@@ -8,8 +8,9 @@
 Keys: collective, algorithm (a name, ``default`` or ``auto``), bytes (per-rank buffer, nccl-tests
 convention), group_size (default all fabric.nodes), explicit (price the explicit schedule on the
 topology instead of the closed form), show_schedule (a per-step table: transfers, bytes and the first
-transfers of each step; every transfer inline only up to 10,000, and in a JSON file with
-``schedule_out=FILE``), sizes (list of byte sizes: one row per size
+transfers of each step, a run of identical steps on one row, e.g. ``1..1022``; every transfer inline
+only up to 10,000, and in a JSON file with ``schedule_out=FILE``: each run once, with its ``repeat``
+count), sizes (list of byte sizes: one row per size
 with time, algbw = bytes/time and busbw = algbw x the nccl-tests factor, e.g. 2(n-1)/n for
 all-reduce); busbw_plot (with sizes: also write the curve as a figure, .png/.svg/.pdf). Fabrics
 that model NCCL (``nvlink_leafspine``, ``system=dgx_*``) also report the NCCL protocol
@@ -28,6 +29,7 @@ from omegaconf import DictConfig
 
 from estimator.collectives.algorithms import collective_name
 from estimator.collectives.busbw import cost_row, curve, plot_curves
+from estimator.collectives.schedule import Step
 from estimator.config import to_container
 from estimator.errors import EstimatorError
 from estimator.fabrics.registry import make_fabric
@@ -77,27 +79,42 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             raise EstimatorError(f"fabric {fabric.name!r} has no explicit schedules")
         group = fabric.nodes if n is None else n
         sched = fabric.schedule(coll, out["algorithm"], group, nbytes)
+        runs = _runs(sched.steps)
         out["schedule_steps"] = [
-            {"step": i, "reconfigure": st.reconfigure, "transfers": len(st.transfers),
-             "bytes": sum(t.nbytes for t in st.transfers),
-             "example": [[t.src, t.dst, t.nbytes, t.reduce_bytes] for t in st.transfers[:EXAMPLES]]}
-            for i, st in enumerate(sched.steps)
+            {"step": i, "repeat": r, "reconfigure": st.reconfigure, "transfers": len(st.transfers),
+             "bytes": _bytes(st), "example": [[t.src, t.dst, t.nbytes, t.reduce_bytes] for t in st.transfers[:EXAMPLES]]}
+            for i, r, st in runs
         ]
-        total = sum(s["transfers"] for s in out["schedule_steps"])
-        full = None
-        if tree.get("schedule_out") or total <= MAX_INLINE_TRANSFERS:
-            full = [{"step": i, "reconfigure": st.reconfigure,
-                     "transfers": [[t.src, t.dst, t.nbytes, t.reduce_bytes] for t in st.transfers]}
-                    for i, st in enumerate(sched.steps)]
+        total = sum(s["transfers"] * s["repeat"] for s in out["schedule_steps"])
         if tree.get("schedule_out"):
             target = Path(str(tree["schedule_out"]))
+            full = [{"step": i, "repeat": r, "reconfigure": st.reconfigure,
+                     "transfers": [[t.src, t.dst, t.nbytes, t.reduce_bytes] for t in st.transfers]} for i, r, st in runs]
             try:
                 out["schedule_file"] = str(write_atomic(target, json.dumps(full)))
             except OSError as exc:
                 raise EstimatorError(f"schedule_out={target}: cannot write ({exc.strerror})") from None
-        if total <= MAX_INLINE_TRANSFERS:
-            out["schedule"] = full  # every transfer inline only while it stays readable
+        if total <= MAX_INLINE_TRANSFERS:  # every transfer inline only while it stays readable
+            out["schedule"] = [{"step": i, "reconfigure": st.reconfigure,
+                                "transfers": [[t.src, t.dst, t.nbytes, t.reduce_bytes] for t in st.transfers]}
+                               for i, st in enumerate(sched.steps)]
     return out
+
+
+def _runs(steps: tuple[Step, ...]) -> list[tuple[int, int, Step]]:
+    """(first step, how many, step) per run of repeated steps: generators emit a repeated step as
+    the same object (a ring's n-1 steps), so a 65,536-rank ring is two rows, not 131,070."""
+    out: list[tuple[int, int, Step]] = []
+    for i, st in enumerate(steps):
+        if out and out[-1][2] is st:
+            out[-1] = (out[-1][0], out[-1][1] + 1, st)
+        else:
+            out.append((i, 1, st))
+    return out
+
+
+def _bytes(step: Step) -> float:
+    return sum(t.nbytes for t in step.transfers)
 
 
 def format_text(result: dict[str, Any]) -> str:
@@ -116,10 +133,11 @@ def format_text(result: dict[str, Any]) -> str:
              for k in keys]
     steps = result.get("schedule_steps", [])
     if steps:
-        lines.append(f"{'step':>6} {'reconf':>6} {'transfers':>10} {'bytes':>14}  first transfers (src->dst:bytes, +r = reduced)")
+        lines.append(f"{'step(s)':>12} {'reconf':>6} {'transfers':>10} {'bytes':>14}  first transfers (src->dst:bytes, +r = reduced)")
     for st in steps:
         pairs = " ".join(f"{s}->{d}:{b:.6g}{'(+r)' if r else ''}" for s, d, b, r in st["example"])
         more = " ..." if st["transfers"] > len(st["example"]) else ""
-        lines.append(f"{st['step']:>6} {'yes' if st['reconfigure'] else '-':>6} {st['transfers']:>10} "
+        label = str(st["step"]) if st.get("repeat", 1) == 1 else f"{st['step']}..{st['step'] + st['repeat'] - 1}"
+        lines.append(f"{label:>12} {'yes' if st['reconfigure'] else '-':>6} {st['transfers']:>10} "
                      f"{st['bytes']:>14.6g}  {pairs}{more}")
     return "\n".join(lines)

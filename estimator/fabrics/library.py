@@ -27,9 +27,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.algorithms import collective_name
 from estimator.collectives.params import AlgoParams
+from estimator.collectives.patterns import patterns
 from estimator.collectives.pricing import CompiledSchedule, PricingParams, compile_schedule
 from estimator.collectives.schedule import Schedule, Step, Transfer
 from estimator.errors import EstimatorError
@@ -175,17 +178,18 @@ class LibraryFabric(Fabric):
         best: CollectiveCost | None = None
         best_at = len(names)
         errors = []
-        order, floors = self._auto_order(collective, names, n, float(nbytes), explicit) if algorithm == "auto" else (
-            range(len(names)), {})
+        auto = algorithm == "auto"
+        order, floors, fast = (self._auto_order(collective, names, n, float(nbytes), explicit) if auto
+                               else (range(len(names)), {}, {}))
         for i in order:
             name = names[i]
-            if (algorithm == "auto" and name in ALL_PAIRS and collective in ALL_PAIRS_COLLECTIVES
-                    and n * (n - 1) > AUTO_MAX_PAIRS and self.closed_form(collective, name, n, float(nbytes)) is None):
+            if (auto and i not in fast and name in ALL_PAIRS and collective in ALL_PAIRS_COLLECTIVES
+                    and n * (n - 1) > AUTO_MAX_PAIRS):
                 continue
-            if best is not None and floors.get(i, -math.inf) > best.time_s * (1 + PRUNE_MARGIN):
+            if best is not None and i not in fast and self._loses(collective, name, n, float(nbytes), floors.get(i), best):
                 continue  # its lower bound already loses: never compile its schedule
             try:
-                cost = self._price(collective, name, n, float(nbytes), explicit)
+                cost = self._price(collective, name, n, float(nbytes), explicit, fast.get(i))
             except EstimatorError as exc:
                 if len(names) == 1:
                     raise
@@ -200,19 +204,32 @@ class LibraryFabric(Fabric):
         self._memo[key] = best
         return best
 
+    def _loses(self, collective: str, name: str, n: int, nbytes: float, floor: float | None,
+               best: CollectiveCost) -> bool:
+        """True if a lower bound on ``name``'s price exceeds ``best``: the switch-formula floor
+        first, then (only if that is not enough) the tighter, costlier :meth:`pattern_floor`."""
+        limit = best.time_s * (1 + PRUNE_MARGIN)
+        if floor is not None and floor > limit:
+            return True
+        tight = self.pattern_floor(collective, name, n, nbytes, limit)
+        return tight is not None and tight > limit
+
     def _auto_order(self, collective: str, names: list[str], n: int, nbytes: float, explicit: bool
-                    ) -> tuple[list[int], dict[int, float]]:
-        """``auto``'s evaluation order and lower bounds: candidates with a closed form on this
-        fabric first (cheap), then the others by rising :meth:`auto_floor`; a candidate whose
-        floor exceeds the best price found so far is never compiled."""
+                    ) -> tuple[list[int], dict[int, float], dict[int, tuple[float, int]]]:
+        """``auto``'s evaluation order, lower bounds and closed forms (evaluated here once):
+        candidates with a closed form on this fabric first (cheap), then the others by rising
+        :meth:`auto_floor`; a candidate whose floor exceeds the best price found so far is never
+        compiled."""
         floors: dict[int, float] = {}
+        fast: dict[int, tuple[float, int]] = {}
         cheap, rest = [], []
         for i, name in enumerate(names):
             try:
-                fast = None if explicit else self.closed_form(collective, name, n, nbytes / self.chunking(nbytes))
+                found = None if explicit else self.closed_form(collective, name, n, nbytes / self.chunking(nbytes))
             except EstimatorError:
-                fast = None  # _price raises it again, in order
-            if fast is not None:
+                found = None  # _price raises it again, in order
+            if found is not None:
+                fast[i] = found
                 cheap.append(i)
                 continue
             floor = self.auto_floor(collective, name, n, nbytes)
@@ -220,7 +237,7 @@ class LibraryFabric(Fabric):
                 floors[i] = floor
             rest.append(i)
         rest.sort(key=lambda i: floors.get(i, -math.inf))
-        return cheap + rest, floors
+        return cheap + rest, floors, fast
 
     # ---- auto pruning hooks ------------------------------------------------------------------
     def port_bandwidth(self) -> float | None:
@@ -251,6 +268,79 @@ class LibraryFabric(Fabric):
             return None
         return k * (t + (p.fixed_s if steps else 0.0))
 
+    def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+        """Per transfer (endpoint arrays, src != dst): a lower bound on its route's latency, an
+        upper bound on the bandwidth one transfer can get, and the links on its route (or None);
+        None (the default): no :meth:`pattern_floor` on this fabric."""
+        return None
+
+    def link_capacity(self) -> float | None:
+        """Total bandwidth of all links (for the volume bound of :meth:`pattern_floor`), or None."""
+        return None
+
+    def cut_seconds(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray, period: int = 0) -> float:
+        """A lower bound on a step's busiest link load / bandwidth (per byte of M) from a cut, e.g.
+        a server's bytes to other servers over its total uplink bandwidth; 0 (default): none.
+        ``period`` > 0: the transfers are those out of ranks 0..P-1 of a P-periodic step."""
+        return 0.0
+
+    def shift_invariant(self, period: int, n: int) -> bool:
+        """True if shifting ranks 0..n-1 by ``period`` (mod n) maps :meth:`route_bounds`,
+        :meth:`cut_seconds` and the topology onto themselves (default: never assumed)."""
+        return False
+
+    def pattern_floor(self, collective: str, name: str, n: int, nbytes: float, limit: float = math.inf
+                      ) -> float | None:
+        """A lower bound on ``name``'s schedule price from its step patterns
+        (:mod:`estimator.collectives.patterns`) and :meth:`route_bounds`, tighter than
+        :meth:`auto_floor` where routes are long. Per step it is α + the step overhead + the
+        busiest receiver's reduction + the largest of: any transfer's route latency + its bytes at
+        its best bandwidth; the shortest route latency + the busiest sender's (receiver's) bytes at
+        :meth:`port_bandwidth`; the shortest route latency + all bytes x links / :meth:`link_capacity`
+        (a link carrying at least the average load) or + :meth:`cut_seconds`. Each is at most the slowest transfer of the
+        step: tested against the schedule prices. None where there is no pattern or bound. Stops
+        summing (returns a partial, still lower, bound) once it exceeds ``limit``."""
+        if collective == "p2p" or self.route_bounds(np.zeros(1, np.int64), np.ones(1, np.int64)) is None:
+            return None
+        try:
+            pats = patterns(name, collective, n, self.algo_params(n))
+        except EstimatorError:
+            return None
+        if pats is None:
+            return None
+        k = self.chunking(nbytes)
+        m = nbytes / k
+        p = self.pricing(name)
+        port, capacity, shortest = self.port_bandwidth(), self.link_capacity(), self.min_route_latency()
+        ranks = np.asarray(self.ranks(n), dtype=np.int64)
+        identity = bool(np.array_equal(ranks, np.arange(n)))
+        total = 0.0
+        for pat in pats:
+            # a step mapped onto itself by a rank shift P that maps the bounds onto themselves too:
+            # its transfers out of ranks 0..P-1 stand for all (a receiver gets what its class mod P gets)
+            period = pat.period if identity and pat.period and self.shift_invariant(pat.period, n) else 0
+            moving = (pat.src != pat.dst) & (pat.src < period if period else True)
+            step = p.step_overhead_s
+            if moving.any():
+                src, dst, size = ranks[pat.src[moving]], ranks[pat.dst[moving]], pat.size[moving]
+                into = dst % period if period else dst
+                lat, bw, links = self.route_bounds(src, dst)  # type: ignore[misc]
+                slowest = float((lat + size * m / bw).max())
+                if port:
+                    busiest = max(np.bincount(src, weights=size).max(), np.bincount(into, weights=size).max())
+                    slowest = max(slowest, shortest + busiest * m / port)
+                if capacity and links is not None:
+                    copies = n // period if period else 1
+                    slowest = max(slowest, shortest + copies * float((size * links).sum()) * m / capacity)
+                slowest = max(slowest, shortest + self.cut_seconds(src, dst, size, period) * m)
+                red = np.bincount(into, weights=pat.red[moving]).max() * p.gamma * m
+                step += p.alpha_s + slowest + red
+            total += pat.count * step
+            if k * total > limit:
+                return k * total
+        steps = sum(x.count for x in pats)
+        return k * (total + (p.fixed_s if steps else 0.0))
+
     def chunking(self, nbytes: float) -> int:
         """Chunks a collective of ``nbytes`` is cut into (config ``chunks`` / ``chunk_bytes``; 1 if the
         fabric has neither): each runs as a full collective, one after another (ASTRA-sim's
@@ -260,19 +350,35 @@ class LibraryFabric(Fabric):
             return max(1, math.ceil(nbytes / chunk_bytes))
         return max(1, int(getattr(self.config, "chunks", 1) or 1))
 
-    def _price(self, collective: str, name: str, n: int, nbytes: float, explicit: bool) -> CollectiveCost:
+    def _price(self, collective: str, name: str, n: int, nbytes: float, explicit: bool,
+               fast: tuple[float, int] | None = None) -> CollectiveCost:
+        """``fast``: the closed form for ``nbytes`` / chunks when the caller already has it."""
         k = self.chunking(nbytes) if collective != "p2p" else 1
         nbytes_k = nbytes / k
         reconfig = 0.0
-        fast = None if explicit else self.closed_form(collective, name, n, nbytes_k)  # validates as it goes
+        if fast is None and not explicit:
+            fast = self.closed_form(collective, name, n, nbytes_k)  # validates as it goes
         if fast is None:
             self.check_algorithm(collective, name, n)
-            comp = self.compiled(collective, name, n)
+            comp = self._analytic(collective, name, n)  # the same schedule, routed analytically
+            if comp is None:
+                comp = self.compiled(collective, name, n)
             time_s, steps = comp.time(nbytes_k), comp.steps
             reconfig = comp.reconfig_steps * comp.reconfig_s
         else:
             time_s, steps = fast
         return CollectiveCost(collective, name, n, nbytes, k * time_s, k * steps, k * reconfig)
+
+    def _analytic(self, collective: str, name: str, n: int) -> CompiledSchedule | None:
+        key = ("analytic", collective, name, n)
+        if key not in self._compiled:
+            self._compiled[key] = self.analytic_compiled(collective, name, n)  # type: ignore[index]
+        return self._compiled[key]  # type: ignore[index]
+
+    def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        """The schedule priced by analytic routing (regular topologies override this; equal to
+        :meth:`compiled` up to rounding, tested), or None: compile the explicit schedule."""
+        return None
 
     def p2p_time(self, src: int, dst: int, nbytes: float) -> float:
         for ep in (src, dst):

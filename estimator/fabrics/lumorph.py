@@ -35,8 +35,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cache
 
+import numpy as np
+
 from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.params import is_power
+from estimator.collectives.patterns import StepPattern, digit_step
 from estimator.collectives.pricing import PricingParams, compile_schedule, mark_reconfigurations
 from estimator.collectives.schedule import Schedule, Step, Transfer
 from estimator.errors import EstimatorError
@@ -117,6 +120,18 @@ def lumorph_k_schedule(collective: str, n: int, k: int, nbytes: float) -> Schedu
         ag.insert(0, Step(tuple(Transfer(v, u, rem) for v in range(n) for u in peers(v, i))))
     steps = {"all_reduce": rs + ag, "reduce_scatter": rs, "all_gather": ag}[collective]
     return Schedule(collective, f"lumorph_{k}", n, nbytes, tuple(steps))
+
+
+def lumorph_k_patterns(collective: str, n: int, k: int) -> list[StepPattern]:
+    """The steps of :func:`lumorph_k_schedule` as arrays (per byte of the buffer), in order."""
+    rs, ag = [], []
+    place, rem = 1, 1.0
+    for f in radix_digits(n, k):
+        rem /= f
+        rs.append(digit_step(n, place, f, rem, rem))
+        ag.insert(0, digit_step(n, place, f, rem, 0.0))
+        place *= f
+    return {"all_reduce": rs + ag, "reduce_scatter": rs, "all_gather": ag}[collective]
 
 
 class LumorphFabric(OpticalFabric):
@@ -223,15 +238,38 @@ class LumorphFabric(OpticalFabric):
         n = self._group(collective, n)
         if algorithm == "default":
             algorithm = self.default_algorithm(collective)
+        self._check_explicit(collective, algorithm, n)
+        return lumorph_k_schedule(collective, n, int(algorithm.split("_")[1]), nbytes)
+
+    def explicit_cost(self, collective: str, algorithm: str, n: int, nbytes: float) -> float:
+        """The explicit schedule priced step by step on per-round circuits, as arrays: a step's
+        transfers each ride their own direct circuit (alpha, no route latency), whose bandwidth is
+        the share the busiest sender's fan-out leaves (:func:`circuit_share`); a step that needs
+        circuits the previous step did not have (or every step with ``reconfig_every_round``) pays
+        ``reconfig_s``. The numbers the shared library computes on :func:`circuit_mesh` (tested
+        equal, :meth:`library_cost`) without building an n x n mesh."""
+        self._check_explicit(collective, algorithm, n)
+        c = self.cfg
+        total, prev = 0.0, None
+        for i, pat in enumerate(lumorph_k_patterns(collective, n, int(algorithm.split("_")[1]))):
+            keys, where = np.unique(pat.src * n + pat.dst, return_inverse=True)
+            fan_out = int(np.bincount(pat.src).max())
+            load = np.bincount(where, weights=pat.size).max()
+            bw = c.bandwidth_Bps * circuit_share(fan_out, c.wavelengths)
+            change = c.reconfig_every_round or i == 0 or not np.array_equal(keys, prev)
+            total += c.alpha_s + load * nbytes / bw + (c.reconfig_s if change else 0.0)
+            prev = keys
+        return total
+
+    def _check_explicit(self, collective: str, algorithm: str, n: int) -> None:
         if not algorithm.startswith("lumorph_") or collective not in ("all_reduce", "reduce_scatter", "all_gather"):
             raise EstimatorError(f"fabric 'lumorph': no explicit schedule for {algorithm} {collective}")
         if algorithm not in self.valid_algorithms(collective, n):
             raise EstimatorError(f"fabric 'lumorph': {algorithm} needs a power-of-two group, got {n}")
-        return lumorph_k_schedule(collective, n, int(algorithm.split("_")[1]), nbytes)
 
-    def explicit_cost(self, collective: str, algorithm: str, n: int, nbytes: float) -> float:
-        """The explicit schedule priced by the shared library on per-round circuits (slow path):
-        each step on a circuit mesh whose circuits get the share its senders' fan-out allows."""
+    def library_cost(self, collective: str, algorithm: str, n: int, nbytes: float) -> float:
+        """The explicit schedule priced by the shared library on per-round circuit meshes (the
+        reference :meth:`explicit_cost` is tested against; n x n links: small n only)."""
         sched = mark_reconfigurations(self.schedule(collective, algorithm, n, nbytes))
         if self.cfg.reconfig_every_round:
             sched = replace(sched, steps=tuple(replace(st, reconfigure=True) for st in sched.steps))

@@ -32,15 +32,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.params import AlgoParams, torus_dims
-from estimator.collectives.pricing import PricingParams
+from estimator.collectives.patterns import patterns
+from estimator.collectives.pricing import CompiledSchedule, PricingParams
 from estimator.collectives.trees import inorder_parents
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import CollectiveCost, FabricConfig
 from estimator.fabrics.library import LibraryFabric
 from estimator.fabrics.optical.compile_cache import SharedCompiled
 from estimator.topology import builders
+from estimator.topology.analytic import (
+    fat_tree_compiled,
+    ring_compiled,
+    ring_hops,
+    torus_compiled,
+    torus_hops,
+    torus_links,
+)
 from estimator.topology.graph import Topology
 
 TOPOLOGIES = ("ring", "torus2d", "btree", "one_switch", "fattree")
@@ -189,8 +200,7 @@ class OcsFabric(SharedCompiled, LibraryFabric):
         if c.topology == "one_switch":
             port, hops = port * c.ports, 1
         elif c.topology == "fattree" and algorithm in ("ring", "bidir_ring"):
-            half = c.fattree_radix // 2
-            port, hops = port * c.ports, 5 if n > half * half else 3 if n > half else 1
+            port, hops = port * c.ports, builders.fat_tree_traversals(c.fattree_radix // 2, n)
         elif n == c.nodes and c.topology == "ring" and algorithm == "ring":
             hops = 1
         elif n == c.nodes and c.topology == "torus2d" and algorithm in ("ring", "torus2d"):
@@ -200,6 +210,54 @@ class OcsFabric(SharedCompiled, LibraryFabric):
         p = self.pricing(algorithm)
         return algo.switch_cost(collective, n, nbytes, p.alpha_s + hops * c.link_delay_s, port, p.gamma,
                                 self.algo_params(n))
+
+    def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        """Ring, torus and fat-tree wirings: analytic routing (:mod:`estimator.topology.analytic`)."""
+        c = self.cfg
+        if c.topology not in ("ring", "torus2d", "fattree") or (c.topology == "ring" and c.nodes < 3):
+            return None
+        pats = patterns(algorithm, collective, n, self.algo_params(n))
+        if pats is None:
+            return None
+        port, p = c.port_bps / 8, self.pricing(algorithm)
+        if c.topology == "fattree":
+            return fat_tree_compiled(pats, c.fattree_radix // 2, port * c.ports, c.link_delay_s, p)
+        if c.topology == "ring":
+            return ring_compiled(pats, c.nodes, True, port, c.link_delay_s, p, n)
+        rows, cols = torus_dims(c.nodes, AlgoParams())
+        return torus_compiled(pats, rows, cols, port, c.link_delay_s, p)
+
+    def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+        """Hop counts of the ring / torus / fat-tree wiring; one circuit (bonded host link) per transfer."""
+        c = self.cfg
+        port = np.full(len(src), c.port_bps / 8)
+        if c.topology == "ring" and c.nodes >= 3:
+            hops = ring_hops(src, dst, c.nodes, True)
+        elif c.topology == "torus2d":
+            hops = torus_hops(src, dst, *torus_dims(c.nodes, AlgoParams()))
+        elif c.topology == "fattree":
+            hops, port = builders.fat_tree_pair_traversals(c.fattree_radix // 2, src, dst), port * c.ports
+            return hops * c.link_delay_s * (1 - 1e-12), port, None
+        else:
+            return None
+        return hops * c.link_delay_s * (1 - 1e-12), port, hops
+
+    def shift_invariant(self, period: int, n: int) -> bool:
+        c = self.cfg
+        if c.topology == "ring":
+            return n == c.nodes
+        if c.topology == "torus2d":
+            return n == c.nodes and period % torus_dims(c.nodes, AlgoParams())[1] == 0
+        half = c.fattree_radix // 2
+        return c.topology == "fattree" and period % (half * half) == 0
+
+    def link_capacity(self) -> float | None:
+        c = self.cfg
+        if c.topology == "ring" and c.nodes >= 3:
+            return 2 * c.nodes * c.port_bps / 8
+        if c.topology == "torus2d":
+            return torus_links(*torus_dims(c.nodes, AlgoParams())) * c.port_bps / 8
+        return None
 
     def port_bandwidth(self) -> float:
         return self.cfg.ports * self.cfg.port_bps / 8  # no server uses more than its ports

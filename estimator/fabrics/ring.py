@@ -3,16 +3,23 @@
 Assumes one link per direction between neighbours (``link_bandwidth_Bps`` each, ``link_latency_s``),
 shortest-path routing, nodes that forward. Closed forms: ring (each step uses each node's own
 outgoing link: the switch formula with α + latency) and bidirectional ring (half the data each
-way: twice the bandwidth for n >= 3). Other algorithms are priced from their schedules.
+way: twice the bandwidth for n >= 3). Other algorithms with a step pattern are priced by analytic
+routing (:mod:`estimator.topology.analytic`: routes are arcs, no graph search), the rest from their
+schedules; ``auto`` bounds candidates by their hop counts (:meth:`route_bounds`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
+from estimator.collectives.patterns import patterns
+from estimator.collectives.pricing import CompiledSchedule
 from estimator.fabrics.electrical import LinkConfig, LinkFabric, offers_with
 from estimator.fabrics.library import check_chunking
 from estimator.fabrics.unit_compiled import UnitCompiled
+from estimator.topology.analytic import ring_compiled, ring_hops
 from estimator.topology.builders import ring
 from estimator.topology.graph import Topology
 
@@ -58,3 +65,25 @@ class RingFabric(UnitCompiled, LinkFabric):
 
     def min_route_latency(self) -> float:
         return self.config.link_latency_s
+
+    def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        c = self.config
+        pats = patterns(algorithm, collective, n, self.algo_params(n)) if c.nodes >= 3 else None
+        if pats is None:
+            return None
+        return ring_compiled(pats, c.nodes, c.bidirectional, c.link_bandwidth_Bps, c.link_latency_s,
+                             self.pricing(algorithm), n)
+
+    def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        c = self.config
+        if c.nodes < 3:
+            return None
+        hops = ring_hops(src, dst, c.nodes, c.bidirectional)
+        return hops * c.link_latency_s * (1 - 1e-12), np.full(len(src), c.link_bandwidth_Bps), hops
+
+    def link_capacity(self) -> float | None:
+        c = self.config
+        return (2 if c.bidirectional else 1) * c.nodes * c.link_bandwidth_Bps if c.nodes >= 3 else None
+
+    def shift_invariant(self, period: int, n: int) -> bool:
+        return n == self.config.nodes  # a rotation of the whole ring

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.params import AlgoParams, is_power, local_size
-from estimator.collectives.pricing import PricingParams
+from estimator.collectives.patterns import patterns
+from estimator.collectives.pricing import CompiledSchedule, PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.electrical import LinkFabric, offers_with
+from estimator.topology.analytic import rail_compiled
 from estimator.topology.builders import rail_optimized
 from estimator.topology.graph import Topology
 
@@ -100,3 +104,40 @@ class SuperPodFabric(LinkFabric):
 
     def min_route_latency(self) -> float:
         return self.config.switch_latency_s  # every route crosses a switch
+
+    def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, None]:
+        """Same server: GPU -> NVSwitch -> GPU only (one switch, NVLink); same rail: GPU -> rail
+        switch -> GPU only (one switch, NIC); otherwise at least two switches, and at most NVLink +
+        NIC (both of the GPU's links) and at most the server's g NIC links (it leaves the server)."""
+        c = self.config
+        g = c.gpus_per_node
+        server = src // g == dst // g
+        rail = src % g == dst % g
+        lat = np.where(server | rail, 1.0, 2.0) * c.switch_latency_s * (1 - 1e-12)
+        bw = np.where(server, c.nvlink_bandwidth_Bps,
+                      np.where(rail, c.nic_bandwidth_Bps,
+                               min(c.nvlink_bandwidth_Bps + c.nic_bandwidth_Bps, g * c.nic_bandwidth_Bps)))
+        return lat, bw, None
+
+    def cut_seconds(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray, period: int = 0) -> float:
+        """Bytes leaving (entering) a server cross its GPUs' NIC links: at most g x NIC bandwidth."""
+        g = self.config.gpus_per_node
+        s, d = src // g, dst // g
+        away = s != d
+        if not away.any():
+            return 0.0
+        into = (dst % period) // g if period else d
+        out = np.bincount(s[away], weights=size[away]).max()
+        inn = np.bincount(into[away], weights=size[away]).max()
+        return float(max(out, inn)) / (g * self.config.nic_bandwidth_Bps)
+
+    def shift_invariant(self, period: int, n: int) -> bool:
+        return period % self.config.gpus_per_node == 0 and n % self.config.gpus_per_node == 0  # whole servers
+
+    def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        pats = patterns(algorithm, collective, n, self.algo_params(n))
+        if pats is None:
+            return None
+        c = self.config
+        return rail_compiled(pats, c.gpus_per_node, c.nodes, c.nvlink_bandwidth_Bps, c.nic_bandwidth_Bps,
+                             c.switch_latency_s, self.pricing(algorithm))

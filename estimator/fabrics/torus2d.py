@@ -3,18 +3,24 @@
 Assumes full-duplex links of ``link_bandwidth_Bps`` / ``link_latency_s``, dimension-order routing
 (X then Y, shorter way round), nodes that forward. The ``torus2d`` algorithm (ring per dimension)
 on the whole torus has a closed form: every step each node uses one of its own links, so it is
-the switch formula with α + link latency. Everything else (all-to-all, trees, ...) is priced from
-the schedule, where link sharing shows.
+the switch formula with α + link latency. Every other algorithm with a step pattern is priced by
+analytic dimension-order routing (:mod:`estimator.topology.analytic`); the rest (all-to-all, ...)
+from the schedule, where link sharing shows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from estimator.collectives.params import AlgoParams, torus_dims
+from estimator.collectives.patterns import patterns
+from estimator.collectives.pricing import CompiledSchedule
 from estimator.errors import EstimatorError
 from estimator.fabrics.electrical import LinkConfig, LinkFabric, offers_with
 from estimator.fabrics.unit_compiled import UnitCompiled
+from estimator.topology.analytic import torus_compiled, torus_hops, torus_links
 from estimator.topology.builders import torus2d
 from estimator.topology.graph import Topology
 
@@ -66,3 +72,25 @@ class Torus2dFabric(UnitCompiled, LinkFabric):
 
     def min_route_latency(self) -> float:
         return self.config.link_latency_s
+
+    def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Dimension-order routes: hops = wrap-around distance per dimension, one link per hop."""
+        c = self.config
+        rows, cols = c.dims()
+        hops = torus_hops(src, dst, rows, cols)
+        return hops * c.link_latency_s * (1 - 1e-12), np.full(len(src), c.link_bandwidth_Bps), hops
+
+    def link_capacity(self) -> float:
+        rows, cols = self.config.dims()
+        return torus_links(rows, cols) * self.config.link_bandwidth_Bps
+
+    def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        pats = patterns(algorithm, collective, n, self.algo_params(n))
+        if pats is None:
+            return None
+        c = self.config
+        rows, cols = c.dims()
+        return torus_compiled(pats, rows, cols, c.link_bandwidth_Bps, c.link_latency_s, self.pricing(algorithm))
+
+    def shift_invariant(self, period: int, n: int) -> bool:
+        return n == self.config.nodes and period % self.config.dims()[1] == 0  # whole rows: a row rotation

@@ -132,6 +132,27 @@ def fat_tree(k: int, n: int, bandwidth_Bps: float, latency_s: float, name: str =
     return topo
 
 
+def fat_tree_traversals(half: int, span):
+    """Switch traversals on the longest route among hosts ``0 .. span-1`` of a fat tree with
+    ``half`` = k/2 hosts per edge switch (1: one edge switch, 3: one pod, 5: across pods); also
+    the traversals between two hosts whose aligned block is ``span`` wide. Scalar or array."""
+    import numpy as np
+
+    span = np.asarray(span)
+    out = np.where(span <= half, 1, np.where(span <= half * half, 3, 5))
+    return int(out) if out.ndim == 0 else out
+
+
+def fat_tree_pair_traversals(half: int, src, dst):
+    """Switch traversals on a shortest route from host ``src`` to host ``dst`` (arrays): 1 under
+    one edge switch, 3 in one pod, 5 across pods (0 for src == dst)."""
+    import numpy as np
+
+    src, dst = np.asarray(src), np.asarray(dst)
+    return np.where(src == dst, 0, np.where(src // half == dst // half, 1,
+                                            np.where(src // (half * half) == dst // (half * half), 3, 5)))
+
+
 def bcube(radix: int, levels: int, port_bw: float, latency_s: float, name: str = "bcube") -> Topology:
     """BCube(r, l) with ``levels`` = l+1 (Guo et al. 2009): r^levels servers, each with one port
     per level to an r-port switch joining the servers that differ only in that level's digit.

@@ -25,6 +25,9 @@ ROUTINGS = ("shortest", "ecmp", "dimension_order")
 # keeping one per destination cost n x nodes x 8 bytes (2.4 GiB at 16k GPUs); 16M entries = 128 MB
 # keeps them all up to ~2,800 GPUs and bounds memory beyond (a dropped BFS is recomputed if needed)
 DIST_BUDGET = 16_000_000
+# cached routes hold at most this many (link, fraction) entries in all (16 bytes each, ~256 MB),
+# oldest dropped first: an all-pairs schedule on a large custom graph re-routes instead of growing
+ROUTE_BUDGET = 16_000_000
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class Topology:
         self._out: list[list[int]] = []
         self.router: Router | None = None
         self._routes: dict[tuple[int, int], Route] = {}
+        self._route_entries = 0
         self._dist: dict[int, np.ndarray] = {}
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
         self._incoming: tuple[np.ndarray, np.ndarray] | None = None
@@ -95,6 +99,7 @@ class Topology:
         self._arrays = None
         self._incoming = self._adj = self._outs = self._ends = None
         self._routes.clear()
+        self._route_entries = 0
         self._dist.clear()
         return link
 
@@ -138,6 +143,10 @@ class Topology:
         hit = self._routes.get(key)
         if hit is None:
             hit = self._routes[key] = self._compute_route(src, dst)
+            self._route_entries += len(hit.links) + 1
+            while self._route_entries > ROUTE_BUDGET and len(self._routes) > 1:  # bounded memory
+                old = self._routes.pop(next(iter(self._routes)))
+                self._route_entries -= len(old.links) + 1
         return hit
 
     # ---- routing ----------------------------------------------------------------------------

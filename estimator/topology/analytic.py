@@ -1,0 +1,256 @@
+"""Analytic routing on rings and tori: price step patterns without building routes or a graph search.
+
+On the ring of :func:`estimator.topology.builders.ring` (endpoint i -> i+1 links, and i+1 -> i if
+bidirectional; shortest paths, a tie goes the positive way as the graph router's lowest-link-id
+rule does) a transfer's route is an arc: ``h`` consecutive links in one direction. A step's link
+loads are then a difference array over arcs (one cumulative sum per direction) and a transfer's
+busiest link is a range maximum (a sparse table), so a step over n ranks costs O(n log n) array
+work and a schedule is priced from its distinct :class:`~estimator.collectives.patterns.StepPattern`
+s. It computes the numbers :func:`estimator.collectives.pricing.compile_schedule` computes on that
+topology (tested equal to 1e-12): per transfer ``c0 = α + h·L`` and ``c1 = max load / B`` on its
+arc, reductions at the busiest receiver. A torus route (dimension order) is two such arcs, one
+along the source's row and one along the destination's column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from estimator.collectives.patterns import Patterns, StepPattern
+from estimator.collectives.pricing import CompiledSchedule, PricingParams, pareto
+
+
+def _range_max(values: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """max(values[start : start + length]) per query (length >= 1, start + length <= len(values))."""
+    table = [values]
+    span = 1
+    while 2 * span <= int(length.max(initial=1)):
+        prev = table[-1]
+        table.append(np.maximum(prev[:-span], prev[span:]))
+        span *= 2
+    level = np.floor(np.log2(length)).astype(np.int64)
+    out = np.empty(len(start))
+    for lv in np.unique(level):
+        sel = level == lv
+        t = table[lv]
+        s, e = start[sel], start[sel] + length[sel] - (1 << int(lv))
+        out[sel] = np.maximum(t[s], t[e])
+    return out
+
+
+def arc_max_loads(ring: np.ndarray, start: np.ndarray, hops: np.ndarray, forward: np.ndarray, nbytes: np.ndarray,
+                  rings: int, size: int) -> np.ndarray:
+    """Per transfer: the largest load (bytes) on its arc, where transfer t walks ``hops[t]`` links
+    of ring ``ring[t]`` (``rings`` rings of ``size`` nodes) from link ``start[t]`` on, forward
+    (link i: i -> i+1) or backward (link i: i+1 -> i); every transfer's bytes load every link of
+    its arc. 0 for an empty arc."""
+    out = np.zeros(len(start))
+    for direction in (True, False):
+        sel = (forward == direction) & (hops > 0)
+        if not sel.any():
+            continue
+        base = ring[sel] * 2 * size + start[sel]  # each ring doubled: an arc never leaves its block
+        cells = rings * 2 * size + 1
+        diff = (np.bincount(base, weights=nbytes[sel], minlength=cells)
+                - np.bincount(base + hops[sel], weights=nbytes[sel], minlength=cells))
+        cum = np.cumsum(diff[:-1]).reshape(rings, 2, size)
+        load = cum[:, 0] + cum[:, 1]
+        out[sel] = _range_max(np.concatenate([load, load], axis=1).ravel(), base, hops[sel])
+    return out
+
+
+def _arc(src: np.ndarray, dst: np.ndarray, size: int, bidirectional: bool
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first link, links, forward?) of the route from position src to dst on a ring of ``size``."""
+    ahead = (dst - src) % size
+    forward = ahead <= size - ahead if bidirectional else np.ones(len(src), dtype=bool)
+    hops = np.where(forward, ahead, size - ahead)
+    return np.where(forward, src, (src - hops) % size), hops, forward
+
+
+def _step_row(step: StepPattern, loads, bandwidth: float, latencies: np.ndarray, params: PricingParams,
+              fold: int = 0) -> tuple[np.ndarray, np.ndarray, float]:
+    """(c0, c1, reduction slope) of a step given ``loads(src, dst, bytes, period) -> (max load,
+    links)``. ``fold`` = the ring size when the step covers the whole ring: a step with a period P
+    dividing it is then priced from its transfers out of ranks 0..P-1 only (``loads`` folds the
+    ring onto P nodes; a receiver gets what its class mod P gets), the others being shifted copies."""
+    moving = step.src != step.dst
+    period = step.period if fold and step.period and fold % step.period == 0 else 0
+    if period:
+        moving &= step.src < period
+    if not moving.any():
+        return np.zeros(1), np.zeros(1), 0.0
+    src, dst = step.src[moving], step.dst[moving]
+    peak, hops = loads(src, dst, step.size[moving], period)
+    red = np.bincount(dst % period if period else dst, weights=step.red[moving]).max() * params.gamma
+    c0, c1 = pareto(params.alpha_s + latencies[hops], peak / bandwidth)
+    return c0, c1, float(red)
+
+
+def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams,
+              fold: int = 0) -> CompiledSchedule:
+    latencies = np.concatenate([[0.0], np.cumsum(np.full(longest, latency))])  # h links, summed as a route is
+    rows = [_step_row(p, loads, bandwidth, latencies, params, fold) for p in pats]
+    width = max((len(r[0]) for r in rows), default=1)
+    c0 = np.full((len(rows), width), -np.inf)
+    c1 = np.zeros((len(rows), width))
+    for i, (a, b, _) in enumerate(rows):
+        c0[i, : len(a)], c1[i, : len(b)] = a, b
+    weight = np.array([p.count for p in pats], dtype=float)
+    extra = np.full(len(rows), params.step_overhead_s)
+    return CompiledSchedule(c0, c1, np.array([r[2] for r in rows]), extra, weight, int(weight.sum()),
+                            params.fixed_s, 0, params.reconfig_s)
+
+
+def ring_compiled(pats: Patterns, size: int, bidirectional: bool, bandwidth: float, latency: float,
+                  params: PricingParams, group: int | None = None) -> CompiledSchedule:
+    """A :class:`CompiledSchedule` of ``pats`` (ranks = the first endpoints) on the ring; ``group``
+    ranks (default: the whole ring, where periodic steps fold, :func:`folded_max_loads`)."""
+    def loads(src, dst, nbytes, period):
+        start, hops, forward = _arc(src, dst, size, bidirectional)
+        if period:
+            return folded_max_loads(start, hops, forward, nbytes, period), hops
+        return arc_max_loads(np.zeros(len(src), dtype=np.int64), start, hops, forward, nbytes, 1, size), hops
+
+    whole = group is None or group == size
+    return _compiled(pats, loads, bandwidth, latency, size, params, size if whole else 0)
+
+
+def folded_max_loads(start: np.ndarray, hops: np.ndarray, forward: np.ndarray, nbytes: np.ndarray, period: int
+                     ) -> np.ndarray:
+    """:func:`arc_max_loads` for the transfers out of nodes 0..P-1 of a step that a shift by P
+    maps onto itself: link loads repeat with period P, so every arc is wrapped onto a P-node
+    circle (an arc of h links covers each of its P positions h // P times, plus once more for the
+    h mod P after its start) and a transfer's busiest link is the circle's maximum if its arc
+    goes all round, else a range maximum."""
+    out = np.zeros(len(start))
+    for direction in (True, False):
+        sel = (forward == direction) & (hops > 0)
+        if not sel.any():
+            continue
+        h, w, a = hops[sel], nbytes[sel], start[sel] % period
+        full, rest = np.divmod(h, period)
+        diff = np.bincount(a, weights=w, minlength=2 * period + 1) - np.bincount(a + rest, weights=w,
+                                                                                 minlength=2 * period + 1)
+        cum = np.cumsum(diff[:-1])
+        load = cum[:period] + cum[period:] + float((full * w).sum())
+        peak = np.full(len(a), load.max())
+        part = full == 0
+        if part.any():
+            peak[part] = _range_max(np.concatenate([load, load]), a[part], rest[part])
+        out[sel] = peak
+    return out
+
+
+def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, latency: float, params: PricingParams
+                   ) -> CompiledSchedule:
+    """The same on the rows x cols torus of :func:`estimator.topology.builders.torus2d`: a route
+    is an arc along the source's row (X), then one along the destination's column (Y), each the
+    shorter way round (ties positive); a 2-long ring's two directions are its one cable's two
+    links, which the forward arcs (a tie) use."""
+    def loads(src, dst, nbytes, period):
+        (r1, c1), (r2, c2) = np.divmod(src, cols), np.divmod(dst, cols)
+        xs, xh, xf = _arc(c1, c2, cols, True)
+        ys, yh, yf = _arc(r1, r2, rows, True)
+        peak = np.maximum(arc_max_loads(r1, xs, xh, xf, nbytes, rows, cols),
+                          arc_max_loads(c2, ys, yh, yf, nbytes, cols, rows))
+        return peak, xh + yh
+
+    return _compiled(pats, loads, bandwidth, latency, rows + cols, params)
+
+
+# ---- route bounds for auto's pattern floor (LibraryFabric.route_bounds) -----------------------
+def ring_hops(src: np.ndarray, dst: np.ndarray, size: int, bidirectional: bool) -> np.ndarray:
+    """Links on the route from ``src`` to ``dst`` on the ring."""
+    ahead = (dst - src) % size
+    return np.minimum(ahead, size - ahead) if bidirectional else ahead
+
+
+def torus_hops(src: np.ndarray, dst: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """Links on the dimension-order route on a rows x cols torus (endpoint = row * cols + col)."""
+    (r1, c1), (r2, c2) = np.divmod(src, cols), np.divmod(dst, cols)
+    dc, dr = (c2 - c1) % cols, (r2 - r1) % rows
+    return np.minimum(dc, cols - dc) + np.minimum(dr, rows - dr)
+
+
+def torus_links(rows: int, cols: int) -> int:
+    """Directed links of :func:`estimator.topology.builders.torus2d` (a 2-long ring is one cable)."""
+    n = rows * cols
+    return sum(2 * n if size > 2 else n if size == 2 else 0 for size in (rows, cols))
+
+
+def fat_tree_compiled(pats: Patterns, half: int, bandwidth: float, latency: float, params: PricingParams
+                      ) -> CompiledSchedule:
+    """The same on the k-ary fat tree of :func:`estimator.topology.builders.fat_tree` (``half`` =
+    k/2; ranks = the first hosts) with ECMP, by up/down routing: a transfer leaving its edge switch
+    spreads evenly over the pod's k/2 aggregation switches, one leaving its pod evenly over all
+    (k/2)^2 cores, and each core reaches a pod through one aggregation switch. So in a step every
+    host link carries its host's bytes, every up-link of an edge switch 1/(k/2) of what leaves the
+    edge (every down-link 1/(k/2) of what enters it), every aggregation-core link 1/(k/2)^2 of
+    what leaves (enters) the pod; a transfer's busiest link is the largest of those on its path
+    (1, 3 or 5 switch traversals, each ``latency``)."""
+    from estimator.topology.builders import fat_tree_pair_traversals
+
+    pod = half * half
+
+    def loads(src, dst, nbytes, period):
+        def outward(a, b, group):  # bytes leaving a's group / entering b's group, per transfer (0 inside)
+            away = a // group != b // group
+            out = np.bincount(a[away] // group, weights=nbytes[away])
+            inn = np.bincount(b[away] // group, weights=nbytes[away])
+            peak = np.zeros(len(a))
+            peak[away] = np.maximum(out[a[away] // group], inn[b[away] // group])
+            return peak
+
+        peak = np.maximum(np.bincount(src, weights=nbytes)[src], np.bincount(dst, weights=nbytes)[dst])
+        peak = np.maximum(peak, outward(src, dst, half) / half)
+        peak = np.maximum(peak, outward(src, dst, pod) / pod)
+        return peak, fat_tree_pair_traversals(half, src, dst)
+
+    return _compiled(pats, loads, bandwidth, latency, 5, params)
+
+
+def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic: float, latency: float,
+                  params: PricingParams) -> CompiledSchedule:
+    """The same on :func:`estimator.topology.builders.rail_optimized` (``nodes`` GPUs, ``per_node``
+    per server) with ECMP. Inside a server a transfer takes GPU -> NVSwitch -> GPU, between GPUs
+    of one rail GPU -> rail switch -> GPU; otherwise (server a, rail i to server b, rail j) all
+    shortest routes have 4 links and ECMP sends 1/2 through the NVSwitch and GPU (a, j) to rail j,
+    1/4 rail i -> spine -> rail j, 1/4 rail i -> GPU (b, i) -> NVSwitch; the spine links carry a
+    rail's whole capacity. Loads are summed per link class from those shares; a transfer's busiest
+    link is the largest over every link its routes touch."""
+    g = per_node
+    servers = -(-nodes // g)
+    rails = min(g, nodes) if servers > 1 else 0
+    spine_bw = nic * servers
+
+    def loads(src, dst, nbytes, period):
+        a, i = np.divmod(src, g)
+        b, j = np.divmod(dst, g)
+        local, rail = a == b, (i == j) & (a != b)
+        cross = ~local & ~rail
+        w = nbytes
+        relay_src, relay_dst = a * g + j, b * g + i  # GPU (a, j) and GPU (b, i)
+
+        def count(idx, weight, sel, size):
+            return np.bincount(idx[sel], weights=weight[sel], minlength=size)
+
+        up_nv = (count(src, w, local, nodes) + count(src, w / 2, cross, nodes) + count(relay_dst, w / 4, cross, nodes))
+        down_nv = (count(dst, w, local, nodes) + count(dst, w / 4, cross, nodes) + count(relay_src, w / 2, cross, nodes))
+        up_nic = (count(src, w, rail, nodes) + count(src, w / 2, cross, nodes) + count(relay_src, w / 2, cross, nodes))
+        down_nic = (count(dst, w, rail, nodes) + count(dst, 3 * w / 4, cross, nodes)
+                    + count(relay_dst, w / 4, cross, nodes))
+        to_spine = count(i, w / 4, cross, max(rails, 1))
+        from_spine = count(j, w / 4, cross, max(rails, 1))
+        peak = np.where(local, np.maximum(up_nv[src], down_nv[dst]) / nvlink,
+                        np.maximum(up_nic[src], down_nic[dst]) / nic)
+        if cross.any():
+            s, d, rs, rd = src[cross], dst[cross], relay_src[cross], relay_dst[cross]
+            nv = np.maximum.reduce([up_nv[s], down_nv[rs], up_nv[rd], down_nv[d]]) / nvlink
+            ni = np.maximum.reduce([up_nic[s], up_nic[rs], down_nic[rd], down_nic[d]]) / nic
+            sp = np.maximum(to_spine[i[cross]], from_spine[j[cross]]) / spine_bw
+            peak[cross] = np.maximum.reduce([nv, ni, sp])
+        hops = np.where(cross, 3, 1)  # switch traversals on the slowest route
+        return peak, hops
+
+    return _compiled(pats, loads, 1.0, latency, 3, params)  # peaks are already seconds per byte of M
