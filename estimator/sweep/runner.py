@@ -99,7 +99,7 @@ class RaySession:
 
         if self.started or ray.is_initialized():
             return ray
-        self._previous = _terminate_like_interrupt()  # a kill during start-up shuts it down too
+        self._previous = _terminate_like_interrupt(self._on_signal)  # a kill during start-up ends it too
         if self.local:
             atexit.register(_reap_local_ray)
             from estimator.sweep.watchdog import start_watchdog
@@ -107,16 +107,23 @@ class RaySession:
             self._watchdog = start_watchdog()
         self.started = True
         _init_ray(self.address, self.num_cpus)
-        _terminate_like_interrupt()  # again: ray.init installs its own SIGTERM handler
+        _terminate_like_interrupt(self._on_signal)  # again: ray.init installs its own SIGTERM handler
         return ray
 
-    def close(self) -> None:
-        if not self.started:
-            return
-        import ray
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        """SIGTERM/SIGHUP/SIGINT while Ray runs: a local instance is ended by the watchdog at once
+        (``ray.shutdown()`` from inside an interrupted Ray call can block on Ray's own locks), then
+        the command unwinds like Ctrl-C (rows not yet written are lost; a rerun resumes)."""
+        if self._watchdog is not None:
+            self._watchdog.stop()
+            self._watchdog = None
+            self.started = False  # nothing left to shut down
+        raise KeyboardInterrupt(f"signal {signum}")
 
+    def close(self) -> None:
+        ray = sys.modules.get("ray")
         try:
-            if ray.is_initialized():
+            if self.started and ray is not None and ray.is_initialized():
                 _shutdown(ray)
         finally:
             self.started = False
@@ -125,6 +132,7 @@ class RaySession:
                 self._watchdog = None
             for sig, handler in self._previous.items():
                 signal.signal(sig, handler)
+            self._previous = {}
 
 
 def run_batches(
@@ -262,17 +270,14 @@ def _reap_local_ray() -> None:
             pass
 
 
-def _terminate_like_interrupt() -> dict[int, Any]:
-    """Make SIGTERM/SIGHUP raise KeyboardInterrupt in the driver, so a killed sweep (Snakemake,
-    ``timeout``, a closed terminal) runs the ``finally`` that shuts Ray down and leaves no workers."""
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
+def _terminate_like_interrupt(handler: Callable[[int, Any], None]) -> dict[int, Any]:
+    """Route SIGTERM/SIGHUP/SIGINT to ``handler`` (which raises KeyboardInterrupt), so a killed
+    sweep (Snakemake, ``timeout``, a closed terminal) leaves no workers; returns the previous
+    handlers."""
     previous: dict[int, Any] = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         try:
-            previous[sig] = signal.signal(sig, interrupt)
+            previous[sig] = signal.signal(sig, handler)
         except ValueError:  # not the main thread
             pass
     return previous

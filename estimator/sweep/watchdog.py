@@ -4,14 +4,16 @@ A sweep shuts its Ray down on exit, Ctrl-C and SIGTERM/SIGHUP (:mod:`estimator.s
 but a SIGKILL (or the out-of-memory killer) gives it no chance, and Ray's GCS, raylet and workers
 then outlive it. :func:`start_watchdog` starts ``python -m estimator.sweep.watchdog PID`` in its
 own session (so a signal to the sweep's process group does not reach it). Every
-``POLL_S`` it records the sweep's descendants (pid and start time); when the sweep process is
-gone it sends SIGKILL to every recorded process still alive (and to their descendants), then
-exits. The sweep stops it after a normal shutdown.
+``POLL_S`` it records the sweep's Ray descendants (pid and start time of the GCS, raylet, workers
+and agents); when the sweep process is gone it sends SIGKILL to every recorded process still
+alive (and to their descendants), then exits. After ``ray.shutdown()`` the sweep stops it with
+SIGTERM, which does the same (Ray's dashboard and runtime-env agents outlive a shutdown).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,10 +27,11 @@ class Watchdog:
         self.proc = proc
 
     def stop(self) -> None:
+        """End what is left of Ray (the watchdog kills the Ray processes it saw) and the watchdog."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=5)
+                self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
 
@@ -41,6 +44,13 @@ def start_watchdog() -> Watchdog:
     return Watchdog(proc)
 
 
+def _is_ray(proc: Any) -> bool:
+    name = proc.name()
+    if name in ("gcs_server", "raylet") or name.startswith("ray::"):
+        return True
+    return any("/ray/" in part or part.startswith("ray::") for part in proc.cmdline()[:4])
+
+
 def _descendants(parent: Any, me: int) -> dict[int, float]:
     import psutil
 
@@ -49,7 +59,8 @@ def _descendants(parent: Any, me: int) -> dict[int, float]:
         for child in parent.children(recursive=True):
             if child.pid != me:
                 try:
-                    found[child.pid] = child.create_time()
+                    if _is_ray(child):
+                        found[child.pid] = child.create_time()
                 except psutil.Error:
                     pass
     except psutil.Error:
@@ -87,12 +98,14 @@ def watch(pid: int) -> None:
         return
     me = os.getpid()
     recorded: dict[int, float] = {}
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     while True:
         try:
             alive = parent.is_running() and parent.create_time() == started and parent.status() != psutil.STATUS_ZOMBIE
         except psutil.Error:
             alive = False
-        if not alive:
+        if not alive or stop:
             _kill(recorded)
             return
         recorded.update(_descendants(parent, me))
@@ -100,7 +113,5 @@ def watch(pid: int) -> None:
 
 
 if __name__ == "__main__":
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the sweep's to handle
     watch(int(sys.argv[1]))
