@@ -27,7 +27,12 @@ from estimator.errors import EstimatorError
 from estimator.fabrics.registry import shared_fabric
 from estimator.files import resolve_input
 from estimator.timeline.dag import simulate_dag
-from estimator.timeline.dataparallel import BucketPolicy, compute_profile, make_buckets, simulate_data_parallel
+from estimator.timeline.dataparallel import (
+    BucketPolicy,
+    compute_profile,
+    make_buckets,
+    simulate_data_parallel,
+)
 from estimator.workloads import io
 from estimator.workloads.graph import Workload
 
