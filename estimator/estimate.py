@@ -122,14 +122,30 @@ def _policy_from_json(text: str) -> BucketPolicy:
     return BucketPolicy.from_dict(json.loads(text))
 
 
+_LAST: dict[str, tuple[Any, Any, Any]] = {}
+
+
+def _memo(kind: str, value: dict[str, Any] | None, make: Any) -> Any:
+    """``make(json)`` for ``value``; the last object of each kind is remembered (held, and
+    compared with a copy of its contents), so sweep points sharing a device or policy dict encode
+    it once."""
+    last = _LAST.get(kind)
+    if last is not None and last[1] is value and last[0] == value:
+        return last[2]
+    text = json.dumps(value or {}, sort_keys=True, default=str)
+    result = make(text)
+    _LAST[kind] = (json.loads(text), value, result)
+    return result
+
+
 def device_profile(device: dict[str, Any] | None) -> DeviceProfile:
     """``DeviceProfile.from_dict``, one instance per distinct config in this process."""
-    return _device_from_json(json.dumps(device or {}, sort_keys=True, default=str))
+    return _memo("device", device, _device_from_json)
 
 
 def bucket_policy(par: dict[str, Any] | None) -> BucketPolicy:
     """``BucketPolicy.from_dict``, one instance per distinct config in this process."""
-    return _policy_from_json(json.dumps(par or {}, sort_keys=True, default=str))
+    return _memo("policy", par, _policy_from_json)
 
 
 def is_hybrid(cfg: dict[str, Any]) -> bool:

@@ -87,39 +87,50 @@ def estimate_batch(grid: Grid, indices: Sequence[int], paths: dict[tuple, str],
     declared ``schema`` (``estimates`` without ``created_at``, which the driver sets)."""
     import pyarrow as pa
 
-    from estimator.estimate import estimate
+    from estimator.estimate import ESTIMATE_KEYS, estimate
     from estimator.store.duckdb_store import arrow_schema
 
     est_types = {k: t for k, t in schema["estimates"].items() if k != "created_at"}
     coll_types = schema["collectives"]
-    est_cols: dict[str, list[Any]] = {k: [] for k in est_types}
-    coll_cols: dict[str, list[Any]] = {k: [] for k in coll_types}
-    n_rows = n_coll = 0
+    keys = ESTIMATE_KEYS
+    base_parts: dict[tuple[str, ...], tuple[dict[str, Any], dict[str, str]]] = {}
+    rows: list[dict[str, Any]] = []
+    coll_rows: list[dict[str, Any]] = []
     for i in indices:
         key, dotted = grid.point(i)
-        cfg = with_settings(grid.bases[key], dotted)
+        base = grid.bases[key]
+        if key not in base_parts:  # per composed config: its flat columns and each subtree's JSON
+            base_parts[key] = ({k.replace(".", "_"): v for k, v in flatten({k: base.get(k) for k in keys}).items()},
+                               {k: json.dumps(base.get(k), sort_keys=True, default=str) for k in keys})
+        flat_base, json_base = base_parts[key]
+        cfg = with_settings(base, dotted)
         est = estimate(cfg, paths[workload_key(cfg)])
-        row = {"config_json": json.dumps(est.config, sort_keys=True, default=str), "config_hash": est.config_hash,
-               "version": __version__}
-        row.update({k.replace(".", "_"): v for k, v in flatten(est.config).items()})
+        # the stored row of Estimate.row(), built from the composed config's parts: only the
+        # subtrees a point changed are flattened and encoded again
+        changed = {k.split(".")[0] for k, _ in dotted}
+        text = ", ".join(f'"{k}": ' + (json.dumps(est.config[k], sort_keys=True, default=str) if k in changed
+                                       else json_base[k]) for k in sorted(keys))
+        row = {"config_json": "{" + text + "}", "config_hash": est.config_hash, "version": __version__}
+        row.update(flat_base)
+        for k in changed & set(keys):
+            prefix = k + "_"
+            for col in [c for c in row if c.startswith(prefix) or c == k]:
+                if col in flat_base:
+                    del row[col]
+            row.update({c.replace(".", "_"): v for c, v in flatten({k: est.config[k]}).items()})
         row.update(est.metrics)
-        for col, value in row.items():
-            values = est_cols.get(col)
-            if values is None:
-                raise EstimatorError(f"sweep: column {col!r} of point {i} is not in the declared schema")
-            values.extend([None] * (n_rows - len(values)))
-            values.append(value)
-        n_rows += 1
+        rows.append(row)
         for c in est.collectives:
-            coll_cols["config_hash"].append(est.config_hash)
-            for col, value in c.items():
-                coll_cols[col].append(value)
-            n_coll += 1
-    for values in est_cols.values():
-        values.extend([None] * (n_rows - len(values)))
+            coll_rows.append({"config_hash": est.config_hash, **c})
+    for row in rows:
+        if len(row) > len(est_types) or not row.keys() <= est_types.keys():
+            extra = sorted(set(row) - set(est_types))
+            raise EstimatorError(f"sweep: column(s) {extra} are not in the declared schema")
+    est_cols = {col: [r.get(col) for r in rows] for col in est_types}
     for col, t in est_types.items():
         if t == "VARCHAR":
             est_cols[col] = [_text(v) for v in est_cols[col]]
+    coll_cols = {col: [r.get(col) for r in coll_rows] for col in coll_types}
     return {"estimates": pa.Table.from_pydict(est_cols, schema=arrow_schema(est_types)),
             "collectives": pa.Table.from_pydict(coll_cols, schema=arrow_schema(coll_types))}
 
