@@ -100,6 +100,12 @@ def load_workload(path: Path) -> Workload:
     return _load(str(path), mtime)
 
 
+@lru_cache(maxsize=16)
+def _scaled(path: str, mtime: float, batch: int) -> Workload:
+    """An imported graph at a batch size (one object per batch, so its timeline structure is reused)."""
+    return _load(path, mtime).scaled_to_batch(batch)
+
+
 @lru_cache(maxsize=256)
 def _profile(path: str, mtime: float, batch: int, device: DeviceProfile, dtype_bytes: int, precision: str):
     return compute_profile(_load(path, mtime).scaled_to_batch(batch), device, dtype_bytes, precision)
@@ -211,7 +217,7 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
         result = simulate_data_parallel(profile, fabric, policy, batch, algorithm, buckets=buckets)
     else:
         choice = ""
-        result = simulate_dag(workload.scaled_to_batch(batch), fabric, device, algorithm, precision)
+        result = simulate_dag(_scaled(str(path), os.stat(path).st_mtime, batch), fabric, device, algorithm, precision)
     metrics = {
         "workload_name": workload.name,
         "nodes": fabric.nodes,
