@@ -141,3 +141,20 @@ def test_sweep_grid_override_replaces_the_grid(tmp_path):
                               cwd=REPO, env=env, timeout=300)
     assert one_axis.returncode == 0, one_axis.stderr
     assert json.loads(one_axis.stdout)["points"] == 6  # conf/sweep/resnet50_scaling: 6 sizes, now one fabric
+
+
+def test_estimate_command_imports_no_store_or_ray(tmp_path):
+    """`estimator estimate` (no write=true) loads neither DuckDB, Ray, Polars nor torch, and with a
+    cached composition not even Hydra."""
+    code = ("import sys\nfrom estimator import cli\n"
+            "cli.run(['estimate', 'model=resnet50', 'fabric=ideal', 'fabric.nodes=8', 'output=json'])\n"
+            "print(sorted(m for m in ('duckdb', 'ray', 'polars', 'torch', 'hydra') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ESTIMATOR_CACHE": str(tmp_path / "cache")}
+    plan({"grid": {"fabric.nodes": [8]}}, BASE)  # the trace exists (captured when missing)
+    loaded = []
+    for _ in range(2):  # the first run composes with Hydra and caches it
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr
+        loaded.append(json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"')))
+    assert loaded == [["hydra"], []]
+    assert list((tmp_path / "cache" / "compose").glob("*.json"))
