@@ -10,7 +10,9 @@
   result comes from a cache), into a fresh DuckDB file. Wall time includes Python start-up,
   composition, Ray start-up and shutdown and writing every row. Peak RSS is sampled every 0.1 s
   (psutil) for the driver alone and for the driver with all its descendants (Ray's GCS, raylet,
-  workers).
+  workers). Estimates/min is rows stored / wall time; "on 2 busy cores" is rows per CPU-second
+  of the whole process tree x 2 (what two cores would give if nothing else ran; the machine these
+  figures were taken on was shared).
 * **CLI**: wall time of ``estimator estimate model=resnet50 fabric=ideal fabric.nodes=8``
   (min of 5 runs after one warm-up).
 * **DAG**: the TopoOpt ``100vgg_16.fbuf`` fixture imported and replicated 64 times over disjoint
@@ -50,13 +52,23 @@ def grid_yaml(points: int) -> str:
     )
 
 
-def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float, int]:
-    """Wall time, peak driver RSS (MiB), peak tree RSS (MiB), exit status."""
+def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path, limit_s: float | None = None):
+    """Wall time, peak driver RSS (MiB), peak tree RSS (MiB), exit status, CPU seconds of the
+    process tree (user + system of the driver and every descendant it reaped: Ray's processes)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     p = psutil.Process(proc.pid)
     peak_driver = peak_tree = 0
-    while proc.poll() is None:
+    cpu, status = 0.0, None
+    while status is None:
+        pid, wstatus, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            status, cpu = os.waitstatus_to_exitcode(wstatus), usage.ru_utime + usage.ru_stime
+            proc.returncode = status
+            break
+        if limit_s is not None and time.perf_counter() - t0 > limit_s:
+            proc.terminate()  # stop a capped run (the sweep ends its Ray on SIGTERM)
+            limit_s = None
         try:
             rss = p.memory_info().rss
             tree = rss
@@ -71,12 +83,12 @@ def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, 
         time.sleep(0.1)
     wall = time.perf_counter() - t0
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if proc.returncode:
+    if proc.returncode and proc.returncode != -15 and proc.returncode != 130:
         print(err[-2000:], file=sys.stderr)
-    return wall, peak_driver / 2**20, peak_tree / 2**20, proc.returncode
+    return wall, peak_driver / 2**20, peak_tree / 2**20, proc.returncode, cpu
 
 
-def bench_sweep(root: Path, points: int, tmp: Path, extra: list[str]) -> None:
+def bench_sweep(root: Path, points: int, tmp: Path, extra: list[str], limit_s: float | None = None) -> None:
     conf = tmp / "conf"
     if not conf.exists():
         shutil.copytree(root / "conf", conf)
@@ -86,15 +98,16 @@ def bench_sweep(root: Path, points: int, tmp: Path, extra: list[str]) -> None:
     env = {**os.environ, "ESTIMATOR_CONF": str(conf), "PYTHONPATH": str(root), "RAY_USAGE_STATS_ENABLED": "0"}
     cmd = [sys.executable, "-m", "estimator.cli", "sweep", f"sweep=bench_{points}", f"store={store}",
            f"traces_dir={root / 'traces'}", *extra]
-    wall, driver, tree, rc = run_sampled(cmd, env, root)
-    rows = "?"
-    if rc == 0:
+    wall, driver, tree, rc, cpu = run_sampled(cmd, env, root, limit_s)
+    rows = 0
+    if store.exists():
         import duckdb
 
         with duckdb.connect(str(store), read_only=True) as con:
             rows = con.execute("SELECT count(*) FROM estimates").fetchone()[0]
-    print(f"sweep {points:>9,} points: {wall:7.1f} s = {points / wall * 60:>9,.0f} estimates/min; "
-          f"peak RSS driver {driver:6.0f} MiB, with Ray processes {tree:6.0f} MiB; rows {rows}; exit {rc}",
+    per_cpu = f"{rows / cpu * 60 * 2:,.0f}/min on 2 busy cores (CPU {cpu:.0f} s)" if cpu else "CPU ?"
+    print(f"sweep {points:>9,} points: {wall:7.1f} s = {rows / wall * 60:>9,.0f} estimates/min; {per_cpu}; "
+          f"peak RSS driver {driver:6.0f} MiB, with Ray processes {tree:6.0f} MiB; rows {rows:,}; exit {rc}",
           flush=True)
 
 
@@ -167,11 +180,12 @@ def main() -> None:
     ap.add_argument("--cli", action="store_true", help="only/also the CLI latency")
     ap.add_argument("--dag", action="store_true", help="only/also the 1,024-device DAG")
     ap.add_argument("--extra", nargs="*", default=[], help="extra overrides for the sweeps")
+    ap.add_argument("--limit-s", type=float, default=None, help="stop each sweep after this long (SIGTERM)")
     args = ap.parse_args()
     everything = not (args.cli or args.dag) and "--sweeps" not in sys.argv
     with tempfile.TemporaryDirectory(prefix="sweep_bench") as tmp:
         for n in args.sweeps if ("--sweeps" in sys.argv or everything) else []:
-            bench_sweep(args.root, n, Path(tmp), args.extra)
+            bench_sweep(args.root, n, Path(tmp), args.extra, args.limit_s)
         if args.cli or everything:
             bench_cli(args.root)
         if args.dag or everything:

@@ -180,6 +180,11 @@ def main(argv: list[str] | None = None) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         code = 0
+    runner = sys.modules.get("estimator.sweep.runner")
+    if runner is not None and runner.RAY_KILLED:  # a signal ended Ray: skip its exit hooks (they block)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 

@@ -66,6 +66,11 @@ def _enable_token_auth() -> None:
         pass
 
 
+#: set when a signal ended the local Ray instance under this process: the process must then exit
+#: without Ray's exit hooks (``ray.shutdown()`` waits for the dead GCS), see ``estimator.cli.main``
+RAY_KILLED = False
+
+
 class RaySession:
     """Ray for one command: started (or joined) on first use, shut down when the command ends.
 
@@ -114,10 +119,13 @@ class RaySession:
         """SIGTERM/SIGHUP/SIGINT while Ray runs: a local instance is ended by the watchdog at once
         (``ray.shutdown()`` from inside an interrupted Ray call can block on Ray's own locks), then
         the command unwinds like Ctrl-C (rows not yet written are lost; a rerun resumes)."""
+        global RAY_KILLED
         if self._watchdog is not None:
             self._watchdog.stop()
             self._watchdog = None
             self.started = False  # nothing left to shut down
+            RAY_KILLED = True
+            sys.excepthook = sys.__excepthook__  # Ray's hook reports to its (now dead) GCS and blocks
         raise KeyboardInterrupt(f"signal {signum}")
 
     def close(self) -> None:
