@@ -54,18 +54,28 @@ def grid_yaml(points: int) -> str:
 
 def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path, limit_s: float | None = None):
     """Wall time, peak driver RSS (MiB), peak tree RSS (MiB), exit status, CPU seconds of the
-    process tree (user + system of the driver and every descendant it reaped: Ray's processes)."""
+    process tree (user + system of the driver and of every descendant, sampled every 0.1 s)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     p = psutil.Process(proc.pid)
     peak_driver = peak_tree = 0
-    cpu, status = 0.0, None
+    cpu_seen: dict[tuple[int, float], float] = {}
+    status = None
     while status is None:
         pid, wstatus, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
-            status, cpu = os.waitstatus_to_exitcode(wstatus), usage.ru_utime + usage.ru_stime
-            proc.returncode = status
+            status = proc.returncode = os.waitstatus_to_exitcode(wstatus)
+            cpu_seen[(pid, 0.0)] = usage.ru_utime + usage.ru_stime  # the driver (and what it reaped)
             break
+        try:
+            for c in p.children(recursive=True):
+                try:
+                    t = c.cpu_times()
+                    cpu_seen[(c.pid, c.create_time())] = t.user + t.system
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            pass
         if limit_s is not None and time.perf_counter() - t0 > limit_s:
             proc.terminate()  # stop a capped run (the sweep ends its Ray on SIGTERM)
             limit_s = None
@@ -82,6 +92,7 @@ def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path, limit_s: float |
             pass
         time.sleep(0.1)
     wall = time.perf_counter() - t0
+    cpu = sum(cpu_seen.values())
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode and proc.returncode != -15 and proc.returncode != 130:
         print(err[-2000:], file=sys.stderr)
