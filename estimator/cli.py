@@ -86,12 +86,15 @@ def _fmt(value: Any) -> str:
 def _command_level(module: Any, overrides: list[str]) -> list[str]:
     """For commands that apply overrides per point themselves (``RUN_WITH_OVERRIDES``, e.g. a sweep
     over several fabrics), keep dotted keys inside a config group (``fabric.reconfig_s``) out of the
-    command's own composition: they need not exist in the default fabric, only in some point."""
+    command's own composition: they need not exist in the default fabric, only in some point.
+    Keys of the groups the command reads itself (``OWN_GROUPS``, e.g. ``sweep.batch_size``) stay;
+    overrides starting with one of ``NOT_COMPOSED`` are the command's own to apply."""
     if not getattr(module, "RUN_WITH_OVERRIDES", False):
         return overrides
     from estimator.config import config_groups
 
-    groups = config_groups()
+    overrides = [o for o in overrides if not o.startswith(getattr(module, "NOT_COMPOSED", ()))]
+    groups = set(config_groups()) - set(getattr(module, "OWN_GROUPS", ()))
     return [o for o in overrides if not ("." in o.partition("=")[0] and o.lstrip("+~").split(".")[0] in groups)]
 
 
@@ -177,6 +180,11 @@ def main(argv: list[str] | None = None) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         code = 0
+    runner = sys.modules.get("estimator.sweep.runner")
+    if runner is not None and runner.RAY_KILLED:  # a signal ended Ray: skip its exit hooks (they block)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 

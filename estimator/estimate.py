@@ -13,6 +13,7 @@ workload parsing and compute-stream walk once per (workload, device, batch).
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,12 +27,32 @@ from estimator.errors import EstimatorError
 from estimator.fabrics.registry import shared_fabric
 from estimator.files import resolve_input
 from estimator.timeline.dag import simulate_dag
-from estimator.timeline.dataparallel import BucketPolicy, compute_profile, simulate_data_parallel
+from estimator.timeline.dataparallel import (
+    BucketPolicy,
+    compute_profile,
+    make_buckets,
+    simulate_data_parallel,
+)
 from estimator.workloads import io
 from estimator.workloads.graph import Workload
 
 # The parts of the resolved config that determine an estimate (and so its config hash).
 ESTIMATE_KEYS = ("model", "fabric", "device", "parallelism", "precision", "batch_size", "algorithm", "workload")
+
+# Store column types of an estimate's metrics (data-parallel and imported-graph estimates; a
+# hybrid layout's metrics are stored by value) and of its per-collective rows. Sweeps write with
+# these declared types instead of inferring them value by value.
+METRIC_TYPES = {
+    "workload_name": "VARCHAR", "nodes": "BIGINT", "iter_time_s": "DOUBLE", "compute_time_s": "DOUBLE",
+    "forward_s": "DOUBLE", "backward_s": "DOUBLE", "optimizer_s": "DOUBLE", "comm_time_s": "DOUBLE",
+    "exposed_comm_time_s": "DOUBLE", "samples_per_s": "DOUBLE", "algorithm_used": "VARCHAR", "grad_accum": "BIGINT",
+    "global_batch": "BIGINT", "interference_s": "DOUBLE", "straggler_s": "DOUBLE", "host_overhead_s": "DOUBLE",
+    "input_bound": "BOOLEAN", "num_collectives": "BIGINT", "fabric_choice": "VARCHAR", "batch_size_per_device": "BIGINT",
+}
+COLLECTIVE_TYPES = {
+    "config_hash": "VARCHAR", "idx": "BIGINT", "collective": "VARCHAR", "algorithm": "VARCHAR", "bytes": "DOUBLE",
+    "tensors": "BIGINT", "ready_s": "DOUBLE", "start_s": "DOUBLE", "end_s": "DOUBLE", "time_s": "DOUBLE", "steps": "BIGINT",
+}
 
 
 @dataclass
@@ -79,9 +100,58 @@ def load_workload(path: Path) -> Workload:
     return _load(str(path), mtime)
 
 
+@lru_cache(maxsize=16)
+def _scaled(path: str, mtime: float, batch: int) -> Workload:
+    """An imported graph at a batch size (one object per batch, so its timeline structure is reused)."""
+    return _load(path, mtime).scaled_to_batch(batch)
+
+
 @lru_cache(maxsize=256)
 def _profile(path: str, mtime: float, batch: int, device: DeviceProfile, dtype_bytes: int, precision: str):
     return compute_profile(_load(path, mtime).scaled_to_batch(batch), device, dtype_bytes, precision)
+
+
+@lru_cache(maxsize=1024)
+def _buckets(path: str, mtime: float, batch: int, device: DeviceProfile, policy: BucketPolicy, precision: str):
+    """Gradient buckets of a workload: they depend on the compute profile and the bucketing
+    policy, not on the fabric, so a sweep over fabrics computes them once."""
+    return tuple(make_buckets(_profile(path, mtime, batch, device, policy.gradient_dtype_bytes, precision), policy))
+
+
+@lru_cache(maxsize=256)
+def _device_from_json(text: str) -> DeviceProfile:
+    return DeviceProfile.from_dict(json.loads(text))
+
+
+@lru_cache(maxsize=256)
+def _policy_from_json(text: str) -> BucketPolicy:
+    return BucketPolicy.from_dict(json.loads(text))
+
+
+_LAST: dict[str, tuple[Any, Any, Any]] = {}
+
+
+def _memo(kind: str, value: dict[str, Any] | None, make: Any) -> Any:
+    """``make(json)`` for ``value``; the last object of each kind is remembered (held, and
+    compared with a copy of its contents), so sweep points sharing a device or policy dict encode
+    it once."""
+    last = _LAST.get(kind)
+    if last is not None and last[1] is value and last[0] == value:
+        return last[2]
+    text = json.dumps(value or {}, sort_keys=True, default=str)
+    result = make(text)
+    _LAST[kind] = (json.loads(text), value, result)
+    return result
+
+
+def device_profile(device: dict[str, Any] | None) -> DeviceProfile:
+    """``DeviceProfile.from_dict``, one instance per distinct config in this process."""
+    return _memo("device", device, _device_from_json)
+
+
+def bucket_policy(par: dict[str, Any] | None) -> BucketPolicy:
+    """``BucketPolicy.from_dict``, one instance per distinct config in this process."""
+    return _memo("policy", par, _policy_from_json)
 
 
 def is_hybrid(cfg: dict[str, Any]) -> bool:
@@ -120,9 +190,9 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
                    "batch_size_per_device": metrics["micro_batch_size"], **metrics}
         return Estimate(sub, config_hash(sub), metrics, colls)
     fabric = shared_fabric(sub["fabric"] or {})
-    device = DeviceProfile.from_dict(dict(sub["device"] or {}))
+    device = device_profile(sub["device"])
     par = dict(sub["parallelism"] or {})
-    policy = BucketPolicy.from_dict(par)
+    policy = bucket_policy(par)
     precision = str(sub["precision"] or "amp")
     check_precision(precision)
     if not device.replay:
@@ -137,15 +207,17 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
     if workload.devices == 1:
         if par.get("strategy", "data") != "data":
             raise EstimatorError(f"parallelism.strategy {par.get('strategy')!r} is not supported for single-replica workloads")
-        profile = _profile(str(path), os.stat(path).st_mtime, batch, device, policy.gradient_dtype_bytes, precision)
+        mtime = os.stat(path).st_mtime
+        profile = _profile(str(path), mtime, batch, device, policy.gradient_dtype_bytes, precision)
+        buckets = list(_buckets(str(path), mtime, batch, device, policy, precision))
         choice = ""
         if hasattr(fabric, "for_job"):  # a fabric that picks its configuration per job (OCS topology=auto)
             fabric, plans = fabric.for_job(profile, policy, batch, algorithm)
             choice = str(getattr(plans[0], "topology", "")) if plans else ""
-        result = simulate_data_parallel(profile, fabric, policy, batch, algorithm)
+        result = simulate_data_parallel(profile, fabric, policy, batch, algorithm, buckets=buckets)
     else:
         choice = ""
-        result = simulate_dag(workload.scaled_to_batch(batch), fabric, device, algorithm, precision)
+        result = simulate_dag(_scaled(str(path), os.stat(path).st_mtime, batch), fabric, device, algorithm, precision)
     metrics = {
         "workload_name": workload.name,
         "nodes": fabric.nodes,

@@ -55,3 +55,28 @@ def test_sweep_grid_expands_and_composes():
 def test_sweep_grid_rejects_unknown_keys():
     with pytest.raises(EstimatorError, match="fabric.nodez"):
         grid.compose_points([{"fabric.nodez": 3}])
+
+
+def test_composition_cache_equals_hydra_and_follows_conf_edits(tmp_path, monkeypatch):
+    import shutil
+
+    from omegaconf import OmegaConf
+
+    conf = tmp_path / "conf"
+    shutil.copytree(config.conf_dir(), conf)
+    monkeypatch.setenv("ESTIMATOR_CONF", str(conf))
+    monkeypatch.setenv("ESTIMATOR_CACHE", str(tmp_path / "cache"))
+    overrides = ("model=resnet50", "fabric=lumorph", "fabric.nodes=64")
+    hydra = config._hydra_compose(overrides, "config")
+    config._compose_cached.cache_clear()
+    config._compose_cached(overrides, "config")  # composes and writes the cache
+    config._compose_cached.cache_clear()
+    assert len(list((tmp_path / "cache" / "compose").glob("*.json"))) == 1
+    cached = config._compose_cached(overrides, "config")
+    assert OmegaConf.to_yaml(cached) == OmegaConf.to_yaml(hydra) and OmegaConf.is_struct(cached)
+    text = (conf / "fabric" / "lumorph.yaml").read_text()
+    (conf / "fabric" / "lumorph.yaml").write_text(text + "\n# edited: a longer file\n")
+    config._compose_cached.cache_clear()
+    config._compose_cached(overrides, "config")
+    assert len(list((tmp_path / "cache" / "compose").glob("*.json"))) == 2  # an edit is a new key
+    config._compose_cached.cache_clear()

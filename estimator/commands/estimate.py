@@ -14,8 +14,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from estimator.config import to_container
-from estimator.estimate import estimate, validate
-from estimator.store.duckdb_store import write_estimates
+from estimator.estimate import estimate, validate, workload_path
 
 HELP = "estimate one iteration (time, compute, exposed communication, throughput)"
 
@@ -28,11 +27,15 @@ def ensure_workload(cfg: DictConfig) -> None:
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
-    validate(to_container(cfg))  # a bad fabric/device fails before any capture
+    resolved = to_container(cfg)
+    validate(resolved)  # a bad fabric/device fails before any capture
     if (cfg.get("parallelism") or {}).get("strategy") != "hybrid":  # hybrid captures its own layer shards
-        ensure_workload(cfg)
-    est = estimate(to_container(cfg))
+        if cfg.get("workload") or not workload_path(resolved).exists():  # estimate() reads an existing trace
+            ensure_workload(cfg)
+    est = estimate(resolved)
     if cfg.get("write"):
+        from estimator.store.duckdb_store import write_estimates  # DuckDB only when writing
+
         write_estimates(cfg.store, [est])
     fabric = est.config["fabric"] or {}
     return {

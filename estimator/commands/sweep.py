@@ -3,20 +3,27 @@
     estimator sweep sweep=resnet50_scaling          # one grid from conf/sweep/
     estimator sweep experiment=lumorph              # every sweep of a paper's experiment
     estimator sweep experiment=lumorph fabric.reconfig_s=10e-6
+    estimator sweep 'sweep.grid={fabric:[ideal],fabric.nodes:[8,64]}'   # another grid (replaces it)
+    estimator sweep 'sweep.grid.fabric=[lumorph]'   # one axis of the configured grid
 
 A sweep is ``{name, kind, grid, zip}`` (see :mod:`estimator.sweep.grid` and
 :mod:`estimator.sweep.kinds`); an experiment (``conf/experiment/<name>.yaml``) holds several under
 ``experiment.sweeps``. Other overrides on the command line apply to every point whose config has
 the key. Points whose config hash is already in the store are skipped (resumable;
 ``sweep_force=true`` recomputes). Every point is validated before anything runs, so a bad grid
-writes nothing. Ray is local by default (``ray.address=local ray.num_cpus=2``); ``ray.address=auto``
-or ``host:port`` joins an existing cluster.
+writes nothing. Ray is local by default (``ray.address=local ray.num_cpus=2``), started once per
+command and only for sweeps of at least ``ray.in_process_below`` points (smaller ones run in
+this process); ``ray.address=auto`` or ``host:port`` joins an existing cluster. Points are
+generated from the grid on demand; estimate points come back from the workers as columnar
+batches with a declared schema (:mod:`estimator.sweep.columns`).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from array import array
+from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig
@@ -24,13 +31,15 @@ from omegaconf import DictConfig
 from estimator import limits
 from estimator.config import to_container
 from estimator.errors import EstimatorError
-from estimator.estimate import load_workload, workload_path
+from estimator.estimate import is_hybrid, load_workload, workload_path
 from estimator.store.duckdb_store import existing_keys
-from estimator.sweep import grid, kinds
-from estimator.sweep.runner import run_batches
+from estimator.sweep import columns, grid, kinds
+from estimator.sweep.runner import RaySession, run_chunks
 
 HELP = "run a conf/sweep grid or a conf/experiment on Ray into the DuckDB store (resumable)"
 RUN_WITH_OVERRIDES = True
+OWN_GROUPS = ("sweep", "experiment")  # `sweep.grid.fabric=[ideal]` changes the sweep itself, not its points
+NOT_COMPOSED = ("sweep.grid=", "sweep.zip=")  # replace the whole grid (run() applies them)
 WRITE_EVERY_POINTS = 2000
 WRITE_EVERY_S = 10.0
 _NOT_POINT_KEYS = ("sweep=", "sweep.", "experiment=", "experiment.", "ray.", "store=", "output=", "sweep_force=")
@@ -51,54 +60,119 @@ def _workload_file(c: dict[str, Any], seen: dict[str, str]) -> str:
     return seen[key]
 
 
+@dataclass
+class Plan:
+    """One sweep, planned once: its kind, its lazy grid, and per distinct workload its file."""
+
+    kind: kinds.Kind
+    grid: grid.Grid
+    paths: dict[tuple, str]
+    columnar: bool
+
+    def items(self, indices: Any) -> list[tuple[dict[str, Any], str]]:
+        """(config, workload path) of the given points (for kinds that take whole configs)."""
+        out = []
+        for c in self.grid.configs(indices):
+            out.append((c, self.paths.get(columns.workload_key(c), "") if self.kind.name == "estimate" else ""))
+        return out
+
+
 def plan(
     sweep: dict[str, Any], overrides: list[str], used: dict[str, bool] | None = None, capture: bool = True
-) -> tuple[kinds.Kind, list[tuple[dict[str, Any], str]]]:
-    """Expand, compose and validate one sweep; return its kind and (config, workload path) points.
-    ``used`` collects which command-line overrides applied (see :func:`grid.compose_points`);
-    ``capture=False`` checks only (no workload is captured or read, no paths returned)."""
+) -> Plan:
+    """Compose and validate one sweep without visiting every point: checks that read only some keys
+    run once per distinct value of those keys (:attr:`kinds.Kind.scopes`). ``used`` collects which
+    command-line overrides applied (see :class:`grid.Grid`); ``capture=False`` checks only (no
+    workload is captured or read)."""
     kind = kinds.get(str(sweep.get("kind") or "estimate"))
     base = [o for o in overrides if not o.startswith(_NOT_POINT_KEYS)]
-    configs = grid.compose_points(grid.expand(sweep.get("grid") or {}, sweep.get("zip")), base, used)
-    if len(configs) > limits.get().sweep_points:
-        raise EstimatorError(f"sweep has {len(configs)} points, more than limits.sweep_points = {limits.get().sweep_points}")
-    for c in configs:
-        kind.validate(c)  # every point before anything runs (or is captured)
-    if not capture:
-        return kind, [(c, "") for c in configs]
-    seen: dict[str, str] = {}
-    items = [(c, _workload_file(c, seen) if kind.name == "estimate" else "") for c in configs]
-    return kind, items
+    g = grid.Grid(sweep.get("grid") or {}, sweep.get("zip"), base, used)
+    if g.size > limits.get().sweep_points:
+        raise EstimatorError(f"sweep has {g.size} points, more than limits.sweep_points = {limits.get().sweep_points}")
+    hybrid = any(is_hybrid(b) for b in g.bases.values()) or "parallelism.strategy" in g.keys
+    if kind.scopes and not hybrid:
+        for keys, check in kind.scopes:
+            for c in g.scoped_configs(keys):
+                check(c)
+    else:
+        for c in g.configs(range(g.size)):
+            kind.validate(c)  # every point before anything runs (or is captured)
+    p = Plan(kind, g, {}, kind.columnar and not hybrid)
+    return plan_workloads(p) if capture and kind.name == "estimate" else p
 
 
 def run_sweep(name: str, sweep: dict[str, Any], overrides: list[str], store: str, ray_cfg: dict[str, Any],
-              force: bool = False) -> dict[str, Any]:
+              force: bool = False, session: RaySession | None = None, planned: Plan | None = None) -> dict[str, Any]:
     if sweep.get("kind") == "packetsim":  # points are `estimator packetsim` configs (conf/packetsim.yaml)
         from estimator.packetsim.sweep import run_named_sweep
 
         return run_named_sweep(name, sweep, overrides, store, ray_cfg, force)
     t0 = time.perf_counter()
-    kind, items = plan(sweep, overrides, used={})  # overrides were checked across the experiment
+    own = session is None
+    session = session or RaySession(ray_cfg)
+    try:
+        p = planned or plan(sweep, overrides, used={})  # overrides were checked across the experiment
+        return _run_plan(name, p, store, session, force, sweep.get("batch_size"), t0)
+    finally:
+        if own:
+            session.close()
+
+
+def _run_plan(name: str, p: Plan, store: str, session: RaySession, force: bool, batch_size: Any,
+              t0: float) -> dict[str, Any]:
+    kind, g = p.kind, p.grid
     done = set() if force else existing_keys(store, kind.table)
-    todo = [it for it in items if kind.point_hash(it[0]) not in done]
-    skipped = len(items) - len(todo)
+    todo: Any = range(g.size)
+    if done:  # resuming: hash every point once to find the missing ones
+        todo = array("q", (i for i, c in enumerate(g.configs(range(g.size))) if kind.point_hash(c) not in done))
+    skipped = g.size - len(todo)
     if skipped:
-        print(f"sweep {name}: {skipped} of {len(items)} points already in {store}; running {len(todo)}",
+        print(f"sweep {name}: {skipped} of {g.size} points already in {store}; running {len(todo)}",
               file=sys.stderr)
-    written, pending = 0, []
+    # rows of points not in the store are appended; a recomputation (or a grid that may repeat a
+    # point) replaces rows of the same key
+    replace = force or not g.distinct(kind.keys)
+    in_process = session.local and len(todo) < int(session.cfg.get("in_process_below") or 0)
+    if p.columnar:
+        shared: tuple[Any, ...] = (g, p.paths, columns.estimate_schema(g))
+        func: Any = _evaluate_columns
+    else:
+        shared, func = (kind.name, p), _evaluate_items
+    written, pending, pending_points = 0, [], 0
     last_write = time.monotonic()
-    for batch in run_batches(kind.evaluate, todo, ray_cfg, batch_size=sweep.get("batch_size"), desc=f"sweep {name}"):
-        pending.extend(batch)
+    for batch in run_chunks(func, shared, todo, session, batch_size, f"sweep {name}", in_process):
+        if p.columnar:
+            pending.append(batch)
+            pending_points += batch["estimates"].num_rows
+        else:
+            pending.extend(batch)
+            pending_points = len(pending)
         # one transaction per ~2,000 points or 10 s: fewer, larger writes; an interrupted sweep
         # loses at most that much and resumes from what is stored
-        if len(pending) >= WRITE_EVERY_POINTS or time.monotonic() - last_write > WRITE_EVERY_S:
-            written += kind.write(store, pending)
-            pending, last_write = [], time.monotonic()
+        if pending_points >= WRITE_EVERY_POINTS or time.monotonic() - last_write > WRITE_EVERY_S:
+            written += _write(p, store, pending, replace)
+            pending, pending_points, last_write = [], 0, time.monotonic()
     if pending:
-        written += kind.write(store, pending)
+        written += _write(p, store, pending, replace)
     elapsed = time.perf_counter() - t0
-    return {"sweep": name, "kind": kind.name, "points": len(items), "skipped": skipped, "written": written,
-            "elapsed_s": elapsed}
+    return {"sweep": name, "kind": kind.name, "points": g.size, "skipped": skipped, "written": written,
+            "elapsed_s": elapsed, "ray": not in_process and bool(len(todo))}
+
+
+def _write(p: Plan, store: str, pending: list[Any], replace: bool) -> int:
+    if p.columnar:
+        return columns.write_batches(store, pending, replace)
+    return p.kind.write(store, pending)
+
+
+def _evaluate_columns(g: grid.Grid, paths: dict[tuple, str], schema: dict[str, Any], indices: Any) -> Any:
+    """Ray task (or in-process call): estimate points of a grid into declared-schema columns."""
+    return columns.estimate_batch(g, indices, paths, schema)
+
+
+def _evaluate_items(kind_name: str, p: Plan, indices: Any) -> Any:
+    """Ray task (or in-process call): a kind's evaluator on the configs of some points."""
+    return kinds.get(kind_name).evaluate(p.items(indices))
 
 
 def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
@@ -110,23 +184,39 @@ def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
             raise EstimatorError(f"experiment {exp.get('name')!r} declares no sweeps")
         label = str(exp.get("name"))
     else:
-        sweeps = {str(cfg.sweep.name): to_container(cfg.sweep)}
+        sweep = to_container(cfg.sweep)
+        for ov in overrides:  # `sweep.grid={...}` replaces the grid (Hydra would merge it into the old one)
+            if ov.startswith(NOT_COMPOSED):
+                key, value = grid._parse_override(ov)
+                sweep[key.split(".", 1)[1]] = value
+        sweeps = {str(cfg.sweep.name): sweep}
         label = str(cfg.sweep.name)
     plans: dict[str, dict[str, Any]] = {}
     used: dict[str, bool] = {}
+    checked: dict[str, Plan] = {}
     for name, sweep in sweeps.items():  # validate every sweep before running any
         if sweep.get("kind") != "packetsim":
-            plan(sweep, overrides, used, capture=False)  # a typo fails here, before any capture
+            checked[name] = plan(sweep, overrides, used, capture=False)  # a typo fails here, before any capture
         plans[name] = sweep
     grid.check_used(used, f"experiment {label}" if exp else f"sweep {label}")
     results = []
-    for i, (name, sweep) in enumerate(plans.items(), 1):
-        r = run_sweep(f"{label}/{name}" if exp else name, sweep, overrides, str(cfg.store), ray_cfg,
-                      bool(cfg.get("sweep_force")))
-        results.append(r)
-        # one line per finished sweep on the terminal (and in a Snakemake log)
-        print(f"[{i}/{len(plans)}] {r['sweep']}: {r['points'] - r['skipped']} of {r['points']} points computed, "
-              f"{r['skipped']} already stored, {r.get('elapsed_s', 0):.1f} s", file=sys.stderr, flush=True)
+    with RaySession(ray_cfg) as session:  # Ray starts at most once for all the sweeps
+        for i, (name, sweep) in enumerate(plans.items(), 1):
+            t0 = time.perf_counter()
+            if name in checked:  # capture/read the workloads now (the grid is not planned again)
+                c = checked[name]
+                if c.kind.name == "estimate":
+                    c = plan_workloads(c)
+                r = run_sweep(f"{label}/{name}" if exp else name, sweep, overrides, str(cfg.store), ray_cfg,
+                              bool(cfg.get("sweep_force")), session, c)
+                r["elapsed_s"] = time.perf_counter() - t0  # with the workload captures
+            else:
+                r = run_sweep(f"{label}/{name}" if exp else name, sweep, overrides, str(cfg.store), ray_cfg,
+                              bool(cfg.get("sweep_force")), session)
+            results.append(r)
+            # one line per finished sweep on the terminal (and in a Snakemake log)
+            print(f"[{i}/{len(plans)}] {r['sweep']}: {r['points'] - r['skipped']} of {r['points']} points computed, "
+                  f"{r['skipped']} already stored, {r.get('elapsed_s', 0):.1f} s", file=sys.stderr, flush=True)
     return {
         "experiment" if exp else "sweep": label,
         "store": str(cfg.store),
@@ -135,6 +225,13 @@ def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
         "skipped": sum(r["skipped"] for r in results),
         "sweeps": results,
     }
+
+
+def plan_workloads(p: Plan) -> Plan:
+    """The workload file of every distinct workload of a planned estimate sweep (captured if missing)."""
+    seen: dict[str, str] = {}
+    paths = {columns.workload_key(c): _workload_file(c, seen) for c in p.grid.scoped_configs(("workload", "model", "traces_dir"))}
+    return Plan(p.kind, p.grid, paths, p.columnar)
 
 
 def format_text(result: dict[str, Any]) -> str:

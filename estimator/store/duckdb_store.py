@@ -180,19 +180,27 @@ def write_rows(
         raise
 
 
-def _write_tables(con: duckdb.DuckDBPyConnection, tables: dict[str, tuple[Any, Sequence[dict[str, Any]]]]) -> int:
+def _write_tables(con: duckdb.DuckDBPyConnection, tables: dict[str, tuple[Any, Any]], replace: bool = True) -> int:
+    """Upsert ``{table: (key, rows)}``; ``rows`` is a list of dicts (column types inferred from the
+    values) or a ``pyarrow.Table`` (its declared schema is used as is). ``replace=False`` skips the
+    delete of existing keys (the caller knows the keys are new)."""
     total = 0
     con.execute("BEGIN TRANSACTION")
     try:
         for table, (key, rows) in tables.items():
-            if not rows:
+            if not len(rows):
                 continue
             keys = [key] if isinstance(key, str) else list(key)
-            types = _column_types(rows)
+            if isinstance(rows, list | tuple):
+                types = _column_types(rows)
+                incoming = _arrow_table(rows, types)
+            else:
+                incoming, types = rows, _declared_types(rows.schema)
             _ensure_columns(con, table, types)
-            con.register("incoming", _arrow_table(rows, types))
-            match = " AND ".join(f"{_quote(table)}.{_quote(k)} = incoming.{_quote(k)}" for k in keys)
-            con.execute(f"DELETE FROM {_quote(table)} USING incoming WHERE {match}")
+            con.register("incoming", incoming)
+            if replace:
+                match = " AND ".join(f"{_quote(table)}.{_quote(k)} = incoming.{_quote(k)}" for k in keys)
+                con.execute(f"DELETE FROM {_quote(table)} USING incoming WHERE {match}")
             con.execute(f"INSERT INTO {_quote(table)} BY NAME SELECT * FROM incoming")
             con.unregister("incoming")
             total += len(rows)
@@ -201,6 +209,44 @@ def _write_tables(con: duckdb.DuckDBPyConnection, tables: dict[str, tuple[Any, S
         con.execute("ROLLBACK")
         raise
     return total
+
+
+def _declared_types(schema: Any) -> dict[str, str]:
+    """SQL column types of an Arrow schema (the four the store uses)."""
+    sql = {"int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR"}
+    return {f.name: sql.get(str(f.type), "VARCHAR") for f in schema}
+
+
+def arrow_schema(types: dict[str, str]):
+    """The Arrow schema of declared SQL column types (``{"iter_time_s": "DOUBLE", ...}``)."""
+    import pyarrow as pa
+
+    return pa.schema([(name, getattr(pa, _ARROW[t])()) for name, t in types.items()])
+
+
+def write_tables(path: str | Path, tables: dict[str, tuple[str | Sequence[str], Any]], replace: bool = True) -> int:
+    """Write ``{table: (key_columns, pyarrow.Table)}`` in one transaction with the tables' declared
+    schemas (no per-value type inference); otherwise like :func:`write_rows`. ``replace=False``
+    appends without looking for existing keys (for rows known to be new)."""
+    path = Path(path)
+    created = not path.exists()
+    try:
+        with connect(path) as con:
+            merged = _merge_spills(con, path)
+            total = _write_tables(con, tables, replace)
+        if merged:
+            print(f"note: merged {merged} spilled row(s) from {spill_dir(path)} into {path}", file=sys.stderr)
+        return total
+    except StoreLocked as exc:
+        n = _spill(path, tables)
+        print(f"note: {exc}; {n} computed row(s) saved to {spill_dir(path)}/ and merged on the next write",
+              file=sys.stderr)
+        return n
+    except BaseException:
+        if created:
+            for p in (path, Path(f"{path}.wal")):
+                p.unlink(missing_ok=True)
+        raise
 
 
 def spill_dir(path: str | Path) -> Path:
@@ -218,8 +264,9 @@ def _spill(path: Path, tables: dict[str, tuple[Any, Sequence[dict[str, Any]]]]) 
     tmp.mkdir()
     keys, n = {}, 0
     for table, (key, rows) in tables.items():
-        if rows:
-            pq.write_table(_arrow_table(rows, _column_types(rows)), tmp / f"{table}.parquet")
+        if len(rows):
+            data = _arrow_table(rows, _column_types(rows)) if isinstance(rows, list | tuple) else rows
+            pq.write_table(data, tmp / f"{table}.parquet")
             keys[table] = [key] if isinstance(key, str) else list(key)
             n += len(rows)
     (tmp / "keys.json").write_text(json.dumps(keys))
@@ -239,7 +286,7 @@ def _merge_spills(con: duckdb.DuckDBPyConnection, path: Path) -> int:
     merged = 0
     for folder in _spilled(path):
         keys = json.loads((folder / "keys.json").read_text())
-        tables = {t: (k, pq.read_table(folder / f"{t}.parquet").to_pylist()) for t, k in keys.items()}
+        tables = {t: (k, pq.read_table(folder / f"{t}.parquet")) for t, k in keys.items()}
         merged += _write_tables(con, tables)
         shutil.rmtree(folder)
     root = spill_dir(path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from estimator import config as config_mod
@@ -27,24 +28,8 @@ def _value(v: Any) -> str:
 
 def expand(grid: dict[str, list[Any]], zipped: list[list[str]] | None = None) -> list[dict[str, Any]]:
     """Grid -> list of ``{key: value}`` points (product, except ``zipped`` key groups)."""
-    if not isinstance(grid, dict) or not grid:
-        raise EstimatorError("sweep.grid must be a non-empty mapping of override key -> list of values")
-    zipped = [list(z) for z in (zipped or [])]
-    in_zip = {k for z in zipped for k in z}
-    axes: list[list[dict[str, Any]]] = []
-    for z in zipped:
-        lengths = {len(grid[k]) for k in z if k in grid}
-        if any(k not in grid for k in z) or len(lengths) != 1:
-            raise EstimatorError(f"sweep.zip group {z}: every key must be in the grid with equal-length lists")
-        axes.append([dict(zip(z, vals, strict=True)) for vals in zip(*(grid[k] for k in z), strict=True)])
-    for key, values in grid.items():
-        if key in in_zip:
-            continue
-        if not isinstance(values, list) or not values:
-            raise EstimatorError(f"sweep.grid.{key} must be a non-empty list, got {values!r}")
-        axes.append([{key: v} for v in values])
     points = []
-    for combo in itertools.product(*axes):
+    for combo in itertools.product(*_axes(grid, zipped)):
         point: dict[str, Any] = {}
         for part in combo:
             point.update(part)
@@ -131,3 +116,140 @@ def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
+
+
+# ---- lazy grids --------------------------------------------------------------------------------
+class Grid:
+    """A sweep's points, generated on demand by index (nothing per point is stored).
+
+    Point ``i`` is the ``i``-th element of the cartesian product of the axes (the order of
+    :func:`expand`). Its config is the composed config of its group choices (composed once per
+    distinct choice set, with the command-line ``base_overrides`` applied) with the point's dotted
+    keys set on a copy of just the dicts on their paths; everything else is shared with the
+    composed config, so callers must treat a point's config as read-only. A ``Grid`` is plain data
+    and pickles small (Ray ships it to every worker once).
+    """
+
+    def __init__(self, grid: dict[str, list[Any]], zipped: list[list[str]] | None = None,
+                 base_overrides: list[str] | None = None, used: dict[str, bool] | None = None) -> None:
+        groups = config_mod.config_groups()
+        self.axes = _axes(grid, zipped)
+        self.size = 1
+        for axis in self.axes:
+            self.size *= len(axis)
+        self.keys = [k for axis in self.axes for k in axis[0]]
+        self.settings_keys = [k for k in self.keys if k not in groups]  # set on the composed config
+        base_groups = [o for o in (base_overrides or []) if o.partition("=")[0].lstrip("+~") in groups]
+        base_keys = [_parse_override(o) for o in (base_overrides or []) if o not in base_groups]
+        check_here = used is None
+        used = {} if used is None else used
+        for k, _ in base_keys:
+            used.setdefault(k, False)
+        # per axis entry: its group-choice overrides and its dotted (path, value) settings
+        self._entries = [[(tuple(f"{k}={_value(v)}" for k, v in e.items() if k in groups),
+                           tuple((k, v) for k, v in e.items() if k not in groups)) for e in axis] for axis in self.axes]
+        self._base_groups = tuple(base_groups)
+        self.bases: dict[tuple[str, ...], dict[str, Any]] = {}
+        choice_sets = itertools.product(*[sorted({g for g, _ in axis}) for axis in self._entries])
+        for combo in choice_sets:
+            key = self._group_key(combo)
+            if key in self.bases:
+                continue
+            cfg = config_mod.to_container(config_mod.compose(list(key)))
+            for k, value in base_keys:
+                if k not in self.keys and _has(cfg, k):
+                    _set(cfg, k, value)
+                    used[k] = True
+            for k in self.keys:
+                if k not in groups and not _has(cfg, k):
+                    raise EstimatorError(f"sweep override {k}={_first_value(self.axes, k)!r}: key {k!r} is not in the config")
+            self.bases[key] = cfg
+        if check_here:
+            check_used(used, "this sweep")
+
+    def _group_key(self, parts: Any) -> tuple[str, ...]:
+        return (*self._base_groups, *sorted(ov for part in parts for ov in part))
+
+    def distinct(self, keys: Iterable[str]) -> bool:
+        """Whether every point has its own config under ``keys``: each axis sets only keys under
+        ``keys`` and has no repeated entry (then no two points share a config hash)."""
+        keys = set(keys)
+        for axis in self.axes:
+            if any(k.split(".")[0] not in keys for k in axis[0]) or len({repr(e) for e in axis}) != len(axis):
+                return False
+        return True
+
+    def __len__(self) -> int:
+        return self.size
+
+    def point(self, index: int) -> tuple[tuple[str, ...], list[tuple[str, Any]]]:
+        """(group key, dotted settings) of point ``index`` (last axis varies fastest)."""
+        picks = []
+        for entries in reversed(self._entries):
+            index, i = divmod(index, len(entries))
+            picks.append(entries[i])
+        picks.reverse()
+        return self._group_key(g for g, _ in picks), [kv for _, dotted in picks for kv in dotted]
+
+    def config(self, index: int) -> dict[str, Any]:
+        key, dotted = self.point(index)
+        return with_settings(self.bases[key], dotted)
+
+    def configs(self, indices: Any) -> Iterator[dict[str, Any]]:
+        for i in indices:
+            yield self.config(i)
+
+    def scoped_configs(self, tops: Iterable[str]) -> Iterator[dict[str, Any]]:
+        """One config per distinct combination of group choices and of the settings under the
+        top-level keys ``tops`` (other settings left at their first value): what a check that
+        reads only those keys must see, without visiting every point."""
+        tops = set(tops)
+        projected = []
+        for entries in self._entries:
+            seen: dict[str, tuple[tuple[str, ...], tuple[tuple[str, Any], ...]]] = {}
+            for groups, dotted in entries:
+                part = (groups, tuple((k, v) for k, v in dotted if k.split(".")[0] in tops))
+                seen.setdefault(repr(part), part)
+            projected.append(list(seen.values()))
+        for combo in itertools.product(*projected):
+            key = self._group_key(g for g, _ in combo)
+            yield with_settings(self.bases[key], [kv for _, dotted in combo for kv in dotted])
+
+
+def with_settings(base: dict[str, Any], dotted: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """``base`` with dotted keys set, copying only the dicts on their paths (the rest is shared)."""
+    cfg = dict(base)
+    for key, value in dotted:
+        *parents, leaf = key.split(".")
+        node = cfg
+        for part in parents:
+            child = dict(node[part])
+            node[part] = child
+            node = child
+        node[leaf] = value
+    return cfg
+
+
+def _first_value(axes: list[list[dict[str, Any]]], key: str) -> Any:
+    return next(e[key] for axis in axes for e in axis if key in e)
+
+
+def _axes(grid: dict[str, list[Any]], zipped: list[list[str]] | None) -> list[list[dict[str, Any]]]:
+    """The product's axes: one per zip group (entries set several keys), one per other key."""
+    if not isinstance(grid, dict) or not grid:
+        raise EstimatorError("sweep.grid must be a non-empty mapping of override key -> list of values")
+    zipped = [list(z) for z in (zipped or [])]
+    in_zip = {k for z in zipped for k in z}
+    axes: list[list[dict[str, Any]]] = []
+    for z in zipped:
+        lengths = {len(grid[k]) for k in z if k in grid}
+        if any(k not in grid for k in z) or len(lengths) != 1:
+            raise EstimatorError(f"sweep.zip group {z}: every key must be in the grid with equal-length lists")
+        axes.append([dict(zip(z, vals, strict=True)) for vals in zip(*(grid[k] for k in z), strict=True)])
+    for key, values in grid.items():
+        if key in in_zip:
+            continue
+        if not isinstance(values, list) or not values:
+            raise EstimatorError(f"sweep.grid.{key} must be a non-empty list, got {values!r}")
+        axes.append([{key: v} for v in values])
+    return axes

@@ -32,6 +32,11 @@ class Kind:
     evaluate: Callable[[list[tuple[dict[str, Any], str]]], Any]  # Ray task: batch -> result
     write: Callable[[str, Any], int]  # driver: (store path, batch result) -> rows written
     validate: Callable[[dict[str, Any]], None] = lambda cfg: None
+    # Optional: validation split into checks that each read only some top-level keys
+    # ((keys, check), ...); a sweep then runs each check once per distinct value of its keys
+    # instead of once per point. Their conjunction must equal ``validate``.
+    scopes: tuple[tuple[tuple[str, ...], Callable[[dict[str, Any]], None]], ...] = ()
+    columnar: bool = False  # points evaluated by estimator.sweep.columns (declared-schema batches)
 
     def point_hash(self, cfg: dict[str, Any]) -> str:
         return config_hash({k: cfg.get(k) for k in self.keys})
@@ -72,6 +77,27 @@ def _validate_estimate(cfg: dict[str, Any]) -> None:
     from estimator.estimate import validate
 
     validate(cfg)
+
+
+def _validate_fabric(cfg: dict[str, Any]) -> None:
+    shared_fabric(cfg.get("fabric") or {})
+
+
+def _validate_device(cfg: dict[str, Any]) -> None:
+    from estimator.compute.device import check_precision
+    from estimator.estimate import device_profile
+
+    device = device_profile(cfg.get("device"))
+    precision = str(cfg.get("precision") or "amp")
+    check_precision(precision)
+    if not device.replay:
+        device.tensor_peak(precision)
+
+
+def _validate_policy(cfg: dict[str, Any]) -> None:
+    from estimator.estimate import bucket_policy
+
+    bucket_policy(cfg.get("parallelism"))
 
 
 def _estimate_keys() -> tuple[str, ...]:
@@ -119,7 +145,9 @@ def _validate_collective(cfg: dict[str, Any]) -> None:
         fabric.check_size(int(cfg["group_size"]))
 
 
-register(Kind("estimate", _estimate_keys(), "estimates", _estimate_batch, _write_estimates, _validate_estimate))
+register(Kind("estimate", _estimate_keys(), "estimates", _estimate_batch, _write_estimates, _validate_estimate,
+              scopes=((("fabric",), _validate_fabric), (("device", "precision"), _validate_device),
+                      (("parallelism",), _validate_policy)), columnar=True))
 register(Kind("collective", COLLECTIVE_KEYS, "collective_costs", _collective_batch, _write_collective_rows,
               _validate_collective))
 import estimator.sweep.llm_kind  # noqa: E402, F401  (registers the hybrid-parallel `llm` kind)

@@ -66,60 +66,180 @@ def _enable_token_auth() -> None:
         pass
 
 
+#: set when a signal ended the local Ray instance under this process: the process must then exit
+#: without Ray's exit hooks (``ray.shutdown()`` waits for the dead GCS), see ``estimator.cli.main``
+RAY_KILLED = False
+
+
+class RaySession:
+    """Ray for one command: started (or joined) on first use, shut down when the command ends.
+
+    Several sweeps of an experiment share it. When Ray is already initialised in this process
+    (a notebook) it is used and left running. While a local instance runs, a watchdog process
+    (:mod:`estimator.sweep.watchdog`) ends it if this process dies without shutting it down
+    (SIGKILL, an out-of-memory kill)."""
+
+    def __init__(self, ray_cfg: dict[str, Any] | None = None) -> None:
+        self.cfg = dict(ray_cfg or {})
+        self.address = str(self.cfg.get("address", "local") or "local")
+        self.num_cpus = int(self.cfg.get("num_cpus") or os.cpu_count() or 1)
+        self.started = False
+        self._previous: dict[int, Any] = {}
+        self._watchdog: Any = None
+
+    @property
+    def local(self) -> bool:
+        return self.address in ("local", "")
+
+    def __enter__(self) -> RaySession:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def ray(self) -> Any:
+        """The ``ray`` module, initialised."""
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        import ray
+
+        if self.started or ray.is_initialized():
+            return ray
+        self._previous = _terminate_like_interrupt(self._on_signal)  # a kill during start-up ends it too
+        if self.local:
+            atexit.register(_reap_local_ray)
+            from estimator.sweep.watchdog import start_watchdog
+
+            self._watchdog = start_watchdog()
+        self.started = True
+        _init_ray(self.address, self.num_cpus)
+        _terminate_like_interrupt(self._on_signal)  # again: ray.init installs its own SIGTERM handler
+        return ray
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        """SIGTERM/SIGHUP/SIGINT while Ray runs: a local instance is ended by the watchdog at once
+        (``ray.shutdown()`` from inside an interrupted Ray call can block on Ray's own locks), then
+        the command unwinds like Ctrl-C (rows not yet written are lost; a rerun resumes)."""
+        global RAY_KILLED
+        if self._watchdog is not None:
+            self._watchdog.stop()
+            self._watchdog = None
+            self.started = False  # nothing left to shut down
+            RAY_KILLED = True
+            sys.excepthook = sys.__excepthook__  # Ray's hook reports to its (now dead) GCS and blocks
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    def close(self) -> None:
+        ray = sys.modules.get("ray")
+        try:
+            if self.started and ray is not None and ray.is_initialized():
+                _shutdown(ray)
+        finally:
+            self.started = False
+            if self._watchdog is not None:
+                self._watchdog.stop()
+                self._watchdog = None
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)
+            self._previous = {}
+
+
 def run_batches(
     func: Callable[[list[Any]], Any],
     points: Sequence[Any],
     ray_cfg: dict[str, Any] | None = None,
     batch_size: int | None = None,
     desc: str = "points",
+    session: RaySession | None = None,
 ) -> Iterator[Any]:
-    """Yield ``func(batch)`` for consecutive batches of ``points`` as Ray finishes them."""
+    """Yield ``func(batch)`` for consecutive batches of ``points`` as Ray finishes them (on
+    ``session``'s Ray, or on a Ray started for this call)."""
     ray_cfg = dict(ray_cfg or {})
     if not points:
         return
-    size = int(batch_size or ray_cfg.get("batch_size") or 256)
+    size = _batch_size(batch_size or ray_cfg.get("batch_size"))
+    batches = [list(points[i : i + size]) for i in range(0, len(points), size)]
+    own = session is None
+    session = session or RaySession(ray_cfg)
+    try:
+        ray = session.ray()
+        remote = ray.remote(func)
+        tasks = ((remote.remote, (b,), len(b)) for b in batches)
+        yield from _gather(ray, tasks, len(points), desc, in_flight=len(batches))
+    finally:
+        if own:
+            session.close()
+
+
+def run_chunks(
+    func: Callable[..., Any],
+    shared: tuple[Any, ...],
+    indices: Sequence[int],
+    session: RaySession,
+    batch_size: int | None = None,
+    desc: str = "points",
+    in_process: bool = False,
+) -> Iterator[Any]:
+    """Yield ``func(*shared, chunk)`` for consecutive chunks of ``indices`` (a ``range`` or a list
+    of point numbers), in this process when ``in_process`` (no Ray), else as Ray tasks; ``shared``
+    (e.g. the grid) is put in Ray's object store once. At most a few tasks per CPU are in flight,
+    so memory does not grow with the number of points."""
+    if not len(indices):
+        return
+    size = _batch_size(batch_size or session.cfg.get("batch_size"))
+    chunks = (indices[i : i + size] for i in range(0, len(indices), size))
+    if in_process:
+        yield from _gather(None, ((func, (*shared, c), len(c)) for c in chunks), len(indices), desc, 1)
+        return
+    ray = session.ray()
+    refs = tuple(ray.put(x) for x in shared)
+    remote = ray.remote(func)
+    tasks = ((remote.remote, (*refs, c), len(c)) for c in chunks)
+    yield from _gather(ray, tasks, len(indices), desc, in_flight=2 * session.num_cpus + 2)
+
+
+def _batch_size(value: Any) -> int:
+    size = int(value or 256)
     if size < 1:
         raise EstimatorError(f"ray.batch_size must be >= 1, got {size}")
-    batches = [list(points[i : i + size]) for i in range(0, len(points), size)]
-    previous = _terminate_like_interrupt()  # before Ray starts: a kill during start-up shuts it down too
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    import ray
+    return size
 
-    owned = not ray.is_initialized()  # this call starts (or joins) Ray, so it must shut it down
-    if owned and str(ray_cfg.get("address", "local")) in ("local", ""):
-        atexit.register(_reap_local_ray)
-    try:
-        _init_ray(str(ray_cfg.get("address", "local")), ray_cfg.get("num_cpus"))
-        _terminate_like_interrupt()  # again: ray.init installs its own SIGTERM handler
-        from tqdm import tqdm
 
-        remote = ray.remote(func)
-        pending = {remote.remote(b): len(b) for b in batches}
-        done_points, t0, log_progress = 0, time.monotonic(), not sys.stderr.isatty()
-        with tqdm(total=len(points), desc=desc, unit="pt", file=sys.stderr, disable=None, mininterval=0.5) as bar:
-            while pending:
+def _gather(ray: Any, tasks: Iterator[tuple[Callable[..., Any], tuple[Any, ...], int]], total: int, desc: str,
+            in_flight: int) -> Iterator[Any]:
+    """Run ``(submit, args, points)`` tasks (``ray`` None: call them here) with a progress bar."""
+    from tqdm import tqdm
+
+    done_points, t0, log_progress = 0, time.monotonic(), not sys.stderr.isatty()
+    pending: dict[Any, int] = {}
+    with tqdm(total=total, desc=desc, unit="pt", file=sys.stderr, disable=None, mininterval=0.5) as bar:
+        while True:
+            for submit, args, n in tasks:
+                if ray is None:
+                    result = submit(*args)
+                    break
+                pending[submit(*args)] = n
+                if len(pending) >= in_flight:
+                    break
+            else:
+                if ray is None or not pending:
+                    return
+            if ray is not None:
                 done, _ = ray.wait(list(pending), num_returns=1)
-                ref = done[0]
-                n = pending.pop(ref)
+                n = pending.pop(done[0])
                 try:
-                    result = ray.get(ref)
+                    result = ray.get(done[0])
                 except ray.exceptions.RayTaskError as exc:
                     cause = exc.cause if getattr(exc, "cause", None) is not None else exc
                     if isinstance(cause, EstimatorError):
                         raise EstimatorError(str(cause)) from None
                     raise
-                bar.update(n)
-                done_points += n
-                if log_progress and (done_points * 10 // len(points) > (done_points - n) * 10 // len(points)):
-                    # not a terminal (a Snakemake log): a plain line every 10 %
-                    print(f"{desc}: {done_points}/{len(points)} points ({100 * done_points // len(points)} %) "
-                          f"after {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
-                yield result
-    finally:
-        if owned and ray.is_initialized():
-            _shutdown(ray)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            bar.update(n)
+            done_points += n
+            if log_progress and (done_points * 10 // total > (done_points - n) * 10 // total):
+                # not a terminal (a Snakemake log): a plain line every 10 %
+                print(f"{desc}: {done_points}/{total} points ({100 * done_points // total} %) "
+                      f"after {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+            yield result
 
 
 def _shutdown(ray: Any) -> None:
@@ -158,17 +278,14 @@ def _reap_local_ray() -> None:
             pass
 
 
-def _terminate_like_interrupt() -> dict[int, Any]:
-    """Make SIGTERM/SIGHUP raise KeyboardInterrupt in the driver, so a killed sweep (Snakemake,
-    ``timeout``, a closed terminal) runs the ``finally`` that shuts Ray down and leaves no workers."""
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
+def _terminate_like_interrupt(handler: Callable[[int, Any], None]) -> dict[int, Any]:
+    """Route SIGTERM/SIGHUP/SIGINT to ``handler`` (which raises KeyboardInterrupt), so a killed
+    sweep (Snakemake, ``timeout``, a closed terminal) leaves no workers; returns the previous
+    handlers."""
     previous: dict[int, Any] = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         try:
-            previous[sig] = signal.signal(sig, interrupt)
+            previous[sig] = signal.signal(sig, handler)
         except ValueError:  # not the main thread
             pass
     return previous

@@ -19,6 +19,7 @@ such as FlexFlow's and TopoOpt's.
 from __future__ import annotations
 
 import heapq
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,45 @@ class DagResult:
         return {k: v for k, v in self.__dict__.items() if k not in ("collectives", "per_device_compute_s")}
 
 
+_CACHE: dict[int, tuple[Any, dict[Any, Any]]] = {}
+
+
+def _cached(workload: Workload) -> dict[Any, Any]:
+    """Per-workload memo (workloads are immutable; held by a weak reference, keyed by identity)."""
+    hit = _CACHE.get(id(workload))
+    if hit is not None and hit[0]() is workload:
+        return hit[1]
+    if len(_CACHE) > 32:
+        _CACHE.clear()
+    memo: dict[Any, Any] = {}
+    _CACHE[id(workload)] = (weakref.ref(workload), memo)
+    return memo
+
+
+def _structure(workload: Workload) -> tuple[list[Any], list[list[int]], list[int]]:
+    """Nodes in file order, each node's users and number of dependencies, by position (computed
+    once per workload; the graph is checked for cycles then)."""
+    memo = _cached(workload)
+    if "structure" not in memo:
+        workload.topological_order()  # raises on cycles
+        nodes = list(workload.nodes)
+        index = {n.id: i for i, n in enumerate(nodes)}
+        users: list[list[int]] = [[] for _ in nodes]
+        for pos, n in enumerate(nodes):
+            for d in n.deps:
+                users[index[d]].append(pos)
+        memo["structure"] = (nodes, users, [len(n.deps) for n in nodes])
+    return memo["structure"]
+
+
+def _times(workload: Workload, device: DeviceProfile, precision: str) -> Any:
+    memo = _cached(workload)
+    key = ("times", device, precision)
+    if key not in memo:
+        memo[key] = [float(t) for t in node_times(workload, device, precision)]
+    return memo[key]
+
+
 def simulate_dag(
     workload: Workload, fabric: Fabric, device: DeviceProfile, algorithm: str = "default", precision: str = "amp"
 ) -> DagResult:
@@ -51,31 +91,25 @@ def simulate_dag(
             f"workload {workload.name!r} uses {workload.devices} devices but fabric {fabric.name!r} "
             f"has {fabric.nodes} nodes (set fabric.nodes={workload.devices} or more)"
         )
-    workload.topological_order()  # raises on cycles
-    times = node_times(workload, device, precision)
-    nodes = list(workload.nodes)
-    index = {n.id: i for i, n in enumerate(nodes)}
-    users: dict[int, list[int]] = {n.id: [] for n in nodes}
-    waiting = {n.id: len(n.deps) for n in nodes}
-    for n in nodes:
-        for d in n.deps:
-            users[d].append(n.id)
-    dep_done = {n.id: 0.0 for n in nodes}
+    nodes, users, indegree = _structure(workload)
+    times = _times(workload, device, precision)
+    waiting = list(indegree)
+    dep_done = [0.0] * len(nodes)
     compute_free = [0.0] * workload.devices
     comm_free = [0.0] * workload.devices
     busy = [0.0] * workload.devices
     all_devices = tuple(range(workload.devices))
-    heap = [(0.0, index[n.id], n.id) for n in nodes if waiting[n.id] == 0]
+    heap = [(0.0, pos) for pos in range(len(nodes)) if waiting[pos] == 0]
     heapq.heapify(heap)
     finish_max, comm_total = 0.0, 0.0
     rows: list[dict[str, Any]] = []
     cost_cache: dict[tuple[str, float, int], Any] = {}
     while heap:
-        ready, pos, nid = heapq.heappop(heap)
+        ready, pos = heapq.heappop(heap)
         node = nodes[pos]
         if node.kind == "compute":
             start = max(ready, compute_free[node.device])
-            end = start + float(times[pos])
+            end = start + times[pos]
             compute_free[node.device] = end
             busy[node.device] += end - start
         else:
@@ -114,12 +148,14 @@ def simulate_dag(
                     "steps": 0,
                 }
             )
-        finish_max = max(finish_max, end)
-        for u in users[nid]:
-            dep_done[u] = max(dep_done[u], end)
+        if end > finish_max:
+            finish_max = end
+        for u in users[pos]:
+            if end > dep_done[u]:
+                dep_done[u] = end
             waiting[u] -= 1
             if waiting[u] == 0:
-                heapq.heappush(heap, (dep_done[u], index[u], u))
+                heapq.heappush(heap, (dep_done[u], u))
     compute = max(busy) if busy else 0.0
     return DagResult(
         iter_time_s=finish_max,

@@ -161,7 +161,7 @@ def compute_profile(
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Bucket:
     ready_s: float
     nbytes: float
@@ -248,12 +248,16 @@ def simulate_data_parallel(
     batch_size: int,
     algorithm: str = "default",
     nodes: int | None = None,
+    buckets: list[Bucket] | None = None,
 ) -> IterationResult:
     """One data-parallel iteration (one optimizer step) on ``nodes`` replicas (default: all fabric
-    nodes); ``batch_size`` is the per-replica micro-batch."""
+    nodes); ``batch_size`` is the per-replica micro-batch. ``buckets`` are
+    ``make_buckets(profile, policy)`` when the caller has them already (they do not depend on the
+    fabric, so a sweep computes them once per workload and policy)."""
     n = fabric.nodes if nodes is None else nodes
     k = policy.grad_accum
-    buckets = make_buckets(profile, policy)
+    if buckets is None:
+        buckets = make_buckets(profile, policy)
     comm_free = 0.0
     comm_total = 0.0
     rows: list[dict[str, Any]] = []

@@ -22,6 +22,7 @@ Conventions (SI units, named in field names):
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields, replace
+from functools import cache
 from typing import Any
 
 from estimator.errors import EstimatorError
@@ -83,8 +84,7 @@ class Node:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Node:
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
+        unknown = data.keys() - _node_fields()
         if unknown:
             raise EstimatorError(f"node {data.get('id', '?')}: unknown field(s) {sorted(unknown)}")
         kw = dict(data)
@@ -100,6 +100,11 @@ class Node:
             kw["duration_s"] = float(kw["duration_s"])
         return cls(**kw)
 
+
+
+@cache
+def _node_fields() -> frozenset[str]:
+    return frozenset(f.name for f in fields(Node))
 
 
 @dataclass(frozen=True)

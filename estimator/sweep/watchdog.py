@@ -1,0 +1,117 @@
+"""A watchdog that ends a local Ray instance when the sweep that started it dies.
+
+A sweep shuts its Ray down on exit, Ctrl-C and SIGTERM/SIGHUP (:mod:`estimator.sweep.runner`),
+but a SIGKILL (or the out-of-memory killer) gives it no chance, and Ray's GCS, raylet and workers
+then outlive it. :func:`start_watchdog` starts ``python -m estimator.sweep.watchdog PID`` in its
+own session (so a signal to the sweep's process group does not reach it). Every
+``POLL_S`` it records the sweep's Ray descendants (pid and start time of the GCS, raylet, workers
+and agents); when the sweep process is gone it sends SIGKILL to every recorded process still
+alive (and to their descendants), then exits. After ``ray.shutdown()`` the sweep stops it with
+SIGTERM, which does the same (Ray's dashboard and runtime-env agents outlive a shutdown).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+POLL_S = 0.2  # how often the descendants are recorded and the parent checked
+
+
+class Watchdog:
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+
+    def stop(self) -> None:
+        """End what is left of Ray (the watchdog kills the Ray processes it saw) and the watchdog."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def start_watchdog() -> Watchdog:
+    """Start the watchdog for this process."""
+    proc = subprocess.Popen([sys.executable, "-m", "estimator.sweep.watchdog", str(os.getpid())],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    return Watchdog(proc)
+
+
+def _is_ray(proc: Any) -> bool:
+    name = proc.name()
+    if name in ("gcs_server", "raylet") or name.startswith("ray::"):
+        return True
+    return any("/ray/" in part or part.startswith("ray::") for part in proc.cmdline()[:4])
+
+
+def _descendants(parent: Any, me: int) -> dict[int, float]:
+    import psutil
+
+    found = {}
+    try:
+        for child in parent.children(recursive=True):
+            if child.pid != me:
+                try:
+                    if _is_ray(child):
+                        found[child.pid] = child.create_time()
+                except psutil.Error:
+                    pass
+    except psutil.Error:
+        pass
+    return found
+
+
+def _kill(recorded: dict[int, float]) -> None:
+    import psutil
+
+    procs = []
+    for pid, started in recorded.items():
+        try:
+            proc = psutil.Process(pid)
+            if proc.create_time() == started:  # not a recycled pid
+                procs.append(proc)
+                procs.extend(proc.children(recursive=True))
+        except psutil.Error:
+            continue
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=5)
+
+
+def watch(pid: int) -> None:
+    import psutil
+
+    try:
+        parent = psutil.Process(pid)
+        started = parent.create_time()
+    except psutil.Error:
+        return
+    me = os.getpid()
+    recorded: dict[int, float] = {}
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    while True:
+        try:
+            alive = parent.is_running() and parent.create_time() == started and parent.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            alive = False
+        if not alive or stop:
+            _kill(recorded)
+            return
+        recorded.update(_descendants(parent, me))
+        time.sleep(POLL_S)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the sweep's to handle
+    watch(int(sys.argv[1]))
