@@ -1,8 +1,9 @@
 """Run a function over many points in batches on Ray, with a progress bar.
 
 ``address="local"`` starts a private Ray instance with ``num_cpus`` workers (the default, and what
-CI and Snakemake use). A local instance advertises 127.0.0.1, has no dashboard and requires a
-random per-run token on every gRPC call (Ray's ``RAY_AUTH_MODE=token``), so nothing else on the
+CI and Snakemake use). A local instance asks for 127.0.0.1, but Ray 2.60 swaps that for the node's
+IP (``services.resolve_ip_for_localhost``) and its gRPC servers listen on every interface, so what
+protects it is that it has no dashboard and requires a random per-run token on every gRPC call (Ray's ``RAY_AUTH_MODE=token``), so nothing else on the
 network (or on the machine) can submit work to it; SIGTERM/SIGHUP shut it down like Ctrl-C. Any
 other address (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``)
 joins an existing cluster, so the same sweep runs on ten machines unchanged.
