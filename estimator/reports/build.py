@@ -134,11 +134,11 @@ MARKERS = ["o", "s", "^", "v", "D", "P", "X", "<", ">", "*", "h", "p"]
 
 
 def _compact(v: float) -> str:
-    """A log-axis tick label: integers up to 4096 as they are (GPU counts), larger powers of two
+    """A log-axis tick label: numbers up to 1024 as they are (GPU counts), larger powers of two
     with binary prefixes (1Ki, 32Mi, 1Gi), anything else in 3 significant digits (1e+06 -> 1M)."""
     if v <= 0:
         return f"{v:g}"
-    if v <= 4096:
+    if v <= 1024:
         return f"{v:g}"
     for prefix, unit in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
         if v >= unit and float(v / unit).is_integer():
@@ -192,6 +192,11 @@ def _polish(ax) -> None:
             base = getattr(axis.get_transform(), "base", 10)
             if axis is ax.xaxis or base == 2:
                 _thin_log_ticks(axis, lo, hi, base)
+            elif 0 < lo and hi / lo < 300:  # under ~2 decades: label 0.2, 0.5, 1, 2 instead of one "10^0"
+                from matplotlib.ticker import FuncFormatter, LogLocator
+
+                axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     label = (ax.get_ylabel() or "").lower()
     lo, hi = ax.get_ylim()
     if ("speedup" in label or "relative" in label or "ratio" in label) and lo < 1 < hi:
@@ -252,12 +257,14 @@ def _section_html(sec: Section, q, fig_dir: Path) -> list[str]:
     return parts
 
 
-def build_report(store: str | Path, out_dir: str | Path = "reports") -> Path:
+def build_report(store: str | Path, out_dir: str | Path = "reports", progress=None) -> Path:
     """Render every section into ``out_dir/index.html``; returns the page's path.
 
     A section whose results are not (all) in the store says so on the page instead of failing
-    the build: the page can be made after any subset of the experiments."""
+    the build: the page can be made after any subset of the experiments. ``progress(message)``,
+    when given, is told as each section finishes (and how long it took)."""
     out_dir = Path(out_dir)
+    started = time.perf_counter()
     parts: list[str] = []
     nav: list[str] = []
     write_claims(store)  # the `claims` table (estimator/reports/sections/claims.py), rendered at the top
@@ -267,20 +274,28 @@ def build_report(store: str | Path, out_dir: str | Path = "reports") -> Path:
         def q(sql: str) -> pl.DataFrame:
             return con.sql(sql).pl()
 
-        for sec in sections():
+        todo = sections()
+        for k, sec in enumerate(todo, 1):
+            t0 = time.perf_counter()
             nav.append(f"<a href='#{sec.key}'>{html.escape(sec.title)}</a>")
             parts.append(f"<h2 id='{sec.key}'>{html.escape(sec.title)}</h2>")
             if sec.intro:
                 parts.append(f"<p>{sec.intro}</p>")
             missing = [t for t in sec.needs_tables if t not in tables]
+            state = "done"
             if missing:
                 parts.append(f"<p class='na'>No results yet (missing tables: {', '.join(missing)}).</p>")
-                continue
-            try:
-                parts.extend(_section_html(sec, q, fig_dir))
-            except duckdb.Error as exc:  # e.g. a column of an experiment that has not run yet
-                first = str(exc).splitlines()[0]
-                parts.append(f"<p class='na'>Results incomplete for this section ({html.escape(first)}).</p>")
+                state = f"no results yet (missing {', '.join(missing)})"
+            else:
+                try:
+                    parts.extend(_section_html(sec, q, fig_dir))
+                except duckdb.Error as exc:  # e.g. a column of an experiment that has not run yet
+                    first = str(exc).splitlines()[0]
+                    parts.append(f"<p class='na'>Results incomplete for this section ({html.escape(first)}).</p>")
+                    state = "incomplete"
+            if progress is not None:
+                progress(f"report [{k}/{len(todo)}] {sec.key}: {state}, {time.perf_counter() - t0:.1f} s "
+                         f"({time.perf_counter() - started:.0f} s so far)")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>Interconnect training estimates</title>"

@@ -19,7 +19,7 @@ from estimator.reports.sections.paper_helpers import line_plot, table_with
 ESTIMATES = table_with("estimates", {"fabric_bandwidth_Bps": "DOUBLE", "fabric_spine_ports": "BIGINT"})
 
 SCALING_SQL = f"""
-SELECT CASE WHEN fabric_name = 'ideal' AND algorithm = 'auto' THEN 'ideal (fastest algorithm: lower bound)'
+SELECT CASE WHEN fabric_name = 'ideal' AND algorithm = 'auto' THEN 'ideal (lower bound)'
             WHEN fabric_name = 'ideal' THEN 'ideal (default: ring)' ELSE fabric_name END AS series,
        fabric_name, algorithm, algorithm_used, nodes, fabric_spine_ports AS spine_ports,
        iter_time_s, compute_time_s, exposed_comm_time_s, 1e3 * exposed_comm_time_s AS exposed_ms, samples_per_s
