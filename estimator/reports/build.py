@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import importlib
+import re
 import pkgutil
 import time
 from pathlib import Path
@@ -38,7 +39,7 @@ figure{margin:1em 0} figure img{max-width:100%;border:1px solid #ddd}
 details pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:85%}
 .scroll{max-width:100%;overflow-x:auto;margin:.5em 0}
 table{border-collapse:collapse;font-size:90%} td,th{border:1px solid #ccc;padding:3px 8px;vertical-align:top}
-td{max-width:28em;overflow-wrap:anywhere} td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+td{max-width:28em;overflow-wrap:break-word} td.wide{min-width:18em} td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 th{background:#eee;position:sticky;top:0} .ok{color:#080;font-weight:bold} .no{color:#b00;font-weight:bold}
 .na{color:#777} .mid{color:#a60;font-weight:bold} td details summary{cursor:pointer;color:#225}
 nav a{margin-right:1em}
@@ -75,8 +76,10 @@ def _table_html(df: pl.DataFrame, max_rows: int = 60) -> str:
 
 
 def _td(v: object) -> str:
-    numeric = isinstance(v, int | float) and not isinstance(v, bool)
-    return f"<td class='num'>{_cell(v)}</td>" if numeric else f"<td>{_cell(v)}</td>"
+    """A cell; numbers right aligned, prose (over 80 characters) given room to be read."""
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return f"<td class='num'>{_cell(v)}</td>"
+    return f"<td class='wide'>{_cell(v)}</td>" if len(_fmt(v)) > 80 else f"<td>{_cell(v)}</td>"
 
 
 def _cell(v: object) -> str:
@@ -115,7 +118,7 @@ def _claims_html(claims: list[Claim]) -> str:
         rows.append(
             f"<tr><td>{html.escape(c.paper_claim)}{where}</td><td>{html.escape(c.paper_value)}</td>"
             f"<td>{html.escape(c.project_value)}</td><td class='{css.get(c.verdict, 'mid')}'>{html.escape(c.verdict)}</td>"
-            f"<td>{_long_text(c.detail)}</td></tr>"
+            f"<td class='wide'>{_long_text(c.detail)}</td></tr>"
         )
     return (
         "<div class='scroll'><table><tr><th>paper's claim</th><th>paper</th><th>project</th><th>verdict</th>"
@@ -199,7 +202,7 @@ def _polish(ax) -> None:
                 axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     label = (ax.get_ylabel() or "").lower()
     lo, hi = ax.get_ylim()
-    if ("speedup" in label or "relative" in label or "ratio" in label) and lo < 1 < hi:
+    if re.search(r"\b(speedup|relative|ratio)\b", label) and lo < 1 < hi:  # not "iteration"
         ax.axhline(1.0, color="#444", lw=0.8, ls="--", zorder=0, label="_y=1")
     legend = ax.get_legend()
     if legend is not None and getattr(legend, "_bbox_to_anchor", None) is not None:
