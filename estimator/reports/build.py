@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import html
 import importlib
-import re
 import pkgutil
+import re
 import time
 from pathlib import Path
 
