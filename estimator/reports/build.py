@@ -39,7 +39,7 @@ figure{margin:1em 0} figure img{max-width:100%;border:1px solid #ddd}
 details pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:85%}
 .scroll{max-width:100%;overflow-x:auto;margin:.5em 0}
 table{border-collapse:collapse;font-size:90%} td,th{border:1px solid #ccc;padding:3px 8px;vertical-align:top}
-td{max-width:28em;overflow-wrap:break-word} td.wide{min-width:18em} td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+td{max-width:28em;overflow-wrap:break-word} td.wide{min-width:18em} td{font-variant-numeric:tabular-nums}
 th{background:#eee;position:sticky;top:0} .ok{color:#080;font-weight:bold} .no{color:#b00;font-weight:bold}
 .na{color:#777} .mid{color:#a60;font-weight:bold} td details summary{cursor:pointer;color:#225}
 nav a{margin-right:1em}
@@ -59,13 +59,12 @@ def sections() -> list[Section]:
 
 #: cells longer than this many characters collapse into a <details> showing their start
 LONG_CELL = 400
-#: a link's visible text is cut to this many characters (the full address is its href and tooltip)
+#: a link's visible text is cut to this many characters (the full address is its href)
 LINK_TEXT = 40
 
 
 def _table_html(df: pl.DataFrame, max_rows: int = 60) -> str:
-    """An HTML table in a horizontally scrolling box (never wider than the page); numbers right
-    aligned, long text collapsed (:data:`LONG_CELL`), links shortened (:data:`LINK_TEXT`)."""
+    """An HTML table in a horizontally scrolling box (never wider than the page); long text collapsed (:data:`LONG_CELL`), links shortened (:data:`LINK_TEXT`)."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     body = []
     for row in df.head(max_rows).iter_rows():
@@ -76,9 +75,7 @@ def _table_html(df: pl.DataFrame, max_rows: int = 60) -> str:
 
 
 def _td(v: object) -> str:
-    """A cell; numbers right aligned, prose (over 80 characters) given room to be read."""
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return f"<td class='num'>{_cell(v)}</td>"
+    """A cell; prose (over 80 characters) is given room to be read (numbers use tabular digits)."""
     return f"<td class='wide'>{_cell(v)}</td>" if len(_fmt(v)) > 80 else f"<td>{_cell(v)}</td>"
 
 
@@ -90,7 +87,7 @@ def _cell(v: object) -> str:
     if first.startswith(("https://", "http://")):
         shown = first.split("://", 1)[1]
         shown = shown if len(shown) <= LINK_TEXT else shown[: LINK_TEXT - 1] + "…"
-        link = f"<a href='{html.escape(first)}' title='{html.escape(first)}'>{html.escape(shown)}</a>"
+        link = f"<a href='{html.escape(first)}'>{html.escape(shown)}</a>"  # the browser shows the href on hover
         return link + (" " + html.escape(rest) if rest else "")
     return _long_text(raw)
 
