@@ -193,3 +193,41 @@ def test_parameter_without_gradient_is_listed_last():
     assert all(g.ready_node == last_backward for g in by_order[-2:])
     assert w.gradient_bytes == 4 * sum(p.numel() for p in module.parameters())
     assert torch.is_grad_enabled()
+
+
+def test_recapture_with_unchanged_content_leaves_the_trace_alone(tmp_path, capsys):
+    """A second capture of the same model differs only in timings: the file (bytes and mtime) is
+    kept, so Snakemake sees nothing new; capture.force=true and a changed batch rewrite it."""
+    import os
+
+    args = ["capture", "model=lenet5", f"traces_dir={tmp_path}", "capture.batch=2", "output=json"]
+    assert cli.run(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    path = tmp_path / "lenet5.workload.json"
+    assert first["written"] is True
+    os.utime(path, (1_000_000_000, 1_000_000_000))  # an old mtime any rewrite would change
+    before = path.read_bytes()
+    assert cli.run(args) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["written"] is False
+    assert path.read_bytes() == before and path.stat().st_mtime == 1_000_000_000
+    assert cli.run([*args, "capture.force=true"]) == 0
+    assert json.loads(capsys.readouterr().out)["written"] is True and path.stat().st_mtime > 1_000_000_000
+    os.utime(path, (1_000_000_000, 1_000_000_000))
+    assert cli.run([*args[:-2], "capture.batch=3", "output=json"]) == 0  # different content
+    assert json.loads(capsys.readouterr().out)["written"] is True
+    assert io.load(path).batch_size == 3
+
+
+def test_content_digest_ignores_timings_only():
+    from dataclasses import replace
+
+    from estimator.workloads.capture import content_digest
+
+    w, _, _ = _capture(model_cfg("lenet5"), 2)
+    retimed = replace(w, nodes=tuple(replace(n, duration_s=(n.duration_s or 0) * 2 + 1e-3) for n in w.nodes),
+                      meta={**w.meta, "captured_at": "2000-01-01T00:00:00+00:00", "load_avg_1min": 9.0})
+    assert content_digest(retimed) == content_digest(w)
+    reshaped = replace(w, nodes=(replace(w.nodes[0], flops=w.nodes[0].flops + 1), *w.nodes[1:]))
+    assert content_digest(reshaped) != content_digest(w)
+    assert content_digest(replace(w, meta={**w.meta, "seed": 1})) != content_digest(w)

@@ -26,17 +26,21 @@ def foundation_store(tmp_path_factory):
 
 def test_sweep_fills_the_store_and_resumes(foundation_store):
     store, _ = foundation_store
-    df = query(store, "SELECT fabric_name, nodes, iter_time_s, compute_time_s, exposed_comm_time_s "
-                      "FROM estimates ORDER BY fabric_name, nodes")
-    assert df.height == 16
+    df = query(store, "SELECT fabric_name, algorithm, nodes, iter_time_s, compute_time_s, exposed_comm_time_s "
+                      "FROM estimates ORDER BY fabric_name, algorithm, nodes")
+    assert df.height == 24  # ideal with its default (ring) and fastest algorithm, the leaf-spine with its default
     assert set(df["fabric_name"]) == {"ideal", "nvlink_leafspine"}
     assert sorted(set(df["nodes"])) == [8, 16, 32, 64, 128, 256, 512, 1024]
     assert (df["iter_time_s"] >= df["compute_time_s"]).all()
     # more GPUs on the same per-GPU batch: the all-reduce grows, so iteration time does not shrink
-    ideal = df.filter(df["fabric_name"] == "ideal")["iter_time_s"].to_list()
-    assert ideal == sorted(ideal)
+    ring = df.filter((df["fabric_name"] == "ideal") & (df["algorithm"] == "default"))["iter_time_s"].to_list()
+    assert ring == sorted(ring)
+    # the ideal switch with its fastest algorithm bounds both others at every size
+    best = dict(df.filter((df["fabric_name"] == "ideal") & (df["algorithm"] == "auto")).select("nodes", "iter_time_s").iter_rows())
+    for name, _, nodes, t, *_ in df.filter(df["algorithm"] == "default").iter_rows():
+        assert best[nodes] <= t * (1 + 1e-9), (name, nodes)
     again = cli("sweep", "experiment=foundation", f"store={store}", "output=json")
-    assert again.returncode == 0 and '"written": 0' in again.stdout and '"skipped": 16' in again.stdout
+    assert again.returncode == 0 and '"written": 0' in again.stdout and '"skipped": 24' in again.stdout
 
 
 def test_report_is_a_static_page_with_the_scaling_figure(foundation_store, tmp_path):
@@ -46,7 +50,10 @@ def test_report_is_a_static_page_with_the_scaling_figure(foundation_store, tmp_p
     page = (tmp_path / "index.html").read_text()
     assert "figures/resnet50_iter_time_vs_nodes.png" in page
     assert (tmp_path / "figures" / "resnet50_iter_time_vs_nodes.png").stat().st_size > 10_000
-    assert "SELECT fabric_name, nodes" in (tmp_path / "figures" / "resnet50_iter_time_vs_nodes.sql").read_text()
+    assert "FROM" in (tmp_path / "figures" / "resnet50_iter_time_vs_nodes.sql").read_text()
+    data = (tmp_path / "figures" / "resnet50_iter_time_vs_nodes.csv").read_text().splitlines()
+    assert len(data) == 1 + 24 and "ideal (lower bound)" in "\n".join(data)  # the plotted rows, beside the figure
+    assert [line for line in out.stderr.splitlines() if line.startswith("report [")]  # per-section progress
     assert "http://" not in page and "https://" not in page  # no server, no remote assets
 
 
@@ -70,6 +77,12 @@ def test_snakemake_dag_has_every_experiment_and_the_report():
     assert counts.get("experiment") == len(experiments) >= 2
     assert counts.get("report") == 1 and counts.get("all") == 1
     assert counts.get("capture", 0) >= 1  # the models the experiments estimate are captured first
+    # every step logs its progress to results/logs/ and prints one line (summary + wall time) when done
+    printed = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", "--cores", "2"],
+                             capture_output=True, text=True, cwd=REPO, timeout=300).stdout
+    for step in ("capture", "experiment", "validate", "report"):
+        assert re.search(rf"> results/logs/{step}\S*\.log 2>&1 \|\|", printed), step
+    assert re.search(r'echo "experiment \w+: \$\(tail -n 1 results/logs/experiment_\w+\.log\)', printed)
     # every capture job names a model `estimator capture` can build (a decoder-only model cannot)
     from estimator.workloads.zoo import ARCHITECTURES
 

@@ -30,3 +30,45 @@ def test_speedup_chart_gets_a_unit_line_and_log_axes_lose_minor_labels():
         assert ax.get_legend()._loc == 2  # upper left of the anchor, i.e. outside the axes
     finally:
         plt.close(f)
+
+
+def test_iteration_time_axis_gets_no_unit_line():
+    f, ax = plt.subplots()
+    try:
+        ax.plot([8, 1024], [0.5, 18.0], label="a")
+        ax.set_ylabel("time per iteration (ms)")  # "iteration" contains "ratio"
+        _polish(ax)
+        assert not any(list(line.get_ydata()) == [1.0, 1.0] for line in ax.get_lines())
+    finally:
+        plt.close(f)
+
+
+def test_long_log_axes_are_thinned_and_read_as_binary_sizes():
+    from estimator.reports.build import _compact
+
+    assert [_compact(v) for v in (64, 1024, 4096, 2**20, 3 * 2**30, 1.5e6)] == ["64", "1024", "4Ki", "1Mi", "3Gi", "1.5M"]
+    f, ax = plt.subplots()
+    try:
+        xs = [2.0**k for k in range(9, 31)]
+        ax.plot(xs, range(len(xs)), marker="o", label="a")
+        ax.set_xscale("log", base=2)
+        _polish(ax)
+        ticks = [t for t in ax.get_xticks() if xs[0] <= t <= xs[-1]]
+        assert 3 <= len(ticks) <= 9
+    finally:
+        plt.close(f)
+
+
+def test_overlapping_series_get_distinct_markers_and_widths():
+    f, ax = plt.subplots()
+    try:
+        for i in range(4):
+            ax.plot([1, 2, 3], [1.0, 1.0, 1.0], marker="o", label=f"s{i}")  # all on top of each other
+        ax.legend()
+        _polish(ax)
+        lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+        assert len({ln.get_marker() for ln in lines}) == 4
+        widths = [ln.get_linewidth() for ln in lines]
+        assert widths == sorted(widths, reverse=True) and widths[0] > widths[-1]  # later series drawn thinner on top
+    finally:
+        plt.close(f)

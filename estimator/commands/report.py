@@ -1,10 +1,12 @@
 """Build the static HTML report from the DuckDB store: ``estimator report``.
 
-Writes ``reports/index.html`` and ``reports/figures/*.{png,svg,sql}`` (``report_dir=...`` to change).
+Writes ``reports/index.html`` and ``reports/figures/*.{png,svg,sql,csv}`` (``report_dir=...`` to
+change); one progress line per section goes to stderr (the pipeline's ``results/logs/report.log``).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from omegaconf import DictConfig
@@ -15,5 +17,6 @@ HELP = "build reports/index.html (figures + tables from SQL over the store)"
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
-    path = build_report(cfg.store, cfg.get("report_dir") or "reports")
+    path = build_report(cfg.store, cfg.get("report_dir") or "reports",
+                        progress=lambda message: print(message, file=sys.stderr, flush=True))
     return {"report": str(path)}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import importlib
 import pkgutil
+import re
 import time
 from pathlib import Path
 
@@ -36,9 +37,11 @@ body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0
 h1{border-bottom:2px solid #444} h2{margin-top:2em;border-bottom:1px solid #aaa}
 figure{margin:1em 0} figure img{max-width:100%;border:1px solid #ddd}
 details pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:85%}
-table{border-collapse:collapse;margin:.5em 0;font-size:90%} td,th{border:1px solid #ccc;padding:3px 8px}
-th{background:#eee} .ok{color:#080;font-weight:bold} .no{color:#b00;font-weight:bold} .na{color:#777}
-.mid{color:#a60;font-weight:bold}
+.scroll{max-width:100%;overflow-x:auto;margin:.5em 0}
+table{border-collapse:collapse;font-size:90%} td,th{border:1px solid #ccc;padding:3px 8px;vertical-align:top}
+td{max-width:28em;overflow-wrap:break-word} td.wide{min-width:18em} td{font-variant-numeric:tabular-nums}
+th{background:#eee;position:sticky;top:0} .ok{color:#080;font-weight:bold} .no{color:#b00;font-weight:bold}
+.na{color:#777} .mid{color:#a60;font-weight:bold} td details summary{cursor:pointer;color:#225}
 nav a{margin-right:1em}
 """
 
@@ -54,20 +57,48 @@ def sections() -> list[Section]:
     return sorted(found, key=lambda s: (s.order, s.key))
 
 
+#: cells longer than this many characters collapse into a <details> showing their start
+LONG_CELL = 400
+#: a link's visible text is cut to this many characters (the full address is its href)
+LINK_TEXT = 40
+
+
 def _table_html(df: pl.DataFrame, max_rows: int = 60) -> str:
+    """An HTML table in a horizontally scrolling box (never wider than the page); long text collapsed (:data:`LONG_CELL`), links shortened (:data:`LINK_TEXT`)."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     body = []
     for row in df.head(max_rows).iter_rows():
-        cells = "".join(f"<td>{_cell(v)}</td>" for v in row)
+        cells = "".join(_td(v) for v in row)
         body.append(f"<tr>{cells}</tr>")
-    more = f"<p>({df.height - max_rows} more rows)</p>" if df.height > max_rows else ""
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
+    more = f"<p>({df.height - max_rows} more rows; the SQL below gives them all)</p>" if df.height > max_rows else ""
+    return f"<div class='scroll'><table><tr>{head}</tr>{''.join(body)}</table></div>{more}"
+
+
+def _td(v: object) -> str:
+    """A cell; prose (over 80 characters) is given room to be read (numbers use tabular digits)."""
+    return f"<td class='wide'>{_cell(v)}</td>" if len(_fmt(v)) > 80 else f"<td>{_cell(v)}</td>"
 
 
 def _cell(v: object) -> str:
-    """A table cell: escaped text; a URL becomes a link (e.g. a validation row's source)."""
-    text = html.escape(_fmt(v))
-    return f"<a href='{text}'>{text}</a>" if text.startswith(("https://", "http://")) and " " not in text else text
+    """A table cell: escaped text; a URL becomes a short link (e.g. a validation row's source),
+    text longer than :data:`LONG_CELL` a <details> whose summary is its beginning."""
+    raw = _fmt(v)
+    first, _, rest = raw.partition(" ")
+    if first.startswith(("https://", "http://")):
+        shown = first.split("://", 1)[1]
+        shown = shown if len(shown) <= LINK_TEXT else shown[: LINK_TEXT - 1] + "…"
+        link = f"<a href='{html.escape(first)}'>{html.escape(shown)}</a>"  # the browser shows the href on hover
+        return link + (" " + html.escape(rest) if rest else "")
+    return _long_text(raw)
+
+
+def _long_text(raw: str) -> str:
+    """Escaped ``raw``; beyond :data:`LONG_CELL` characters, collapsed behind its first words."""
+    if len(raw) <= LONG_CELL:
+        return html.escape(raw)
+    cut = raw[:LONG_CELL // 2].rsplit(" ", 1)[0] or raw[:LONG_CELL // 2]
+    return (f"<details><summary>{html.escape(cut)} … ({len(raw):,} characters)</summary>"
+            f"{html.escape(raw)}</details>")
 
 
 def _fmt(v: object) -> str:
@@ -84,12 +115,11 @@ def _claims_html(claims: list[Claim]) -> str:
         rows.append(
             f"<tr><td>{html.escape(c.paper_claim)}{where}</td><td>{html.escape(c.paper_value)}</td>"
             f"<td>{html.escape(c.project_value)}</td><td class='{css.get(c.verdict, 'mid')}'>{html.escape(c.verdict)}</td>"
-            f"<td>{html.escape(c.detail)}</td></tr>"
+            f"<td class='wide'>{_long_text(c.detail)}</td></tr>"
         )
     return (
-        "<table><tr><th>paper's claim</th><th>paper</th><th>project</th><th>verdict</th><th>reason</th></tr>"
-        + "".join(rows)
-        + "</table>"
+        "<div class='scroll'><table><tr><th>paper's claim</th><th>paper</th><th>project</th><th>verdict</th>"
+        "<th>reason (rule and tolerance)</th></tr>" + "".join(rows) + "</table></div>"
     )
 
 
@@ -99,21 +129,85 @@ PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#bcbd22", "#17becf", "#000000", "#a6761d"]
 
 
+#: one marker per series (with the palette: a series stays identifiable where lines coincide)
+MARKERS = ["o", "s", "^", "v", "D", "P", "X", "<", ">", "*", "h", "p"]
+
+
+def _compact(v: float) -> str:
+    """A log-axis tick label: numbers up to 1024 as they are (GPU counts), larger powers of two
+    with binary prefixes (1Ki, 32Mi, 1Gi), anything else in 3 significant digits (1e+06 -> 1M)."""
+    if v <= 0:
+        return f"{v:g}"
+    if v <= 1024:
+        return f"{v:g}"
+    for prefix, unit in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if v >= unit and float(v / unit).is_integer():
+            return f"{v / unit:g}{prefix}"
+    for prefix, unit in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if v >= unit:
+            return f"{v / unit:.3g}{prefix}"
+    return f"{v:g}"
+
+
+def _thin_log_ticks(axis, lo: float, hi: float, base: float) -> None:
+    """At most 9 labelled major ticks on a log axis (a 2^9..2^30 byte axis had 22 overlapping labels)."""
+    import math
+
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+
+    if lo <= 0 or hi <= lo:
+        return
+    k0, k1 = math.ceil(math.log(lo, base) - 1e-9), math.floor(math.log(hi, base) + 1e-9)
+    step = max(1, math.ceil((k1 - k0 + 1) / 9))
+    axis.set_major_locator(FixedLocator([base**k for k in range(k0, k1 + 1, step)]))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: _compact(v)))
+
+
+def _distinguish_lines(ax) -> None:
+    """Give every data series its own marker, and draw earlier series wider than later ones, so
+    series that coincide (two policies at speedup 1.0, ring on two fabrics) all stay visible."""
+    lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_") and len(ln.get_xdata()) > 1]
+    n = len(lines)
+    if n < 2:
+        return
+    for i, line in enumerate(lines):
+        width = 1.0 + 1.6 * (n - 1 - i) / (n - 1)
+        line.set_linewidth(width)
+        if line.get_marker() not in (None, "None", "", " "):
+            line.set_marker(MARKERS[i % len(MARKERS)])
+            line.set_markersize(3 + 3 * (n - 1 - i) / (n - 1))
+            line.set_markerfacecolor("none" if i % 2 else line.get_color())
+
+
 def _polish(ax) -> None:
-    """Shared figure conventions: no minor-tick labels on log axes (no "6×10⁻¹" clutter), a dashed
-    y = 1 reference line on speedup/ratio charts, and legends outside the data area."""
+    """Shared figure conventions: thinned, readable tick labels on log axes (no "6×10⁻¹" minor
+    clutter, 1Mi not 1048576), a dashed y = 1 reference line on speedup/ratio charts, distinct
+    markers and widths so overlapping series stay visible, and legends outside the data area."""
     from matplotlib.ticker import NullFormatter
 
-    for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+    _distinguish_lines(ax)
+    for axis, scale, (lo, hi) in ((ax.xaxis, ax.get_xscale(), ax.get_xlim()), (ax.yaxis, ax.get_yscale(), ax.get_ylim())):
         if scale == "log":
             axis.set_minor_formatter(NullFormatter())
+            base = getattr(axis.get_transform(), "base", 10)
+            if axis is ax.xaxis or base == 2:
+                _thin_log_ticks(axis, lo, hi, base)
+            elif 0 < lo and hi / lo < 300:  # under ~2 decades: label 0.2, 0.5, 1, 2 instead of one "10^0"
+                from matplotlib.ticker import FuncFormatter, LogLocator
+
+                axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     label = (ax.get_ylabel() or "").lower()
     lo, hi = ax.get_ylim()
-    if ("speedup" in label or "relative" in label or "ratio" in label) and lo < 1 < hi:
-        ax.axhline(1.0, color="#444", lw=0.8, ls="--", zorder=0)
+    if re.search(r"\b(speedup|relative|ratio)\b", label) and lo < 1 < hi:  # not "iteration"
+        ax.axhline(1.0, color="#444", lw=0.8, ls="--", zorder=0, label="_y=1")
     legend = ax.get_legend()
-    if legend is not None and len(legend.get_texts()) > 4:
+    if legend is not None and getattr(legend, "_bbox_to_anchor", None) is not None:
+        return  # the section placed it outside the axes itself
+    if legend is not None and len(legend.get_texts()) > 3:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    elif legend is not None:
+        ax.legend(loc="best", fontsize=7, framealpha=0.85)
 
 
 def _figure_html(fig, df: pl.DataFrame, fig_dir: Path) -> str:
@@ -131,9 +225,13 @@ def _figure_html(fig, df: pl.DataFrame, fig_dir: Path) -> str:
     finally:
         plt.close(f)
     write_atomic(fig_dir / f"{fig.name}.sql", fig.sql.strip() + "\n")
+    with atomic_path(fig_dir / f"{fig.name}.csv") as tmp:
+        df.write_csv(tmp)
     return (
         f"<figure><img src='figures/{fig.name}.png' alt='{html.escape(fig.title)}'>"
         f"<figcaption>{html.escape(fig.caption)}</figcaption></figure>"
+        f"<details><summary>Data plotted ({df.height} rows; figures/{fig.name}.csv)</summary>"
+        f"{_table_html(df, max_rows=200)}</details>"
         f"<details><summary>SQL for this figure (figures/{fig.name}.sql)</summary>"
         f"<pre>{html.escape(fig.sql.strip())}</pre></details>"
     )
@@ -159,12 +257,14 @@ def _section_html(sec: Section, q, fig_dir: Path) -> list[str]:
     return parts
 
 
-def build_report(store: str | Path, out_dir: str | Path = "reports") -> Path:
+def build_report(store: str | Path, out_dir: str | Path = "reports", progress=None) -> Path:
     """Render every section into ``out_dir/index.html``; returns the page's path.
 
     A section whose results are not (all) in the store says so on the page instead of failing
-    the build: the page can be made after any subset of the experiments."""
+    the build: the page can be made after any subset of the experiments. ``progress(message)``,
+    when given, is told as each section finishes (and how long it took)."""
     out_dir = Path(out_dir)
+    started = time.perf_counter()
     parts: list[str] = []
     nav: list[str] = []
     write_claims(store)  # the `claims` table (estimator/reports/sections/claims.py), rendered at the top
@@ -174,20 +274,28 @@ def build_report(store: str | Path, out_dir: str | Path = "reports") -> Path:
         def q(sql: str) -> pl.DataFrame:
             return con.sql(sql).pl()
 
-        for sec in sections():
+        todo = sections()
+        for k, sec in enumerate(todo, 1):
+            t0 = time.perf_counter()
             nav.append(f"<a href='#{sec.key}'>{html.escape(sec.title)}</a>")
             parts.append(f"<h2 id='{sec.key}'>{html.escape(sec.title)}</h2>")
             if sec.intro:
                 parts.append(f"<p>{sec.intro}</p>")
             missing = [t for t in sec.needs_tables if t not in tables]
+            state = "done"
             if missing:
                 parts.append(f"<p class='na'>No results yet (missing tables: {', '.join(missing)}).</p>")
-                continue
-            try:
-                parts.extend(_section_html(sec, q, fig_dir))
-            except duckdb.Error as exc:  # e.g. a column of an experiment that has not run yet
-                first = str(exc).splitlines()[0]
-                parts.append(f"<p class='na'>Results incomplete for this section ({html.escape(first)}).</p>")
+                state = f"no results yet (missing {', '.join(missing)})"
+            else:
+                try:
+                    parts.extend(_section_html(sec, q, fig_dir))
+                except duckdb.Error as exc:  # e.g. a column of an experiment that has not run yet
+                    first = str(exc).splitlines()[0]
+                    parts.append(f"<p class='na'>Results incomplete for this section ({html.escape(first)}).</p>")
+                    state = "incomplete"
+            if progress is not None:
+                progress(f"report [{k}/{len(todo)}] {sec.key}: {state}, {time.perf_counter() - t0:.1f} s "
+                         f"({time.perf_counter() - started:.0f} s so far)")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>Interconnect training estimates</title>"

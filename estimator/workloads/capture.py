@@ -28,6 +28,11 @@ What is measured and how (each choice is an assumption the estimates inherit):
   no gradient is listed last, ready at the last backward op.
 * Nodes are chained in execution order on device 0 (one stream); forward and backward ops scale
   with the batch, optimizer ops do not.
+* A re-capture whose content is unchanged leaves the trace file alone (so its timestamp, and every
+  Snakemake job downstream of it, stay valid). "Content" is everything but the fields that differ
+  between two captures of the same model on the same machine: per-op ``duration_s`` and the
+  wall-clock meta fields in ``VOLATILE_META`` (see :func:`content_digest`). The kept trace's timings
+  are an equally valid sample of the same measurement; ``capture.force=true`` rewrites them.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ _COST_TAG = "##cost:"
 _GRAD_TAG = "##grad:"
 OPTIMIZER = {"name": "SGD", "lr": 0.01, "momentum": 0.9, "foreach": False}
 FALLBACK_ELEMENT_BYTES = 4  # unmatched ops: float32 inputs assumed
+# meta fields that change from one capture to the next of the same model on the same machine
+VOLATILE_META = ("captured_at", "iteration_wall_s", "capture_wall_s", "load_avg_1min")
 
 
 @dataclass
@@ -446,8 +453,44 @@ def summary(workload: Workload) -> dict[str, Any]:
     }
 
 
+def content_digest(workload: Workload) -> str:
+    """SHA-256 of the workload without its volatile parts (per-op measured durations and the
+    ``VOLATILE_META`` fields): equal for two captures of the same model, batch, seed, torch
+    version and machine (thread and CPU count stay in), different when any op, shape, FLOP or byte
+    count, gradient or setting differs."""
+    import hashlib
+    import json
+
+    doc = workload.to_dict()
+    doc["nodes"] = [{k: v for k, v in n.items() if k != "duration_s"} for n in doc["nodes"]]
+    doc["meta"] = {k: v for k, v in (doc.get("meta") or {}).items() if k not in VOLATILE_META}
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _same_content(workload: Workload, path: Path) -> bool:
+    """True when ``path`` holds a readable trace with ``workload``'s content digest."""
+    from estimator.workloads import io
+
+    if not path.is_file():
+        return False
+    try:
+        return content_digest(io.load(path)) == content_digest(workload)
+    except EstimatorError:  # unreadable or corrupt: the new capture replaces it
+        return False
+
+
 def capture_from_config(cfg) -> tuple[Workload, Path]:
-    """Build ``cfg.model``, capture it with ``cfg.capture`` settings and save it atomically."""
+    """Build ``cfg.model``, capture it with ``cfg.capture`` settings and save it atomically
+    (see :func:`capture_to_file`)."""
+    workload, path, _written = capture_to_file(cfg)
+    return workload, path
+
+
+def capture_to_file(cfg) -> tuple[Workload, Path, bool]:
+    """Capture as :func:`capture_from_config` does; the trace is written atomically unless the
+    one already there has the same content (:func:`content_digest`) and ``capture.force`` is
+    false. Returns (workload, path, written)."""
     from estimator.config import to_container
     from estimator.workloads import io, zoo
 
@@ -460,13 +503,18 @@ def capture_from_config(cfg) -> tuple[Workload, Path]:
         if isinstance(value, bool) or not isinstance(value, int):
             raise EstimatorError(f"{key} must be an integer, got {value!r}")
     seed = cap.get("seed", 0)
+    force = cap.get("force", False)
+    if not isinstance(force, bool):
+        raise EstimatorError(f"capture.force must be true or false, got {force!r}")
     workload = capture(zoo.build(model_cfg), batch, cap.get("warmup_iters", 1), seed, model_cfg)
     path = trace_path(cfg)
+    if not force and _same_content(workload, path):
+        return workload, path, False
     try:
         io.save(workload, path)
     except OSError as exc:
         raise EstimatorError(f"{path}: cannot write workload ({exc.strerror or exc})") from None
-    return workload, path
+    return workload, path, True
 
 
 def ensure_workload(cfg, announce=None) -> tuple[Workload, Path]:

@@ -141,7 +141,7 @@ def bar_plot(x: str, y: str, series: str, *, xlabel: str, ylabel: str, logy: boo
             xs = [j + i * width for j, c in enumerate(cats) if c in vals]
             ax.bar(xs, [vals[c] * yscale for c in cats if c in vals], width, label=str(g))
         ax.set_xticks([j + width * (len(groups) - 1) / 2 for j in range(len(cats))], [str(c) for c in cats],
-                      fontsize=8)
+                      fontsize=8, rotation=30, ha="right", rotation_mode="anchor")  # long fabric names never overlap
         if logy:
             ax.set_yscale("log")
         ax.set_xlabel(xlabel)
