@@ -43,10 +43,18 @@ def _init_ray(address: str, num_cpus: int | None) -> bool:
         _enable_token_auth()
     else:
         kwargs.update(address=address)
-    try:
-        ray.init(**kwargs)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise EstimatorError(f"ray.address={address!r}: cannot start or join Ray ({str(exc).splitlines()[0]})") from None
+    for attempt in (1, 2):
+        try:
+            ray.init(**kwargs)
+            break
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            # a local GCS that does not come up in time on a loaded machine gets one more try
+            if attempt == 1 and address in ("local", "", None) and "Failed to start GCS" in str(exc):
+                ray.shutdown()
+                time.sleep(2.0)
+                continue
+            raise EstimatorError(
+                f"ray.address={address!r}: cannot start or join Ray ({str(exc).splitlines()[0]})") from None
     return True
 
 
