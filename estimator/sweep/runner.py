@@ -43,29 +43,22 @@ def _init_ray(address: str, num_cpus: int | None) -> bool:
         _enable_token_auth()
     else:
         kwargs.update(address=address)
-    for attempt in (1, 2):
-        try:
-            ray.init(**kwargs)
-            break
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            # a local GCS that does not come up in time on a loaded machine gets one more try
-            if attempt == 1 and address in ("local", "", None) and "Failed to start GCS" in str(exc):
-                ray.shutdown()
-                time.sleep(2.0)
-                continue
-            raise EstimatorError(
-                f"ray.address={address!r}: cannot start or join Ray ({str(exc).splitlines()[0]})") from None
+    try:
+        ray.init(**kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise EstimatorError(f"ray.address={address!r}: cannot start or join Ray ({str(exc).splitlines()[0]})") from None
     return True
 
 
 def _enable_token_auth() -> None:
     """Require a token on every gRPC call of the local instance: a random one per process, set in
     the environment (inherited by the GCS, raylet and workers), unless the user configured Ray's
-    authentication already. Ray caches its config and token at import, so both are refreshed."""
-    if os.environ.get("RAY_AUTH_MODE"):
-        return
-    os.environ["RAY_AUTH_MODE"] = "token"
-    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    authentication already. Ray caches its config and token in the process, so both are re-read
+    from the environment every time (the GCS and raylet read the environment: a cache left from an
+    earlier instance with another token makes the driver's own calls fail as "Failed to start GCS")."""
+    if not os.environ.get("RAY_AUTH_MODE"):
+        os.environ["RAY_AUTH_MODE"] = "token"
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     try:
         from ray._raylet import AuthenticationTokenLoader, Config
 
