@@ -50,7 +50,7 @@ def test_local_ray_rejects_clients_without_the_token():
                 os.environ[k] = v
 
 
-def test_a_token_changed_in_the_environment_is_what_the_next_local_instance_uses():
+def test_a_token_changed_in_the_environment_is_what_the_next_local_instance_uses(monkeypatch):
     """A caller that restores its environment between two sweeps (as a test or a notebook does)
     leaves Ray's in-process token cache stale; the next local instance must re-read it, or the
     driver's own calls are refused and Ray reports "Failed to start GCS"."""
@@ -60,14 +60,15 @@ def test_a_token_changed_in_the_environment_is_what_the_next_local_instance_uses
 
     from estimator.sweep import runner
 
-    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
     if ray.is_initialized():
         ray.shutdown()
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
     try:
         runner._init_ray("local", 1)
         ray.shutdown()
-        os.environ["RAY_AUTH_MODE"] = "token"
-        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)  # not the token Ray cached
+        monkeypatch.setenv("RAY_AUTH_MODE", "token")
+        monkeypatch.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))  # not the token Ray cached
         runner._init_ray("local", 1)
 
         @ray.remote
@@ -77,8 +78,3 @@ def test_a_token_changed_in_the_environment_is_what_the_next_local_instance_uses
         assert ray.get(one.remote(), timeout=60) == 1
     finally:
         ray.shutdown()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v

@@ -36,6 +36,7 @@ from typing import Any
 import duckdb
 
 from estimator.errors import EstimatorError
+from estimator.store.column_types import join, sql_type
 
 LOCK_RETRY_S = 120.0  # another process (e.g. a parallel Snakemake job) may hold the file
 
@@ -49,18 +50,6 @@ def _lock_wait_s() -> float:
         return float(os.environ.get("ESTIMATOR_LOCK_WAIT_S", LOCK_RETRY_S))
     except ValueError:
         return LOCK_RETRY_S
-
-
-def _sql_type(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "BOOLEAN"
-    if isinstance(value, int):
-        return "BIGINT"
-    if isinstance(value, float):
-        return "DOUBLE"
-    if value is None:
-        return None
-    return "VARCHAR"
 
 
 def _quote(name: str) -> str:
@@ -108,12 +97,7 @@ def _column_types(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
     wanted: dict[str, str | None] = {}
     for row in rows:
         for key, value in row.items():
-            t = _sql_type(value)
-            prev = wanted.get(key)
-            if prev is None or (prev == "BIGINT" and t == "DOUBLE"):
-                wanted[key] = t or prev
-            elif t not in (None, prev) and not (prev == "DOUBLE" and t == "BIGINT"):
-                wanted[key] = "VARCHAR"
+            wanted[key] = join(wanted.get(key), sql_type(value))
     return {k: t or "VARCHAR" for k, t in wanted.items()}
 
 
@@ -157,27 +141,7 @@ def write_rows(
     when another process holds the lock: see the module docstring). Rows spilled earlier are
     merged first.
     """
-    path = Path(path)
-    created = not path.exists()
-    try:
-        with connect(path) as con:
-            merged = _merge_spills(con, path)
-            total = _write_tables(con, tables)
-        if merged:
-            print(f"note: merged {merged} spilled row(s) from {spill_dir(path)} into {path}", file=sys.stderr)
-        return total
-    except StoreLocked as exc:
-        n = _spill(path, tables)
-        print(f"note: {exc}; {n} computed row(s) saved to {spill_dir(path)}/ and merged on the next write",
-              file=sys.stderr)
-        return n
-    except BaseException as exc:
-        if created:  # leave no empty store file behind
-            for p in (path, Path(f"{path}.wal")):
-                p.unlink(missing_ok=True)
-        if isinstance(exc, OverflowError | ValueError | TypeError):
-            raise EstimatorError(f"{path}: cannot store the rows ({type(exc).__name__}: {str(exc)[:120]})") from None
-        raise
+    return write_tables(path, tables)
 
 
 def _write_tables(con: duckdb.DuckDBPyConnection, tables: dict[str, tuple[Any, Any]], replace: bool = True) -> int:
@@ -242,10 +206,12 @@ def write_tables(path: str | Path, tables: dict[str, tuple[str | Sequence[str], 
         print(f"note: {exc}; {n} computed row(s) saved to {spill_dir(path)}/ and merged on the next write",
               file=sys.stderr)
         return n
-    except BaseException:
-        if created:
+    except BaseException as exc:
+        if created:  # leave no empty store file behind
             for p in (path, Path(f"{path}.wal")):
                 p.unlink(missing_ok=True)
+        if isinstance(exc, OverflowError | ValueError | TypeError):
+            raise EstimatorError(f"{path}: cannot store the rows ({type(exc).__name__}: {str(exc)[:120]})") from None
         raise
 
 

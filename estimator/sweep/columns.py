@@ -19,30 +19,10 @@ from typing import Any
 from estimator import __version__
 from estimator.config import flatten
 from estimator.errors import EstimatorError
+from estimator.store.column_types import join, sql_type
 from estimator.sweep.grid import Grid, with_settings
 
 _HEAD = {"config_json": "VARCHAR", "config_hash": "VARCHAR", "version": "VARCHAR"}
-
-
-def _sql_type(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "BOOLEAN"
-    if isinstance(value, int):
-        return "BIGINT"
-    if isinstance(value, float):
-        return "DOUBLE"
-    return None if value is None else "VARCHAR"
-
-
-def _join(prev: str | None, new: str | None) -> str | None:
-    """The type a column needs for values of both types (BIGINT widens to DOUBLE, else VARCHAR)."""
-    if prev is None or prev == new:
-        return new if prev is None else prev
-    if new is None:
-        return prev
-    if {prev, new} == {"BIGINT", "DOUBLE"}:
-        return "DOUBLE"
-    return "VARCHAR"
 
 
 def config_types(grid: Grid, keys: Sequence[str]) -> dict[str, str]:
@@ -53,7 +33,7 @@ def config_types(grid: Grid, keys: Sequence[str]) -> dict[str, str]:
 
     def add(name: str, value: Any) -> None:
         col = name.replace(".", "_")
-        types[col] = _join(types.get(col), _sql_type(value)) if col in types else _sql_type(value)
+        types[col] = join(types.get(col), sql_type(value)) if col in types else sql_type(value)
 
     for base in grid.bases.values():
         for name, value in flatten({k: base.get(k) for k in keys}).items():
