@@ -64,7 +64,8 @@ Additions (not in NCCL's tuner; they make the *executed* time, which is what we 
    chunks of <= 128 KiB at once (16 MiB per stage on a node of 8 NICs; NCCL halves the chunk
    for small messages), so a mid-size message is only a few stages long and the fill is a large
    part of its time (2 nodes, 16 MiB = two 8 MiB stages: fill 3 x 8 MiB / 371 GB/s = 68 us of
-   194 us; tree LL128 at 1 MiB, 16 channels x 18 KB stages: 15 x 0.29 MB / 320 GB/s = 14 us). The stage time at bus bandwidth (as in item 2) was checked on one row,
+   194 us; tree LL128 at 1 MiB, 16 channels x 18 KB stages: 15 x 0.29 MB / 320 GB/s = 14 us).
+   The stage time at bus bandwidth (as in item 2) was checked on one row,
    h100x16-allreduce-64MiB (role calibration for this choice; no constant fitted). Rings across
    nodes get no fill: NCCL's x1.4 "plateau" latency already covers them, and a fill growing with
    2(n-1) stages made a 24-GPU ring 40 % too slow (validation row a100x24-allreduce-peak, role
