@@ -35,13 +35,13 @@ PINNED_ERROR_PCT = {
     "h100x8-allreduce-512MiB": 7.5, "h100x8-allreduce-1GiB": 2.5, "h100x8-allreduce-2GiB": 2.0,
     "h100x8-allreduce-4GiB": 1.5, "h100x8-allreduce-8GiB": 1.0, "h100x8-allreduce-ring-peak": 1.5,
     "a100x24-allreduce-peak": 13.5,
-    # multi-node H100 rows (nccl-tests issue #309), held out; added by the validation work on Nov 23
-    "h100x16-allreduce-1MiB": 22.5, "h100x16-allreduce-16MiB": 49.0, "h100x16-allreduce-64MiB": 47.0,
-    "h100x16-allreduce-256MiB": 18.5, "h100x16-allreduce-1GiB": 8.0, "h100x16-allreduce-4GiB": 5.0,
-    "h100x16-allreduce-16GiB": 5.0, "h100x32-allreduce-16MiB": 44.0, "h100x32-allreduce-64MiB": 11.5,
+    # multi-node H100 rows (nccl-tests issue #309); re-pinned with the cross-node tree fill (nccl.py item 3)
+    "h100x16-allreduce-1MiB": 2.5, "h100x16-allreduce-16MiB": 5.5, "h100x16-allreduce-64MiB": 3.5,
+    "h100x16-allreduce-256MiB": 5.5, "h100x16-allreduce-1GiB": 4.5, "h100x16-allreduce-4GiB": 4.5,
+    "h100x16-allreduce-16GiB": 4.5, "h100x32-allreduce-16MiB": 8.0, "h100x32-allreduce-64MiB": 10.5,
     "h100x32-allreduce-256MiB": 7.0, "h100x32-allreduce-1GiB": 5.0, "h100x32-allreduce-4GiB": 1.5,
-    "h100x32-allreduce-16GiB": 2.0, "h100x64-allreduce-64MiB": 32.0, "h100x64-allreduce-256MiB": 12.5,
-    "h100x64-allreduce-1GiB": 16.0, "h100x64-allreduce-8GiB": 15.0, "h100x32b-allreduce-64MiB": 20.0,
+    "h100x32-allreduce-16GiB": 2.0, "h100x64-allreduce-64MiB": 17.5, "h100x64-allreduce-256MiB": 5.0,
+    "h100x64-allreduce-1GiB": 8.0, "h100x64-allreduce-8GiB": 15.0, "h100x32b-allreduce-64MiB": 3.5,
     "h100x32b-allreduce-1GiB": 8.5, "h100x32b-allreduce-8GiB": 14.5,
 }
 
@@ -117,6 +117,45 @@ def test_tuner_constants_hand_checked():
     h = nccl.NcclSystem(ranks=8, nodes=1, nvls=True, intra_Bps=370.8e9, nvls_efficiency=0.739)
     assert nccl.alg_bandwidth("all_reduce", "nvls", "simple", h) == pytest.approx(370.8e9 * 5 / 6)
     assert nccl.alg_bandwidth("all_reduce", "nvls", "simple", h, executed=True) == pytest.approx(370.8e9 * 0.739)
+
+
+def test_cross_node_tree_fill_follows_nccl_chunking():
+    """Item 3 of nccl.py: a tree/NVLS-tree across nodes pays (depth - 1) stages of NCCL's chunk
+    (NCCL 2.26.2 calcCollChunking) at bus bandwidth; one node and rings are left as they were."""
+    one = nccl.NcclSystem(ranks=8, nodes=1, nvls=True, intra_Bps=370.8e9, inter_Bps=376e9, nvls_efficiency=0.739,
+                          pipeline_bytes=2.94e6, nvls_latency_s=37.1e-6)
+    two = nccl.NcclSystem(ranks=16, nodes=2, nvls=True, intra_Bps=370.8e9, inter_Bps=376e9, nvls_efficiency=0.739,
+                          pipeline_bytes=2.94e6, nvls_latency_s=37.1e-6)
+    m = 16 * MIB
+    # NVLS-tree: 16 channels x 8 heads; 16 MiB < 4 x 128 x 128 KiB cuts the chunk to 64 KiB -> 8 MiB a stage
+    assert nccl.cross_node_stage_bytes("nvls_tree", "simple", two, m) == 16 * 8 * 65536
+    assert nccl.cross_node_stage_bytes("nvls_tree", "simple", two, 64 * MIB) == 16 * 8 * 131072
+    four = nccl.NcclSystem(ranks=32, nodes=4, nvls=True)
+    assert nccl.cross_node_stage_bytes("nvls_tree", "simple", four, 2**30) == 16 * 8 * 65536  # 64 KiB cap, >= 4 nodes
+    assert nccl.cross_node_stage_bytes("nvls_tree", "simple", nccl.NcclSystem(ranks=16, nodes=2, nics=4), 2**30) \
+        == 16 * 4 * 131072  # one head per NIC
+    # tree LL128 at 1 MiB on 2 x 8: 576000 B halved while < (1 + 1 + 0.8) x 64 / 8 chunks, then x 16 / 8
+    assert nccl.cross_node_stage_bytes("tree", "ll128", two, MIB) == 16 * 18000
+    assert nccl.cross_node_stage_bytes("tree", "simple", two, MIB) == 16 * 2**19  # one 512 KiB Simple step
+    # the 2-node NVLS-tree at 16 MiB: 2 + 2 log2(2) = 4 stages -> 3 x 8 MiB at min(NVLink, NICs) = 370.8 GB/s
+    fill = nccl.exec_time("all_reduce", "nvls_tree", "simple", two, m) - nccl.tuner_time(
+        "all_reduce", "nvls_tree", "simple", two, m, executed=True)
+    assert fill == pytest.approx(3 * 8 * MIB / 370.8e9) and fill > 60e-6
+    # ... which makes two nodes slower than one node by more than the tuner's ~10 us of extra latency
+    t1 = nccl.exec_time("all_reduce", "nvls", "simple", one, m)
+    t2 = nccl.exec_time("all_reduce", "nvls_tree", "simple", two, m)
+    assert t2 - t1 > fill and t2 - t1 == pytest.approx(
+        nccl.tuner_time("all_reduce", "nvls_tree", "simple", two, m, executed=True) - t1 + fill)
+    # a small message fills only its own bytes
+    tiny = nccl.exec_time("all_reduce", "nvls_tree", "simple", two, 4096) - nccl.tuner_time(
+        "all_reduce", "nvls_tree", "simple", two, 4096, executed=True)
+    assert tiny == pytest.approx(3 * 4096 / 370.8e9)
+    # no cross-node fill on rings, none on one-node trees; the pick is the tuner's (fill-free) choice
+    for algo, proto, s in (("ring", "simple", two), ("tree", "ll128", one)):
+        assert nccl.exec_time("all_reduce", algo, proto, s, m) == nccl.tuner_time("all_reduce", algo, proto, s, m,
+                                                                                  executed=True)
+    assert nccl.choose("all_reduce", two, m) == ("nvls_tree", "simple")
+    assert preset("dgx_h100", 16).collective_cost("all_reduce", m).algorithm == "nvls_tree"
 
 
 def test_auto_is_nccls_choice_and_reports_the_protocol():

@@ -1,9 +1,10 @@
 """How NCCL runs a collective: algorithms x protocols, channels, pipelining, and its tuner's choice.
 
 The model follows NCCL's own cost model, ``src/graph/tuning.cc`` of NCCL **v2.18.5-1** (the
-version of the public measurements in ``validation/nccl_tests.csv``; read at
+version of the 8-GPU measurements in ``validation/nccl_tests.csv``; the multi-node H100 rows ran
+v2.26.2, whose chunk sizes item 3 below uses; read at
 github.com/NVIDIA/nccl tag v2.18.5-1, lines 56-107 for the constants, 157-243 for bandwidths and
-latencies, 373-397 for ``ncclTopoGetAlgoTime``), with three additions NCCL's tuner does not have.
+latencies, 373-397 for ``ncclTopoGetAlgoTime``), with four additions NCCL's tuner does not have.
 
 Per (collective, algorithm, protocol) on ``n`` ranks, ``N`` nodes of ``ppn = n / N`` GPUs:
 
@@ -41,23 +42,35 @@ Additions (not in NCCL's tuner; they make the *executed* time, which is what we 
    12 of 15.75 GB/s (``PCI_BW``); InfiniBand NDR 46-48 of 50 GB/s per NIC (NVIDIA, nccl-tests
    issue #290: "For NDR @ 400Gbps you should see 46-48GB/s per NIC"), used for HDR/EDR/RoCE too
    (same ConnectX RDMA path; no separate public NCCL figure found).
-2. **Pipeline fill.** NCCL moves data through its ring/tree as a store-and-forward pipeline of
-   slices (per channel ``NCCL_BUFFSIZE / NCCL_STEPS`` bytes: 4 MiB / 8 for Simple). The first
-   slice must cross every stage before the pipeline runs full, so the executed time adds
+2. **Pipeline fill inside one node.** NCCL moves data through its ring/tree as a store-and-forward
+   pipeline of slices (per channel ``NCCL_BUFFSIZE / NCCL_STEPS`` bytes: 4 MiB / 8 for Simple). The
+   first slice must cross every stage before the pipeline runs full, so the executed time adds
    ``(depth - 1) x min(pipeline_bytes, M / segments) / busBw`` -- depth = nsteps for a ring
    (segments = n), 4 for NVLS (scatter, multimem reduce, multimem broadcast, gather; segments =
-   n). Only inside one node, where it was measured: trees carry NCCL's ``treeCorrectionFactor``
-   (its own medium-size correction), rings across nodes NCCL's x1.4 "plateau" latency, and a fill
-   growing with 2(n-1) stages made a 24-GPU ring 40 % too slow (validation row
-   a100x24-allreduce-peak, role calibration for this choice); NVLS-tree and CollNet have no
-   measurement here to check a fill term against.
-   The executed NVLS latency is ``nvls_latency_s`` (calibrated) instead of the tuner's 23 us.
-   ``pipeline_bytes`` (bytes in flight per stage summed over channels, for Simple; LL and LL128
-   scale it by their per-step data size, :data:`STEP_DATA_BYTES`) is the one constant here
-   fitted to measurements (see ``conf/system/*.yaml``; calibration rows in
-   validation/nccl_tests.csv). This is what makes medium sizes (1-256 MiB) slower than
+   n). In one node only for rings and NVLS (one-node trees carry NCCL's ``treeCorrectionFactor``
+   and are left as the tuner has them). The executed NVLS latency is ``nvls_latency_s``
+   (calibrated) instead of the tuner's 23 us. ``pipeline_bytes`` (bytes in flight per stage
+   summed over channels, for Simple; LL and LL128 scale it by their per-step data size,
+   :data:`STEP_DATA_BYTES`) is fitted to measurements (see ``conf/system/*.yaml``; calibration
+   rows in validation/nccl_tests.csv). This is what makes medium sizes (1-256 MiB) slower than
    ``latency + M / bw`` predicts.
-3. **Explicit chunking** (``chunks`` / ``chunk_bytes``): the collective is cut into chunks run
+3. **Pipeline fill of trees across nodes** (``tree`` and ``nvls_tree`` all-reduce, ``N > 1``):
+   the same term, ``(depth - 1) x min(stage, M) / busBw``, with NCCL's own chunk size as the stage
+   (:func:`cross_node_stage_bytes`, ``calcCollChunking`` of NCCL **v2.26.2-1**, the version of
+   the multi-node H100 rows; no fitted constant) and the schedule's depth (:func:`depth`: a tree
+   goes up ppn-1 NVLink hops and log2 N network hops and back down, 2(ppn - 1 + log2 N) stages;
+   an NVLS-tree scatters and multimem-reduces in the node, crosses log2 N network hops up and
+   down, and multimem-broadcasts, 2 + 2 log2 N). An NVLS-tree moves ``16 channels x heads``
+   chunks of <= 128 KiB at once (16 MiB per stage on a node of 8 NICs; NCCL halves the chunk
+   for small messages), so a mid-size message is only a few stages long and the fill is a large
+   part of its time (2 nodes, 16 MiB = two 8 MiB stages: fill 3 x 8 MiB / 371 GB/s = 68 us of
+   194 us; tree LL128 at 1 MiB, 16 channels x 18 KB stages: 15 x 0.29 MB / 320 GB/s = 14 us).
+   The stage time at bus bandwidth (as in item 2) was checked on one row,
+   h100x16-allreduce-64MiB (role calibration for this choice; no constant fitted). Rings across
+   nodes get no fill: NCCL's x1.4 "plateau" latency already covers them, and a fill growing with
+   2(n-1) stages made a 24-GPU ring 40 % too slow (validation row a100x24-allreduce-peak, role
+   calibration for this choice). CollNet has no measurement here to check a fill term against.
+4. **Explicit chunking** (``chunks`` / ``chunk_bytes``): the collective is cut into chunks run
    one after another, each paying the full latency -- ASTRA-sim's ``preferred-dataset-splits``
    with one active chunk; see :meth:`estimator.fabrics.library.LibraryFabric.chunking`.
 
@@ -75,8 +88,10 @@ from estimator.errors import EstimatorError
 PROTOCOLS = ("ll", "ll128", "simple")
 ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet")
 ARCHS = ("volta", "ampere", "hopper")
-# algorithms with a pipeline-fill term (inside one node only, see the module docstring, item 2)
+# algorithms with a pipeline-fill term (module docstring, item 2): inside one node, with the
+# calibrated stage size; across nodes, with NCCL's own chunk size (item 3)
 FILL_ALGORITHMS = ("ring", "nvls")
+CROSS_NODE_FILL_ALGORITHMS = ("tree", "nvls_tree")
 
 # NCCL v2.18.5 tuning.cc l.56-59: baseLat[algo][LL, LL128, Simple], microseconds
 BASE_LAT_US = {
@@ -130,6 +145,11 @@ LINK_EFFICIENCY = {
 # 640 threads x 8 B, 15 of 16 words data; Simple 4 MiB. The fill term scales ``pipeline_bytes``
 # (Simple) by these ratios.
 STEP_DATA_BYTES = {"ll": 8 * 512 * 16 / 2, "ll128": 120 * 640 * 8 * 15 / 16, "simple": 4 * 2**20 / 8}
+# NCCL v2.26.2-1 src/transport/nvls.cc l.144 NVLS_NCHANNELS_SM90 (Hopper NVLS channels) and l.149
+# NCCL_NVLS_CHUNKSIZE default 128 KiB; src/enqueue.cc l.1895 NVLS-tree chunk cap 64 KiB from 4 nodes on
+NVLS_CHANNELS_SM90 = 16
+NVLS_CHUNK_BYTES = 128 * 1024
+NVLS_TREE_MAX_CHUNK_4_NODES = 64 * 1024
 
 
 def tier(nodes: int) -> int:
@@ -153,6 +173,7 @@ class NcclSystem:
     pipeline_bytes: float = 0.0      # bytes in flight per pipeline stage (0 = no fill term)
     nvls_latency_s: float = 23e-6    # executed NVLS latency (NCCL 2.18 tuner: baseLat 23 us)
     cpu: str = "intel"               # intel | amd: NCCL's LL cap and NIC post overhead across nodes
+    nics: int = 8                    # NICs per node: NVLS heads across nodes (one per NIC, at most ppn)
 
     def ll_max_Bps(self) -> float:
         row = self.arch if self.nodes == 1 else {"intel": "volta", "amd": "ampere"}[self.cpu]
@@ -295,15 +316,45 @@ def depth(coll: str, algo: str, s: NcclSystem) -> tuple[int, int]:
     return 2 * s.ppn, s.ranks  # collnet chain
 
 
+def cross_node_stage_bytes(algo: str, proto: str, s: NcclSystem, nbytes: float) -> float:
+    """Bytes one pipeline stage of a tree across nodes moves, summed over channels (and NVLS heads):
+    NCCL's chunk size, ``calcCollChunking`` of src/enqueue.cc at NCCL v2.26.2-1 (l.1890-1910).
+
+    NVLS-tree: ``NVLS_CHANNELS_SM90 x heads`` concurrent chunks of 128 KiB (64 KiB from 4 nodes
+    on), cut to 256/128/64/32 KiB below 32/16/4/1 x concurrentOps x chunk bytes (l.1897-1900).
+    Tree: one protocol step per channel (:data:`STEP_DATA_BYTES`); LL128 halves it while the
+    channel holds fewer than ``(1 + log2 N + 0.1 ppn) x 64 / ppn`` chunks (down to 128 KiB), then
+    ``x 16 / ppn`` (down to 32 KiB) (l.1904-1909)."""
+    if algo == "nvls_tree":
+        ops = NVLS_CHANNELS_SM90 * max(1, min(s.ppn, s.nics))
+        chunk = NVLS_CHUNK_BYTES if s.nodes < 4 else min(NVLS_CHUNK_BYTES, NVLS_TREE_MAX_CHUNK_4_NODES)
+        for times, cut in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
+            if nbytes < times * ops * chunk and chunk > cut:
+                chunk = cut
+        return ops * chunk
+    chunk = int(STEP_DATA_BYTES[proto])
+    if proto == "ll128":
+        steps = 1 + int(math.log2(s.nodes)) + 0.1 * s.ppn
+        for times, floor in ((64, 131072), (16, 32768)):
+            while nbytes // (s.channels * chunk) < steps * times / s.ppn and chunk > floor:
+                chunk //= 2
+    return s.channels * chunk
+
+
 def exec_time(coll: str, algo: str, proto: str, s: NcclSystem, nbytes: float) -> float:
     """Executed time: the tuner's formula with the calibrated NVLS constants + the pipeline fill
-    (module docstring, item 2)."""
+    (module docstring, items 2 and 3)."""
     t = tuner_time(coll, algo, proto, s, nbytes, executed=True)
-    if (s.pipeline_bytes <= 0 or not math.isfinite(t) or nbytes <= 0 or algo not in FILL_ALGORITHMS
-            or s.nodes > 1):
+    if not math.isfinite(t) or nbytes <= 0:
         return t
     stages, segments = depth(coll, algo, s)
     bus = bus_bandwidth(coll, algo, proto, s)
+    if s.nodes > 1:
+        if algo not in CROSS_NODE_FILL_ALGORITHMS or coll != "all_reduce":
+            return t
+        return t + (stages - 1) * min(cross_node_stage_bytes(algo, proto, s, nbytes), nbytes) / bus
+    if s.pipeline_bytes <= 0 or algo not in FILL_ALGORITHMS:
+        return t
     stage_bytes = s.pipeline_bytes * STEP_DATA_BYTES[proto] / STEP_DATA_BYTES["simple"]
     return t + (stages - 1) * min(stage_bytes, nbytes / segments) / bus
 

@@ -146,7 +146,7 @@ class NvlinkLeafSpineFabric(LibraryFabric):
             ranks=n, nodes=nodes, arch=c.gpu_arch, intra_Bps=self._bandwidths()[0],
             inter_Bps=c.uplinks * self._bandwidths()[1], intra_link="nvlink", channels=c.nccl_channels,
             nvls=c.nvls, collnet=c.collnet, nvls_efficiency=c.nvls_efficiency, pipeline_bytes=c.pipeline_bytes,
-            nvls_latency_s=c.nvls_latency_s, cpu=c.cpu,
+            nvls_latency_s=c.nvls_latency_s, cpu=c.cpu, nics=c.uplinks,
         )
 
     def _nccl_protocols(self) -> tuple[str, ...]:
