@@ -13,6 +13,7 @@ import estimator
 from estimator.errors import EstimatorError
 from estimator.estimate import estimate
 from estimator.parallel.circuits import plan
+from estimator.parallel.concurrent import concurrent_cost
 from estimator.parallel.layout import Layout, dense_mlp_bytes, memory
 from estimator.parallel.placement import group_cost, p2p_cost
 from estimator.parallel.spec import TransformerSpec
@@ -111,6 +112,16 @@ def test_sipac_group_uses_the_levels_it_spans():
     assert group_cost(f, "all_reduce", MB64, 4, 1)[0] == pytest.approx(2 * (c.alpha_s + MB64 * (c.r - 1) / (4 * c.port_Bps)))
     # a group that occupies one port is slower than the old price with all the CU's ports
     assert group_cost(f, "all_reduce", MB64, 8, 1)[0] > 2 * f.collective_cost("all_reduce", MB64, group_size=8).time_s
+
+
+def test_sipac_group_closed_form_equals_the_merged_schedule_on_the_topology():
+    # all sibling groups' dimension-wise / direct schedules routed together on the SiPAC(4, 2) channels
+    f = fabric("fabric=sipac", "fabric.r=4", "fabric.l=2", "fabric.nodes=64")
+    for coll in ("all_reduce", "reduce_scatter", "all_to_all"):
+        for size, stride in ((4, 1), (4, 16), (16, 4), (64, 1)):
+            merged = concurrent_cost(f, coll, 2**24, size, stride)
+            if merged is not None:
+                assert f.group_cost(coll, 2**24, size, stride).time_s == pytest.approx(merged[0], rel=1e-9)
 
 
 # ---- OPSquare: intra-pod and inter-pod paths ---------------------------------------------------------

@@ -49,7 +49,8 @@ with ``f_j < r`` members leaves the other channels idle). Dimension-wise reduce-
 all-gather / all-reduce: the buffer is cut into one part per used level, part ``p`` runs the
 levels in rotated order so every step keeps every used level busy; a step takes ``alpha_s`` + the
 slowest part's ``bytes x (r-1) / (f_j b)``. For the whole SiPAC (all ``f_j = r``) this is the
-closed form above (tested equal). All-to-all ``direct``: alpha + (levels used - 1) relays + the
+closed form above, and for sub-SiPAC groups the price the topology layer gives all sibling groups'
+schedules routed together (:mod:`estimator.parallel.concurrent`; both tested equal). All-to-all ``direct``: alpha + (levels used - 1) relays + the
 busiest level's ``M (r-1) / (f_j b)``. Sibling groups use disjoint channels: no sharing. A group
 that is not such a grid, other collectives and other algorithms are priced as ``size``
 consecutive CUs (:meth:`collective_cost`).
