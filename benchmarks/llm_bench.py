@@ -5,6 +5,8 @@
 * placement=auto for GPT-3 175B on 4,096 GPUs (target: < 60 s on one core), cold and warm.
 * The same fixed layout on a fat tree, where every group is priced together with its sibling
   groups on the topology (estimator/parallel/concurrent.py): cold (routes compiled) and warm.
+* The same fixed layout on the OCS, every group on its own circuits plus the step's circuit plan
+  (estimator/fabrics/ocs.py group_cost, estimator/parallel/circuits.py): cold and warm.
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ def main() -> None:
     warm = min(timed(fixed, tree)[0] for _ in range(3))
     print(f"175B on a 1024-GPU fat tree fixed {m['layout']} (concurrent groups): cold {cold:.2f} s, "
           f"warm {warm * 1e3:.2f} ms; step {m['iter_time_s']:.2f} s")
+    ocs = ["device=a100", "fabric=ocs", "fabric.topology=ring"]
+    cold, m = timed(fixed, ocs)
+    warm = min(timed(fixed, ocs)[0] for _ in range(3))
+    print(f"175B on a 1024-server OCS (ring circuits per group) fixed {m['layout']}: cold {cold:.2f} s, "
+          f"warm {warm * 1e3:.2f} ms; step {m['iter_time_s']:.2f} s, {m['circuit_plan']}, "
+          f"reconfiguration {m['reconfig_time_s']:.2f} s")
 
 
 if __name__ == "__main__":

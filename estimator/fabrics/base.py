@@ -10,6 +10,13 @@ algorithms it offers. It registers under a name in the ``estimator.fabrics`` ent
 * what a collective costs (:meth:`Fabric.collective_cost`) and what a point-to-point transfer
   costs (:meth:`Fabric.p2p_time`).
 
+Optional hooks for hybrid parallelism (:mod:`estimator.parallel.placement`, used when defined):
+``group_cost(collective, nbytes, size, stride, algorithm) -> CollectiveCost`` prices one parallel
+group of ``size`` endpoints ``stride`` apart where it sits, ``group_p2p_time(nbytes, stride)`` a
+pipeline send; a fabric whose groups get their own circuits adds ``circuit_ports()``,
+``group_ports(size, shape)`` and ``reconfiguration_s(current, target)``
+(:mod:`estimator.parallel.circuits`).
+
 Costs are in seconds; sizes in bytes. A collective's ``nbytes`` is the per-participant buffer
 size as NCCL counts it (e.g. the all-reduce input size on every rank).
 """

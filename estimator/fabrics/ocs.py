@@ -26,6 +26,19 @@ Reconfiguration: changing the topology costs ``reconfig_s`` (MEMS switching, 25 
 datasheet). ``topology=auto`` prices a collective on every OCS-wired shape (ring, torus2d, btree) and keeps the fastest
 (no reconfiguration charged: that is a job-level decision, see :mod:`.optical.ocs_job`, which
 counts one reconfiguration at job start).
+
+Circuits per parallel group (hybrid parallelism, :mod:`estimator.parallel`): the MEMS switch
+connects any port to any port, so each group (a TP, EP, DP group, or two adjacent pipeline stages)
+gets its own circuits among its own servers, wherever they are: :meth:`OcsFabric.group_cost`
+prices a group of ``size`` on an OCS of ``size`` servers wired as ``topology`` (its own ring /
+torus / tree; ``auto``: the fastest wired shape per collective), :meth:`OcsFabric.group_p2p_time`
+a pipeline send on one direct circuit. Sibling groups use disjoint servers and ports, so they do
+not share. A group's circuits take :meth:`OcsFabric.group_ports` of each server's ``ports`` (the
+distinct neighbours its shape gives a server; ``auto``: the most any wired shape needs); the
+parallel layer (:mod:`estimator.parallel.circuits`) keeps as many groups' circuits wired as the
+ports hold and pays ``reconfig_s`` (:meth:`reconfiguration_s`) each time a step has to rewire.
+The electrical references (``one_switch``, ``fattree``) have no circuits: a group is priced as
+``size`` consecutive servers there.
 """
 
 from __future__ import annotations
@@ -290,3 +303,50 @@ class OcsFabric(SharedCompiled, LibraryFabric):
         if self.cfg.topology == "auto":
             return self.with_topology("torus2d").topology(algorithm)
         return super().topology(algorithm)
+
+    # ---- circuits per parallel group (module docstring) ------------------------------------------
+    def circuit_ports(self) -> int:
+        """Optical ports per server: what all wired groups' circuits share."""
+        return self.cfg.ports
+
+    def _group_ocs(self, size: int) -> OcsFabric:
+        if size == self.cfg.nodes:
+            return self
+        hit = self._variants.get(f"group{size}")
+        if hit is None:
+            hit = self._variants[f"group{size}"] = OcsFabric(OcsConfig(**{**self.cfg.to_dict(), "nodes": size}))
+        return hit
+
+    def group_cost(self, collective: str, nbytes: float, size: int, stride: int, algorithm: str = "default") -> CollectiveCost:
+        """A group of ``size`` servers on its own circuits (any ``stride``: circuits join any ports)."""
+        if self.cfg.topology not in (*WIRED, "auto"):
+            return self.collective_cost(collective, nbytes, algorithm, group_size=size)
+        return self._group_ocs(size).collective_cost(collective, nbytes, algorithm)
+
+    def group_p2p_time(self, nbytes: float, stride: int) -> float:
+        """A pipeline send between adjacent stages on its own direct circuit."""
+        if self.cfg.topology not in (*WIRED, "auto"):
+            return self.p2p_time(0, min(stride, self.nodes - 1), nbytes)
+        c = self.cfg
+        return c.inner_node_delay_s + c.link_delay_s + nbytes / (c.port_bps / 8)
+
+    def group_ports(self, size: int, shape: str | None = None) -> int:
+        """Ports per server the circuits of a group of ``size`` take (0 on the electrical references;
+        ``shape="chain"``: a pipeline's stage-to-stage circuits, one to each neighbouring stage)."""
+        shape = shape or self.cfg.topology
+        if size <= 1 or shape in ("one_switch", "fattree"):
+            return 0
+        if shape == "chain":
+            return min(2, size - 1)
+        if shape == "auto":
+            return max(self.group_ports(size, t) for t in WIRED)
+        if shape == "ring":
+            return min(2, size - 1)
+        if shape == "torus2d":
+            return sum(min(2, k - 1) for k in torus_dims(size, AlgoParams()))
+        parents = inorder_parents(size)
+        degree = [int(p >= 0) for p in parents]
+        for p in parents:
+            if p >= 0:
+                degree[p] += 1
+        return max(degree)

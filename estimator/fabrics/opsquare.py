@@ -14,6 +14,13 @@ into the N x N switch that joins the m-th nodes of all pods; each transceiver ca
 * a phase in which a node sends to several peers spreads them over its transceivers, and a
   transceiver serialises what it sends;
 * a group of G nodes occupies whole pods (G = multiple of M) or lies inside one pod (G <= M).
+  A parallel group of ranks ``stride`` apart (:meth:`OpsquareFabric.group_cost`, called by
+  :mod:`estimator.parallel.placement`) is priced where it sits: ``r`` members in each of ``p``
+  pods at the same positions (``r = min(G, M / stride)``), so its intra-pod phases run among ``r``
+  pod-mates (each transceiver serialises the members of its F-node group) and its inter-pod phases
+  among ``p`` same-position nodes on the inter-pod switch: a group inside one pod (``p = 1``) uses
+  the intra-pod path only, a group with one rank per pod (``stride`` a multiple of M) the inter-pod
+  path only. Concurrent groups use disjoint transceivers (each node's own), so they do not share.
 
 Algorithms (all_reduce; reduce_scatter / all_gather are its halves):
 
@@ -33,7 +40,7 @@ from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.params import AlgoParams
 from estimator.collectives.pricing import PricingParams, compile_schedule
 from estimator.errors import EstimatorError
-from estimator.fabrics.base import FabricConfig
+from estimator.fabrics.base import CollectiveCost, FabricConfig
 from estimator.fabrics.optical.base import ZERO, Affine, OpticalFabric
 from estimator.topology.graph import Topology
 
@@ -75,6 +82,10 @@ class OpsquareFabric(OpticalFabric):
     Config = OpsquareConfig
     COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
 
+    def __init__(self, config: OpsquareConfig):
+        super().__init__(config)
+        self._shaped: dict[tuple, Affine] = {}
+
     @property
     def cfg(self) -> OpsquareConfig:
         return self.config  # type: ignore[return-value]
@@ -108,13 +119,14 @@ class OpsquareFabric(OpticalFabric):
         m = self.cfg.pod_nodes
         return (1, n) if n <= m else (n // m, m)
 
-    def _intra_direct(self, members: int, frac: float) -> Affine:
+    def _intra_direct(self, members: int, frac: float, per_tx: int | None = None) -> Affine:
         """One round: each node sends ``frac``/members of the buffer to each pod-mate, spread over
-        the P transceivers (transceiver g serves group g: at most F peers)."""
+        the P transceivers (transceiver g serves group g: at most F peers; ``per_tx`` = peers
+        behind the busiest transceiver, default that of ``members`` consecutive nodes)."""
         if members <= 1:
             return ZERO
-        f = self.cfg.pod_nodes // self.cfg.groups
-        per_tx = min(f, members - 1)  # peers behind the busiest transceiver
+        if per_tx is None:
+            per_tx = min(self.cfg.pod_nodes // self.cfg.groups, members - 1)
         return self._round(1, per_tx * frac / members * 8 / self.cfg.transceiver_bps)
 
     def _inter_direct(self, pods: int, frac: float) -> Affine:
@@ -131,16 +143,22 @@ class OpsquareFabric(OpticalFabric):
 
     def model(self, collective: str, algorithm: str, n: int) -> Affine:
         pods, per_pod = self._shape(n)
+        return self.shaped_model(collective, algorithm, pods, per_pod, min(self.cfg.pod_nodes // self.cfg.groups, per_pod - 1))
+
+    def shaped_model(self, collective: str, algorithm: str, pods: int, per_pod: int, per_tx: int) -> Affine:
+        """A group of ``per_pod`` members in each of ``pods`` pods (same positions), ``per_tx`` of
+        a member's pod-mates behind its busiest intra-pod transceiver."""
+        n = pods * per_pod
         if collective == "all_to_all":
             c = self.cfg
             inter = (pods - 1) / pods * 8 / c.transceiver_bps if pods > 1 else 0.0
-            f = c.pod_nodes // c.groups
             # a node's intra transceivers carry its own pod traffic plus what it relays for the
             # other pods: per_pod - 1 destinations x pods sources, spread over the P transceivers
-            intra = min(f, per_pod - 1) * pods / n * 8 / c.transceiver_bps
-            return Affine(c.host_overhead_s + (2 if pods > 1 else 1) * self.hop_s, max(inter, intra), 1)
+            intra = per_tx * pods / n * 8 / c.transceiver_bps
+            hops = 2 if pods > 1 and per_pod > 1 else 1  # one rank per pod: the inter-pod switch only
+            return Affine(c.host_overhead_s + hops * self.hop_s, max(inter, intra), 1)
         ring = algorithm == "hierarchical_ring"
-        intra = self._ring(per_pod, 1.0) if ring else self._intra_direct(per_pod, 1.0)
+        intra = self._ring(per_pod, 1.0) if ring else self._intra_direct(per_pod, 1.0, per_tx)
         inter = self._ring(pods, 1.0 / per_pod) if ring else self._inter_direct(pods, 1.0 / per_pod)
         # intra-pod reduce-scatter, inter-pod reduce-scatter + all-gather of the shard, intra all-gather
         if collective == "reduce_scatter":
@@ -148,6 +166,46 @@ class OpsquareFabric(OpticalFabric):
         if collective == "all_gather":
             return inter + intra
         return intra + inter + inter + intra
+
+    def group_shape(self, size: int, stride: int) -> tuple[int, int, int] | None:
+        """(pods, members per pod, busiest transceiver's peers) of a group of ``size`` ranks
+        ``stride`` apart (rank ``i`` = node ``i``), or None when the group does not sit the same way
+        in every pod it touches (then it is priced as ``size`` consecutive nodes)."""
+        m, f = self.cfg.pod_nodes, self.cfg.pod_nodes // self.cfg.groups
+        if stride >= m:
+            return (size, 1, 0) if stride % m == 0 else None
+        if m % stride:
+            return None
+        per_pod = min(size, m // stride)
+        if size % per_pod:
+            return None
+        positions = [j * stride for j in range(per_pod)]  # the members of one pod (offsets cancel: stride | M)
+        tx = [sum(1 for q in positions if q // f == g) for g in range(self.cfg.groups)]
+        own = positions[0] // f
+        per_tx = max(c - (g == own) for g, c in enumerate(tx))  # peers behind the busiest transceiver of member 0
+        return size // per_pod, per_pod, per_tx
+
+    def group_cost(self, collective: str, nbytes: float, size: int, stride: int, algorithm: str = "default") -> CollectiveCost:
+        """One parallel group priced where it sits (module docstring); called by
+        :func:`estimator.parallel.placement.group_cost`."""
+        shape = self.group_shape(size, stride)
+        if shape is None or collective not in self.COLLECTIVES or size > self.nodes:
+            return self.collective_cost(collective, nbytes, algorithm, group_size=size)
+        options = self.valid_algorithms(collective, size)
+        if algorithm in ("default", "auto"):
+            algorithm = options[0] if algorithm == "default" else min(
+                options, key=lambda a: (self._shaped_cached(collective, a, shape).time(nbytes), a))
+        elif algorithm not in options:
+            return self.collective_cost(collective, nbytes, algorithm, group_size=size)  # its one-line error
+        m = self._shaped_cached(collective, algorithm, shape)
+        return CollectiveCost(collective, algorithm, size, float(nbytes), m.time(nbytes), m.steps, m.reconfig_s)
+
+    def _shaped_cached(self, collective: str, algorithm: str, shape: tuple[int, int, int]) -> Affine:
+        key = (collective, algorithm, *shape)
+        hit = self._shaped.get(key)
+        if hit is None:
+            hit = self._shaped[key] = self.shaped_model(collective, algorithm, *shape)
+        return hit
 
     def p2p_time(self, src: int, dst: int, nbytes: float) -> float:
         self.check_endpoints(src, dst)

@@ -37,6 +37,23 @@ Collectives are the shared library's schedules priced on this topology (see
   offered too and ``auto`` takes the fastest.
 * ``hybrid`` (:meth:`SipacFabric.hybrid_cost`): an all-reduce followed by an all-to-all (seed 003
   Fig. 4b's hybrid-parallel traffic).
+
+A parallel group (:meth:`SipacFabric.group_cost`, called by :mod:`estimator.parallel.placement`;
+ranks ``stride`` apart, rank ``i`` = CU ``i``) is priced where it sits: its members take ``f_j``
+digit values at level ``j`` (a group inside one level-0 WSS uses only that switch; a group of
+r^k CUs ``r^j`` apart is the sub-SiPAC of levels j..j+k-1). Only the channels of the levels it uses
+carry its traffic (the other levels' channels of its CUs belong to sibling groups, which
+communicate at the same time), and a CU talks to its ``f_j - 1`` peers at level ``j`` on their
+dedicated channels of b/(r-1) each (our reading: the WSS's wavelength plan is fixed, so a level
+with ``f_j < r`` members leaves the other channels idle). Dimension-wise reduce-scatter /
+all-gather / all-reduce: the buffer is cut into one part per used level, part ``p`` runs the
+levels in rotated order so every step keeps every used level busy; a step takes ``alpha_s`` + the
+slowest part's ``bytes x (r-1) / (f_j b)``. For the whole SiPAC (all ``f_j = r``) this is the
+closed form above, and for sub-SiPAC groups the price the topology layer gives all sibling groups'
+schedules routed together (:mod:`estimator.parallel.concurrent`; both tested equal). All-to-all ``direct``: alpha + (levels used - 1) relays + the
+busiest level's ``M (r-1) / (f_j b)``. Sibling groups use disjoint channels: no sharing. A group
+that is not such a grid, other collectives and other algorithms are priced as ``size``
+consecutive CUs (:meth:`collective_cost`).
 """
 
 from __future__ import annotations
@@ -47,7 +64,7 @@ from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.params import AlgoParams, is_power, log_k
 from estimator.collectives.pricing import PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
-from estimator.fabrics.base import FabricConfig
+from estimator.fabrics.base import CollectiveCost, FabricConfig
 from estimator.fabrics.library import LibraryFabric
 from estimator.fabrics.optical.compile_cache import SharedCompiled
 from estimator.topology.graph import Topology
@@ -185,3 +202,44 @@ class SipacFabric(SharedCompiled, LibraryFabric):
         """Seconds for an all-reduce then an all-to-all of ``nbytes`` (hybrid parallelism)."""
         return (self.collective_cost("all_reduce", nbytes, "dimwise", group_size).time_s
                 + self.collective_cost("all_to_all", nbytes, "direct", group_size).time_s)
+
+    # ---- one parallel group where it sits (module docstring) ------------------------------------
+    def group_levels(self, size: int, stride: int) -> tuple[int, ...] | None:
+        """Digit values ``f_j`` the group's members take at each level it spans, or None when the
+        members are not a grid of digit values (then the group is priced as consecutive CUs)."""
+        r, levels = self.cfg.r, self.cfg.levels
+        ranks = [j * stride for j in range(size)]
+        if ranks[-1] >= self.nodes:
+            return None
+        counts = tuple(len({(q // r**lvl) % r for q in ranks}) for lvl in range(levels))
+        used = tuple(f for f in counts if f > 1)
+        prod = 1
+        for f in used:
+            prod *= f
+        return used if prod == size else None
+
+    def group_cost(self, collective: str, nbytes: float, size: int, stride: int, algorithm: str = "default") -> CollectiveCost:
+        used = self.group_levels(size, stride)
+        dimwise = collective in ("all_reduce", "reduce_scatter", "all_gather") and algorithm in ("default", "auto", "dimwise")
+        direct = collective == "all_to_all" and algorithm in ("default", "auto", "direct")
+        if used is None or not used or not (dimwise or direct):
+            return self.collective_cost(collective, nbytes, algorithm, group_size=size)
+        c = self.cfg
+        b = c.port_Bps
+        if direct:
+            t = c.alpha_s + (len(used) - 1) * c.relay_latency_s + max(nbytes * (c.r - 1) / (f * b) for f in used)
+            return CollectiveCost(collective, "direct", size, float(nbytes), t, 1)
+        k, t = len(used), 0.0
+        for step in range(k):  # reduce-scatter; the all-gather mirrors it (same step times, reversed)
+            slowest = 0.0
+            for part in range(k):
+                done = 1
+                for i in range(step):
+                    done *= used[(part + i) % k]
+                f = used[(part + step) % k]
+                slowest = max(slowest, nbytes / k / done * (c.r - 1) / (f * b))
+            t += c.alpha_s + slowest
+        steps = k
+        if collective == "all_reduce":
+            t, steps = 2 * t, 2 * k
+        return CollectiveCost(collective, "dimwise", size, float(nbytes), t, steps)

@@ -21,10 +21,20 @@ Memory per GPU (bytes), the stage with the most:
   recompute drops the ``5as/h`` term; full recompute keeps only the layer input ``2sbh`` (/t with
   sequence parallelism). Under 1F1B the first stage holds ``min(pp, microbatches)`` microbatches
   of its ``layers / pp`` layers (Korthikanti et al. Sec. 4.2.3); the interleaved schedule with
-  ``v`` virtual stages holds ``1 + (pp - 1) / (pp v)`` times that (same section). MoE layers use
-  the same (dense) formula: the k-fold expert activations are not counted (a known underestimate
-  for MoE models). The embedding / output-layer activations and temporary buffers are not
-  counted (the paper's Eq. 5 shows they are small).
+  ``v`` virtual stages holds ``1 + (pp - 1) / (pp v)`` times that (same section). The embedding /
+  output-layer activations and temporary buffers are not counted (the paper's Eq. 5 shows they
+  are small).
+* MoE layers (:func:`moe_mlp_bytes`, derived from the layer's tensors the way Korthikanti et al.
+  Sec. 4.1 derive the dense ``19sbh``: 16-bit tensors saved for the backward, masks 1 byte): the
+  dense MLP's share of the formula (``3sbh + 16sbh/t``; ``19sbh/t`` with sequence parallelism)
+  is replaced by what the MoE MLP saves: the router's input ``2sbh`` and fp32 router
+  probabilities ``4sbE``, the dispatch buffer (every token copied to its k experts, ``2ksbh``),
+  the expert MLP's intermediates on those ``ks b`` tokens (GeLU: fc1 output + GeLU output
+  ``4ksbf``; SwiGLU: the 2f-wide fc1 output + the SwiGLU output ``6ksbf``), the experts' outputs
+  before the weighted combine ``2ksbh`` and the dropout mask ``sbh``. Token-width tensors are split
+  over the ``t`` tensor-parallel ranks (Megatron-core requires sequence parallelism for MoE with
+  t > 1), ``f``-wide ones too; balanced routing (each rank processes ``k`` x its tokens, whatever
+  ``ep``). Full recompute keeps only the layer input, as for dense layers.
 * Expert parallelism: a layer's experts are split over ``ep`` ranks of a data-parallel group, so
   expert parameters have ``dp / ep`` data-parallel copies (ZeRO shards them over those).
 """
@@ -170,6 +180,22 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout) -> float:
     return s * b * h * (10 + 24 / t + attn / t)
 
 
+def dense_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
+    """The MLP's share of Korthikanti et al.'s per-layer formula (Sec. 4.1: 19sbh with a 4h GeLU
+    MLP: input 2sbh, fc1 and GeLU outputs 16sbh, dropout mask sbh; t splits the 16sbh, or all of
+    it with sequence parallelism)."""
+    s, b, h, t = spec.seq_len, layout.micro_batch_size, spec.hidden, layout.tp
+    return s * b * h * 19 / t if layout.sequence_parallel else s * b * h * (3 + 16 / t)
+
+
+def moe_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
+    """Bytes one GPU saves for the backward of one MoE MLP per microbatch (the module docstring)."""
+    s, b, h, t, k = spec.seq_len, layout.micro_batch_size, spec.hidden, layout.tp, spec.top_k
+    inner = 6 if spec.family == "llama" else 4  # SwiGLU: 2f-wide fc1 output + its output; GeLU: fc1 + GeLU outputs
+    tokens = s * b / t
+    return tokens * (3 * h + 4 * spec.experts) + k * tokens * (4 * h + inner * spec.ffn)
+
+
 def memory(spec: TransformerSpec, layout: Layout) -> dict[str, float]:
     """Bytes per GPU: weights, gradients, optimizer state, activations, total."""
     dense, expert = stage_param_split(spec, layout)
@@ -183,7 +209,10 @@ def memory(spec: TransformerSpec, layout: Layout) -> dict[str, float]:
     in_flight = min(layout.pp, layout.microbatches)
     if layout.virtual_stages > 1:
         in_flight *= 1 + (layout.pp - 1) / (layout.pp * layout.virtual_stages)
-    acts = spec.layers // layout.pp * in_flight * activation_bytes_per_layer(spec, layout)
+    per_layer = activation_bytes_per_layer(spec, layout)
+    if spec.experts and layout.recompute != "full":
+        per_layer += moe_mlp_bytes(spec, layout) - dense_mlp_bytes(spec, layout)
+    acts = spec.layers // layout.pp * in_flight * per_layer
     return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": acts,
             "total": weights + grads + optim + acts}
 

@@ -7,7 +7,12 @@ Megatron-LM: a TP group is ``tp`` consecutive ranks, a DP group strides by ``tp`
 Pricing a group of ``size`` ranks with ``stride`` between neighbours (:func:`group_cost`):
 
 * A fabric may define ``group_cost(collective, nbytes, size, stride, algorithm)`` itself (a
-  plugin hook); it is used when present.
+  plugin hook, returning a :class:`~estimator.fabrics.base.CollectiveCost`; pricing ``hook``) and
+  ``group_p2p_time(nbytes, stride)`` for a pipeline send; they are used when present. ``ocs``
+  (each group on its own circuits), ``sipac`` (the WSS levels the group spans) and ``opsquare``
+  (the group's pods and members per pod: intra-pod path, inter-pod path or both) define them;
+  a fabric with circuits (``group_ports``) also has its circuit plan priced per step
+  (:mod:`~estimator.parallel.circuits`).
 * Node-aware fabrics (a config with ``gpus_per_node``, ``uplinks`` and ``uplink_bandwidth_Bps``:
   ``nvlink_leafspine`` and the DGX ``system`` presets): a group that fits in one node is priced
   on that node alone (NVLink only). A group spanning nodes has ``r = max(1, gpus_per_node //
@@ -24,11 +29,10 @@ Pricing a group of ``size`` ranks with ``stride`` between neighbours (:func:`gro
   the same ring segments at once; each is priced on the ring with ``wavelengths // stride`` of
   its wavelengths (at least 1). Contiguous groups (stride 1) use disjoint segments and keep all
   wavelengths. (Our model: the paper prices one collective on the whole ring.)
-* Any other fabric (``lumorph``, ``opsquare``, ``ocs``, ``sipac``): the fabric's price of a
-  contiguous group of ``size`` endpoints (``collective_cost(..., group_size=size)``). Lumorph
-  builds circuits per group (and its price includes the reconfigurations of each round), so
-  groups in disjoint tiles do not share; on OPSquare this ignores that concurrent groups may
-  share switch ports, on OCS / SiPAC that the job's circuits are shared (known gaps, README).
+* Any other fabric (``lumorph``): the fabric's price of a contiguous group of ``size`` endpoints
+  (``collective_cost(..., group_size=size)``). Lumorph builds circuits per group in every round
+  (its price includes the 3.7 us reconfiguration of each round that changes circuits), so groups
+  in disjoint tiles do not share.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import dataclasses
 from functools import lru_cache
 
 from estimator.fabrics.base import Fabric
-from estimator.parallel.concurrent import concurrent_cost, concurrent_p2p
+from estimator.parallel.concurrent import concurrent_cost, concurrent_p2p, handles
 
 NODE_AWARE_FIELDS = ("gpus_per_node", "uplinks", "uplink_bandwidth_Bps")
 # WDM rings whose wavelengths all groups on the same ring segments share (see the module doc).
@@ -121,6 +125,9 @@ def p2p_cost(fabric: Fabric, nbytes: float, stride: int, stages: int = 2) -> flo
     uplinks like a strided group; library fabrics: all sends merged on the topology)."""
     if nbytes <= 0:
         return 0.0
+    hook = getattr(fabric, "group_p2p_time", None)
+    if callable(hook):
+        return hook(nbytes, stride)
     if node_aware(fabric):
         sub, _ = group_fabric(fabric, 2, stride)
         return sub.p2p_time(0, 1, nbytes)
@@ -128,3 +135,10 @@ def p2p_cost(fabric: Fabric, nbytes: float, stride: int, stages: int = 2) -> flo
     if shared is not None:
         return shared
     return fabric.p2p_time(0, min(stride, fabric.nodes - 1), nbytes)
+
+
+def p2p_pricing(fabric: Fabric) -> str:
+    """How :func:`p2p_cost` prices a pipeline send on ``fabric`` (the ``pricing`` column)."""
+    if callable(getattr(fabric, "group_p2p_time", None)):
+        return "hook"
+    return "node" if node_aware(fabric) else ("concurrent" if handles(fabric) else "alone")

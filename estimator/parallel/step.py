@@ -33,6 +33,8 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   ``--overlap-grad-reduce``); without it (Megatron-LM 2021) it follows the pipeline flush.
 * Optimizer: fused Adam streams 32 bytes per (unsharded) parameter through HBM (fp32 master,
   momentum and variance read and written, fp16 gradient read, fp16 weight written).
+* Circuits (fabrics whose groups get their own circuits, the OCS): the step pays the
+  reconfigurations of its circuit plan (:mod:`~estimator.parallel.circuits`), exposed.
 """
 
 from __future__ import annotations
@@ -45,10 +47,10 @@ import numpy as np
 
 from estimator.compute.device import DeviceProfile, node_times
 from estimator.fabrics.base import Fabric
-from estimator.parallel.concurrent import handles
+from estimator.parallel.circuits import plan
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout, memory, stage_param_split
-from estimator.parallel.placement import group_cost, node_aware, p2p_cost, strides
+from estimator.parallel.placement import group_cost, p2p_cost, p2p_pricing, strides
 from estimator.parallel.spec import TransformerSpec
 
 ACT_BYTES = 2  # 16-bit activations on the wire
@@ -129,8 +131,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         t_p2p = p2p_cost(fabric, act / L.tp, stride["pp"], L.pp)
         colls.append({"idx": len(colls), "group": "pp", "collective": "p2p", "algorithm": "direct", "bytes": act / L.tp,
                       "group_size": 2, "stride": stride["pp"], "count_per_step": 2 * m * L.virtual_stages, "time_s": t_p2p,
-                      "pricing": "node" if node_aware(fabric) else ("concurrent" if handles(fabric) else "alone"),
-                      "ready_s": 0.0, "start_s": 0.0})
+                      "pricing": p2p_pricing(fabric), "ready_s": 0.0, "start_s": 0.0})
     v = L.virtual_stages
     slot = t_f + t_b + 2 * v * t_p2p
     slots = m + (L.pp - 1) / v
@@ -157,13 +158,18 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     dp_exposed = max(0.0, t_grad - window) + t_after
     opt_params = dense / L.dp + expert / edp if L.zero >= 1 else n_local
     optimizer = opt_params * ADAM_STEP_BYTES / (device.mem_bw_Bps * device.efficiency("memory_efficiency", "optimizer", precision))
-    total = pipeline + dp_exposed + zero3 + optimizer
+    # ---- circuits: dimension -> (group size, phases per step), see estimator/parallel/circuits.py
+    counts = {g: sum(c["count_per_step"] for c in colls if c["group"] == g) for g in ("tp", "ep")}
+    z3_gathers = m * lps * (2 + (1 if L.recompute == "full" else 0)) if L.zero == 3 else 0
+    circuits = plan(fabric, {"tp": (L.tp, counts["tp"]), "ep": (L.ep, counts["ep"] / 2),
+                             "pp": (L.pp, 2 * m * L.virtual_stages), "dp": (L.dp, 1 + z3_gathers), "edp": (edp, 1 if L.ep > 1 else 0)})
+    total = pipeline + dp_exposed + zero3 + optimizer + circuits.reconfig_s
     # ---- accounting
     compute = m * (comp_f + comp_b) + optimizer
     ep_comm = m * lps * (4 + n_rc) * ep_one
     tp_comm = m * (lps * (tp_f + tp_b) + tp_emb) - ep_comm
     p2p = slots * 2 * v * t_p2p
-    exposed = tp_comm + ep_comm + p2p + dp_exposed + zero3
+    exposed = tp_comm + ep_comm + p2p + dp_exposed + zero3 + circuits.reconfig_s
     gb = L.global_batch
     model_flops = gb * L.tp * (spec.layers * (layer.fwd_flops + layer.bwd_flops) + emb.fwd_flops + emb.bwd_flops
                                + head.fwd_flops + head.bwd_flops) / L.micro_batch_size
@@ -180,7 +186,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "pp_p2p_time_s": p2p, "dp_comm_time_s": t_grad + t_after, "dp_exposed_time_s": dp_exposed,
         "zero3_exposed_time_s": zero3, "optimizer_s": optimizer,
         "forward_s": m * comp_f, "backward_s": m * comp_b, "comm_time_s": tp_comm + ep_comm + p2p + t_grad + t_after + zero3,
-        "ep_comm_time_s": ep_comm,
+        "ep_comm_time_s": ep_comm, "reconfig_time_s": circuits.reconfig_s,
+        "circuit_reconfigs_per_step": circuits.reconfigs_per_step, "circuit_plan": circuits.label(),
         "tokens_per_s": gb * spec.seq_len / total, "samples_per_s": gb / total,
         "model_flops_per_step": model_flops, "mfu": model_flops / (total * L.gpus * peak),
         "tflops_per_gpu": hw_flops / total / L.gpus / 1e12,
