@@ -29,6 +29,7 @@ def test_weight_bytes_are_the_parameters_read_once(fused):
     s = spec(fused)
     layer = capture_parts(s, 1, False)["layer"]
     assert layer.params == s.layer_params()
+    assert layer.meta["weight_bytes_unpaired_ops"] == 0 and layer.meta["fused_kernels"] == fused
     h, f = s.hidden, s.ffn
     gemms = [n for n in forward_nodes(layer) if n.op == "aten::linear"]
     eager = fused == "none"  # Megatron adds the proj/fc1/fc2 biases inside its fused kernels (skip_bias_add)

@@ -230,6 +230,7 @@ def _priced(module, inputs: tuple, grad_output: bool) -> list:
 
     from estimator.workloads.capture import _PHASE_MARK, _cost_mode, _priced_ops, _profiled
 
+    module.zero_grad(set_to_none=True)  # every pass starts without gradients (no accumulation ops)
     out = module(*inputs)
     grad = out.new_empty(out.shape) if grad_output else None
 
