@@ -37,40 +37,41 @@ SYSTEMS = {
     "dgx_h100": ["system=dgx_h100"],  # added after the presets existed (conf/system/dgx_h100.yaml)
 }  # fmt: skip
 PIN_MARGIN = 1.0  # percentage points
-# predicted / measured - 1, in percent, as measured on branch `compute`
+# predicted / measured - 1, in percent, as measured on branch `compute`; re-measured on branch `kernels` after
+# the capture priced GPU kernel bytes (dropout fused, views free) and the BERT GEMM efficiencies were re-fitted
 PINNED_ERROR_PCT = {
     "rn50-dgxa100-tf32-1gpu": +0.1,
     "rn50-dgxa100-amp-1gpu": -0.1,
-    "rn50-dgxa100-tf32-8gpu": -0.0,
+    "rn50-dgxa100-tf32-8gpu": -0.1,
     "rn50-dgxa100-amp-8gpu": +0.0,
     "rn50-dgx1v16-fp32-1gpu": +0.0,
     "rn50-dgx1v16-amp-1gpu": +0.0,  # calibration since V100 fp16 conv is its own (was -12.7 with A100's)
     "rn50-dgx1v16-fp32-8gpu": -0.8,
     "rn50-dgx1v16-amp-8gpu": +0.0,
     "rn50-dgx1v32-fp32-1gpu": +3.1,
-    "rn50-dgx1v32-amp-1gpu": +3.9,
+    "rn50-dgx1v32-amp-1gpu": +3.8,
     "rn50-dgx1v32-fp32-8gpu": +2.4,
     "rn50-dgx1v32-amp-8gpu": +3.3,  # input bound at the 16GB box's 8322 img/s (was +0.3 by luck)
     "bertl-dgxa100-tf32-1gpu": -0.0,
     "bertl-dgxa100-amp-1gpu": +0.0,
     "bertl-dgxa100-tf32-8gpu": +0.7,
     "bertl-dgxa100-amp-8gpu": +0.4,
-    "bertl-dgxa100-amp-1node": +1.3,
+    "bertl-dgxa100-amp-1node": +1.2,
     "bertl-dgxa100-amp-2node": -0.3,
     "bertl-dgxa100-amp-4node": +0.1,
     "bertl-dgxa100-amp-8node": -0.3,
-    "bertl-dgxa100-amp-16node": -1.8,
-    "bertl-dgxa100-amp-32node": -5.0,
+    "bertl-dgxa100-amp-16node": -1.6,
+    "bertl-dgxa100-amp-32node": -4.2,
     "bertl-dgxa100-tf32-1node": +1.5,
     "bertl-dgxa100-tf32-2node": +0.9,
     "bertl-dgxa100-tf32-4node": +1.3,
     "bertl-dgxa100-tf32-8node": -0.3,
-    "bertl-dgxa100-tf32-16node": -0.3,
-    "bertl-dgxa100-tf32-32node": -1.0,
-    "bertl-dgx1v32-fp32-1gpu": -14.9,
-    "bertl-dgx1v32-amp-1gpu": +7.4,
-    "bertl-dgx1v32-fp32-8gpu": -12.3,
-    "bertl-dgx1v32-amp-8gpu": +9.7,
+    "bertl-dgxa100-tf32-16node": -0.2,
+    "bertl-dgxa100-tf32-32node": -0.5,
+    "bertl-dgx1v32-fp32-1gpu": -12.3,
+    "bertl-dgx1v32-amp-1gpu": +6.5,
+    "bertl-dgx1v32-fp32-8gpu": -9.7,
+    "bertl-dgx1v32-amp-8gpu": +8.7,
     # MLPerf v3.0 ResNet-50 on DGX H100 (MXNet + DALI + fused kernels; the model knows the PyTorch recipe)
     "rn50-mlperf-dgxh100-amp-1node": -26.2,
     "rn50-mlperf-dgxh100-amp-8node": -14.4,

@@ -16,7 +16,8 @@ What is captured and how:
 * The iteration is captured on PyTorch's **meta device**: every aten op is dispatched and
   recorded by ``torch.profiler`` with its shapes, and the capture's cost mode
   (``estimator.workloads.capture``) prices every kernel call (FLOPs from PyTorch's formulas,
-  bytes of distinct inputs + outputs), but no memory is allocated and nothing is computed — so a
+  the bytes its CUDA kernel moves: ``capture.kernel_bytes``; dropout dispatched as CUDA's fused
+  ``native_dropout``), but no memory is allocated and nothing is computed — so a
   GPT-3-175B layer (1.8 B parameters) is captured at its real hidden size and sequence length in
   seconds. Measured durations are meaningless on meta and are not kept; a GPU's time comes from
   the compute model (``estimator.compute.device.node_times``).
@@ -26,9 +27,25 @@ What is captured and how:
   computes ``k`` expert MLPs' worth of its tokens. The dispatch and combine all-to-alls are
   communication (priced in ``step``) and are allocations here; the combined output is weighted
   by the router probabilities (one elementwise op standing in for the weighted sum of k outputs).
+* Fused kernels (``model.fused_kernels``, ``spec.fused``): ``none`` captures the eager PyTorch
+  layer above; ``megatron`` captures what Megatron-LM runs by default (its fusions are on unless
+  disabled, megatron/arguments.py @6985e58938d40ad91ac07b0fddcfad8132e1447e) with its fused CUDA
+  kernels as single ops (``estimator.compute.megatron_kernels``, which cites each): QK^T as one
+  batched GEMM on the [b*heads, s, d] views with the 1/sqrt(d) scale as its alpha (no copy of q
+  and k, no scaling pass), ``scaled_upper_triang_masked_softmax`` in place of scale + mask +
+  softmax (no mask tensor; used when 16 < seq <= 2048 and seq % 4 == 0, else the eager ops),
+  attention dropout as ``nn.Dropout``, the QKV split on the last dimension of the
+  [s, b, heads, 3d] projection (its gradient needs no permute copy), the output and second MLP
+  GEMMs without bias followed by ``bias_dropout_add``, the first MLP GEMM without bias followed by
+  ``bias_gelu``. Only the GPT family: Megatron-LM's Llama recipes fuse other kernels (SwiGLU,
+  RoPE, flash attention) that this capture does not model, so Llama configs use ``none``.
+  Parameters are the same either way (the biases stay, they are added inside the fused kernels).
 * Captured at one sequence per microbatch and scaled linearly to the microbatch size (every op
   of a layer is linear in the number of sequences at a fixed sequence length; the attention
-  score ops stay quadratic in the sequence length because the capture uses the real one).
+  score ops stay quadratic in the sequence length because the capture uses the real one). A
+  second cost capture at two sequences gives each op's ``weight_bytes`` as in
+  ``estimator.workloads.capture`` (``w = 2 bytes(1) - bytes(2)``, clipped to ``[0, bytes(1)]``):
+  the GEMMs read their weight once per microbatch, not once per sequence.
 * Backward is ``out.backward(grad)`` with a given output gradient, so no loss op is attributed to
   a layer; the LM head part includes the vocabulary-parallel cross-entropy (its three small
   all-reduces of per-token values are left out of the communication model).
@@ -50,6 +67,8 @@ def _modules():
     import torch
     from torch import nn
     from torch.nn import functional as F
+
+    import estimator.compute.megatron_kernels  # noqa: F401  (registers torch.ops.megatron.*)
 
     class _Resize(torch.autograd.Function):
         """Stand-in for a sequence-parallel all-gather / reduce-scatter: a fresh tensor of the
@@ -73,8 +92,13 @@ def _modules():
         def __init__(self, spec: TransformerSpec):
             super().__init__()
             self.gpt = spec.family == "gpt"
+            s = spec.seq_len
+            self.fused = spec.fused == "megatron"
+            self.fused_softmax = self.fused and 16 < s <= 2048 and s % 4 == 0  # fused_softmax.py constraint
 
         def forward(self, q, k, v):
+            if self.fused:
+                return self._megatron(q, k, v)
             s = q.shape[-2]
             scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
             mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
@@ -82,6 +106,18 @@ def _modules():
             if self.gpt:
                 probs = F.dropout(probs, DROPOUT, True)
             return torch.matmul(probs, v)
+
+        def _megatron(self, q, k, v):  # megatron/model/transformer.py ParallelAttention.forward
+            b, nh, s, d = q.shape
+            q3, k3, v3 = q.reshape(b * nh, s, d), k.reshape(b * nh, s, d), v.reshape(b * nh, s, d)  # views
+            scores = torch.bmm(q3, k3.transpose(1, 2))  # baddbmm(beta=0, alpha=1/sqrt(d)): scale in the GEMM
+            if self.fused_softmax:
+                probs = torch.ops.megatron.scaled_upper_triang_masked_softmax(scores, 1.0)
+            else:
+                mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+                probs = scores.masked_fill(mask, float("-inf")).softmax(-1)
+            probs = F.dropout(probs, DROPOUT, True)
+            return torch.bmm(probs, v3).view(b, nh, s, d)
 
     class LayerShard(nn.Module):
         def __init__(self, spec: TransformerSpec, tp: int, sp: bool):
@@ -114,6 +150,8 @@ def _modules():
             return x * cos + half * sin
 
         def forward(self, x):  # x: [s (or s/tp with SP), b, h]
+            if self.spec.fused == "megatron":
+                return self._megatron(x)
             y = self._gather(self.norm1(x))
             s, b, _ = y.shape
             q, k, v = self.qkv(y).view(s, b, -1, self.d).permute(1, 2, 0, 3).split((self.nh, self.nkv, self.nkv), 1)
@@ -136,6 +174,25 @@ def _modules():
                 m = _Resize.apply(m, m.shape[0] // self.spec.top_k) * weight
             m = self._scatter(m)
             return x + (F.dropout(m, DROPOUT, True) if self.spec.family == "gpt" else m)
+
+        def _megatron(self, x):  # GPT layer with Megatron-LM's default fused kernels (module docstring)
+            bda = torch.ops.megatron.bias_dropout_add
+            y = self._gather(self.norm1(x))
+            s, b, _ = y.shape
+            # [s, b, heads, 3d] split on the last dimension (megatron/model/transformer.py), q/k/v: [b, heads, s, d] views
+            q, k, v = (t.permute(1, 2, 0, 3) for t in self.qkv(y).view(s, b, self.nh, 3 * self.d).split(self.d, -1))
+            ctx = self.core(q, k, v).permute(2, 0, 1, 3).reshape(s, b, self.nh * self.d)
+            a = self._scatter(F.linear(ctx, self.proj.weight))  # skip_bias_add=True
+            x = bda(a, self.proj.bias, x, DROPOUT)[0]
+            y = self._gather(self.norm2(x))
+            if self.router is not None:
+                weight = self.router(y).softmax(-1).topk(self.spec.top_k, -1).values.sum(-1, keepdim=True)
+                y = _Resize.apply(y, y.shape[0] * self.spec.top_k)
+            m = F.linear(torch.ops.megatron.bias_gelu(F.linear(y, self.fc1.weight), self.fc1.bias), self.fc2.weight)
+            if self.router is not None:
+                m = _Resize.apply(m, m.shape[0] // self.spec.top_k) * weight
+            m = self._scatter(m)
+            return bda(m, self.fc2.bias, x, DROPOUT)[0]
 
     class EmbeddingShard(nn.Module):
         """Vocabulary-parallel token embedding (+ learned positions and dropout for GPT)."""
@@ -167,13 +224,13 @@ def _modules():
     return torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard
 
 
-def _capture(name: str, module, inputs: tuple, grad_output: bool = True) -> Workload:
-    """Forward + backward of ``module(*inputs)`` on the meta device under the profiler."""
+def _priced(module, inputs: tuple, grad_output: bool) -> list:
+    """Top-level ops of forward + backward of ``module(*inputs)`` with their FLOPs and bytes."""
     from torch.profiler import record_function
 
     from estimator.workloads.capture import _PHASE_MARK, _cost_mode, _priced_ops, _profiled
-    from estimator.workloads.flops import op_class
 
+    module.zero_grad(set_to_none=True)  # every pass starts without gradients (no accumulation ops)
     out = module(*inputs)
     grad = out.new_empty(out.shape) if grad_output else None
 
@@ -186,18 +243,32 @@ def _capture(name: str, module, inputs: tuple, grad_output: bool = True) -> Work
             pass
 
     with _cost_mode():
-        ops = _priced_ops(_profiled(step))
+        return _priced_ops(_profiled(step))
+
+
+def _capture(name: str, module, make_inputs, fused: str, grad_output: bool = True) -> Workload:
+    """Forward + backward of ``module(*make_inputs(b))`` on the meta device under the profiler, at
+    one sequence (the workload) and at two (for ``weight_bytes``, see the module docstring)."""
+    from estimator.workloads.capture import _weight_bytes, cuda_dispatch
+    from estimator.workloads.flops import op_class
+
+    with cuda_dispatch():
+        ops = _priced(module, make_inputs(1), grad_output)
+        unpaired = _weight_bytes(ops, _priced(module, make_inputs(2), grad_output))
     kept = [o for o in ops if "empty" not in o.op and o.phase in ("forward", "backward")]
     nodes = tuple(
         Node(id=i, name=o.op, deps=(i - 1,) if i else (), op=o.op, op_class=op_class(o.op, o.phase), phase=o.phase,
-             flops=float(o.flops), mem_bytes=float(o.mem_bytes), input_shapes=o.input_shapes, scales_with_batch=True)
+             flops=float(o.flops), mem_bytes=float(o.mem_bytes), weight_bytes=float(o.weight_bytes),
+             input_shapes=o.input_shapes, scales_with_batch=True)
         for i, o in enumerate(kept)
     )
     params = sum(p.numel() for p in module.parameters())
     forward = sum(n.flops for n in nodes if n.phase == "forward")
     return Workload(name=name, nodes=nodes, source="capture:torch.profiler(meta)", devices=1, batch_size=1,
                     capture_device="meta", params=params, forward_flops=forward,
-                    meta={"capture": "meta device, one sequence per microbatch"}).validate()
+                    meta={"capture": "meta device, one sequence per microbatch", "fused_kernels": fused,
+                          "weight_bytes_estimate": "2*bytes(1 sequence) - bytes(2 sequences) per op",
+                          "weight_bytes_unpaired_ops": unpaired}).validate()
 
 
 @lru_cache(maxsize=64)
@@ -206,21 +277,19 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool) -> dict[str, Workloa
     ``embedding`` and ``head`` workloads of ``spec`` at tensor-parallel degree ``tp`` (one
     sequence; scale with ``Workload.scaled_to_batch``)."""
     torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard = _modules()
-    s, b = spec.seq_len, 1
+    s = spec.seq_len
+    nh, d = spec.heads // tp, spec.head_dim
     with torch.device("meta"):
-        layer = LayerShard(spec, tp, sp)
-        x = torch.empty(s // tp if sp and tp > 1 else s, b, spec.hidden, requires_grad=True)
-        nh, d = spec.heads // tp, spec.head_dim
-        q, k, v = (torch.empty(b, nh, s, d, requires_grad=True) for _ in range(3))
-        emb = EmbeddingShard(spec, tp)
-        ids = torch.zeros(s, b, dtype=torch.long)
-        head = HeadShard(spec, tp)
-        hx = torch.empty(s, b, spec.hidden, requires_grad=True)
-        labels = torch.zeros(s, b, dtype=torch.long)
-        tag = f"{spec.name}.tp{tp}{'.sp' if sp else ''}"
+        layer, emb, head = LayerShard(spec, tp, sp), EmbeddingShard(spec, tp), HeadShard(spec, tp)
+        core = CoreAttention(spec)
+        tag = f"{spec.name}.tp{tp}{'.sp' if sp else ''}{'.megatron' if spec.fused == 'megatron' else ''}"
         return {
-            "layer": _capture(f"{tag}.layer", layer, (x,)),
-            "attention": _capture(f"{tag}.attention", CoreAttention(spec), (q, k, v)),
-            "embedding": _capture(f"{tag}.embedding", emb, (ids,)),
-            "head": _capture(f"{tag}.head", head, (hx, labels), grad_output=False),
+            "layer": _capture(f"{tag}.layer", layer,
+                              lambda b: (torch.empty(s // tp if sp and tp > 1 else s, b, spec.hidden, requires_grad=True),), spec.fused),
+            "attention": _capture(f"{tag}.attention", core,
+                                  lambda b: tuple(torch.empty(b, nh, s, d, requires_grad=True) for _ in range(3)), spec.fused),
+            "embedding": _capture(f"{tag}.embedding", emb, lambda b: (torch.zeros(s, b, dtype=torch.long),), spec.fused),
+            "head": _capture(f"{tag}.head", head,
+                             lambda b: (torch.empty(s, b, spec.hidden, requires_grad=True), torch.zeros(s, b, dtype=torch.long)),
+                             spec.fused, grad_output=False),
         }

@@ -26,6 +26,7 @@ from typing import Any
 from estimator.errors import EstimatorError
 
 FAMILIES = ("gpt", "llama")
+FUSED_KERNELS = ("none", "megatron")  # model.fused_kernels (estimator/parallel/layer.py)
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class TransformerSpec:
     seq_len: int
     experts: int = 0  # 0 = dense; >0 = mixture-of-experts MLP in every layer
     top_k: int = 1
+    fused: str = "none"  # model.fused_kernels: none | megatron (estimator/parallel/layer.py)
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> TransformerSpec:
@@ -65,8 +67,14 @@ class TransformerSpec:
         top_k = int(cfg.get("experts_top_k") or 1)
         if experts and not 1 <= top_k <= experts:
             raise EstimatorError(f"model.experts_top_k must be between 1 and num_experts {experts}, got {top_k}")
+        fused = cfg.get("fused_kernels") or "none"
+        if fused not in FUSED_KERNELS:
+            raise EstimatorError(f"model.fused_kernels must be one of {', '.join(FUSED_KERNELS)}, got {fused!r}")
+        if fused == "megatron" and (family != "gpt" or kv != ints["num_heads"]):
+            raise EstimatorError(f"{where}: model.fused_kernels=megatron models Megatron-LM's GPT layer fusions only "
+                                 "(family_variant gpt, no grouped-query attention); use model.fused_kernels=none")
         return cls(str(cfg.get("name")), family, ints["hidden_size"], ints["num_layers"], ints["num_heads"], int(kv),
-                   ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k)
+                   ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k, fused)
 
     @property
     def head_dim(self) -> int:

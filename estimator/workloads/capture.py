@@ -13,10 +13,41 @@ What is measured and how (each choice is an assumption the estimates inherit):
   shapes. Under the profiler the per-op overhead is a few microseconds; it is part of the time.
 * The cost pass runs the same iteration under a ``TorchDispatchMode`` that prices every kernel
   call: FLOPs by PyTorch's own formulas (``torch.utils.flop_counter.flop_registry``; ops without
-  a formula count 0) and bytes moved = bytes of the distinct tensor arguments + bytes of the
-  outputs (views move nothing). Each price is tagged on the profiler timeline and summed into its
-  top-level op; the passes' op sequences are matched per phase by name (ops the matcher cannot pair
-  keep 0 FLOPs and an input-shape byte estimate, counted in ``meta.unmatched_ops``).
+  a formula count 0) and the bytes the *GPU* kernel of that call moves (:func:`kernel_bytes`).
+  Each price is tagged on the profiler timeline and summed into its top-level op; the passes' op
+  sequences are matched per phase by name (ops the matcher cannot pair keep 0 FLOPs and an
+  input-shape byte estimate, counted in ``meta.unmatched_ops``).
+* GPU bytes, not CPU bytes (the estimate is for a GPU; the capture runs on the CPU or the meta
+  device). The rule, per kernel call:
+
+  - views and aliases move nothing: every op whose schema is a view (``func.is_view``:
+    ``view``, ``t``, ``permute``, ``expand``, ``detach``...) and ``_unsafe_view`` (a view without
+    autograd view tracking, e.g. the last op of ``aten::matmul`` on 3-D/4-D tensors,
+    aten/src/ATen/native/LinearAlgebra.cpp ``_matmul_impl``), ``resize_``, ``set_``;
+  - allocations move nothing: ``empty``, ``empty_like``, ``new_empty``, ``empty_strided``...;
+  - fills and factories only write their output: ``ones``/``zeros``/``full`` and their
+    ``*_like``/``new_*`` forms, ``arange``, ``fill_``, ``zero_``, and the in-place random fills
+    ``bernoulli_``/``uniform_``/``normal_``/``random_`` (the tensor they fill is not read);
+  - ``copy_(dst, src)`` reads ``src`` and writes ``dst``;
+  - every other call: bytes of its distinct tensor arguments (read) + bytes of its outputs
+    (written), an in-place op's self counted once read and once written;
+  - ops registered in ``estimator.compute.megatron_kernels.BYTE_RULES`` (the fused CUDA kernels of
+    Megatron-LM, used by the decoder-layer capture) use the rule cited there.
+* Kernels that are one fused kernel on CUDA but decompose on the CPU are dispatched as on CUDA
+  (:func:`cuda_dispatch`, active in every pass). ``F.dropout`` / ``torch.dropout`` in training
+  with ``0 < p < 1`` runs ``aten::native_dropout``: ATen's ``dropout`` calls ``native_dropout``
+  when ``is_fused_kernel_acceptable`` (a CUDA tensor, 0 < p < 1, non-empty;
+  aten/src/ATen/native/Dropout.cpp), and the CUDA kernel (aten/src/ATen/native/cuda/Dropout.cu,
+  ``fused_dropout_kernel``) reads the input and writes the output and a 1-byte mask — 9 B per
+  fp32 element — where the CPU path (``empty_like``, ``bernoulli_``, ``div_``, ``mul``) moved
+  36; its backward ``native_dropout_backward`` reads the gradient and the mask and writes the
+  result (9 B, was a 12 B ``mul`` with a 4-byte noise tensor). The in-place ``dropout_`` takes
+  the decomposed path on CUDA too and is left alone. The other ops that dominate the
+  captured models (conv/linear/matmul and their backward, batch/layer norm and their backward,
+  softmax, log-softmax + nll-loss, GeLU, ReLU, max-pool with indices, embedding) are single
+  kernels on both back ends with the same operands (the CUDA layer-norm backward makes a second
+  pass over its inputs for the weight gradients; not modelled), so they keep the rule above.
+  FLOPs are unchanged by all of this.
 * Weight traffic: a second cost pass runs at twice the batch. Per op, bytes are affine in the
   batch, ``bytes(b) = w + a*b``, so ``w = 2*bytes(b) - bytes(2b)`` (clipped to ``[0, bytes(b)]``)
   is the traffic that does not grow with the batch — parameters, their gradients, optimizer
@@ -119,19 +150,58 @@ def _quiet_stderr():
         os.close(devnull)
 
 
+# aten ops (schema names) priced by the rules in the module docstring
+ALIAS_OPS = frozenset({"aten::_unsafe_view", "aten::resize_", "aten::set_"})
+ALLOCATION_OPS = frozenset({
+    "aten::empty", "aten::empty_like", "aten::new_empty", "aten::empty_strided",
+    "aten::new_empty_strided", "aten::empty_permuted",
+})  # fmt: skip
+WRITE_ONLY_OPS = frozenset({
+    "aten::ones", "aten::zeros", "aten::full", "aten::ones_like", "aten::zeros_like", "aten::full_like",
+    "aten::new_ones", "aten::new_zeros", "aten::new_full", "aten::scalar_tensor", "aten::arange",
+    "aten::linspace", "aten::eye", "aten::rand", "aten::randn", "aten::rand_like", "aten::randn_like",
+    "aten::randint", "aten::randint_like", "aten::fill_", "aten::zero_", "aten::bernoulli_",
+    "aten::uniform_", "aten::normal_", "aten::random_", "aten::exponential_",
+})  # fmt: skip
+KERNEL_NAMESPACES = ("aten::", "megatron::")  # top-level ops: aten and the fused Megatron kernels
+
+
+def tensor_bytes(tree) -> int:
+    """Bytes of the distinct tensors in a pytree (a tensor passed twice counts once)."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    seen: dict[int, int] = {}
+    for t in tree_flatten(tree)[0]:
+        if isinstance(t, torch.Tensor):
+            seen[id(t)] = t.numel() * t.element_size()
+    return sum(seen.values())
+
+
+def kernel_bytes(func, args: tuple, kwargs: dict, out) -> int:
+    """Bytes the GPU kernel of one dispatched call ``func(*args, **kwargs) -> out`` moves (rules:
+    module docstring)."""
+    from estimator.compute.megatron_kernels import BYTE_RULES
+
+    name = func._schema.name
+    if func.is_view or name in ALIAS_OPS or name in ALLOCATION_OPS:
+        return 0
+    if name in BYTE_RULES:
+        return BYTE_RULES[name](args, kwargs, out)
+    if name in WRITE_ONLY_OPS:
+        return tensor_bytes(out)
+    if name == "aten::copy_":
+        return tensor_bytes(args[1]) + tensor_bytes(out)
+    return tensor_bytes((args, kwargs)) + tensor_bytes(out)
+
+
 def _cost_mode():
-    """A dispatch mode that tags every kernel call with its FLOPs and bytes moved."""
+    """A dispatch mode that tags every kernel call with its FLOPs and GPU bytes moved."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
     from torch.utils.flop_counter import flop_registry
 
-    def tensor_bytes(tree) -> int:
-        seen: dict[int, int] = {}
-        for t in tree_flatten(tree)[0]:
-            if isinstance(t, torch.Tensor):
-                seen[id(t)] = t.numel() * t.element_size()
-        return sum(seen.values())
+    import estimator.compute.megatron_kernels  # noqa: F401  (registers the megatron:: ops)
 
     class CostMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -139,7 +209,7 @@ def _cost_mode():
             out = func(*args, **kwargs)
             formula = flop_registry.get(func._overloadpacket)
             flops = int(formula(*args, **kwargs, out_val=out)) if formula else 0
-            nbytes = 0 if func.is_view else tensor_bytes((args, kwargs)) + tensor_bytes(out)
+            nbytes = kernel_bytes(func, args, kwargs, out)
             with torch.profiler.record_function(f"{_COST_TAG}{flops}:{nbytes}"):
                 pass
             return out
@@ -147,9 +217,40 @@ def _cost_mode():
     return CostMode()
 
 
+def cuda_dispatch():
+    """A ``TorchFunctionMode`` that sends the calls ATen runs as one fused kernel on CUDA to that
+    kernel on any device: training-mode out-of-place dropout with ``0 < p < 1`` ->
+    ``torch.native_dropout`` (module docstring). Everything else runs unchanged."""
+    import torch
+    from torch.nn import functional as F
+    from torch.overrides import TorchFunctionMode
+
+    def dropout_args(func, args, kwargs):
+        if func is F.dropout:
+            names, defaults = ("input", "p", "training", "inplace"), (None, 0.5, True, False)
+        else:  # torch.dropout(input, p, train)
+            names, defaults = ("input", "p", "train"), (None, None, None)
+        bound = dict(zip(names, defaults, strict=True))
+        bound.update(zip(names, args, strict=False))
+        bound.update(kwargs)
+        train = bound.get("training", bound.get("train"))
+        return bound["input"], bound["p"], bool(train) and not bound.get("inplace", False)
+
+    class CudaDispatch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is F.dropout or func is torch.dropout:
+                x, p, fused = dropout_args(func, args, kwargs)
+                if fused and 0 < p < 1 and x.numel() > 0:
+                    return torch.native_dropout(x, p, True)[0]
+            return func(*args, **kwargs)
+
+    return CudaDispatch()
+
+
 # ---- reading the profiler timeline -----------------------------------------------------------------
 def _is_aten(ev) -> bool:
-    return ev.name.startswith("aten::")
+    return ev.name.startswith(KERNEL_NAMESPACES)
 
 
 def _top_aten_ancestor(ev):
@@ -336,24 +437,25 @@ def capture(
         _iteration(zoo_model, optimizer, args, target)
 
     t0 = time.perf_counter()
-    for _ in range(warmup_iters):
-        step()
-    with _cost_mode():
-        priced = _priced_ops(_profiled(step))
-    args2, target2 = zoo_model.make_inputs(2 * batch, "cpu")
-    with _cost_mode():
-        doubled = _priced_ops(_profiled(lambda: _iteration(zoo_model, optimizer, args2, target2)))
-    unpaired_weight_ops = _weight_bytes(priced, doubled)
+    with cuda_dispatch():  # every pass dispatches what CUDA would (module docstring)
+        for _ in range(warmup_iters):
+            step()
+        with _cost_mode():
+            priced = _priced_ops(_profiled(step))
+        args2, target2 = zoo_model.make_inputs(2 * batch, "cpu")
+        with _cost_mode():
+            doubled = _priced_ops(_profiled(lambda: _iteration(zoo_model, optimizer, args2, target2)))
+        unpaired_weight_ops = _weight_bytes(priced, doubled)
 
-    params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-    handles = [p.register_post_accumulate_grad_hook(_grad_marker(i)) for i, (_, p) in enumerate(params)]
-    try:
-        wall0 = time.perf_counter()
-        events = _profiled(step)
-        iteration_s = time.perf_counter() - wall0
-    finally:
-        for h in handles:
-            h.remove()
+        params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        handles = [p.register_post_accumulate_grad_hook(_grad_marker(i)) for i, (_, p) in enumerate(params)]
+        try:
+            wall0 = time.perf_counter()
+            events = _profiled(step)
+            iteration_s = time.perf_counter() - wall0
+        finally:
+            for h in handles:
+                h.remove()
     timed = _sorted(_top_ops(events))
     unmatched = _transfer_costs(timed, priced)
 
@@ -396,7 +498,8 @@ def capture(
         "weight_bytes_unpaired_ops": unpaired_weight_ops,
         "core_params": count_params(zoo_model.core),
         "flops_counter": "torch.utils.flop_counter.flop_registry",
-        "mem_bytes_estimate": "distinct tensor inputs + outputs per kernel call; views 0",
+        "mem_bytes_estimate": "GPU kernel bytes per call (capture.kernel_bytes): distinct tensor inputs + outputs; "
+        "views, aliases, allocations 0; fills write only; dropout as CUDA's fused native_dropout",
         "weight_bytes_estimate": "2*bytes(batch) - bytes(2*batch) per op (cost passes at batch and 2*batch)",
     }
     return Workload(

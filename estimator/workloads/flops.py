@@ -38,11 +38,12 @@ _ELEMENTWISE = {
     "masked_fill", "masked_fill_", "copy_", "clone", "fill_", "zero_", "zeros_like", "ones_like",
     "nll_loss", "nll_loss_forward", "nll_loss_backward", "cross_entropy_loss", "mean", "sum",
     "clamp", "clamp_", "maximum", "minimum", "abs", "sign", "_foreach_add_", "_foreach_mul_",
+    "bias_gelu", "bias_gelu_backward", "bias_dropout_add",  # megatron:: fused kernels
 }  # fmt: skip
 
 
 def op_class(op: str, phase: str = "") -> str:
-    """The op class of an aten op name (``"aten::conv2d"`` or ``"conv2d"``).
+    """The op class of an op name (``"aten::conv2d"``, ``"conv2d"``, ``"megatron::bias_gelu"``).
 
     Mapping: convolutions (forward and backward) -> conv; mm/addmm/bmm/linear/matmul/attention ->
     matmul; batch/layer/group norm -> norm; pooling -> pool; embedding lookups -> embedding;
@@ -52,7 +53,7 @@ def op_class(op: str, phase: str = "") -> str:
     """
     if phase == "optimizer":
         return "optimizer"
-    name = op.removeprefix("aten::").split(".")[0]
+    name = op.split("::")[-1].split(".")[0]  # aten:: and megatron:: (fused Megatron-LM kernels)
     if name in _EXACT:
         return _EXACT[name]
     for needle, cls in _SUBSTRING_RULES:
