@@ -83,3 +83,25 @@ def test_kernel_bytes_rules():
     assert kernel_bytes(aten.add.Tensor, (x, y), {}, torch.empty_like(x)) == 3 * n
     assert kernel_bytes(aten.add_.Tensor, (x, y), {}, x) == 3 * n  # self read and written, other read
     assert kernel_bytes(aten.add.Tensor, (x, x), {}, torch.empty_like(x)) == 2 * n  # one tensor read once
+
+
+def test_a_capture_priced_under_an_older_byte_rule_is_stale_and_re_captured(tmp_path, capsys):
+    """`estimator estimate` re-captures a zoo trace whose byte rule is not today's (it would
+    otherwise estimate with the old bytes); the current rule and imported traces are kept."""
+    import dataclasses
+
+    from estimator.commands import estimate as estimate_cmd
+    from estimator.config import compose
+    from estimator.workloads import io
+    from estimator.workloads.capture import MEM_BYTES_RULE, capture_from_config, is_stale
+
+    cfg = compose(["model=lenet5", f"traces_dir={tmp_path}", "fabric.nodes=2"])
+    fresh, path = capture_from_config(cfg)
+    assert not is_stale(fresh) and fresh.meta["mem_bytes_estimate"] == MEM_BYTES_RULE
+    old = dataclasses.replace(fresh, meta={**fresh.meta, "mem_bytes_estimate": "distinct tensor inputs + outputs"})
+    assert is_stale(old)
+    assert not is_stale(dataclasses.replace(old, source="import:kineto"))
+    io.save(old, path)
+    estimate_cmd.run(cfg)
+    assert "older byte rule: re-capturing model lenet5" in capsys.readouterr().err
+    assert io.load(path).meta["mem_bytes_estimate"] == MEM_BYTES_RULE

@@ -54,30 +54,30 @@ PINNED_ERROR_PCT = {
     "rn50-dgx1v32-amp-8gpu": +3.3,  # input bound at the 16GB box's 8322 img/s (was +0.3 by luck)
     "bertl-dgxa100-tf32-1gpu": -0.0,
     "bertl-dgxa100-amp-1gpu": +0.0,
-    "bertl-dgxa100-tf32-8gpu": +0.7,
-    "bertl-dgxa100-amp-8gpu": +0.4,
-    "bertl-dgxa100-amp-1node": +1.2,
-    "bertl-dgxa100-amp-2node": -0.3,
-    "bertl-dgxa100-amp-4node": +0.1,
-    "bertl-dgxa100-amp-8node": -0.3,
-    "bertl-dgxa100-amp-16node": -1.6,
-    "bertl-dgxa100-amp-32node": -4.2,
-    "bertl-dgxa100-tf32-1node": +1.5,
-    "bertl-dgxa100-tf32-2node": +0.9,
-    "bertl-dgxa100-tf32-4node": +1.3,
-    "bertl-dgxa100-tf32-8node": -0.3,
-    "bertl-dgxa100-tf32-16node": -0.2,
-    "bertl-dgxa100-tf32-32node": -0.5,
+    "bertl-dgxa100-tf32-8gpu": +0.9,
+    "bertl-dgxa100-amp-8gpu": +0.7,
+    "bertl-dgxa100-amp-1node": +1.6,
+    "bertl-dgxa100-amp-2node": +0.2,
+    "bertl-dgxa100-amp-4node": +1.0,
+    "bertl-dgxa100-amp-8node": +1.0,
+    "bertl-dgxa100-amp-16node": +0.3,
+    "bertl-dgxa100-amp-32node": -1.6,
+    "bertl-dgxa100-tf32-1node": +1.7,
+    "bertl-dgxa100-tf32-2node": +1.3,
+    "bertl-dgxa100-tf32-4node": +1.7,
+    "bertl-dgxa100-tf32-8node": +0.2,
+    "bertl-dgxa100-tf32-16node": +0.5,
+    "bertl-dgxa100-tf32-32node": -0.0,  # calibration: BERT's straggler cv (parallelism.sync_jitter_cv)
     "bertl-dgx1v32-fp32-1gpu": -12.3,
     "bertl-dgx1v32-amp-1gpu": +6.5,
-    "bertl-dgx1v32-fp32-8gpu": -9.7,
-    "bertl-dgx1v32-amp-8gpu": +8.7,
+    "bertl-dgx1v32-fp32-8gpu": -9.5,
+    "bertl-dgx1v32-amp-8gpu": +8.9,
     # MLPerf v3.0 ResNet-50 on DGX H100 (MXNet + DALI + fused kernels; the model knows the PyTorch recipe)
     "rn50-mlperf-dgxh100-amp-1node": -26.2,
-    "rn50-mlperf-dgxh100-amp-8node": -14.4,
+    "rn50-mlperf-dgxh100-amp-8node": -14.6,
     "rn50-mlperf-azure-ndh100v5-amp-1node": -25.8,
     "rn50-mlperf-dell-xe9680-amp-1node": -26.2,
-    "rn50-mlperf-dell-xe9680-amp-2node": -18.1,
+    "rn50-mlperf-dell-xe9680-amp-2node": -18.3,
 }
 
 
@@ -125,7 +125,7 @@ def test_rows_are_well_formed():
     for r in ROWS.values():
         assert r["role"] in ("calibration", "holdout") and r["source"] and r["measured_what"] and r["hardware"]
         assert r["precision"] in ("fp32", "tf32", "fp16", "amp", "bf16") and int(r["gpus"]) >= 1
-    assert sum(r["role"] == "calibration" for r in ROWS.values()) == 9  # the rest never set a constant
+    assert sum(r["role"] == "calibration" for r in ROWS.values()) == 10  # the rest never set a constant
 
 
 @pytest.mark.parametrize("row_id", sorted(PINNED_ERROR_PCT))
@@ -163,11 +163,14 @@ def test_targets_data_parallel_scaling(traces):
                       ("rn50-dgx1v16-amp-1gpu", "rn50-dgx1v16-amp-8gpu"),
                       ("rn50-dgx1v32-amp-1gpu", "rn50-dgx1v32-amp-8gpu")):  # fmt: skip
         assert abs(scaling_points(ROWS, traces, one, many, 8)) < 5, many
-    # multi-node, 1 -> 2..32 DGX A100 nodes (holdout rows)
+    # multi-node, 1 -> 2..32 DGX A100 nodes: the scaling (throughput ratio) within 5 % (#10's target).
+    # The AMP rows are all held out; tf32-32node set BERT's straggler cv (validation/README.md).
     for p in ("amp", "tf32"):
         for nodes in (2, 4, 8, 16, 32):
-            pts = scaling_points(ROWS, traces, f"bertl-dgxa100-{p}-1node", f"bertl-dgxa100-{p}-{nodes}node", nodes)
-            assert abs(pts) < (6.5 if (p, nodes) == ("amp", 32) else 5), (p, nodes, pts)
+            pct = scaling_points(ROWS, traces, f"bertl-dgxa100-{p}-1node", f"bertl-dgxa100-{p}-{nodes}node", nodes)
+            pct *= nodes / (float(ROWS[f"bertl-dgxa100-{p}-{nodes}node"]["measured_samples_per_s"])
+                            / float(ROWS[f"bertl-dgxa100-{p}-1node"]["measured_samples_per_s"]))
+            assert abs(pct) < 5, (p, nodes, pct)
 
 
 def test_weight_bytes_do_not_scale_with_the_batch(traces):

@@ -20,17 +20,26 @@ HELP = "estimate one iteration (time, compute, exposed communication, throughput
 
 
 def ensure_workload(cfg: DictConfig) -> None:
-    """Capture the model first when its canonical trace does not exist yet."""
+    """Capture the model first when its canonical trace does not exist yet or is stale."""
     from estimator.workloads.capture import ensure_workload as ensure
 
     ensure(cfg, announce=lambda msg: print(f"note: {msg}", file=sys.stderr))
+
+
+def _stale(path) -> bool:
+    """A zoo capture priced under an older byte rule (re-captured before estimating)."""
+    from estimator.estimate import load_workload
+    from estimator.workloads.capture import is_stale
+
+    return is_stale(load_workload(path))
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     resolved = to_container(cfg)
     validate(resolved)  # a bad fabric/device fails before any capture
     if (cfg.get("parallelism") or {}).get("strategy") != "hybrid":  # hybrid captures its own layer shards
-        if cfg.get("workload") or not workload_path(resolved).exists():  # estimate() reads an existing trace
+        path = workload_path(resolved)
+        if cfg.get("workload") or not path.exists() or _stale(path):  # estimate() reads an existing trace
             ensure_workload(cfg)
     est = estimate(resolved)
     if cfg.get("write"):

@@ -89,6 +89,10 @@ _GRAD_TAG = "##grad:"
 OPTIMIZER = {"name": "SGD", "lr": 0.01, "momentum": 0.9, "foreach": False}
 FALLBACK_ELEMENT_BYTES = 4  # unmatched ops: float32 inputs assumed
 # meta fields that change from one capture to the next of the same model on the same machine
+# The byte rule a capture was priced with (meta.mem_bytes_estimate). A trace this project captured
+# under another rule is stale: ensure_workload re-captures it instead of estimating with old bytes.
+MEM_BYTES_RULE = ("GPU kernel bytes per call (capture.kernel_bytes): distinct tensor inputs + outputs; "
+                  "views, aliases, allocations 0; fills write only; dropout as CUDA's fused native_dropout")
 VOLATILE_META = ("captured_at", "iteration_wall_s", "capture_wall_s", "load_avg_1min")
 
 
@@ -498,8 +502,7 @@ def capture(
         "weight_bytes_unpaired_ops": unpaired_weight_ops,
         "core_params": count_params(zoo_model.core),
         "flops_counter": "torch.utils.flop_counter.flop_registry",
-        "mem_bytes_estimate": "GPU kernel bytes per call (capture.kernel_bytes): distinct tensor inputs + outputs; "
-        "views, aliases, allocations 0; fills write only; dropout as CUDA's fused native_dropout",
+        "mem_bytes_estimate": MEM_BYTES_RULE,
         "weight_bytes_estimate": "2*bytes(batch) - bytes(2*batch) per op (cost passes at batch and 2*batch)",
     }
     return Workload(
@@ -630,9 +633,22 @@ def ensure_workload(cfg, announce=None) -> tuple[Workload, Path]:
         path = existing(given) or given
         return io.load(path), path
     found = existing(trace_path(cfg))
-    if found is not None:
-        return io.load(found), found
     path = trace_path(cfg)
+    if found is not None:
+        workload = io.load(found)
+        if not is_stale(workload):
+            return workload, found
+        why = f"{found} was captured with an older byte rule: re-capturing model {cfg.model.name}"
+    else:
+        why = f"{path} not found: capturing model {cfg.model.name} first"
     if announce is not None:
-        announce(f"{path} not found: capturing model {cfg.model.name} first")
+        announce(why)
     return capture_from_config(cfg)
+
+
+def is_stale(workload: Workload) -> bool:
+    """True for a zoo capture priced under another byte rule than :data:`MEM_BYTES_RULE` (imported
+    traces and other sources are never stale)."""
+    if not workload.source.startswith("capture:torch.profiler") or workload.capture_device == "meta":
+        return False
+    return (workload.meta or {}).get("mem_bytes_estimate") != MEM_BYTES_RULE
