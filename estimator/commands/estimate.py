@@ -65,6 +65,7 @@ def format_text(result: dict[str, Any]) -> str:
         ("forward_s", "s"), ("backward_s", "s"), ("optimizer_s", "s"), ("comm_time_s", "s"),
         ("exposed_comm_time_s", "s"), ("samples_per_s", "samples/s"), ("num_collectives", ""),
         ("layout", ""), ("bubble_time_s", "s"), ("tp_comm_time_s", "s"), ("dp_exposed_time_s", "s"),
+        ("reconfig_time_s", "s"), ("circuit_reconfigs_per_step", ""), ("circuit_plan", ""),
         ("mfu", ""), ("tflops_per_gpu", "TFLOP/s"), ("memory_total_bytes", "B"), ("layouts_evaluated", ""),
     ]
     lines = []
