@@ -70,13 +70,13 @@ def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path, limit_s: float |
                 rss_log: Path | None = None):
     """Wall time, peak driver RSS (MiB), peak tree RSS (MiB), exit status, CPU seconds of the
     process tree (user + system of the driver and of every descendant, sampled every 0.1 s).
-    ``rss_log``: every 2 s one CSV line (seconds, driver RSS and its anonymous / file / shared
-    memory parts, the largest other process of the tree and the whole tree, MiB)."""
+    ``rss_log``: every 2 s one CSV line (seconds, the driver's peak RSS since the last line, its RSS
+    and its anonymous / file / shared memory parts, the largest other process of the tree and the whole tree, MiB)."""
     t0 = time.perf_counter()
     log = rss_log.open("w") if rss_log else None
     if log:
-        log.write("t_s,driver_rss,driver_anon,driver_file,driver_shmem,largest_child,largest_child_anon,tree_rss\n")
-    next_log = 0.0
+        log.write("t_s,driver_peak_2s,driver_rss,driver_anon,driver_file,driver_shmem,largest_child,largest_child_anon,tree_rss\n")
+    next_log, window_peak = 0.0, 0
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     p = psutil.Process(proc.pid)
     peak_driver = peak_tree = 0
@@ -109,15 +109,17 @@ def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path, limit_s: float |
                 except psutil.Error:
                     pass
             peak_driver, peak_tree = max(peak_driver, rss), max(peak_tree, tree)
+            window_peak = max(window_peak, rss)
             if log and time.perf_counter() - t0 >= next_log:
                 next_log += 2.0
                 kids = [(c.memory_info().rss, c.pid) for c in p.children(recursive=True)]
                 big = max(kids, default=(0, 0))
                 d = _status_mib(proc.pid)
-                log.write(f"{time.perf_counter() - t0:.1f},{rss / 2**20:.1f},{d.get('RssAnon', 0):.1f},"
+                log.write(f"{time.perf_counter() - t0:.1f},{window_peak / 2**20:.1f},{rss / 2**20:.1f},{d.get('RssAnon', 0):.1f},"
                           f"{d.get('RssFile', 0):.1f},{d.get('RssShmem', 0):.1f},{big[0] / 2**20:.1f},"
                           f"{_status_mib(big[1]).get('RssAnon', 0) if big[1] else 0:.1f},{tree / 2**20:.1f}\n")
                 log.flush()
+                window_peak = 0
         except psutil.Error:
             pass
         time.sleep(0.1)

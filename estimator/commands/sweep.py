@@ -40,7 +40,7 @@ HELP = "run a conf/sweep grid or a conf/experiment on Ray into the DuckDB store 
 RUN_WITH_OVERRIDES = True
 OWN_GROUPS = ("sweep", "experiment")  # `sweep.grid.fabric=[ideal]` changes the sweep itself, not its points
 NOT_COMPOSED = ("sweep.grid=", "sweep.zip=")  # replace the whole grid (run() applies them)
-WRITE_EVERY_POINTS = 2000
+WRITE_EVERY_POINTS = 10_000  # a DuckDB write of 10,000 points costs ~2.5x less per point than five of 2,000
 WRITE_EVERY_S = 10.0
 _NOT_POINT_KEYS = ("sweep=", "sweep.", "experiment=", "experiment.", "ray.", "store=", "output=", "sweep_force=")
 
@@ -147,7 +147,7 @@ def _run_plan(name: str, p: Plan, store: str, session: RaySession, force: bool, 
         else:
             pending.extend(batch)
             pending_points = len(pending)
-        # one transaction per ~2,000 points or 10 s: fewer, larger writes; an interrupted sweep
+        # one transaction per ~10,000 points or 10 s: fewer, larger writes; an interrupted sweep
         # loses at most that much and resumes from what is stored
         if pending_points >= WRITE_EVERY_POINTS or time.monotonic() - last_write > WRITE_EVERY_S:
             written += _write(p, store, pending, replace)

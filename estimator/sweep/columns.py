@@ -192,11 +192,12 @@ def write_batches(store: str, batches: list[dict[str, Any]], replace: bool) -> i
     """Concatenate worker batches and store them in one transaction; returns the estimates written."""
     import pyarrow as pa
 
-    from estimator.store.duckdb_store import write_tables
+    from estimator.store.duckdb_store import BULK_WRITE, write_tables
 
     est = pa.concat_tables([b["estimates"] for b in batches])
     colls = pa.concat_tables([b["collectives"] for b in batches])
     now = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
     est = est.add_column(0, "created_at", pa.array([now] * len(est), type=pa.string()))
-    write_tables(store, {"estimates": ("config_hash", est), "collectives": (("config_hash", "idx"), colls)}, replace)
+    write_tables(store, {"estimates": ("config_hash", est), "collectives": (("config_hash", "idx"), colls)}, replace,
+                 BULK_WRITE)
     return len(est)
