@@ -69,7 +69,7 @@ def _status_mib(pid: int) -> dict[str, float]:
 def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path, limit_s: float | None = None,
                 rss_log: Path | None = None):
     """Wall time, peak driver RSS (MiB), peak tree RSS (MiB), exit status, CPU seconds of the
-    process tree (user + system of the driver and of every descendant, sampled every 0.1 s).
+    process tree (user + system of the driver and of every descendant, each sampled every 0.1 s).
     ``rss_log``: every 2 s one CSV line (seconds, the driver's peak RSS since the last line, its RSS
     and its anonymous / file / shared memory parts, the largest other process of the tree and the whole tree, MiB)."""
     t0 = time.perf_counter()
@@ -86,9 +86,13 @@ def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path, limit_s: float |
         pid, wstatus, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             status = proc.returncode = os.waitstatus_to_exitcode(wstatus)
-            cpu_seen[(pid, 0.0)] = usage.ru_utime + usage.ru_stime  # the driver (and what it reaped)
+            # wait4's usage includes the children the driver reaped (a process pool's workers), which
+            # the samples below count already: the driver's own time is its last sample (0.1 s old)
+            cpu_seen.setdefault((pid, 0.0), usage.ru_utime + usage.ru_stime)
             break
         try:
+            t = p.cpu_times()
+            cpu_seen[(proc.pid, 0.0)] = t.user + t.system
             for c in p.children(recursive=True):
                 try:
                     t = c.cpu_times()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -80,6 +81,7 @@ class _Base:
     def __init__(self, base: dict[str, Any], keys: Sequence[str], changed: set[str], settings: Sequence[str],
                  scalar_values: bool, types: dict[str, str]) -> None:
         from estimator.estimate import bucket_policy, device_profile
+        from estimator.fabrics.registry import shared_fabric
 
         self.text = {k: _encode(base.get(k)) for k in keys if k not in changed}
         self.compact = {k: _encode_compact(base.get(k)) for k in keys if k not in changed}
@@ -91,8 +93,18 @@ class _Base:
                 if not any(c == k or c.startswith(k + "_") for k in changed)} if not self.leaf_only else \
             {c: v for c, v in flat.items() if c not in {k.replace(".", "_") for k in settings}}
         self.const = {c: (_text(v) if types.get(c) == "VARCHAR" else v) for c, v in kept.items()}
+        self.fabric = shared_fabric(base.get("fabric") or {}) if "fabric" not in changed else None
         self.device = device_profile(base.get("device")) if "device" not in changed else None
         self.policy = bucket_policy(base.get("parallelism")) if "parallelism" not in changed else None
+
+
+def _build(top: str, text: str) -> Any:
+    """The fabric, device or bucket policy of an encoded subtree (None for other keys)."""
+    from estimator.estimate import device_from_json, policy_from_json
+    from estimator.fabrics.registry import shared_fabric_json
+
+    make = {"fabric": shared_fabric_json, "device": device_from_json, "parallelism": policy_from_json}.get(top)
+    return make(text) if make else None
 
 
 def _is_leaf(base: dict[str, Any], dotted: str) -> bool:
@@ -115,9 +127,7 @@ def estimate_batch(grid: Grid, indices: Sequence[int], paths: dict[tuple, str],
 
     from estimator.estimate import (
         ESTIMATE_KEYS,
-        device_from_json,
         estimate_with,
-        policy_from_json,
         workload_state,
     )
     from estimator.fabrics.registry import shared_fabric_json
@@ -126,6 +136,7 @@ def estimate_batch(grid: Grid, indices: Sequence[int], paths: dict[tuple, str],
     est_types = {k: t for k, t in schema["estimates"].items() if k != "created_at"}
     coll_types = schema["collectives"]
     coll_keys = [c for c in coll_types if c != "config_hash"]
+    pick = operator.itemgetter(*coll_keys) if len(coll_keys) > 1 else (lambda r: (r[coll_keys[0]],))
     keys = sorted(ESTIMATE_KEYS)
     changed = {k.split(".")[0] for k in grid.settings_keys} & set(keys)
     varying = [k for k in grid.settings_keys if k.split(".")[0] in changed]
@@ -147,6 +158,7 @@ def estimate_batch(grid: Grid, indices: Sequence[int], paths: dict[tuple, str],
                 cols[c][run_start:j] = [v] * (j - run_start)
             run_start = j
     states: dict[str, tuple[str, float]] = {}
+    encoded: dict[tuple, tuple[str, str, Any]] = {}
     hashes: list[str] = []
     coll_rows: list[tuple[Any, ...]] = []
     texts = cols["config_json"]
@@ -156,15 +168,28 @@ def estimate_batch(grid: Grid, indices: Sequence[int], paths: dict[tuple, str],
         cfg = with_settings(grid.bases[key], dotted)
         sub = {k: cfg.get(k) for k in ESTIMATE_KEYS}
         text, compact = dict(b.text), dict(b.compact)
+        built = {"fabric": b.fabric, "device": b.device, "parallelism": b.policy}
         for k in changed:
-            text[k], compact[k] = _encode(sub[k]), _encode_compact(sub[k])
+            # a subtree's encodings (and its fabric/device/policy) once per distinct setting of it
+            # in the batch; scalar settings only (1 == 1.0 == True as keys: the type is part of it)
+            memo_key = (key, k, tuple((name, type(v), v) for name, v in dotted if name.split(".")[0] == k)) \
+                if scalar_values else None
+            hit = encoded.get(memo_key) if memo_key else None
+            if hit is None:
+                t = _encode(sub[k])
+                hit = (t, _encode_compact(sub[k]), _build(k, t if sub[k] else "{}"))
+                if memo_key:
+                    encoded[memo_key] = hit
+            text[k], compact[k], obj = hit
+            if k in built:
+                built[k] = obj
         h = hashlib.sha256(("{" + ",".join(f'"{k}":{compact[k]}' for k in keys) + "}").encode()).hexdigest()[:16]
         texts[j] = "{" + ", ".join(f'"{k}": {text[k]}' for k in keys) + "}"
         version[j] = __version__
         hashes.append(h)
-        fabric = shared_fabric_json(text["fabric"] if sub["fabric"] else "{}")
-        device = b.device or device_from_json(text["device"] if sub["device"] else "{}")
-        policy = b.policy or policy_from_json(text["parallelism"] if sub["parallelism"] else "{}")
+        fabric, device, policy = built["fabric"], built["device"], built["parallelism"]
+        if fabric is None:  # changed by a setting that is not a scalar (no memo)
+            fabric = shared_fabric_json(text["fabric"] if sub["fabric"] else "{}")
         path = paths[workload_key(cfg)]
         state = states.get(path) or states.setdefault(path, workload_state(path))
         metrics, colls = estimate_with(sub, fabric, device, policy, path, state)
@@ -175,7 +200,10 @@ def estimate_batch(grid: Grid, indices: Sequence[int], paths: dict[tuple, str],
             if t is None:
                 raise EstimatorError(f"sweep: column(s) {[c]} are not in the declared schema")
             cols[c][j] = _text(v) if t == "VARCHAR" else v
-        coll_rows.extend((h, *[r.get(c) for c in coll_keys]) for r in colls)
+        try:
+            coll_rows.extend((h, *pick(r)) for r in colls)
+        except KeyError:  # a row without some column (None there, as in a row dict)
+            coll_rows.extend((h, *[r.get(c) for c in coll_keys]) for r in colls)
     cols["config_hash"] = hashes
     coll_cols = dict(zip(coll_types, map(list, zip(*coll_rows, strict=True)), strict=True)) if coll_rows else \
         {c: [] for c in coll_types}
