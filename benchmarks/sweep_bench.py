@@ -8,9 +8,10 @@
   temporary copy of its ``conf/`` with one extra grid: ResNet50 on the ideal switch at 1,024 GPUs,
   100 bandwidths x 100 latencies x N/10,000 DDP bucket caps, so every point is distinct and no
   result comes from a cache), into a fresh DuckDB file. Wall time includes Python start-up,
-  composition, Ray start-up and shutdown and writing every row. Peak RSS is sampled every 0.1 s
-  (psutil) for the driver alone and for the driver with all its descendants (Ray's GCS, raylet,
-  workers). Estimates/min is rows stored / wall time; "on 2 busy cores" is rows per CPU-second
+  composition, starting the workers (forked processes, or Ray with ``--extra ray.local_pool=false``)
+  and writing every row. Peak RSS is sampled every 0.1 s (psutil) for the driver alone and for the
+  driver with all its descendants (workers; Ray's GCS and raylet). ``--rss-log`` writes the RSS
+  over time; ``--limit-s`` stops a sweep (SIGTERM) and counts the rows stored by then. Estimates/min is rows stored / wall time; "on 2 busy cores" is rows per CPU-second
   of the whole process tree x 2 (what two cores would give if nothing else ran; the machine these
   figures were taken on was shared).
 * **CLI**: wall time of ``estimator estimate model=resnet50 fabric=ideal fabric.nodes=8``

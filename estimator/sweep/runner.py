@@ -1,4 +1,5 @@
-"""Run a function over many points in batches on Ray, with a progress bar.
+"""Run a function over many points in batches on Ray (or, for local sweeps, in this process or on
+a pool of forked processes: :func:`run_chunks`), with a progress bar.
 
 ``address="local"`` starts a private Ray instance with ``num_cpus`` workers (the default, and what
 CI and Snakemake use). A local instance asks for 127.0.0.1, but Ray 2.60 swaps that for the node's
