@@ -8,9 +8,10 @@
   temporary copy of its ``conf/`` with one extra grid: ResNet50 on the ideal switch at 1,024 GPUs,
   100 bandwidths x 100 latencies x N/10,000 DDP bucket caps, so every point is distinct and no
   result comes from a cache), into a fresh DuckDB file. Wall time includes Python start-up,
-  composition, Ray start-up and shutdown and writing every row. Peak RSS is sampled every 0.1 s
-  (psutil) for the driver alone and for the driver with all its descendants (Ray's GCS, raylet,
-  workers). Estimates/min is rows stored / wall time; "on 2 busy cores" is rows per CPU-second
+  composition, starting the workers (forked processes, or Ray with ``--extra ray.local_pool=false``)
+  and writing every row. Peak RSS is sampled every 0.1 s (psutil) for the driver alone and for the
+  driver with all its descendants (workers; Ray's GCS and raylet). ``--rss-log`` writes the RSS
+  over time; ``--limit-s`` stops a sweep (SIGTERM) and counts the rows stored by then. Estimates/min is rows stored / wall time; "on 2 busy cores" is rows per CPU-second
   of the whole process tree x 2 (what two cores would give if nothing else ran; the machine these
   figures were taken on was shared).
 * **CLI**: wall time of ``estimator estimate model=resnet50 fabric=ideal fabric.nodes=8``
@@ -52,10 +53,31 @@ def grid_yaml(points: int) -> str:
     )
 
 
-def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path, limit_s: float | None = None):
+def _status_mib(pid: int) -> dict[str, float]:
+    """RssAnon / RssFile / RssShmem of a process in MiB (``/proc/<pid>/status``; Linux only)."""
+    out: dict[str, float] = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("RssAnon", "RssFile", "RssShmem")):
+                    name, kib = line.split(":")
+                    out[name] = int(kib.split()[0]) / 1024
+    except OSError:
+        pass
+    return out
+
+
+def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path, limit_s: float | None = None,
+                rss_log: Path | None = None):
     """Wall time, peak driver RSS (MiB), peak tree RSS (MiB), exit status, CPU seconds of the
-    process tree (user + system of the driver and of every descendant, sampled every 0.1 s)."""
+    process tree (user + system of the driver and of every descendant, each sampled every 0.1 s).
+    ``rss_log``: every 2 s one CSV line (seconds, the driver's peak RSS since the last line, its RSS
+    and its anonymous / file / shared memory parts, the largest other process of the tree and the whole tree, MiB)."""
     t0 = time.perf_counter()
+    log = rss_log.open("w") if rss_log else None
+    if log:
+        log.write("t_s,driver_peak_2s,driver_rss,driver_anon,driver_file,driver_shmem,largest_child,largest_child_anon,tree_rss\n")
+    next_log, window_peak = 0.0, 0
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     p = psutil.Process(proc.pid)
     peak_driver = peak_tree = 0
@@ -65,9 +87,13 @@ def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path, limit_s: float |
         pid, wstatus, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             status = proc.returncode = os.waitstatus_to_exitcode(wstatus)
-            cpu_seen[(pid, 0.0)] = usage.ru_utime + usage.ru_stime  # the driver (and what it reaped)
+            # wait4's usage includes the children the driver reaped (a process pool's workers), which
+            # the samples below count already: the driver's own time is its last sample (0.1 s old)
+            cpu_seen.setdefault((pid, 0.0), usage.ru_utime + usage.ru_stime)
             break
         try:
+            t = p.cpu_times()
+            cpu_seen[(proc.pid, 0.0)] = t.user + t.system
             for c in p.children(recursive=True):
                 try:
                     t = c.cpu_times()
@@ -88,10 +114,23 @@ def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path, limit_s: float |
                 except psutil.Error:
                     pass
             peak_driver, peak_tree = max(peak_driver, rss), max(peak_tree, tree)
+            window_peak = max(window_peak, rss)
+            if log and time.perf_counter() - t0 >= next_log:
+                next_log += 2.0
+                kids = [(c.memory_info().rss, c.pid) for c in p.children(recursive=True)]
+                big = max(kids, default=(0, 0))
+                d = _status_mib(proc.pid)
+                log.write(f"{time.perf_counter() - t0:.1f},{window_peak / 2**20:.1f},{rss / 2**20:.1f},{d.get('RssAnon', 0):.1f},"
+                          f"{d.get('RssFile', 0):.1f},{d.get('RssShmem', 0):.1f},{big[0] / 2**20:.1f},"
+                          f"{_status_mib(big[1]).get('RssAnon', 0) if big[1] else 0:.1f},{tree / 2**20:.1f}\n")
+                log.flush()
+                window_peak = 0
         except psutil.Error:
             pass
         time.sleep(0.1)
     wall = time.perf_counter() - t0
+    if log:
+        log.close()
     cpu = sum(cpu_seen.values())
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode and proc.returncode != -15 and proc.returncode != 130:
@@ -99,7 +138,8 @@ def run_sampled(cmd: list[str], env: dict[str, str], cwd: Path, limit_s: float |
     return wall, peak_driver / 2**20, peak_tree / 2**20, proc.returncode, cpu
 
 
-def bench_sweep(root: Path, points: int, tmp: Path, extra: list[str], limit_s: float | None = None) -> None:
+def bench_sweep(root: Path, points: int, tmp: Path, extra: list[str], limit_s: float | None = None,
+                rss_log: Path | None = None) -> None:
     conf = tmp / "conf"
     if not conf.exists():
         shutil.copytree(root / "conf", conf)
@@ -109,7 +149,8 @@ def bench_sweep(root: Path, points: int, tmp: Path, extra: list[str], limit_s: f
     env = {**os.environ, "ESTIMATOR_CONF": str(conf), "PYTHONPATH": str(root), "RAY_USAGE_STATS_ENABLED": "0"}
     cmd = [sys.executable, "-m", "estimator.cli", "sweep", f"sweep=bench_{points}", f"store={store}",
            f"traces_dir={root / 'traces'}", *extra]
-    wall, driver, tree, rc, cpu = run_sampled(cmd, env, root, limit_s)
+    log = rss_log.with_name(f"{rss_log.stem}_{points}{rss_log.suffix}") if rss_log else None
+    wall, driver, tree, rc, cpu = run_sampled(cmd, env, root, limit_s, log)
     rows = 0
     if store.exists():
         import duckdb
@@ -192,11 +233,13 @@ def main() -> None:
     ap.add_argument("--dag", action="store_true", help="only/also the 1,024-device DAG")
     ap.add_argument("--extra", nargs="*", default=[], help="extra overrides for the sweeps")
     ap.add_argument("--limit-s", type=float, default=None, help="stop each sweep after this long (SIGTERM)")
+    ap.add_argument("--rss-log", type=Path, default=None,
+                    help="write RSS over time per sweep to <stem>_<points>.csv next to this path")
     args = ap.parse_args()
     everything = not (args.cli or args.dag) and "--sweeps" not in sys.argv
     with tempfile.TemporaryDirectory(prefix="sweep_bench") as tmp:
         for n in args.sweeps if ("--sweeps" in sys.argv or everything) else []:
-            bench_sweep(args.root, n, Path(tmp), args.extra, args.limit_s)
+            bench_sweep(args.root, n, Path(tmp), args.extra, args.limit_s, args.rss_log)
         if args.cli or everything:
             bench_cli(args.root)
         if args.dag or everything:

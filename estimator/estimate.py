@@ -92,12 +92,7 @@ def _load(path: str, mtime: float) -> Workload:
 
 
 def load_workload(path: Path) -> Workload:
-    path = resolve_input(path)
-    try:
-        mtime = os.stat(path).st_mtime
-    except FileNotFoundError:
-        raise EstimatorError(f"{path}: workload not found (capture it: estimator capture model=<name>)") from None
-    return _load(str(path), mtime)
+    return _load(*workload_state(path))
 
 
 @lru_cache(maxsize=16)
@@ -119,12 +114,14 @@ def _buckets(path: str, mtime: float, batch: int, device: DeviceProfile, policy:
 
 
 @lru_cache(maxsize=256)
-def _device_from_json(text: str) -> DeviceProfile:
+def device_from_json(text: str) -> DeviceProfile:
+    """The device of a config encoded as ``json.dumps(device or {}, sort_keys=True, default=str)``."""
     return DeviceProfile.from_dict(json.loads(text))
 
 
 @lru_cache(maxsize=256)
-def _policy_from_json(text: str) -> BucketPolicy:
+def policy_from_json(text: str) -> BucketPolicy:
+    """The bucket policy of a ``parallelism`` config encoded like :func:`device_from_json`'s."""
     return BucketPolicy.from_dict(json.loads(text))
 
 
@@ -146,12 +143,12 @@ def _memo(kind: str, value: dict[str, Any] | None, make: Any) -> Any:
 
 def device_profile(device: dict[str, Any] | None) -> DeviceProfile:
     """``DeviceProfile.from_dict``, one instance per distinct config in this process."""
-    return _memo("device", device, _device_from_json)
+    return _memo("device", device, device_from_json)
 
 
 def bucket_policy(par: dict[str, Any] | None) -> BucketPolicy:
     """``BucketPolicy.from_dict``, one instance per distinct config in this process."""
-    return _memo("policy", par, _policy_from_json)
+    return _memo("policy", par, policy_from_json)
 
 
 def is_hybrid(cfg: dict[str, Any]) -> bool:
@@ -189,17 +186,42 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
         metrics = {"workload_name": (sub["model"] or {}).get("name"), "nodes": metrics["tp"] * metrics["pp"] * metrics["dp"],
                    "batch_size_per_device": metrics["micro_batch_size"], **metrics}
         return Estimate(sub, config_hash(sub), metrics, colls)
-    fabric = shared_fabric(sub["fabric"] or {})
-    device = device_profile(sub["device"])
-    par = dict(sub["parallelism"] or {})
-    policy = bucket_policy(par)
+    fabric, device, policy = shared_fabric(sub["fabric"] or {}), device_profile(sub["device"]), bucket_policy(sub["parallelism"])
+    checked_precision(sub, device)  # before the workload path (as before estimate_with existed)
+    path = Path(workload_file) if workload_file else workload_path(cfg)
+    metrics, collectives = estimate_with(sub, fabric, device, policy, path)
+    return Estimate(sub, config_hash(sub), metrics, collectives)
+
+
+def workload_state(path: str | Path) -> tuple[str, float]:
+    """(resolved path, modification time) of a workload file: what its memoised objects are keyed by."""
+    path = resolve_input(path)
+    try:
+        return str(path), os.stat(path).st_mtime
+    except FileNotFoundError:
+        raise EstimatorError(f"{path}: workload not found (capture it: estimator capture model=<name>)") from None
+
+
+def checked_precision(sub: dict[str, Any], device: DeviceProfile) -> str:
+    """The config's precision, checked (a precision the device lacks is an error before any loading)."""
     precision = str(sub["precision"] or "amp")
     check_precision(precision)
     if not device.replay:
-        device.tensor_peak(precision)  # a precision the device lacks is an error before any loading
-    path = Path(workload_file) if workload_file else workload_path(cfg)
-    workload = load_workload(path)
-    default_batch = workload.batch_size if cfg.get("workload") else (sub["model"] or {}).get("batch_size")
+        device.tensor_peak(precision)
+    return precision
+
+
+def estimate_with(sub: dict[str, Any], fabric: Any, device: DeviceProfile, policy: BucketPolicy,
+                  path: str | Path, state: tuple[str, float] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Metrics and per-collective rows of a data-parallel or imported-graph estimate config ``sub``
+    (:func:`estimate_config`) whose fabric, device and bucket policy are already built (a sweep
+    batch builds them from its points' encoded subtrees); ``state`` is ``workload_state(path)``
+    when the caller has it."""
+    par = sub["parallelism"] or {}
+    precision = checked_precision(sub, device)
+    file, mtime = state or workload_state(path)
+    workload = _load(file, mtime)
+    default_batch = workload.batch_size if sub.get("workload") else (sub["model"] or {}).get("batch_size")
     batch = sub["batch_size"] or default_batch or workload.batch_size
     if not isinstance(batch, int) or batch < 1:
         raise EstimatorError(f"batch_size must be a positive integer, got {batch!r}")
@@ -207,9 +229,8 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
     if workload.devices == 1:
         if par.get("strategy", "data") != "data":
             raise EstimatorError(f"parallelism.strategy {par.get('strategy')!r} is not supported for single-replica workloads")
-        mtime = os.stat(path).st_mtime
-        profile = _profile(str(path), mtime, batch, device, policy.gradient_dtype_bytes, precision)
-        buckets = list(_buckets(str(path), mtime, batch, device, policy, precision))
+        profile = _profile(file, mtime, batch, device, policy.gradient_dtype_bytes, precision)
+        buckets = list(_buckets(file, mtime, batch, device, policy, precision))
         choice = ""
         if hasattr(fabric, "for_job"):  # a fabric that picks its configuration per job (OCS topology=auto)
             fabric, plans = fabric.for_job(profile, policy, batch, algorithm)
@@ -217,7 +238,7 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
         result = simulate_data_parallel(profile, fabric, policy, batch, algorithm, buckets=buckets)
     else:
         choice = ""
-        result = simulate_dag(_scaled(str(path), os.stat(path).st_mtime, batch), fabric, device, algorithm, precision)
+        result = simulate_dag(_scaled(file, mtime, batch), fabric, device, algorithm, precision)
     metrics = {
         "workload_name": workload.name,
         "nodes": fabric.nodes,
@@ -229,4 +250,4 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
     metrics.pop("devices", None)
     metrics.pop("batch_size", None)
     metrics["batch_size_per_device"] = batch
-    return Estimate(sub, config_hash(sub), metrics, result.collectives)
+    return metrics, result.collectives

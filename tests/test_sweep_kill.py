@@ -46,7 +46,7 @@ def test_killed_sweep_leaves_no_ray_processes(tmp_path, sig):
     alphas = ",".join(str(1e-6 + i * 1e-9) for i in range(400))
     args = [sys.executable, "-m", "estimator.cli", "sweep",
             f"sweep.grid={{fabric.nodes:[1024],fabric.alpha_s:[{alphas}],parallelism.bucket_cap_bytes:[5242880,52428800]}}",
-            f"store={tmp_path / 'k.duckdb'}", "ray.in_process_below=0", "ray.batch_size=4"]
+            f"store={tmp_path / 'k.duckdb'}", "ray.in_process_below=0", "ray.local_pool=false", "ray.batch_size=4"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
     sweep = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     proc = psutil.Process(sweep.pid)

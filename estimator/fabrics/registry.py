@@ -59,6 +59,12 @@ def shared_fabric(params: dict[str, Any]) -> Fabric:
     return _shared(json.dumps(params, sort_keys=True, default=str))
 
 
+def shared_fabric_json(params_json: str) -> Fabric:
+    """:func:`shared_fabric` of a config already encoded as ``json.dumps(params, sort_keys=True,
+    default=str)`` (a sweep batch encodes each point's fabric once for its row and its fabric)."""
+    return _shared(params_json)
+
+
 @lru_cache(maxsize=128)
 def _shared(params_json: str) -> Fabric:
     return make_fabric(json.loads(params_json))

@@ -57,8 +57,9 @@ def _quote(name: str) -> str:
 
 
 @contextmanager
-def connect(path: str | Path, read_only: bool = False):
-    """Open the store, waiting while another process holds its lock."""
+def connect(path: str | Path, read_only: bool = False, config: dict[str, Any] | None = None):
+    """Open the store, waiting while another process holds its lock (``config``: DuckDB settings
+    of this connection, e.g. :data:`BULK_WRITE`)."""
     path = Path(path)
     if read_only and not path.exists():
         raise EstimatorError(f"{path}: no results store yet (run an estimate with write=true or a sweep)")
@@ -67,7 +68,7 @@ def connect(path: str | Path, read_only: bool = False):
     deadline = time.monotonic() + _lock_wait_s()
     while True:
         try:
-            con = duckdb.connect(str(path), read_only=read_only)
+            con = duckdb.connect(str(path), read_only=read_only, config=config or {})
             break
         except duckdb.IOException as exc:
             locked = "lock" in str(exc).lower()
@@ -188,14 +189,22 @@ def arrow_schema(types: dict[str, str]):
     return pa.schema([(name, getattr(pa, _ARROW[t])()) for name, t in types.items()])
 
 
-def write_tables(path: str | Path, tables: dict[str, tuple[str | Sequence[str], Any]], replace: bool = True) -> int:
+# DuckDB settings of a sweep's writes: one thread (the sweep's workers use the other cores) and a
+# memory cap, so a checkpoint (which re-compresses the table's last, partly filled row group) does
+# not grow the driver by hundreds of MiB; DuckDB evicts to its temporary directory beyond it.
+BULK_WRITE = {"threads": 1, "memory_limit": "256MB"}
+
+
+def write_tables(path: str | Path, tables: dict[str, tuple[str | Sequence[str], Any]], replace: bool = True,
+                 config: dict[str, Any] | None = None) -> int:
     """Write ``{table: (key_columns, pyarrow.Table)}`` in one transaction with the tables' declared
     schemas (no per-value type inference); otherwise like :func:`write_rows`. ``replace=False``
-    appends without looking for existing keys (for rows known to be new)."""
+    appends without looking for existing keys (for rows known to be new); ``config``: DuckDB
+    settings of the connection (:data:`BULK_WRITE`)."""
     path = Path(path)
     created = not path.exists()
     try:
-        with connect(path) as con:
+        with connect(path, config=config) as con:
             merged = _merge_spills(con, path)
             total = _write_tables(con, tables, replace)
         if merged:

@@ -1,4 +1,5 @@
-"""Run a function over many points in batches on Ray, with a progress bar.
+"""Run a function over many points in batches on Ray (or, for local sweeps, in this process or on
+a pool of forked processes: :func:`run_chunks`), with a progress bar.
 
 ``address="local"`` starts a private Ray instance with ``num_cpus`` workers (the default, and what
 CI and Snakemake use). A local instance asks for 127.0.0.1, but Ray 2.60 swaps that for the node's
@@ -166,7 +167,7 @@ def run_batches(
         ray = session.ray()
         remote = ray.remote(func)
         tasks = ((remote.remote, (b,), len(b)) for b in batches)
-        yield from _gather(ray, tasks, len(points), desc, in_flight=len(batches))
+        yield from _gather(_ray_waiter(ray), tasks, len(points), desc, in_flight=len(batches))
     finally:
         if own:
             session.close()
@@ -180,23 +181,30 @@ def run_chunks(
     batch_size: int | None = None,
     desc: str = "points",
     in_process: bool = False,
+    pool: bool = False,
 ) -> Iterator[Any]:
     """Yield ``func(*shared, chunk)`` for consecutive chunks of ``indices`` (a ``range`` or a list
-    of point numbers), in this process when ``in_process`` (no Ray), else as Ray tasks; ``shared``
-    (e.g. the grid) is put in Ray's object store once. At most a few tasks per CPU are in flight,
-    so memory does not grow with the number of points."""
+    of point numbers): in this process when ``in_process`` (no Ray), on a pool of
+    ``session.num_cpus`` local processes when ``pool`` (no Ray: started in a fraction of a second,
+    see :func:`_pool`), else as Ray tasks with ``shared`` (e.g. the grid) put in Ray's object
+    store once. At most a few chunks per CPU are in flight, so memory does not grow with the
+    number of points."""
     if not len(indices):
         return
     size = _batch_size(batch_size or session.cfg.get("batch_size"))
     chunks = (indices[i : i + size] for i in range(0, len(indices), size))
     if in_process:
-        yield from _gather(None, ((func, (*shared, c), len(c)) for c in chunks), len(indices), desc, 1)
+        tasks = ((_Done, (func(*shared, c),), len(c)) for c in chunks)  # computed when the loop asks
+        yield from _gather(_here, tasks, len(indices), desc, 1)
+        return
+    if pool:
+        yield from _pool(func, shared, chunks, len(indices), desc, session.num_cpus)
         return
     ray = session.ray()
     refs = tuple(ray.put(x) for x in shared)
     remote = ray.remote(func)
     tasks = ((remote.remote, (*refs, c), len(c)) for c in chunks)
-    yield from _gather(ray, tasks, len(indices), desc, in_flight=2 * session.num_cpus + 2)
+    yield from _gather(_ray_waiter(ray), tasks, len(indices), desc, in_flight=2 * session.num_cpus + 2)
 
 
 def _batch_size(value: Any) -> int:
@@ -206,9 +214,97 @@ def _batch_size(value: Any) -> int:
     return size
 
 
-def _gather(ray: Any, tasks: Iterator[tuple[Callable[..., Any], tuple[Any, ...], int]], total: int, desc: str,
-            in_flight: int) -> Iterator[Any]:
-    """Run ``(submit, args, points)`` tasks (``ray`` None: call them here) with a progress bar."""
+# ---- local process pool -----------------------------------------------------------------------
+_WORKER: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
+
+
+def _pool(func: Callable[..., Any], shared: tuple[Any, ...], chunks: Iterator[Any], total: int, desc: str,
+          workers: int) -> Iterator[Any]:
+    """``func(*shared, chunk)`` on ``workers`` forked processes of this one (they inherit
+    ``shared`` and everything this process has loaded: no start-up beyond the fork). The workers
+    ignore Ctrl-C (the driver handles it), exit when the driver dies (even by SIGKILL) and are
+    terminated when the driver stops early; a worker's exception (an ``EstimatorError`` for bad
+    input) is raised here."""
+    import multiprocessing
+    import queue
+
+    done: queue.SimpleQueue[tuple[int, bool, Any]] = queue.SimpleQueue()
+    pool = multiprocessing.get_context("fork").Pool(workers, _pool_worker_init, (func, shared, os.getpid()))
+    counter = iter(range(1 << 62))
+
+    def submit(chunk: Any) -> int:
+        key = next(counter)
+        pool.apply_async(_pool_task, (chunk,), callback=lambda r: done.put((key, True, r)),
+                         error_callback=lambda e: done.put((key, False, e)))
+        return key
+
+    def wait(pending: dict[Any, int]) -> tuple[Any, Any]:
+        key, ok, result = done.get()
+        if not ok:
+            raise result
+        return key, result
+
+    try:
+        yield from _gather(wait, ((submit, (c,), len(c)) for c in chunks), total, desc, in_flight=2 * workers + 2)
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+def _pool_worker_init(func: Callable[..., Any], shared: tuple[Any, ...], parent: int) -> None:
+    global _WORKER
+    _WORKER = (func, shared)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the driver's handler (inherited) is not ours
+    import threading
+
+    def orphaned() -> None:  # the driver died without terminating us (SIGKILL, out of memory)
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=orphaned, daemon=True).start()
+
+
+def _pool_task(chunk: Any) -> Any:
+    assert _WORKER is not None
+    func, shared = _WORKER
+    return func(*shared, chunk)
+
+
+# ---- waiting for results ----------------------------------------------------------------------
+class _Done:
+    """An in-process task's handle: its result, already computed."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+
+def _here(pending: dict[Any, int]) -> tuple[Any, Any]:
+    key = next(iter(pending))
+    return key, key.result
+
+
+def _ray_waiter(ray: Any) -> Callable[[dict[Any, int]], tuple[Any, Any]]:
+    def wait(pending: dict[Any, int]) -> tuple[Any, Any]:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        try:
+            return done[0], ray.get(done[0])
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause if getattr(exc, "cause", None) is not None else exc
+            if isinstance(cause, EstimatorError):
+                raise EstimatorError(str(cause)) from None
+            raise
+
+    return wait
+
+
+def _gather(wait: Callable[[dict[Any, int]], tuple[Any, Any]], tasks: Iterator[tuple[Callable[..., Any], tuple[Any, ...], int]],
+            total: int, desc: str, in_flight: int) -> Iterator[Any]:
+    """Run ``(submit, args, points)`` tasks, at most ``in_flight`` at a time, with a progress bar;
+    ``wait(pending)`` returns (the handle ``submit`` returned, its result) of a finished task."""
     from tqdm import tqdm
 
     done_points, t0, log_progress = 0, time.monotonic(), not sys.stderr.isatty()
@@ -216,25 +312,13 @@ def _gather(ray: Any, tasks: Iterator[tuple[Callable[..., Any], tuple[Any, ...],
     with tqdm(total=total, desc=desc, unit="pt", file=sys.stderr, disable=None, mininterval=0.5) as bar:
         while True:
             for submit, args, n in tasks:
-                if ray is None:
-                    result = submit(*args)
-                    break
                 pending[submit(*args)] = n
                 if len(pending) >= in_flight:
                     break
-            else:
-                if ray is None or not pending:
-                    return
-            if ray is not None:
-                done, _ = ray.wait(list(pending), num_returns=1)
-                n = pending.pop(done[0])
-                try:
-                    result = ray.get(done[0])
-                except ray.exceptions.RayTaskError as exc:
-                    cause = exc.cause if getattr(exc, "cause", None) is not None else exc
-                    if isinstance(cause, EstimatorError):
-                        raise EstimatorError(str(cause)) from None
-                    raise
+            if not pending:
+                return
+            handle, result = wait(pending)
+            n = pending.pop(handle)
             bar.update(n)
             done_points += n
             if log_progress and (done_points * 10 // total > (done_points - n) * 10 // total):

@@ -88,6 +88,26 @@ def _kill(recorded: dict[int, float]) -> None:
     psutil.wait_procs(procs, timeout=5)
 
 
+def _kill_group(pgid: int) -> None:
+    """Kill what is left in the dead sweep's process group (Ray makes the driver a group leader and
+    starts its processes in that group): workers Ray started after the last poll."""
+    import psutil
+
+    procs = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.pid) == pgid:
+                procs.append(proc)
+        except (OSError, psutil.Error):
+            continue
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=5)
+
+
 def watch(pid: int) -> None:
     import psutil
 
@@ -107,6 +127,8 @@ def watch(pid: int) -> None:
             alive = False
         if not alive or stop:
             _kill(recorded)
+            if not alive:
+                _kill_group(pid)
             return
         recorded.update(_descendants(parent, me))
         time.sleep(POLL_S)
