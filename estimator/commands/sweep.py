@@ -12,8 +12,8 @@ A sweep is ``{name, kind, grid, zip}`` (see :mod:`estimator.sweep.grid` and
 the key. Points whose config hash is already in the store are skipped (resumable;
 ``sweep_force=true`` recomputes). Every point is validated before anything runs, so a bad grid
 writes nothing. Sweeps of fewer than ``ray.in_process_below`` points run in this process; larger
-local ones run on ``ray.num_cpus`` forked worker processes (``ray.local_pool=true``, the default)
-or on a local Ray started once per command (``ray.local_pool=false``); ``ray.address=auto`` or
+local ones on a local Ray started once per command (the default) or on ``ray.num_cpus`` forked
+worker processes (``ray.local_pool=true``); ``ray.address=auto`` or
 ``host:port`` runs them on an existing Ray cluster. Points are
 generated from the grid on demand; estimate points come back from the workers as columnar
 batches with a declared schema (:mod:`estimator.sweep.columns`).
