@@ -34,7 +34,7 @@ SCHEDULED = {"nvlink_leafspine", "ocs", "torus2d", "bcube", "fattree", "superpod
 def _fabric_points() -> list[dict]:
     """Every (fabric config) point of the cross-fabric experiment, one per fabric and size."""
     seen, out = set(), []
-    for name, sweep in EXPERIMENT["sweeps"].items():
+    for sweep in EXPERIMENT["sweeps"].values():
         for p in grid.expand(sweep["grid"], sweep.get("zip")):
             fabric = {k: v for k, v in p.items() if k == "fabric" or k.startswith("fabric.")}
             key = tuple(sorted(fabric.items()))
