@@ -121,3 +121,16 @@ def test_wide_log_axis_reads_plain_decades_and_jct_ratio_gets_the_unit_line():
         assert any(list(line.get_ydata()) == [1.0, 1.0] for line in ax.get_lines())
     finally:
         plt.close(f)
+
+
+def test_large_linear_axis_uses_si_suffixes_not_an_offset():
+    f, ax = plt.subplots()
+    try:
+        ax.bar(["BTree", "Ring"], [1.4e6, 2.5e5])
+        ax.set_ylabel("samples / s")
+        _polish(ax)
+        f.canvas.draw()
+        shown = [t.get_text() for t in ax.get_yticklabels()]
+        assert "1M" in shown and ax.yaxis.get_offset_text().get_text() == "", shown
+    finally:
+        plt.close(f)

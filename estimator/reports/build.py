@@ -172,6 +172,14 @@ def _thin_log_ticks(axis, lo: float, hi: float, base: float, binary: bool = True
     axis.set_major_formatter(FuncFormatter(lambda v, _: _compact(v, binary)))
 
 
+def _si(v: float) -> str:
+    """A linear-axis tick label for large values: 250k, 1.5M, 2G (0 stays 0)."""
+    for prefix, unit in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= unit:
+            return f"{v / unit:.3g}{prefix}"
+    return f"{v:g}"
+
+
 def _plain(v: float) -> str:
     """A tick label without mathtext powers: 0.001 .. 100000 as plain numbers, beyond as 1e+06."""
     return f"{v:g}" if 1e-3 <= abs(v) < 1e5 else f"{v:.0e}"
@@ -224,7 +232,7 @@ def _polish(ax) -> None:
     """Shared figure conventions: thinned, readable tick labels on log axes (no "6×10⁻¹" minor
     clutter, 1Mi not 1048576), a dashed y = 1 reference line on speedup/ratio charts, distinct
     markers and widths so overlapping series stay visible, and legends outside the data area."""
-    from matplotlib.ticker import NullFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter, ScalarFormatter
 
     _distinguish_lines(ax)
     for axis, scale, (lo, hi) in ((ax.xaxis, ax.get_xscale(), ax.get_xlim()), (ax.yaxis, ax.get_yscale(), ax.get_ylim())):
@@ -238,6 +246,8 @@ def _polish(ax) -> None:
             else:
                 _log10_ticks(axis, lo, hi)
             axis.set_view_interval(lo, hi, ignore=True)  # fixed tick lists must not widen the axis
+        elif scale == "linear" and type(axis.get_major_formatter()) is ScalarFormatter and max(abs(lo), abs(hi)) >= 1e5:
+            axis.set_major_formatter(FuncFormatter(lambda v, _: _si(v)))  # 1.5M, not "1.5" under a "1e6" offset
     label = (ax.get_ylabel() or "").lower()
     lo, hi = ax.get_ylim()
     ratio = re.search(r"\b(speedup|relative|ratio)\b", label) or " / " in label or "(x)" in label
