@@ -49,6 +49,9 @@ def test_table_box_scrolls_both_ways_and_ids_do_not_break():
     assert "overflow:auto" in box and "max-height:80vh" in box  # the sideways scrollbar stays in view
     page = _table_html(pl.DataFrame({"id": ["a100x8-allreduce-128MiB"], "hardware": ["8x A100, NVSwitch"]}))
     assert "<td class='nw'>a100x8-allreduce-128MiB</td>" in page and "<td>8x A100, NVSwitch</td>" in page
+    phrase = "Azure ND A100 v4: 8x A100-SXM4-80GB, NVSwitch (NVLink3)"
+    assert f"<td class='txt'>{phrase}</td>" in _table_html(pl.DataFrame({"hardware": [phrase]}))
+    assert "td.txt{min-width:10em}" in CSS  # a phrase gets a few lines, not one word per line
 
 
 def test_validation_row_tables_put_the_numbers_before_the_long_text():

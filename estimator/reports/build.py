@@ -39,7 +39,7 @@ figure{margin:1em 0} figure img{max-width:100%;border:1px solid #ddd}
 details pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:85%}
 .scroll{max-width:100%;max-height:80vh;overflow:auto;margin:.5em 0;border-bottom:1px solid #ccc} .scroll table{margin:0}
 table{border-collapse:collapse;font-size:90%} td,th{border:1px solid #ccc;padding:3px 8px;vertical-align:top}
-td{max-width:28em;overflow-wrap:break-word} td.wide{min-width:14em} td.nw{white-space:nowrap} td{font-variant-numeric:tabular-nums}
+td{max-width:28em;overflow-wrap:break-word} td.wide{min-width:14em} td.txt{min-width:10em} td.nw{white-space:nowrap} td{font-variant-numeric:tabular-nums}
 th{background:#eee;position:sticky;top:0} .ok{color:#080;font-weight:bold} .no{color:#b00;font-weight:bold}
 .na{color:#777} .mid{color:#a60;font-weight:bold} td details summary{cursor:pointer;color:#225}
 nav a{margin-right:1em}
@@ -84,7 +84,9 @@ def _td(v: object) -> str:
     raw = _fmt(v)
     if len(raw) > 80:
         return f"<td class='wide'>{_cell(v)}</td>"
-    return f"<td class='nw'>{_cell(v)}</td>" if len(raw) <= 40 and " " not in raw else f"<td>{_cell(v)}</td>"
+    if len(raw) > 40:  # a phrase (hardware, layout): a few lines, not one word per line in a wide table
+        return f"<td class='txt'>{_cell(v)}</td>"
+    return f"<td class='nw'>{_cell(v)}</td>" if " " not in raw else f"<td>{_cell(v)}</td>"
 
 
 def _cell(v: object) -> str:
