@@ -175,6 +175,13 @@ def test_no_fabric_beats_the_cross_fabric_lower_bound_in_the_store(stores, which
     # the figures draw exactly that series under the label that calls it a bound
     drawn = _query(stores[which], cf.SPEEDUP_SQL).filter(pl.col("fabric_name") == cf.IDEAL_LABEL)
     assert sorted(drawn["iter_time_s"]) == sorted(bound["iter_time_s"])
+    # and the table of the plotted speedups puts no fabric above it
+    pivot = _query(stores[which], cf.SPEEDUP_PIVOT_SQL)
+    for col in [c for c in pivot.columns if c.endswith("GPUs")]:
+        for (model,), part in pivot.group_by(["model_name"]):
+            top = part.filter(pl.col("fabric_name") == cf.IDEAL_LABEL)[col][0]
+            if top is not None:
+                assert part[col].drop_nulls().max() <= top + 1e-3, (model, col)  # the pivot rounds to 3 decimals
 
 
 def test_one_bucket_store_is_the_case_a_nominal_switch_loses(stores, trace):

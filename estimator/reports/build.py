@@ -39,7 +39,7 @@ figure{margin:1em 0} figure img{max-width:100%;border:1px solid #ddd}
 details pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:85%}
 .scroll{max-width:100%;max-height:80vh;overflow:auto;margin:.5em 0;border-bottom:1px solid #ccc} .scroll table{margin:0}
 table{border-collapse:collapse;font-size:90%} td,th{border:1px solid #ccc;padding:3px 8px;vertical-align:top}
-td{max-width:28em;overflow-wrap:break-word} td.wide{min-width:14em} td.txt{min-width:10em} td.nw{white-space:nowrap} td{font-variant-numeric:tabular-nums}
+td{max-width:28em;overflow-wrap:break-word} td.wide{min-width:13em} td.txt{min-width:8em} td{font-variant-numeric:tabular-nums}
 th{background:#eee;position:sticky;top:0} .ok{color:#080;font-weight:bold} .no{color:#b00;font-weight:bold}
 .na{color:#777} .mid{color:#a60;font-weight:bold} td details summary{cursor:pointer;color:#225}
 nav a{margin-right:1em}
@@ -59,6 +59,8 @@ def sections() -> list[Section]:
 
 #: cells longer than this many characters collapse into a <details> showing their start
 LONG_CELL = 400
+#: cells longer than this many characters (phrases: hardware, layouts) get a minimum width
+SHORT_CELL = 24
 #: a link's visible text is cut to this many characters (the full address is its href)
 LINK_TEXT = 40
 
@@ -78,15 +80,14 @@ def _table_html(df: pl.DataFrame, max_rows: int = 60) -> str:
 
 
 def _td(v: object) -> str:
-    """A cell; prose (over 80 characters) is given room to be read (numbers use tabular digits); a
-    short token without spaces (an id such as ``a100x8-allreduce-128MiB``, a number) is not broken
-    at its hyphens."""
+    """A cell; prose (over 80 characters) is given room to be read, a phrase (over :data:`SHORT_CELL`
+    characters) a little room, so a wide table's rows stay a few lines tall (numbers use tabular digits)."""
     raw = _fmt(v)
     if len(raw) > 80:
         return f"<td class='wide'>{_cell(v)}</td>"
-    if len(raw) > 40:  # a phrase (hardware, layout): a few lines, not one word per line in a wide table
+    if len(raw) > SHORT_CELL:  # a phrase (hardware, layout): a few lines, not one word per line
         return f"<td class='txt'>{_cell(v)}</td>"
-    return f"<td class='nw'>{_cell(v)}</td>" if " " not in raw else f"<td>{_cell(v)}</td>"
+    return f"<td>{_cell(v)}</td>"
 
 
 def _cell(v: object) -> str:
@@ -123,8 +124,8 @@ def _claims_html(claims: list[Claim]) -> str:
     for c in claims:
         where = f" <i>({html.escape(c.where)})</i>" if c.where else ""
         rows.append(
-            f"<tr><td>{html.escape(c.paper_claim)}{where}</td><td>{html.escape(c.paper_value)}</td>"
-            f"<td>{html.escape(c.project_value)}</td><td class='{css.get(c.verdict, 'mid')}'>{html.escape(c.verdict)}</td>"
+            f"<tr><td class='txt'>{html.escape(c.paper_claim)}{where}</td><td class='txt'>{html.escape(c.paper_value)}</td>"
+            f"<td class='txt'>{html.escape(c.project_value)}</td><td class='{css.get(c.verdict, 'mid')}'>{html.escape(c.verdict)}</td>"
             f"<td class='wide'>{_long_text(c.detail)}</td></tr>"
         )
     return (
