@@ -72,3 +72,65 @@ def test_overlapping_series_get_distinct_markers_and_widths():
         assert widths == sorted(widths, reverse=True) and widths[0] > widths[-1]  # later series drawn thinner on top
     finally:
         plt.close(f)
+
+
+def test_bandwidth_axes_keep_plain_numbers_and_byte_axes_binary_prefixes():
+    from estimator.reports.build import _compact
+
+    assert _compact(2048, binary=False) == "2048" and _compact(2048) == "2Ki"
+    for label, expect in (("per-CU bandwidth (Gb/s)", "4096"), ("buffer per GPU (bytes)", "4Ki")):
+        f, ax = plt.subplots()
+        try:
+            ax.plot([128, 4096], [1, 2], marker="o", label="a")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel(label)
+            _polish(ax)
+            f.canvas.draw()
+            assert expect in [t.get_text() for t in ax.get_xticklabels()]
+        finally:
+            plt.close(f)
+
+
+def test_short_log_speedup_axis_gets_at_least_three_labels_and_no_powers():
+    f, ax = plt.subplots()
+    try:
+        ax.plot([64, 256, 1024], [0.72, 0.95, 1.005], label="a")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_ylabel("speedup (x)")
+        _polish(ax)
+        f.canvas.draw()
+        lo, hi = ax.get_ylim()
+        shown = [t.get_text() for t, v in zip(ax.get_yticklabels(), ax.get_yticks(), strict=True) if lo <= v <= hi]
+        assert len(shown) >= 3 and all("10^" not in s and "times" not in s for s in shown), shown
+    finally:
+        plt.close(f)
+
+
+def test_wide_log_axis_reads_plain_decades_and_jct_ratio_gets_the_unit_line():
+    f, ax = plt.subplots()
+    try:
+        ax.bar(["a", "b", "c"], [0.05, 3.0, 150.0])
+        ax.set_yscale("log")
+        ax.set_ylabel("baseline JCT / SiPAC JCT")
+        _polish(ax)
+        f.canvas.draw()
+        lo, hi = ax.get_ylim()
+        shown = [t.get_text() for t, v in zip(ax.get_yticklabels(), ax.get_yticks(), strict=True) if lo <= v <= hi]
+        assert "0.1" in shown and "100" in shown, shown
+        assert any(list(line.get_ydata()) == [1.0, 1.0] for line in ax.get_lines())
+    finally:
+        plt.close(f)
+
+
+def test_large_linear_axis_uses_si_suffixes_not_an_offset():
+    f, ax = plt.subplots()
+    try:
+        ax.bar(["BTree", "Ring"], [1.4e6, 2.5e5])
+        ax.set_ylabel("samples / s")
+        _polish(ax)
+        f.canvas.draw()
+        shown = [t.get_text() for t in ax.get_yticklabels()]
+        assert "1M" in shown and ax.yaxis.get_offset_text().get_text() == "", shown
+    finally:
+        plt.close(f)

@@ -40,3 +40,31 @@ def test_report_prints_one_progress_line_per_section(tmp_path):
     assert page.is_file()
     assert len(lines) == len(sections())
     assert lines[0].startswith(f"report [1/{len(sections())}]") and "no results yet" in lines[-1]
+
+
+def test_table_box_scrolls_both_ways_and_phrases_get_room():
+    from estimator.reports.build import CSS
+
+    box = CSS.split(".scroll{", 1)[1].split("}", 1)[0]
+    assert "overflow:auto" in box and "max-height:80vh" in box  # the sideways scrollbar stays in view
+    page = _table_html(pl.DataFrame({"id": ["a100x8-allreduce-128MiB"], "hardware": ["8x A100, NVSwitch"]}))
+    assert "<td>a100x8-allreduce-128MiB</td>" in page and "<td>8x A100, NVSwitch</td>" in page
+    phrase = "Azure ND A100 v4: 8x A100-SXM4-80GB, NVSwitch (NVLink3)"
+    assert f"<td class='txt'>{phrase}</td>" in _table_html(pl.DataFrame({"hardware": [phrase]}))
+    assert "td.txt{min-width:8em}" in CSS  # a phrase gets a few lines, not one word per line
+
+
+def test_validation_row_tables_put_the_numbers_before_the_long_text():
+    from estimator.reports.sections import validation as v
+
+    con = duckdb.connect()
+    con.execute("""CREATE TABLE validation AS SELECT 'r1' AS id, 'holdout' AS role, 'nccl' AS kind, 'box' AS hardware,
+        8 AS gpus, 'all_reduce' AS collective, 1048576.0 AS bytes, 'ring/ll' AS algorithm, 'bert' AS model,
+        'amp' AS precision, 32 AS batch_per_gpu, 36.2 AS measured, 33.1 AS predicted, 'GB/s' AS unit,
+        -8.5 AS error_pct, 'NCCL 2.18' AS software, 'https://x' AS source, 'k=v' AS overrides""")
+    for tab in v.SECTION.tables:
+        if tab.name.endswith("_errors"):
+            cols = con.sql(tab.sql.replace("kind = 'training'", "kind = 'nccl'").replace("kind = 'llm'", "kind = 'nccl'")).columns
+            assert cols.index("error_pct") < min(cols.index(c) for c in ("software", "source")), tab.name
+            long = [c for c in ("hardware", "overrides") if c in cols]
+            assert long and all(cols.index("error_pct") < cols.index(c) for c in long), tab.name

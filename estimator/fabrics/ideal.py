@@ -67,3 +67,24 @@ class IdealFabric(LibraryFabric):
         p = self.pricing(algorithm)
         return lookup(algorithm).switch_cost(collective, n, nbytes, c.alpha_s, c.bandwidth_Bps, p.gamma,
                                              self.algo_params(n))
+
+
+#: two buffer sizes far past every fabric's latency regime: the slope between them is the per-byte cost
+#: of the fabric's best large-message all-reduce (64 GiB and 128 GiB; arithmetic only, nothing allocated)
+_LARGE = (2.0**36, 2.0**37)
+
+
+def allreduce_equivalent_Bps(fabric, algorithm: str = "auto") -> float:
+    """The per-GPU bandwidth an ideal switch needs so that its bandwidth-optimal all-reduce
+    (2(N-1)/N · M / B) moves large buffers as fast as ``fabric``'s ``algorithm`` all-reduce on the
+    fabric's ``nodes`` GPUs: 2(N-1)/N over the fabric's seconds per extra byte at large sizes.
+
+    An ideal switch with at least this bandwidth and an alpha no larger than the fabric's
+    per-message latency is a lower bound for it (conf/experiment/cross_fabric.yaml sizes its bound
+    with it; tests/test_report_bound.py checks). For a fabric whose GPUs inject at most B per
+    direction this is at most B; a model that uses several links or wavelengths per GPU at once can
+    exceed its nominal per-GPU bandwidth (TeraRack's WRHT at 64 GPUs: about 2x)."""
+    n = fabric.nodes
+    small, large = (fabric.collective_cost("all_reduce", m, algorithm).time_s for m in _LARGE)
+    per_byte = (large - small) / (_LARGE[1] - _LARGE[0])
+    return 2.0 * (n - 1) / n / per_byte

@@ -37,9 +37,9 @@ body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0
 h1{border-bottom:2px solid #444} h2{margin-top:2em;border-bottom:1px solid #aaa}
 figure{margin:1em 0} figure img{max-width:100%;border:1px solid #ddd}
 details pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:85%}
-.scroll{max-width:100%;overflow-x:auto;margin:.5em 0}
+.scroll{max-width:100%;max-height:80vh;overflow:auto;margin:.5em 0;border-bottom:1px solid #ccc} .scroll table{margin:0}
 table{border-collapse:collapse;font-size:90%} td,th{border:1px solid #ccc;padding:3px 8px;vertical-align:top}
-td{max-width:28em;overflow-wrap:break-word} td.wide{min-width:18em} td{font-variant-numeric:tabular-nums}
+td{max-width:28em;overflow-wrap:break-word} td.wide{min-width:13em} td.txt{min-width:8em} td{font-variant-numeric:tabular-nums}
 th{background:#eee;position:sticky;top:0} .ok{color:#080;font-weight:bold} .no{color:#b00;font-weight:bold}
 .na{color:#777} .mid{color:#a60;font-weight:bold} td details summary{cursor:pointer;color:#225}
 nav a{margin-right:1em}
@@ -59,12 +59,17 @@ def sections() -> list[Section]:
 
 #: cells longer than this many characters collapse into a <details> showing their start
 LONG_CELL = 400
+#: cells longer than this many characters (phrases: hardware, layouts) get a minimum width
+SHORT_CELL = 24
 #: a link's visible text is cut to this many characters (the full address is its href)
 LINK_TEXT = 40
 
 
 def _table_html(df: pl.DataFrame, max_rows: int = 60) -> str:
-    """An HTML table in a horizontally scrolling box (never wider than the page); long text collapsed (:data:`LONG_CELL`), links shortened (:data:`LINK_TEXT`)."""
+    """An HTML table in a box never wider than the page nor taller than 80 % of the window: it
+    scrolls both ways inside the box, so a wide table's sideways scrollbar is always in view and its
+    header row stays on top (sticky); long text collapsed (:data:`LONG_CELL`), links shortened
+    (:data:`LINK_TEXT`)."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     body = []
     for row in df.head(max_rows).iter_rows():
@@ -75,8 +80,14 @@ def _table_html(df: pl.DataFrame, max_rows: int = 60) -> str:
 
 
 def _td(v: object) -> str:
-    """A cell; prose (over 80 characters) is given room to be read (numbers use tabular digits)."""
-    return f"<td class='wide'>{_cell(v)}</td>" if len(_fmt(v)) > 80 else f"<td>{_cell(v)}</td>"
+    """A cell; prose (over 80 characters) is given room to be read, a phrase (over :data:`SHORT_CELL`
+    characters) a little room, so a wide table's rows stay a few lines tall (numbers use tabular digits)."""
+    raw = _fmt(v)
+    if len(raw) > 80:
+        return f"<td class='wide'>{_cell(v)}</td>"
+    if len(raw) > SHORT_CELL:  # a phrase (hardware, layout): a few lines, not one word per line
+        return f"<td class='txt'>{_cell(v)}</td>"
+    return f"<td>{_cell(v)}</td>"
 
 
 def _cell(v: object) -> str:
@@ -113,8 +124,8 @@ def _claims_html(claims: list[Claim]) -> str:
     for c in claims:
         where = f" <i>({html.escape(c.where)})</i>" if c.where else ""
         rows.append(
-            f"<tr><td>{html.escape(c.paper_claim)}{where}</td><td>{html.escape(c.paper_value)}</td>"
-            f"<td>{html.escape(c.project_value)}</td><td class='{css.get(c.verdict, 'mid')}'>{html.escape(c.verdict)}</td>"
+            f"<tr><td class='txt'>{html.escape(c.paper_claim)}{where}</td><td class='txt'>{html.escape(c.paper_value)}</td>"
+            f"<td class='txt'>{html.escape(c.project_value)}</td><td class='{css.get(c.verdict, 'mid')}'>{html.escape(c.verdict)}</td>"
             f"<td class='wide'>{_long_text(c.detail)}</td></tr>"
         )
     return (
@@ -133,15 +144,16 @@ PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 MARKERS = ["o", "s", "^", "v", "D", "P", "X", "<", ">", "*", "h", "p"]
 
 
-def _compact(v: float) -> str:
+def _compact(v: float, binary: bool = True) -> str:
     """A log-axis tick label: numbers up to 1024 as they are (GPU counts), larger powers of two
-    with binary prefixes (1Ki, 32Mi, 1Gi), anything else in 3 significant digits (1e+06 -> 1M)."""
+    with binary prefixes (1Ki, 32Mi, 1Gi) when ``binary`` (byte axes), anything else in 3
+    significant digits (1e+06 -> 1M; 2048 Gb/s stays 2048, not "2Ki")."""
     if v <= 0:
         return f"{v:g}"
-    if v <= 1024:
+    if v <= 1024 or (not binary and v < 1e5):
         return f"{v:g}"
     for prefix, unit in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-        if v >= unit and float(v / unit).is_integer():
+        if binary and v >= unit and float(v / unit).is_integer():
             return f"{v / unit:g}{prefix}"
     for prefix, unit in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if v >= unit:
@@ -149,7 +161,7 @@ def _compact(v: float) -> str:
     return f"{v:g}"
 
 
-def _thin_log_ticks(axis, lo: float, hi: float, base: float) -> None:
+def _thin_log_ticks(axis, lo: float, hi: float, base: float, binary: bool = True) -> None:
     """At most 9 labelled major ticks on a log axis (a 2^9..2^30 byte axis had 22 overlapping labels)."""
     import math
 
@@ -160,7 +172,47 @@ def _thin_log_ticks(axis, lo: float, hi: float, base: float) -> None:
     k0, k1 = math.ceil(math.log(lo, base) - 1e-9), math.floor(math.log(hi, base) + 1e-9)
     step = max(1, math.ceil((k1 - k0 + 1) / 9))
     axis.set_major_locator(FixedLocator([base**k for k in range(k0, k1 + 1, step)]))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: _compact(v)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: _compact(v, binary)))
+
+
+def _si(v: float) -> str:
+    """A linear-axis tick label for large values: 250k, 1.5M, 2G (0 stays 0)."""
+    for prefix, unit in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= unit:
+            return f"{v / unit:.3g}{prefix}"
+    return f"{v:g}"
+
+
+def _plain(v: float) -> str:
+    """A tick label without mathtext powers: 0.001 .. 100000 as plain numbers, beyond as 1e+06."""
+    return f"{v:g}" if 1e-3 <= abs(v) < 1e5 else f"{v:.0e}"
+
+
+def _log10_ticks(axis, lo: float, hi: float) -> None:
+    """Labels on a base-10 log axis: plain decades (0.1, 1, 10, not 10⁻¹); 1-2-5 steps under ~2.5
+    decades; and on a short range (a speedup axis from 0.7 to 1.02, where no 1-2-5 tick but 1 falls)
+    every 0.1-, 1- or 10-step, so at least three labels show."""
+    import math
+
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator
+
+    if not (0 < lo < hi):
+        return
+    if hi / lo >= 300:
+        axis.set_major_locator(LogLocator(base=10))
+    elif sum(lo <= m * 10.0**k <= hi for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+             for m in (1, 2, 5)) >= 3:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    else:
+        k0, k1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+        ticks = [m * 10.0**k for k in range(k0, k1 + 1) for m in range(1, 10) if lo <= m * 10.0**k <= hi]
+        if len(ticks) < 3:  # within one step of the 1..9 grid: five even steps
+            ticks = [lo + (hi - lo) * i / 4 for i in range(5)]
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+            axis.set_major_locator(FixedLocator(ticks))
+            return
+        axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: _plain(v)))
 
 
 def _distinguish_lines(ax) -> None:
@@ -183,23 +235,26 @@ def _polish(ax) -> None:
     """Shared figure conventions: thinned, readable tick labels on log axes (no "6×10⁻¹" minor
     clutter, 1Mi not 1048576), a dashed y = 1 reference line on speedup/ratio charts, distinct
     markers and widths so overlapping series stay visible, and legends outside the data area."""
-    from matplotlib.ticker import NullFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter, ScalarFormatter
 
     _distinguish_lines(ax)
     for axis, scale, (lo, hi) in ((ax.xaxis, ax.get_xscale(), ax.get_xlim()), (ax.yaxis, ax.get_yscale(), ax.get_ylim())):
         if scale == "log":
             axis.set_minor_formatter(NullFormatter())
             base = getattr(axis.get_transform(), "base", 10)
+            name = (axis.get_label_text() or "").lower()
+            binary = "byte" in name or "(b)" in name or "buffer" in name  # Ki/Mi/Gi only for sizes
             if axis is ax.xaxis or base == 2:
-                _thin_log_ticks(axis, lo, hi, base)
-            elif 0 < lo and hi / lo < 300:  # under ~2 decades: label 0.2, 0.5, 1, 2 instead of one "10^0"
-                from matplotlib.ticker import FuncFormatter, LogLocator
-
-                axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+                _thin_log_ticks(axis, lo, hi, base, binary)
+            else:
+                _log10_ticks(axis, lo, hi)
+            axis.set_view_interval(lo, hi, ignore=True)  # fixed tick lists must not widen the axis
+        elif scale == "linear" and type(axis.get_major_formatter()) is ScalarFormatter and max(abs(lo), abs(hi)) >= 1e5:
+            axis.set_major_formatter(FuncFormatter(lambda v, _: _si(v)))  # 1.5M, not "1.5" under a "1e6" offset
     label = (ax.get_ylabel() or "").lower()
     lo, hi = ax.get_ylim()
-    if re.search(r"\b(speedup|relative|ratio)\b", label) and lo < 1 < hi:  # not "iteration"
+    ratio = re.search(r"\b(speedup|relative|ratio)\b", label) or " / " in label or "(x)" in label
+    if ratio and lo < 1 < hi:  # not "iteration"
         ax.axhline(1.0, color="#444", lw=0.8, ls="--", zorder=0, label="_y=1")
     legend = ax.get_legend()
     if legend is not None and getattr(legend, "_bbox_to_anchor", None) is not None:

@@ -65,7 +65,8 @@ def write_claims(store: str | Path) -> int:
 _COUNTS = ", ".join(f"count(*) FILTER (WHERE verdict = '{v}') AS \"{v}\"" for v in (*VERDICTS, "no-data"))
 SUMMARY_SQL = f"SELECT paper, {_COUNTS}, count(*) AS claims FROM claims GROUP BY paper ORDER BY paper"
 NOT_HOLDING_SQL = """
-SELECT paper, section, statement, paper_value, project_value, verdict, reason FROM claims
+SELECT split_part(paper, ':', 1) AS paper, section, statement, paper_value, project_value, verdict,
+       reason AS "reason (rule and tolerance)" FROM claims
 WHERE verdict NOT IN ('holds', 'no-data') ORDER BY paper, verdict, section
 """
 

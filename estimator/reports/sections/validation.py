@@ -29,6 +29,13 @@ ORDER BY role, id
 """
 
 
+# the large-model rows with their long text (model overrides, software, source) after the numbers
+LLM_ROWS_SQL = f"""
+SELECT * EXCLUDE (overrides, software, source), overrides, software, source
+FROM ({LLM_ERRORS_SQL.strip()}) AS r
+ORDER BY gpus, id
+"""
+
 NCCL_SQL = _scatter_sql("nccl")
 TRAINING_SQL = _scatter_sql("training")
 
@@ -139,10 +146,13 @@ ORDER BY kind, role
 
 
 def _errors_sql(kind: str) -> str:
-    detail = "collective, CAST(bytes AS BIGINT) AS bytes, algorithm" if kind == "nccl" else "model, precision, batch_per_gpu"
+    """One line per row: what was measured and the error first, the long descriptive columns
+    (hardware, software, source) last, so the numbers read without scrolling sideways."""
+    detail = ("collective, CAST(bytes AS BIGINT) AS bytes, algorithm" if kind == "nccl"
+              else "model, precision, batch_per_gpu")
     return f"""
-SELECT id, role, hardware, gpus, {detail}, round(measured, 2) AS measured, round(predicted, 2) AS predicted,
-       unit, round(error_pct, 1) AS error_pct, software, source
+SELECT id, role, gpus, {detail}, round(measured, 2) AS measured, round(predicted, 2) AS predicted,
+       unit, round(error_pct, 1) AS error_pct, hardware, software, source
 FROM validation
 WHERE kind = '{kind}'
 ORDER BY id
@@ -255,7 +265,7 @@ SECTION = Section(
         Table(name="validation_nccl_errors", title="nccl-tests rows", sql=_errors_sql("nccl")),
         Table(name="validation_training_errors", title="Training rows", sql=_errors_sql("training")),
         Table(name="validation_llm_errors", title="Large-model training rows (tensor x pipeline x data parallel)",
-              sql=LLM_ERRORS_SQL, caption="Per-GPU TFLOP/s as the source counts it (estimator/validation/llm.py)."),
+              sql=LLM_ROWS_SQL, caption="Per-GPU TFLOP/s as the source counts it (estimator/validation/llm.py)."),
         Table(name="validation_scaling", title="Data-parallel scaling efficiency (rows paired with a 1-GPU row)",
               sql=SCALING_SQL,
               caption="Pairs of training rows of the same setup (system, model, precision, per-GPU batch, source "
