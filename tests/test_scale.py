@@ -269,3 +269,20 @@ def test_pattern_floor_from_one_period_equals_the_whole_step(params):
                 assert a == pytest.approx(whole.pattern_floor(coll, algo, whole.nodes, 3e6), rel=1e-12), (coll, algo)
                 compared += 1
     assert compared >= 5
+
+
+def test_dbt_shapes_equal_the_shapes_read_off_both_trees():
+    """The double binary tree's distinct per-rank (child steps, send steps), found from its few
+    special positions, equal those read off every rank of both trees."""
+    from estimator.collectives.trees import dbt_shapes, inorder_parents, second_tree_rank, tz
+
+    for n in [*range(2, 300), 511, 512, 513, 1000, 1023, 1024, 4097]:
+        parents = inorder_parents(n)
+        kids: dict[int, list[int]] = {r: [] for r in range(n)}
+        sends: dict[int, list[int]] = {r: [] for r in range(n)}
+        for b in range(1, n):
+            for child, parent in ((b, parents[b]), (second_tree_rank(b, n), second_tree_rank(parents[b], n))):
+                kids[parent].append(tz(b))
+                sends[child].append(tz(b))
+        want = (frozenset(tuple(sorted(v)) for v in kids.values()), frozenset(tuple(sorted(v)) for v in sends.values()))
+        assert dbt_shapes(n) == want, n

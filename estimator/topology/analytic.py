@@ -30,8 +30,10 @@ def _range_max(values: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.
         span *= 2
     level = np.floor(np.log2(length)).astype(np.int64)
     out = np.empty(len(start))
-    for lv in np.unique(level):
+    for lv in range(int(level.max(initial=0)) + 1):  # (not np.unique: it imports numpy.ma on first use)
         sel = level == lv
+        if not sel.any():
+            continue
         t = table[lv]
         s, e = start[sel], start[sel] + length[sel] - (1 << int(lv))
         out[sel] = np.maximum(t[s], t[e])
