@@ -286,3 +286,73 @@ def test_dbt_shapes_equal_the_shapes_read_off_both_trees():
                 sends[child].append(tz(b))
         want = (frozenset(tuple(sorted(v)) for v in kids.values()), frozenset(tuple(sorted(v)) for v in sends.values()))
         assert dbt_shapes(n) == want, n
+
+
+def _unshaped(pat):
+    """The same step with its arrays built and no shape: priced by the array path."""
+    from estimator.collectives.patterns import StepPattern
+
+    return StepPattern(*pat.arrays, pat.count, pat.period)
+
+
+def test_digit_steps_on_rings_and_tori_priced_without_arrays_equal_the_arrays():
+    """A digit step (halving-doubling, radix-k, recursive doubling) on a whole ring or along torus
+    rows / columns is priced from its (stride, k) alone; it equals pricing its transfers."""
+    from estimator.collectives.patterns import digit_step
+    from estimator.collectives.pricing import PricingParams
+    from estimator.topology.analytic import ring_compiled, torus_compiled
+
+    params = PricingParams(alpha_s=1e-6, memory_bandwidth_Bps=1e11)
+    checked = 0
+    for size in range(3, 49):
+        for k in (2, 3, 4, 5, 8):
+            stride = 1
+            while size % (k * stride) == 0:
+                for bidir in (True, False):
+                    step = digit_step(size, stride, k, 0.3, 0.1)
+                    fast = ring_compiled([step], size, bidir, 1e9, 2e-6, params)
+                    slow = ring_compiled([_unshaped(step)], size, bidir, 1e9, 2e-6, params)
+                    for m in (1.0, 1e3, 1e7):
+                        assert fast.time(m) == pytest.approx(slow.time(m), rel=1e-12), (size, k, stride, bidir)
+                    checked += 1
+                stride *= k
+    for rows, cols in ((4, 4), (8, 4), (3, 9), (4, 8), (16, 16), (6, 12), (2, 8), (8, 2), (5, 5), (12, 6)):
+        n = rows * cols
+        for k in (2, 3, 4):
+            stride = 1
+            while n % (k * stride) == 0:
+                step = digit_step(n, stride, k, 0.25, 0.25)
+                fast = torus_compiled([step], rows, cols, 1e9, 2e-6, params)
+                slow = torus_compiled([_unshaped(step)], rows, cols, 1e9, 2e-6, params)
+                for m in (1.0, 1e7):
+                    assert fast.time(m) == pytest.approx(slow.time(m), rel=1e-12), (rows, cols, k, stride)
+                checked += 1
+                stride *= k
+    assert checked > 150
+
+
+@pytest.mark.parametrize("name,coll", [("halving_doubling", "all_reduce"), ("radix4", "all_reduce"),
+                                       ("recursive_doubling", "all_reduce"), ("double_binary_tree", "all_reduce"),
+                                       ("pipelined_dbt", "all_reduce"), ("binary_tree", "broadcast"),
+                                       ("hierarchical_tree", "all_reduce")])
+def test_lazy_steps_sample_a_subset_and_first_period_is_the_filter(name, coll):
+    """A lazy step's sample holds only transfers of the step, and ``first(P)`` the ones out of ranks < P."""
+    from collections import Counter
+
+    from estimator.collectives.params import AlgoParams
+    from estimator.collectives.patterns import patterns
+
+    def rows(arrays):
+        return Counter(zip(*(a.tolist() for a in arrays), strict=True))
+
+    for n in (256, 1024):
+        pats = patterns(name, coll, n, AlgoParams(local=8))
+        for pat in pats:
+            sample = rows(pat.sample())
+            assert sample and not sample - rows(pat.arrays), (name, n)
+        for pat in patterns(name, coll, n, AlgoParams(local=8)):
+            if pat.period:
+                got = rows(pat.first(pat.period))
+                src, dst, size, red = pat.arrays
+                keep = src < pat.period
+                assert got == rows((src[keep], dst[keep], size[keep], red[keep]))

@@ -14,33 +14,78 @@ regular topologies (:mod:`estimator.topology.analytic`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from estimator.collectives.params import AlgoParams, local_size, need_power, torus_dims
-from estimator.collectives.trees import inorder_parents, tree_height
+from estimator.collectives.trees import tree_height
 from estimator.errors import EstimatorError
 
+SAMPLE_RANKS = 64  # a large step's sample: the transfers out of about this many ranks per digit / tree level
 
-@dataclass(frozen=True)
+
 class StepPattern:
-    src: np.ndarray
-    dst: np.ndarray
-    size: np.ndarray  # bytes per byte of M
-    red: np.ndarray   # reduced bytes per byte of M
-    count: int = 1
-    period: int = 0   # P > 0: shifting every rank by P (mod n) maps the step onto itself; 0: unknown
+    """One step: ``src``, ``dst``, ``size`` (bytes per byte of M) and ``red`` (reduced bytes per
+    byte of M) arrays, ``count`` (steps of the schedule that are exactly this step) and ``period``
+    (P > 0: shifting every rank by P mod n maps the step onto itself; 0: unknown).
+
+    Large steps are built lazily: ``shape`` names a step a fabric may price without arrays
+    (``("digit", n, stride, k, size, red)``: :func:`digit_step`), :meth:`first` gives the transfers
+    out of ranks 0..P-1 only and :meth:`sample` a small subset of the transfers (used for lower
+    bounds: every bound of :meth:`LibraryFabric.pattern_floor` only grows with more transfers)."""
+
+    __slots__ = ("_arrays", "_build", "_first", "_sample", "count", "period", "shape")
+
+    def __init__(self, src=None, dst=None, size=None, red=None, count: int = 1, period: int = 0, *, build=None,
+                 first=None, sample=None, shape: tuple | None = None):
+        self._arrays = None if build is not None else (src, dst, size, red)
+        self._build, self._first, self._sample = build, first, sample
+        self.count, self.period, self.shape = count, period, shape
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if self._arrays is None:
+            self._arrays = self._build()
+        return self._arrays
+
+    src = property(lambda self: self.arrays[0])
+    dst = property(lambda self: self.arrays[1])
+    size = property(lambda self: self.arrays[2])
+    red = property(lambda self: self.arrays[3])
+
+    def first(self, period: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The transfers out of ranks 0..period-1."""
+        if self._first is not None and self._arrays is None:
+            return self._first(period)
+        src, dst, size, red = self.arrays
+        keep = src < period
+        return src[keep], dst[keep], size[keep], red[keep]
+
+    def sample(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Some of the step's transfers (all of them if the step is small or already built)."""
+        if self._sample is not None and self._arrays is None:
+            return self._sample()
+        return self.arrays
 
 
 Patterns = list[StepPattern]
 
 
+def _arrays(src: np.ndarray, dst: np.ndarray, size: float | np.ndarray, red: float | np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    src = np.asarray(src, dtype=np.int64)
+    return (src, np.asarray(dst, dtype=np.int64), np.broadcast_to(np.asarray(size, dtype=float), src.shape),
+            np.broadcast_to(np.asarray(red, dtype=float), src.shape))
+
+
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (not np.unique: its first call imports numpy.ma, ~20 ms)."""
+    a = np.sort(a)
+    return a[np.concatenate([[True], a[1:] != a[:-1]])] if len(a) else a
+
+
 def _pat(src: np.ndarray, dst: np.ndarray, size: float | np.ndarray, red: float | np.ndarray, count: int = 1,
          period: int = 0) -> StepPattern:
-    src = np.asarray(src, dtype=np.int64)
-    return StepPattern(src, np.asarray(dst, dtype=np.int64), np.broadcast_to(np.asarray(size, dtype=float), src.shape),
-                       np.broadcast_to(np.asarray(red, dtype=float), src.shape), count, period)
+    return StepPattern(*_arrays(src, dst, size, red), count, period)
 
 
 # ---- rings ----------------------------------------------------------------------------------
@@ -74,12 +119,22 @@ def _ring(coll: str, n: int, bidir: bool) -> Patterns:
 # ---- digit exchanges -------------------------------------------------------------------------
 def digit_step(n: int, stride: int, k: int, size: float, red: float) -> StepPattern:
     """Every rank sends to the k-1 ranks differing from it only in the (mixed-radix) digit of place
-    value ``stride`` and size ``k``."""
-    r = np.arange(n)
-    digit = (r // stride) % k
-    base = r - digit * stride
-    dst = np.concatenate([base + ((digit + j) % k) * stride for j in range(1, k)])
-    return _pat(np.tile(r, k - 1), dst, size, red, period=k * stride if n % (k * stride) == 0 else 0)
+    value ``stride`` and size ``k`` (built on first use; shape ``("digit", n, stride, k, size, red)``)."""
+    def out_of(r: np.ndarray):
+        digit = (r // stride) % k
+        base = r - digit * stride
+        dst = np.concatenate([base + ((digit + j) % k) * stride for j in range(1, k)])
+        return _arrays(np.tile(r, k - 1), dst, size, red)
+
+    def sample():  # ranks 0..W-1 and the first W of every digit's block
+        w = min(stride, SAMPLE_RANKS)
+        r = _distinct(np.concatenate([np.arange(min(n, SAMPLE_RANKS)),
+                                      (np.arange(k)[:, None] * stride + np.arange(w)).ravel()]))
+        return out_of(r[r < n])
+
+    return StepPattern(count=1, period=k * stride if n % (k * stride) == 0 else 0,
+                       build=lambda: out_of(np.arange(n)), first=lambda p: out_of(np.arange(min(p, n))),
+                       sample=sample, shape=("digit", n, stride, k, size, red))
 
 
 def _radix(coll: str, n: int, k: int, name: str) -> Patterns:
@@ -103,8 +158,7 @@ def _recursive_doubling(coll: str, n: int) -> Patterns:
     if coll == "all_gather":
         return _radix(coll, n, 2, "recursive_doubling")
     steps = need_power("recursive_doubling", n, 2)
-    r = np.arange(n)
-    return [_pat(r, r ^ (1 << s), 1.0, 1.0, period=2 << s) for s in range(steps)]
+    return [digit_step(n, 1 << s, 2, 1.0, 1.0) for s in range(steps)]  # partner r ^ 2**s
 
 
 def _neighbor_exchange(coll: str, n: int) -> Patterns:
@@ -128,28 +182,56 @@ def _neighbor_exchange(coll: str, n: int) -> Patterns:
 
 
 # ---- trees ----------------------------------------------------------------------------------
+def _tree_parents(n: int, b: np.ndarray, second: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(child rank, parent rank) of positions ``b`` >= 1 of the in-order tree (NCCL's rule, as
+    :func:`~estimator.collectives.trees.inorder_parents`) or of its double-tree twin."""
+    low = b & -b
+    up = (b ^ low) | (low << 1)
+    parent = np.where(up < n, up, b ^ low)
+    if second:
+        return (n - 1 - b, n - 1 - parent) if n % 2 == 0 else ((b + 1) % n, (parent + 1) % n)
+    return b, parent
+
+
 def _tree_edges(n: int, second: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(child rank, parent rank, send step) of every edge of the in-order tree (or its double-tree twin)."""
     b = np.arange(1, n)
-    parents = np.asarray(inorder_parents(n), dtype=np.int64)[1:]
-    step = np.log2(b & -b).astype(np.int64)
-    if second:
-        mapped = (n - 1 - b, n - 1 - parents) if n % 2 == 0 else ((b + 1) % n, (parents + 1) % n)
-        return mapped[0], mapped[1], step
-    return b, parents, step
+    child, parent = _tree_parents(n, b, second)
+    return child, parent, np.log2(b & -b).astype(np.int64)
 
 
 def _trees(coll: str, n: int, size: float, trees: tuple[bool, ...], chunks: int = 1) -> Patterns:
-    """Level-by-level (chunks = 1) or pipelined trees: reduce steps, then the mirrored broadcast."""
-    edges = [_tree_edges(n, t) for t in trees]
-    child = np.concatenate([e[0] for e in edges])
-    parent = np.concatenate([e[1] for e in edges])
-    step = np.concatenate([e[2] for e in edges])
-    up, down = [], []
-    for t in range(tree_height(n) + chunks - 1):
-        on = (step <= t) & (t < step + chunks)
-        up.append(_pat(child[on], parent[on], size, size))
-        down.append(_pat(parent[on], child[on], size, 0.0))
+    """Level-by-level (chunks = 1) or pipelined trees: reduce steps, then the mirrored broadcast.
+    Steps are built on first use; a step's sample is the edges of the first and last
+    :data:`SAMPLE_RANKS` positions of each level it sends."""
+    edges: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def step(t: int, up: bool):
+        if not edges:
+            parts = [_tree_edges(n, x) for x in trees]
+            edges.append(tuple(np.concatenate([e[i] for e in parts]) for i in range(3)))
+        child, parent, level = edges[0]
+        on = (level <= t) & (t < level + chunks)
+        return _arrays(child[on], parent[on], size, size) if up else _arrays(parent[on], child[on], size, 0.0)
+
+    def sample(t: int, up: bool):
+        children, parents = [], []
+        for lv in range(max(0, t - chunks + 1), t + 1):
+            count = (((n - 1) >> lv) + 1) // 2  # positions (2m+1) 2**lv < n
+            m = _distinct(np.concatenate([np.arange(min(count, SAMPLE_RANKS)),
+                                          np.arange(max(0, count - SAMPLE_RANKS), count)]))
+            for x in trees:
+                c, p = _tree_parents(n, (2 * m + 1) << lv, x)
+                children.append(c)
+                parents.append(p)
+        child, parent = np.concatenate(children), np.concatenate(parents)
+        return _arrays(child, parent, size, size) if up else _arrays(parent, child, size, 0.0)
+
+    def lazy(t: int, up: bool) -> StepPattern:
+        return StepPattern(build=lambda: step(t, up), sample=lambda: sample(t, up))
+
+    steps = range(tree_height(n) + chunks - 1)
+    up, down = [lazy(t, True) for t in steps], [lazy(t, False) for t in steps]
     return {"all_reduce": up + down, "reduce": up, "broadcast": down}[coll]
 
 
@@ -171,11 +253,16 @@ def _hierarchical(n: int, p: AlgoParams, tree: bool) -> Patterns:
     grid = np.arange(n).reshape(nodes, g)  # rows: servers
     intra_rs, intra_ag = ring_step(grid, 1 / g, True), ring_step(grid, 1 / g, False)
     if tree:
-        inter = []
-        for st in _trees("all_reduce", nodes, 1 / (2 * g), (False, True)):
-            i = np.arange(g)
-            inter.append(_pat((st.src[:, None] * g + i).ravel(), (st.dst[:, None] * g + i).ravel(),
-                              np.repeat(st.size, g), np.repeat(st.red, g), st.count))
+        i = np.arange(g)
+
+        def spread(arrays):  # the node-level tree edge between the same GPU index of two servers
+            src, dst, size, red = arrays
+            return ((src[:, None] * g + i).ravel(), (dst[:, None] * g + i).ravel(), np.repeat(size, g),
+                    np.repeat(red, g))
+
+        inter = [StepPattern(count=st.count, build=lambda st=st: spread(st.arrays),
+                             sample=lambda st=st: spread(st.sample()))
+                 for st in _trees("all_reduce", nodes, 1 / (2 * g), (False, True))]
     else:
         inter = [ring_step(grid.T, 1 / n, True), ring_step(grid.T, 1 / n, False)]
     return [x for x in (intra_rs, *inter, intra_ag) if x is not None]

@@ -49,6 +49,9 @@ AUTO_MAX_PAIRS = 65_536
 # `auto` skips a candidate whose lower bound exceeds the best price by more than this (relative):
 # the bound and the price are computed differently, so a tie must not be lost to rounding.
 PRUNE_MARGIN = 1e-9
+# pattern_floor folds a periodic step onto its first period up to this period; a longer one is
+# bounded from the step's sample (StepPattern.sample), which costs O(sample), not O(n)
+FOLD_MAX = 4096
 
 
 def check_chunking(config: Any) -> None:
@@ -317,12 +320,16 @@ class LibraryFabric(Fabric):
         total = 0.0
         for pat in pats:
             # a step mapped onto itself by a rank shift P that maps the bounds onto themselves too:
-            # its transfers out of ranks 0..P-1 stand for all (a receiver gets what its class mod P gets)
+            # its transfers out of ranks 0..P-1 stand for all (a receiver gets what its class mod P gets);
+            # otherwise a large step's sample (a subset of its transfers: every bound only grows with more)
             period = pat.period if identity and pat.period and self.shift_invariant(pat.period, n) else 0
-            moving = (pat.src != pat.dst) & (pat.src < period if period else True)
+            if period > FOLD_MAX:
+                period = 0
+            src, dst, size, red = pat.first(period) if period else pat.sample()
+            moving = src != dst
             step = p.step_overhead_s
             if moving.any():
-                src, dst, size = ranks[pat.src[moving]], ranks[pat.dst[moving]], pat.size[moving]
+                src, dst, size, red = ranks[src[moving]], ranks[dst[moving]], size[moving], red[moving]
                 into = dst % period if period else dst
                 lat, bw, links = self.route_bounds(src, dst)  # type: ignore[misc]
                 slowest = float((lat + size * m / bw).max())
@@ -333,7 +340,7 @@ class LibraryFabric(Fabric):
                     copies = n // period if period else 1
                     slowest = max(slowest, shortest + copies * float((size * links).sum()) * m / capacity)
                 slowest = max(slowest, shortest + self.cut_seconds(src, dst, size, period) * m)
-                red = np.bincount(into, weights=pat.red[moving]).max() * p.gamma * m
+                red = np.bincount(into, weights=red).max() * p.gamma * m
                 step += p.alpha_s + slowest + red
             total += pat.count * step
             if k * total > limit:

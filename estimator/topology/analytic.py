@@ -14,6 +14,8 @@ along the source's row and one along the destination's column.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from estimator.collectives.patterns import Patterns, StepPattern
@@ -89,10 +91,73 @@ def _step_row(step: StepPattern, loads, bandwidth: float, latencies: np.ndarray,
     return c0, c1, float(red)
 
 
+@lru_cache(maxsize=256)
+def digit_ring_loads(size: int, stride: int, k: int, bidirectional: bool) -> tuple[tuple[int, int], ...]:
+    """(links, largest link load in transfers on any of its routes) per class of transfers of a
+    digit step (:func:`~estimator.collectives.patterns.digit_step`: rank r sends to
+    ``r + (e - d) * stride`` for digit d of r and every e != d < k) on a whole ring of ``size``
+    nodes (k x stride divides size), without visiting the nodes.
+
+    The transfers of class (d, e) start at the ranks ``d * stride + q`` (q < stride) of every
+    block of P = k x stride and all take the same route length h (a multiple of the stride; the
+    shorter way, ties forward). A link's load is then a count of class members in a window (an
+    integer formula per class), periodic in P, and linear between consecutive multiples of the
+    stride (up to one position: the window ends move together), so the largest load over the
+    union of a class's routes is the largest over that union's ends and the block ends inside it.
+    Equal to :func:`arc_max_loads` over all transfers (tested)."""
+    period = k * stride
+    d, e = (x.ravel() for x in np.meshgrid(np.arange(k), np.arange(k), indexing="ij"))
+    d, e = d[d != e], e[d != e]
+    ahead = ((e - d) * stride) % size
+    forward = ahead <= size - ahead if bidirectional else np.ones(len(d), dtype=bool)
+    hops = np.where(forward, ahead, size - ahead)
+    out = []
+    for c in range(len(d)):
+        fwd = forward[c]
+        lo, hi = (d[c] * stride, d[c] * stride + stride + hops[c] - 2) if fwd else \
+            (d[c] * stride - hops[c], d[c] * stride + stride - 2)
+        if hi - lo + 1 >= period:
+            lo, hi = 0, period - 1
+        ends = np.arange(lo // stride, hi // stride + 1)[:, None] * stride + np.array([0, stride - 2, stride - 1])
+        at = np.clip(np.concatenate([[lo, hi], ends.ravel()]), lo, hi)
+        same = forward == fwd
+        first = np.where(fwd, at[:, None] - hops[same] + 1, at[:, None] + 1)  # window of sources of link `at`
+        last = np.where(fwd, at[:, None], at[:, None] + hops[same])
+        out.append((int(hops[c]), int((_members(last + 1, d[same], stride, period)
+                                       - _members(first, d[same], stride, period)).sum(axis=1).max())))
+    return tuple(out)
+
+
+def _members(x: np.ndarray, digit: np.ndarray, stride: int, period: int) -> np.ndarray:
+    """How many y in [0, x) have y mod period in [digit * stride, digit * stride + stride)."""
+    return (x // period) * stride + np.clip(x % period - digit * stride, 0, stride)
+
+
+def _digit_row(step: StepPattern, ranks: int, size: int, offset: int, bidirectional: bool, bandwidth: float,
+               latencies: np.ndarray, params: PricingParams) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """:func:`_step_row` of a digit step over all ``ranks`` endpoints whose exchanges run along
+    rings of ``size`` nodes (``offset``: rank distance of one ring position; the stride must be a
+    multiple of it and k x stride / offset divide size), from :func:`digit_ring_loads`; None if
+    the step is not one."""
+    if step.shape is None or step.shape[0] != "digit" or step.shape[1] != ranks or size < 3:
+        return None
+    _, _, stride, k, nbytes, reduced = step.shape
+    if stride % offset or size % (k * stride // offset):
+        return None
+    classes = np.array(digit_ring_loads(size, stride // offset, k, bidirectional))
+    c0, c1 = pareto(params.alpha_s + latencies[classes[:, 0]], classes[:, 1] * nbytes / bandwidth)
+    red = 0.0
+    for _ in range(k - 1):  # every rank receives k-1 transfers (summed in order, as np.bincount does)
+        red += reduced
+    return c0, c1, red * params.gamma
+
+
 def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams,
-              fold: int = 0) -> CompiledSchedule:
+              fold: int = 0, shaped=None) -> CompiledSchedule:
+    """``shaped(step, latencies)``: the step's row without its arrays, or None (then ``loads``)."""
     latencies = np.concatenate([[0.0], np.cumsum(np.full(longest, latency))])  # h links, summed as a route is
-    rows = [_step_row(p, loads, bandwidth, latencies, params, fold) for p in pats]
+    rows = [(shaped and shaped(p, latencies)) or _step_row(p, loads, bandwidth, latencies, params, fold)
+            for p in pats]
     width = max((len(r[0]) for r in rows), default=1)
     c0 = np.full((len(rows), width), -np.inf)
     c1 = np.zeros((len(rows), width))
@@ -115,7 +180,11 @@ def ring_compiled(pats: Patterns, size: int, bidirectional: bool, bandwidth: flo
         return arc_max_loads(np.zeros(len(src), dtype=np.int64), start, hops, forward, nbytes, 1, size), hops
 
     whole = group is None or group == size
-    return _compiled(pats, loads, bandwidth, latency, size, params, size if whole else 0)
+
+    def shaped(step, latencies):
+        return _digit_row(step, size, size, 1, bidirectional, bandwidth, latencies, params) if whole else None
+
+    return _compiled(pats, loads, bandwidth, latency, size, params, size if whole else 0, shaped)
 
 
 def folded_max_loads(start: np.ndarray, hops: np.ndarray, forward: np.ndarray, nbytes: np.ndarray, period: int
@@ -158,7 +227,14 @@ def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, laten
                           arc_max_loads(c2, ys, yh, yf, nbytes, cols, rows))
         return peak, xh + yh
 
-    return _compiled(pats, loads, bandwidth, latency, rows + cols, params)
+    def shaped(step, latencies):  # digit exchanges inside every row, or inside every column
+        if step.shape is None or step.shape[0] != "digit":
+            return None
+        stride, k = step.shape[2], step.shape[3]
+        along = (cols, 1) if k * stride <= cols else (rows, cols)
+        return _digit_row(step, rows * cols, *along, True, bandwidth, latencies, params)
+
+    return _compiled(pats, loads, bandwidth, latency, rows + cols, params, shaped=shaped)
 
 
 # ---- route bounds for auto's pattern floor (LibraryFabric.route_bounds) -----------------------
