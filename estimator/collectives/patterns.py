@@ -20,7 +20,8 @@ from estimator.collectives.params import AlgoParams, local_size, need_power, tor
 from estimator.collectives.trees import tree_height
 from estimator.errors import EstimatorError
 
-SAMPLE_RANKS = 64  # a large step's sample: the transfers out of about this many ranks per digit / tree level
+SAMPLE_RANKS = 64  # a large digit step's sample: the transfers out of about this many ranks per digit
+SAMPLE_EDGES = 8   # a large tree step's sample: the first and last this many edges of each level it sends
 
 
 class StepPattern:
@@ -203,7 +204,7 @@ def _tree_edges(n: int, second: bool) -> tuple[np.ndarray, np.ndarray, np.ndarra
 def _trees(coll: str, n: int, size: float, trees: tuple[bool, ...], chunks: int = 1) -> Patterns:
     """Level-by-level (chunks = 1) or pipelined trees: reduce steps, then the mirrored broadcast.
     Steps are built on first use; a step's sample is the edges of the first and last
-    :data:`SAMPLE_RANKS` positions of each level it sends."""
+    :data:`SAMPLE_EDGES` positions of each level it sends."""
     edges: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
     def step(t: int, up: bool):
@@ -218,8 +219,8 @@ def _trees(coll: str, n: int, size: float, trees: tuple[bool, ...], chunks: int 
         children, parents = [], []
         for lv in range(max(0, t - chunks + 1), t + 1):
             count = (((n - 1) >> lv) + 1) // 2  # positions (2m+1) 2**lv < n
-            m = _distinct(np.concatenate([np.arange(min(count, SAMPLE_RANKS)),
-                                          np.arange(max(0, count - SAMPLE_RANKS), count)]))
+            m = _distinct(np.concatenate([np.arange(min(count, SAMPLE_EDGES)),
+                                          np.arange(max(0, count - SAMPLE_EDGES), count)]))
             for x in trees:
                 c, p = _tree_parents(n, (2 * m + 1) << lv, x)
                 children.append(c)

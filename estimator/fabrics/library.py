@@ -231,6 +231,10 @@ class LibraryFabric(Fabric):
                 found = None if explicit else self.closed_form(collective, name, n, nbytes / self.chunking(nbytes))
             except EstimatorError:
                 found = None  # _price raises it again, in order
+            if found is None:
+                quick = self.quick_compiled(collective, name, n)
+                if quick is not None and not quick.reconfig_steps:
+                    found = (quick.time(nbytes / self.chunking(nbytes)), quick.steps)
             if found is not None:
                 fast[i] = found
                 cheap.append(i)
@@ -243,6 +247,23 @@ class LibraryFabric(Fabric):
         return cheap + rest, floors, fast
 
     # ---- auto pruning hooks ------------------------------------------------------------------
+    def quick_compiled(self, collective: str, name: str, n: int) -> CompiledSchedule | None:
+        """``name``'s schedule priced by :meth:`analytic_compiled` if :meth:`priced_without_arrays`
+        says that needs no per-rank arrays, else None. ``auto`` prices such candidates first, like
+        closed forms."""
+        try:
+            self.check_algorithm(collective, name, n)
+            pats = patterns(name, collective, n, self.algo_params(n))
+        except EstimatorError:
+            return None
+        return self._analytic(collective, name, n) if pats and self.priced_without_arrays(pats, n) else None
+
+    def priced_without_arrays(self, pats: list, n: int) -> bool:
+        """True if :meth:`analytic_compiled` prices every step of ``pats`` (over n ranks) from its
+        shape alone (e.g. digit steps on a whole ring or torus,
+        :func:`estimator.topology.analytic.ring_digits_only`); default False."""
+        return False
+
     def port_bandwidth(self) -> float | None:
         """An upper bound on any endpoint's total bandwidth in (or out), bytes/s; None (the
         default) turns off ``auto``'s pruning on this fabric."""
@@ -315,8 +336,11 @@ class LibraryFabric(Fabric):
         m = nbytes / k
         p = self.pricing(name)
         port, capacity, shortest = self.port_bandwidth(), self.link_capacity(), self.min_route_latency()
-        ranks = np.asarray(self.ranks(n), dtype=np.int64)
-        identity = bool(np.array_equal(ranks, np.arange(n)))
+        if type(self).ranks is LibraryFabric.ranks:  # the default: the first n (no list of n ints)
+            ranks, identity = np.arange(n), True
+        else:
+            ranks = np.asarray(self.ranks(n), dtype=np.int64)
+            identity = bool(np.array_equal(ranks, np.arange(n)))
         total = 0.0
         for pat in pats:
             # a step mapped onto itself by a rank shift P that maps the bounds onto themselves too:

@@ -78,15 +78,14 @@ def _step_row(step: StepPattern, loads, bandwidth: float, latencies: np.ndarray,
     links)``. ``fold`` = the ring size when the step covers the whole ring: a step with a period P
     dividing it is then priced from its transfers out of ranks 0..P-1 only (``loads`` folds the
     ring onto P nodes; a receiver gets what its class mod P gets), the others being shifted copies."""
-    moving = step.src != step.dst
     period = step.period if fold and step.period and fold % step.period == 0 else 0
-    if period:
-        moving &= step.src < period
+    src, dst, size, reduced = step.first(period) if period else step.arrays
+    moving = src != dst
     if not moving.any():
         return np.zeros(1), np.zeros(1), 0.0
-    src, dst = step.src[moving], step.dst[moving]
-    peak, hops = loads(src, dst, step.size[moving], period)
-    red = np.bincount(dst % period if period else dst, weights=step.red[moving]).max() * params.gamma
+    src, dst = src[moving], dst[moving]
+    peak, hops = loads(src, dst, size[moving], period)
+    red = np.bincount(dst % period if period else dst, weights=reduced[moving]).max() * params.gamma
     c0, c1 = pareto(params.alpha_s + latencies[hops], peak / bandwidth)
     return c0, c1, float(red)
 
@@ -111,21 +110,21 @@ def digit_ring_loads(size: int, stride: int, k: int, bidirectional: bool) -> tup
     ahead = ((e - d) * stride) % size
     forward = ahead <= size - ahead if bidirectional else np.ones(len(d), dtype=bool)
     hops = np.where(forward, ahead, size - ahead)
-    out = []
-    for c in range(len(d)):
-        fwd = forward[c]
-        lo, hi = (d[c] * stride, d[c] * stride + stride + hops[c] - 2) if fwd else \
-            (d[c] * stride - hops[c], d[c] * stride + stride - 2)
-        if hi - lo + 1 >= period:
-            lo, hi = 0, period - 1
-        ends = np.arange(lo // stride, hi // stride + 1)[:, None] * stride + np.array([0, stride - 2, stride - 1])
-        at = np.clip(np.concatenate([[lo, hi], ends.ravel()]), lo, hi)
-        same = forward == fwd
-        first = np.where(fwd, at[:, None] - hops[same] + 1, at[:, None] + 1)  # window of sources of link `at`
-        last = np.where(fwd, at[:, None], at[:, None] + hops[same])
-        out.append((int(hops[c]), int((_members(last + 1, d[same], stride, period)
-                                       - _members(first, d[same], stride, period)).sum(axis=1).max())))
-    return tuple(out)
+    # the links any route of class c uses: [lo, hi] (a whole period if longer)
+    lo = np.where(forward, d * stride, d * stride - hops)
+    hi = np.where(forward, d * stride + stride + hops - 2, d * stride + stride - 2)
+    whole = hi - lo + 1 >= period
+    lo, hi = np.where(whole, 0, lo), np.where(whole, period - 1, hi)
+    blocks = np.arange(int((hi // stride - lo // stride).max()) + 1)
+    ends = ((lo // stride)[:, None, None] + blocks[None, :, None]) * stride + np.array([0, stride - 2, stride - 1])
+    at = np.clip(np.concatenate([lo[:, None], hi[:, None], ends.reshape(len(d), -1)], axis=1),
+                 lo[:, None], hi[:, None])[:, :, None]  # (class, point, 1)
+    fwd = forward[:, None, None]
+    first = np.where(fwd, at - hops + 1, at + 1)  # sources whose route (of each class) crosses link `at`
+    last = np.where(fwd, at, at + hops)
+    count = _members(last + 1, d, stride, period) - _members(first, d, stride, period)
+    load = np.where(forward[None, None, :] == fwd, count, 0).sum(axis=2).max(axis=1)
+    return tuple(zip(hops.tolist(), load.tolist(), strict=True))
 
 
 def _members(x: np.ndarray, digit: np.ndarray, stride: int, period: int) -> np.ndarray:
@@ -133,17 +132,40 @@ def _members(x: np.ndarray, digit: np.ndarray, stride: int, period: int) -> np.n
     return (x // period) * stride + np.clip(x % period - digit * stride, 0, stride)
 
 
+def _digit_fits(step: StepPattern, ranks: int, size: int, offset: int) -> bool:
+    """True if ``step`` is a digit step over all ``ranks`` endpoints whose exchanges run along rings
+    of ``size`` >= 3 nodes, one ring position every ``offset`` ranks (the stride a multiple of it,
+    k x stride / offset dividing size): :func:`digit_ring_loads` prices it."""
+    if step.shape is None or step.shape[0] != "digit" or step.shape[1] != ranks or size < 3:
+        return False
+    stride, k = step.shape[2], step.shape[3]
+    return stride % offset == 0 and size % (k * stride // offset) == 0
+
+
+def _torus_along(step: StepPattern, rows: int, cols: int) -> tuple[int, int]:
+    """(ring size, offset) of a digit step on the rows x cols torus: along the rows if its blocks
+    fit in one, else along the columns (checked by :func:`_digit_fits`)."""
+    stride, k = (step.shape[2], step.shape[3]) if step.shape and step.shape[0] == "digit" else (0, 0)
+    return (cols, 1) if k * stride <= cols else (rows, cols)
+
+
+def ring_digits_only(pats: Patterns, size: int) -> bool:
+    """Every step of ``pats`` is a digit step :func:`ring_compiled` prices without arrays."""
+    return bool(pats) and all(_digit_fits(p, size, size, 1) for p in pats)
+
+
+def torus_digits_only(pats: Patterns, rows: int, cols: int) -> bool:
+    """Every step of ``pats`` is a digit step :func:`torus_compiled` prices without arrays."""
+    return bool(pats) and all(_digit_fits(p, rows * cols, *_torus_along(p, rows, cols)) for p in pats)
+
+
 def _digit_row(step: StepPattern, ranks: int, size: int, offset: int, bidirectional: bool, bandwidth: float,
                latencies: np.ndarray, params: PricingParams) -> tuple[np.ndarray, np.ndarray, float] | None:
-    """:func:`_step_row` of a digit step over all ``ranks`` endpoints whose exchanges run along
-    rings of ``size`` nodes (``offset``: rank distance of one ring position; the stride must be a
-    multiple of it and k x stride / offset divide size), from :func:`digit_ring_loads`; None if
-    the step is not one."""
-    if step.shape is None or step.shape[0] != "digit" or step.shape[1] != ranks or size < 3:
+    """:func:`_step_row` of a digit step from :func:`digit_ring_loads` (see :func:`_digit_fits`);
+    None if the step is not one."""
+    if not _digit_fits(step, ranks, size, offset):
         return None
     _, _, stride, k, nbytes, reduced = step.shape
-    if stride % offset or size % (k * stride // offset):
-        return None
     classes = np.array(digit_ring_loads(size, stride // offset, k, bidirectional))
     c0, c1 = pareto(params.alpha_s + latencies[classes[:, 0]], classes[:, 1] * nbytes / bandwidth)
     red = 0.0
@@ -228,11 +250,7 @@ def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, laten
         return peak, xh + yh
 
     def shaped(step, latencies):  # digit exchanges inside every row, or inside every column
-        if step.shape is None or step.shape[0] != "digit":
-            return None
-        stride, k = step.shape[2], step.shape[3]
-        along = (cols, 1) if k * stride <= cols else (rows, cols)
-        return _digit_row(step, rows * cols, *along, True, bandwidth, latencies, params)
+        return _digit_row(step, rows * cols, *_torus_along(step, rows, cols), True, bandwidth, latencies, params)
 
     return _compiled(pats, loads, bandwidth, latency, rows + cols, params, shaped=shaped)
 
