@@ -90,21 +90,39 @@ def _pat(src: np.ndarray, dst: np.ndarray, size: float | np.ndarray, red: float 
 
 
 # ---- rings ----------------------------------------------------------------------------------
+def _by_rank(n: int, out_of, count: int = 1, period: int = 0, shape: tuple | None = None) -> StepPattern:
+    """A lazy step over ranks 0..n-1 given ``out_of(ranks) -> arrays`` (the transfers out of those
+    ranks): built on first use, its first period and its sample (the first and last
+    :data:`SAMPLE_RANKS` ranks) without the others."""
+    def sample():
+        w = min(n, SAMPLE_RANKS)
+        return out_of(_distinct(np.concatenate([np.arange(w), np.arange(n - w, n)])))
+
+    return StepPattern(count=count, period=period, build=lambda: out_of(np.arange(n)),
+                       first=lambda p: out_of(np.arange(min(p, n))), sample=sample, shape=shape)
+
+
 def ring_step(rings: np.ndarray, chunk: float, reduce: bool, bidirectional: bool = False, period: int = 0
               ) -> StepPattern | None:
-    """One step of rings (rows of ``rings``, equal length k >= 2) run concurrently; it repeats k-1
-    times. ``period``: the rank shift that maps it onto itself, if the caller knows one."""
+    """One step of rings (rows of ``rings``, equal length k >= 2, together a permutation of the
+    ranks) run concurrently; it repeats k-1 times. ``period``: the rank shift that maps it onto
+    itself, if the caller knows one. Built on first use."""
     k = rings.shape[1]
     if k < 2:
         return None
-    nxt = np.roll(rings, -1, axis=1)
     r = chunk if reduce else 0.0
-    if not bidirectional:
-        return _pat(rings.ravel(), nxt.ravel(), chunk, r, k - 1, period)
-    prv = np.roll(rings, 1, axis=1)
-    src = np.repeat(rings.ravel(), 2)
-    dst = np.stack([nxt.ravel(), prv.ravel()], axis=1).ravel()
-    return _pat(src, dst, chunk / 2, r / 2, k - 1, period)
+    where = np.empty(rings.size, dtype=np.int64)
+    where[rings.ravel()] = np.arange(rings.size)  # position of each rank
+
+    def out_of(ranks: np.ndarray):
+        row, col = np.divmod(where[ranks], k)
+        nxt = rings[row, (col + 1) % k]
+        if not bidirectional:
+            return _arrays(ranks, nxt, chunk, r)
+        dst = np.stack([nxt, rings[row, (col - 1) % k]], axis=1).ravel()
+        return _arrays(np.repeat(ranks, 2), dst, chunk / 2, r / 2)
+
+    return _by_rank(rings.size, out_of, k - 1, period)
 
 
 def _ring(coll: str, n: int, bidir: bool) -> Patterns:
@@ -166,19 +184,21 @@ def _neighbor_exchange(coll: str, n: int) -> Patterns:
     if n % 2:
         raise EstimatorError(f"algorithm 'neighbor_exchange' needs an even group size, got {n}")
     out = [ring_step(np.arange(n)[None, :], 1 / n, True, period=1)] if coll == "all_reduce" and n >= 2 else []
-    r = np.arange(n)
-    even = r % 2 == 0
 
-    def side(right: bool) -> np.ndarray:
-        return np.where(even == right, (r + 1) % n, (r - 1) % n)
+    def side(r: np.ndarray, right: bool) -> np.ndarray:
+        return np.where((r % 2 == 0) == right, (r + 1) % n, (r - 1) % n)
 
     steps = n // 2
-    out.append(_pat(r, side(True), 1 / n, 0.0, period=2))
+
+    def hop(right: bool, size: float):
+        return lambda q: _arrays(q, side(q, right), size, 0.0)
+
+    out.append(_by_rank(n, hop(True, 1 / n), period=2))
     rights, lefts = (steps - 1) // 2, steps // 2  # later steps: odd s go left, even s right
     if lefts:
-        out.append(_pat(r, side(False), 2 / n, 0.0, lefts, 2))
+        out.append(_by_rank(n, hop(False, 2 / n), lefts, 2))
     if rights:
-        out.append(_pat(r, side(True), 2 / n, 0.0, rights, 2))
+        out.append(_by_rank(n, hop(True, 2 / n), rights, 2))
     return [p for p in out if p is not None]
 
 
