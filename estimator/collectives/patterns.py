@@ -102,36 +102,36 @@ def _by_rank(n: int, out_of, count: int = 1, period: int = 0, shape: tuple | Non
                        first=lambda p: out_of(np.arange(min(p, n))), sample=sample, shape=shape)
 
 
-def ring_step(rings: np.ndarray, chunk: float, reduce: bool, bidirectional: bool = False, period: int = 0
-              ) -> StepPattern | None:
-    """One step of rings (rows of ``rings``, equal length k >= 2, together a permutation of the
-    ranks) run concurrently; it repeats k-1 times. ``period``: the rank shift that maps it onto
-    itself, if the caller knows one. Built on first use."""
-    k = rings.shape[1]
+def ring_step(rings: int, k: int, chunk: float, reduce: bool, bidirectional: bool = False, period: int = 0,
+              across: bool = False) -> StepPattern | None:
+    """One step of ``rings`` rings of length k >= 2 run concurrently over ranks 0..rings*k-1: the
+    rows of the rings x k grid of ranks (ring i = i*k, ..., i*k + k-1), or with ``across`` its
+    columns read as rings (ring i = i, i + rings, ..., i + (k-1)*rings). It repeats k-1 times.
+    ``period``: the rank shift that maps it onto itself, if the caller knows one. Built on first use."""
     if k < 2:
         return None
     r = chunk if reduce else 0.0
-    where = np.empty(rings.size, dtype=np.int64)
-    where[rings.ravel()] = np.arange(rings.size)  # position of each rank
+
+    def step(ranks: np.ndarray, by: int) -> np.ndarray:  # the rank ``by`` places further round its ring
+        if across:
+            return (ranks + by * rings) % (rings * k)
+        return ranks - ranks % k + (ranks % k + by) % k
 
     def out_of(ranks: np.ndarray):
-        row, col = np.divmod(where[ranks], k)
-        nxt = rings[row, (col + 1) % k]
         if not bidirectional:
-            return _arrays(ranks, nxt, chunk, r)
-        dst = np.stack([nxt, rings[row, (col - 1) % k]], axis=1).ravel()
+            return _arrays(ranks, step(ranks, 1), chunk, r)
+        dst = np.stack([step(ranks, 1), step(ranks, -1)], axis=1).ravel()
         return _arrays(np.repeat(ranks, 2), dst, chunk / 2, r / 2)
 
-    return _by_rank(rings.size, out_of, k - 1, period)
+    return _by_rank(rings * k, out_of, k - 1, period)
 
 
 def _ring(coll: str, n: int, bidir: bool) -> Patterns:
-    ranks = np.arange(n)[None, :]
     out = []
     if coll in ("all_reduce", "reduce_scatter"):
-        out.append(ring_step(ranks, 1 / n, True, bidir, 1))
+        out.append(ring_step(1, n, 1 / n, True, bidir, 1))
     if coll in ("all_reduce", "all_gather"):
-        out.append(ring_step(ranks, 1 / n, False, bidir, 1))
+        out.append(ring_step(1, n, 1 / n, False, bidir, 1))
     return [p for p in out if p is not None]
 
 
@@ -183,7 +183,7 @@ def _recursive_doubling(coll: str, n: int) -> Patterns:
 def _neighbor_exchange(coll: str, n: int) -> Patterns:
     if n % 2:
         raise EstimatorError(f"algorithm 'neighbor_exchange' needs an even group size, got {n}")
-    out = [ring_step(np.arange(n)[None, :], 1 / n, True, period=1)] if coll == "all_reduce" and n >= 2 else []
+    out = [ring_step(1, n, 1 / n, True, period=1)] if coll == "all_reduce" and n >= 2 else []
 
     def side(r: np.ndarray, right: bool) -> np.ndarray:
         return np.where((r % 2 == 0) == right, (r + 1) % n, (r - 1) % n)
@@ -235,17 +235,20 @@ def _trees(coll: str, n: int, size: float, trees: tuple[bool, ...], chunks: int 
         on = (level <= t) & (t < level + chunks)
         return _arrays(child[on], parent[on], size, size) if up else _arrays(parent[on], child[on], size, 0.0)
 
-    def sample(t: int, up: bool):
-        children, parents = [], []
-        for lv in range(max(0, t - chunks + 1), t + 1):
+    levels: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def level(lv: int) -> tuple[np.ndarray, np.ndarray]:  # sampled (child, parent) edges sending at lv
+        if lv not in levels:
             count = (((n - 1) >> lv) + 1) // 2  # positions (2m+1) 2**lv < n
             m = _distinct(np.concatenate([np.arange(min(count, SAMPLE_EDGES)),
                                           np.arange(max(0, count - SAMPLE_EDGES), count)]))
-            for x in trees:
-                c, p = _tree_parents(n, (2 * m + 1) << lv, x)
-                children.append(c)
-                parents.append(p)
-        child, parent = np.concatenate(children), np.concatenate(parents)
+            pairs = [_tree_parents(n, (2 * m + 1) << lv, x) for x in trees]
+            levels[lv] = (np.concatenate([c for c, _ in pairs]), np.concatenate([p for _, p in pairs]))
+        return levels[lv]
+
+    def sample(t: int, up: bool):
+        window = [level(lv) for lv in range(max(0, t - chunks + 1), t + 1)]
+        child, parent = np.concatenate([c for c, _ in window]), np.concatenate([p for _, p in window])
         return _arrays(child, parent, size, size) if up else _arrays(parent, child, size, 0.0)
 
     def lazy(t: int, up: bool) -> StepPattern:
@@ -258,21 +261,22 @@ def _trees(coll: str, n: int, size: float, trees: tuple[bool, ...], chunks: int 
 
 # ---- multi-dimensional ------------------------------------------------------------------------
 def _torus2d(coll: str, n: int, p: AlgoParams) -> Patterns:
-    rows, cols = torus_dims(n, p)
-    grid = np.arange(n).reshape(rows, cols)
+    rows, cols = torus_dims(n, p)  # ranks: a rows x cols grid; rings along its rows, then its columns
     out = []
     if coll in ("all_reduce", "reduce_scatter"):
-        out += [ring_step(grid, 1 / cols, True, period=cols), ring_step(grid.T, 1 / n, True, period=1)]
+        out += [ring_step(rows, cols, 1 / cols, True, period=cols),
+                ring_step(cols, rows, 1 / n, True, period=1, across=True)]
     if coll in ("all_reduce", "all_gather"):
-        out += [ring_step(grid.T, 1 / n, False, period=1), ring_step(grid, 1 / cols, False, period=cols)]
+        out += [ring_step(cols, rows, 1 / n, False, period=1, across=True),
+                ring_step(rows, cols, 1 / cols, False, period=cols)]
     return [x for x in out if x is not None]
 
 
 def _hierarchical(n: int, p: AlgoParams, tree: bool) -> Patterns:
     g = local_size(n, p)
     nodes = n // g
-    grid = np.arange(n).reshape(nodes, g)  # rows: servers
-    intra_rs, intra_ag = ring_step(grid, 1 / g, True), ring_step(grid, 1 / g, False)
+    # ranks: a nodes x g grid (rows: servers); rings inside servers, then across them
+    intra_rs, intra_ag = ring_step(nodes, g, 1 / g, True), ring_step(nodes, g, 1 / g, False)
     if tree:
         i = np.arange(g)
 
@@ -285,7 +289,7 @@ def _hierarchical(n: int, p: AlgoParams, tree: bool) -> Patterns:
                              sample=lambda st=st: spread(st.sample()))
                  for st in _trees("all_reduce", nodes, 1 / (2 * g), (False, True))]
     else:
-        inter = [ring_step(grid.T, 1 / n, True), ring_step(grid.T, 1 / n, False)]
+        inter = [ring_step(g, nodes, 1 / n, True, across=True), ring_step(g, nodes, 1 / n, False, across=True)]
     return [x for x in (intra_rs, *inter, intra_ag) if x is not None]
 
 
