@@ -356,3 +356,13 @@ def test_lazy_steps_sample_a_subset_and_first_period_is_the_filter(name, coll):
                 src, dst, size, red = pat.arrays
                 keep = src < pat.period
                 assert got == rows((src[keep], dst[keep], size[keep], red[keep]))
+
+
+def test_equal_rounds_cost_is_rounds_cost_bit_for_bit():
+    """Lumorph's ring rounds summed without a list of rounds: the same floats."""
+    from estimator.fabrics.optical.base import equal_rounds_cost, rounds_cost
+
+    for count in (0, 1, 2, 3, 7, 1000, 131070):
+        for per_byte in (1.0 / 65536 / 1.6e11, 1 / 3e9, 0.1):
+            rounds = [(per_byte, i == 0) for i in range(count)]
+            assert equal_rounds_cost(7e-7, 3.7e-6, per_byte, count) == rounds_cost(7e-7, 3.7e-6, rounds)
