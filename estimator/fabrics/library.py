@@ -51,7 +51,7 @@ AUTO_MAX_PAIRS = 65_536
 PRUNE_MARGIN = 1e-9
 # pattern_floor folds a periodic step onto its first period up to this period; a longer one is
 # bounded from the step's sample (StepPattern.sample), which costs O(sample), not O(n)
-FOLD_MAX = 4096
+FOLD_MAX = 256
 
 
 def check_chunking(config: Any) -> None:

@@ -105,7 +105,7 @@ def digit_ring_loads(size: int, stride: int, k: int, bidirectional: bool) -> tup
     union of a class's routes is the largest over that union's ends and the block ends inside it.
     Equal to :func:`arc_max_loads` over all transfers (tested)."""
     period = k * stride
-    d, e = (x.ravel() for x in np.meshgrid(np.arange(k), np.arange(k), indexing="ij"))
+    d, e = np.repeat(np.arange(k), k), np.tile(np.arange(k), k)
     d, e = d[d != e], e[d != e]
     ahead = ((e - d) * stride) % size
     forward = ahead <= size - ahead if bidirectional else np.ones(len(d), dtype=bool)
@@ -174,10 +174,18 @@ def _digit_row(step: StepPattern, ranks: int, size: int, offset: int, bidirectio
     return c0, c1, red * params.gamma
 
 
+@lru_cache(maxsize=16)
+def _latencies(latency: float, longest: int) -> np.ndarray:
+    """Latency of a route of h = 0..longest links, summed link by link as a route's is."""
+    out = np.concatenate([[0.0], np.cumsum(np.full(longest, latency))])
+    out.flags.writeable = False
+    return out
+
+
 def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams,
               fold: int = 0, shaped=None) -> CompiledSchedule:
     """``shaped(step, latencies)``: the step's row without its arrays, or None (then ``loads``)."""
-    latencies = np.concatenate([[0.0], np.cumsum(np.full(longest, latency))])  # h links, summed as a route is
+    latencies = _latencies(latency, longest)
     rows = [(shaped and shaped(p, latencies)) or _step_row(p, loads, bandwidth, latencies, params, fold)
             for p in pats]
     width = max((len(r[0]) for r in rows), default=1)
