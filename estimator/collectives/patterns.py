@@ -74,8 +74,11 @@ Patterns = list[StepPattern]
 def _arrays(src: np.ndarray, dst: np.ndarray, size: float | np.ndarray, red: float | np.ndarray
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     src = np.asarray(src, dtype=np.int64)
-    return (src, np.asarray(dst, dtype=np.int64), np.broadcast_to(np.asarray(size, dtype=float), src.shape),
-            np.broadcast_to(np.asarray(red, dtype=float), src.shape))
+
+    def per_transfer(x):  # (np.full: np.broadcast_to costs ~20x more per call on small arrays)
+        return np.full(len(src), float(x)) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
+
+    return src, np.asarray(dst, dtype=np.int64), per_transfer(size), per_transfer(red)
 
 
 def _distinct(a: np.ndarray) -> np.ndarray:
@@ -294,9 +297,12 @@ def _hierarchical(n: int, p: AlgoParams, tree: bool) -> Patterns:
 
 
 def _ps(n: int) -> Patterns:
-    q = np.arange(1, n)
-    zero = np.zeros(n - 1, dtype=np.int64)
-    return [_pat(q, zero, 1.0, 1.0), _pat(zero, q, 1.0, 0.0)]
+    def step(up: bool, ranks: np.ndarray):  # every worker q >= 1 to the server 0 (up) or back
+        q = ranks[ranks > 0]
+        zero = np.zeros(len(q), dtype=np.int64)
+        return _arrays(q, zero, 1.0, 1.0) if up else _arrays(zero, q, 1.0, 0.0)
+
+    return [_by_rank(n, lambda r: step(True, r)), _by_rank(n, lambda r: step(False, r))]
 
 
 def patterns(name: str, collective: str, n: int, p: AlgoParams) -> Patterns | None:
