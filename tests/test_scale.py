@@ -222,6 +222,8 @@ def test_fixed_grid_is_unchanged():
     {"name": "superpod", "nodes": 8, "gpus_per_node": 8},
     {"name": "superpod", "nodes": 6, "gpus_per_node": 1},
     {"name": "superpod", "nodes": 12, "gpus_per_node": 2},
+    {"name": "bcube", "nodes": 16, "radix": 4, "alpha_s": 1e-6, "memory_bandwidth_Bps": 1e11},
+    {"name": "bcube", "nodes": 64, "radix": 4},
 ], ids=lambda p: f"{p['name']}{p['nodes']}{p.get('topology', '')}{'u' if p.get('bidirectional') is False else ''}")
 def test_analytic_routing_equals_schedules(params):
     """Every algorithm with a step pattern is priced on rings, tori and fat trees by analytic
@@ -248,7 +250,7 @@ def test_analytic_routing_equals_schedules(params):
                     assert comp.time(m) == pytest.approx(slow.time(m), rel=1e-12), (coll, algo, n)
                 assert f.collective_cost(coll, 3e6, algo, n, explicit=True).time_s == comp.time(3e6)
                 checked += 1
-    assert checked >= 12
+    assert checked >= (10 if params["name"] == "bcube" else 12)
 
 
 @pytest.mark.parametrize("params", [

@@ -13,10 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.collectives.params import AlgoParams, is_power, log_k
+from estimator.collectives.patterns import patterns
+from estimator.collectives.pricing import CompiledSchedule
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.electrical import LinkFabric, offers_with
 from estimator.fabrics.unit_compiled import UnitCompiled
+from estimator.topology.analytic import bcube_compiled
 from estimator.topology.builders import bcube
 from estimator.topology.graph import Topology
 
@@ -75,6 +78,15 @@ class BCubeFabric(UnitCompiled, LinkFabric):
         if algorithm in ("radix", f"radix{c.radix}"):
             return self.switch_like(collective, algorithm, n, nbytes, c.link_latency_s, c.port_bandwidth_Bps)
         return None
+
+    def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        """Steps whose transfers each cross one digit, on the whole BCube: analytic routing
+        (:func:`estimator.topology.analytic.bcube_compiled`); others compile on the graph."""
+        c = self.config
+        pats = patterns(algorithm, collective, n, self.algo_params(n)) if n == c.nodes else None
+        if not pats:
+            return None
+        return bcube_compiled(pats, c.radix, c.levels, c.port_bandwidth_Bps, c.link_latency_s, self.pricing(algorithm))
 
     def port_bandwidth(self) -> float:
         return self.config.node_bandwidth_Bps  # one port per level

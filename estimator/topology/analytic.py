@@ -359,3 +359,33 @@ def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic:
         return peak, hops
 
     return _compiled(pats, loads, 1.0, latency, 3, params)  # peaks are already seconds per byte of M
+
+
+def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, latency: float, params: PricingParams
+                   ) -> CompiledSchedule | None:
+    """The same on :func:`estimator.topology.builders.bcube` (ranks = the first servers) for steps
+    whose every transfer goes to a server differing in exactly one digit (dimension-wise, radix-r,
+    halving-doubling within a digit): its one shortest route is server -> that level's switch ->
+    server, so a transfer's busiest link is its sender's up-link or its receiver's down-link of
+    that level (each carrying the bytes all the step's transfers put on it) and its latency one
+    switch's. None if a step has a transfer crossing several digits (ECMP over correction
+    orders: compiled on the graph instead)."""
+    powers = radix ** np.arange(levels + 1)
+
+    def loads(src, dst, nbytes, period):
+        level = np.searchsorted(powers, np.abs(dst - src), side="right") - 1  # the highest digit that differs
+        place = powers[level]
+        if not ((src // (place * radix) == dst // (place * radix)) & (src % place == dst % place)).all():
+            raise _SeveralDigits
+        up = np.bincount(src * levels + level, weights=nbytes)
+        down = np.bincount(dst * levels + level, weights=nbytes)
+        return np.maximum(up[src * levels + level], down[dst * levels + level]), np.ones(len(src), dtype=np.int64)
+
+    try:
+        return _compiled(pats, loads, bandwidth, latency, 1, params)
+    except _SeveralDigits:
+        return None
+
+
+class _SeveralDigits(Exception):
+    """A BCube transfer that crosses more than one digit (see :func:`bcube_compiled`)."""
