@@ -144,13 +144,16 @@ def _ring(coll: str, n: int, bidir: bool) -> Patterns:
 def digit_step(n: int, stride: int, k: int, size: float, red: float) -> StepPattern:
     """Every rank sends to the k-1 ranks differing from it only in the (mixed-radix) digit of place
     value ``stride`` and size ``k`` (built on first use; shape ``("digit", n, stride, k, size, red)``)."""
-    def out_of(r: np.ndarray):
+    def out_of(r: np.ndarray, offsets=range(1, k)):
         digit = (r // stride) % k
         base = r - digit * stride
-        dst = np.concatenate([base + ((digit + j) % k) * stride for j in range(1, k)])
-        return _arrays(np.tile(r, k - 1), dst, size, red)
+        dst = np.concatenate([base + ((digit + j) % k) * stride for j in offsets])
+        return _arrays(np.tile(r, len(offsets)), dst, size, red)
 
-    def sample():  # ranks 0..W-1 and the first W of every digit's block
+    def sample():  # ranks 0..W-1 and the first W of every digit's block (a wide digit: W ranks, W peers each way)
+        if k > SAMPLE_RANKS:
+            w = SAMPLE_RANKS // 2
+            return out_of(np.arange(min(n, SAMPLE_RANKS)), sorted({*range(1, w + 1), *range(k - w, k)}))
         w = min(stride, SAMPLE_RANKS)
         r = _distinct(np.concatenate([np.arange(min(n, SAMPLE_RANKS)),
                                       (np.arange(k)[:, None] * stride + np.arange(w)).ravel()]))
@@ -353,6 +356,10 @@ def patterns(name: str, collective: str, n: int, p: AlgoParams) -> Patterns | No
         return _recursive_doubling(collective, n)
     if base == "dimwise":
         return _dimwise(collective, n, p.radix)
+    if base == "direct" and collective in ("all_reduce", "reduce_scatter", "all_gather"):
+        # all pairs: every rank to every other = one digit of size n
+        rs = [digit_step(n, 1, n, 1 / n, 1 / n)] if collective != "all_gather" else []
+        return rs + ([digit_step(n, 1, n, 1 / n, 0.0)] if collective != "reduce_scatter" else [])
     if base == "neighbor_exchange":
         return _neighbor_exchange(collective, n)
     if base == "binary_tree":

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from estimator.collectives.params import AlgoParams, is_power, log_k
 from estimator.collectives.patterns import patterns
 from estimator.collectives.pricing import CompiledSchedule
@@ -87,6 +89,25 @@ class BCubeFabric(UnitCompiled, LinkFabric):
         if not pats:
             return None
         return bcube_compiled(pats, c.radix, c.levels, c.port_bandwidth_Bps, c.link_latency_s, self.pricing(algorithm))
+
+    def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A route corrects the differing digits one switch each (2 links per digit, one switch
+        latency); ECMP can spread a transfer over at most that many first hops."""
+        c = self.config
+        hops = np.zeros(len(src), dtype=np.int64)
+        a, b = src.copy(), dst.copy()
+        for _ in range(c.levels):
+            hops += a % c.radix != b % c.radix
+            a //= c.radix
+            b //= c.radix
+        return hops * c.link_latency_s * (1 - 1e-12), hops * c.port_bandwidth_Bps, 2 * hops
+
+    def link_capacity(self) -> float:
+        c = self.config
+        return 2 * c.nodes * c.levels * c.port_bandwidth_Bps  # every server's cable to each level's switch
+
+    def shift_invariant(self, period: int, n: int) -> bool:
+        return n == self.config.nodes and period % n == 0  # only the trivial shift (a step is its own first period)
 
     def port_bandwidth(self) -> float:
         return self.config.node_bandwidth_Bps  # one port per level

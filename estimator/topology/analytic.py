@@ -90,6 +90,9 @@ def _step_row(step: StepPattern, loads, bandwidth: float, latencies: np.ndarray,
     return c0, c1, float(red)
 
 
+MAX_DIGIT = 16  # digit_ring_loads costs O(k^5) small-array work: wider digits (all-pairs) use the arrays
+
+
 @lru_cache(maxsize=256)
 def digit_ring_loads(size: int, stride: int, k: int, bidirectional: bool) -> tuple[tuple[int, int], ...]:
     """(links, largest link load in transfers on any of its routes) per class of transfers of a
@@ -139,6 +142,8 @@ def _digit_fits(step: StepPattern, ranks: int, size: int, offset: int) -> bool:
     if step.shape is None or step.shape[0] != "digit" or step.shape[1] != ranks or size < 3:
         return False
     stride, k = step.shape[2], step.shape[3]
+    if k > MAX_DIGIT:
+        return False
     return stride % offset == 0 and size % (k * stride // offset) == 0
 
 
