@@ -30,7 +30,8 @@ class StepPattern:
     (P > 0: shifting every rank by P mod n maps the step onto itself; 0: unknown).
 
     Large steps are built lazily: ``shape`` names a step a fabric may price without arrays
-    (``("digit", n, stride, k, size, red)``: :func:`digit_step`), :meth:`first` gives the transfers
+    (``("digit", n, stride, k, size, red)``: :func:`digit_step`; ``("dimwise", n, k, size, red)``:
+    every digit at once), :meth:`first` gives the transfers
     out of ranks 0..P-1 only and :meth:`sample` a small subset of the transfers (used for lower
     bounds: every bound of :meth:`LibraryFabric.pattern_floor` only grows with more transfers)."""
 
@@ -189,7 +190,8 @@ def _dimwise(coll: str, n: int, k: int) -> Patterns:
     def step(size: float, red: float) -> StepPattern:
         digits = [digit_step(n, k**d, k, size, red) for d in range(levels)]
         return StepPattern(build=lambda: tuple(np.concatenate([x.arrays[i] for x in digits]) for i in range(4)),
-                           sample=lambda: tuple(np.concatenate([x.sample()[i] for x in digits]) for i in range(4)))
+                           sample=lambda: tuple(np.concatenate([x.sample()[i] for x in digits]) for i in range(4)),
+                           shape=("dimwise", n, k, size, red))
 
     out = []
     if coll in ("all_reduce", "reduce_scatter"):

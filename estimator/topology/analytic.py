@@ -386,10 +386,36 @@ def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, la
         down = np.bincount(dst * levels + level, weights=nbytes)
         return np.maximum(up[src * levels + level], down[dst * levels + level]), np.ones(len(src), dtype=np.int64)
 
+    def shaped(step, latencies):  # digit / dimension-wise steps inside BCube digits: (k-1) transfers per port
+        shape = step.shape
+        if shape is None or shape[1] != radix**levels:
+            return None
+        if shape[0] == "dimwise" and shape[2] == radix:
+            k, nbytes, reduced, received = radix, shape[3], shape[4], levels * (radix - 1)
+        elif shape[0] == "digit" and _within_digit(shape[2], shape[3], radix):
+            k, nbytes, reduced, received = shape[3], shape[4], shape[5], shape[3] - 1
+        else:
+            return None
+        peak = red = 0.0
+        for _ in range(k - 1):  # summed in order, as np.bincount does
+            peak += nbytes
+        for _ in range(received):
+            red += reduced
+        return np.array([params.alpha_s + latencies[1]]), np.array([peak / bandwidth]), red * params.gamma
+
     try:
-        return _compiled(pats, loads, bandwidth, latency, 1, params)
+        return _compiled(pats, loads, bandwidth, latency, 1, params, shaped=shaped)
     except _SeveralDigits:
         return None
+
+
+def _within_digit(stride: int, k: int, radix: int) -> bool:
+    """True if a digit step (place value ``stride``, size k) only changes one base-``radix`` digit."""
+    place = 1
+    while place * radix <= stride:
+        place *= radix
+    sub = stride // place
+    return stride % place == 0 and radix % (k * sub) == 0
 
 
 class _SeveralDigits(Exception):
