@@ -302,10 +302,10 @@ def test_digit_steps_on_rings_and_tori_priced_without_arrays_equal_the_arrays():
     rows / columns is priced from its (stride, k) alone; it equals pricing its transfers."""
     from estimator.collectives.patterns import digit_step
     from estimator.collectives.pricing import PricingParams
-    from estimator.topology.analytic import ring_compiled, torus_compiled
+    from estimator.topology.analytic import _torus_plan, ring_compiled, torus_compiled
 
     params = PricingParams(alpha_s=1e-6, memory_bandwidth_Bps=1e11)
-    checked = 0
+    checked = split = 0
     for size in range(3, 49):
         for k in (2, 3, 4, 5, 8):
             stride = 1
@@ -318,9 +318,10 @@ def test_digit_steps_on_rings_and_tori_priced_without_arrays_equal_the_arrays():
                         assert fast.time(m) == pytest.approx(slow.time(m), rel=1e-12), (size, k, stride, bidir)
                     checked += 1
                 stride *= k
-    for rows, cols in ((4, 4), (8, 4), (3, 9), (4, 8), (16, 16), (6, 12), (2, 8), (8, 2), (5, 5), (12, 6)):
+    for rows, cols in ((4, 4), (8, 4), (3, 9), (4, 8), (16, 16), (6, 12), (2, 8), (8, 2), (5, 5), (12, 6), (8, 8),
+                       (16, 8), (9, 3), (4, 6), (32, 4), (8, 4), (16, 4), (4, 16), (24, 6)):
         n = rows * cols
-        for k in (2, 3, 4):
+        for k in (2, 3, 4, 6, 8):
             stride = 1
             while n % (k * stride) == 0:
                 step = digit_step(n, stride, k, 0.25, 0.25)
@@ -329,8 +330,9 @@ def test_digit_steps_on_rings_and_tori_priced_without_arrays_equal_the_arrays():
                 for m in (1.0, 1e7):
                     assert fast.time(m) == pytest.approx(slow.time(m), rel=1e-12), (rows, cols, k, stride)
                 checked += 1
+                split += (_torus_plan(step, rows, cols) or ("",))[0] == "split"
                 stride *= k
-    assert checked > 150
+    assert checked > 150 and split >= 5  # digits split between a row and a column: priced too
 
 
 @pytest.mark.parametrize("name,coll", [("halving_doubling", "all_reduce"), ("radix4", "all_reduce"),

@@ -147,11 +147,58 @@ def _digit_fits(step: StepPattern, ranks: int, size: int, offset: int) -> bool:
     return stride % offset == 0 and size % (k * stride // offset) == 0
 
 
-def _torus_along(step: StepPattern, rows: int, cols: int) -> tuple[int, int]:
-    """(ring size, offset) of a digit step on the rows x cols torus: along the rows if its blocks
-    fit in one, else along the columns (checked by :func:`_digit_fits`)."""
-    stride, k = (step.shape[2], step.shape[3]) if step.shape and step.shape[0] == "digit" else (0, 0)
-    return (cols, 1) if k * stride <= cols else (rows, cols)
+def _torus_plan(step: StepPattern, rows: int, cols: int) -> tuple[str, int, int] | None:
+    """How a digit step over the whole rows x cols torus is priced without arrays: ``("ring", size,
+    offset)`` if its exchanges run along every row (its blocks fit in one) or every column (see
+    :func:`_digit_fits`); ``("split", a, b)`` if a block spans b whole rows of a digit values each
+    (the low part of the digit moves along the row, the high part along the column); else None."""
+    if step.shape is None or step.shape[0] != "digit" or step.shape[1] != rows * cols or step.shape[3] > MAX_DIGIT:
+        return None
+    stride, k = step.shape[2], step.shape[3]
+    along = (cols, 1) if k * stride <= cols else (rows, cols)
+    if _digit_fits(step, rows * cols, *along):
+        return ("ring", *along)
+    if cols % stride or (k * stride) % cols or rows < 3 or cols < 3:
+        return None
+    a = cols // stride
+    return ("split", a, k // a) if rows % (k // a) == 0 else None
+
+
+def _ring_table(size: int, stride: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`digit_ring_loads` (bidirectional) as k x k tables of (links, load) by (digit, target digit)."""
+    hops, load = np.zeros((k, k), dtype=np.int64), np.zeros((k, k), dtype=np.int64)
+    d, e = np.repeat(np.arange(k), k), np.tile(np.arange(k), k)
+    d, e = d[d != e], e[d != e]
+    table = np.array(digit_ring_loads(size, stride, k, True))
+    hops[d, e], load[d, e] = table[:, 0], table[:, 1]
+    return hops, load
+
+
+def _torus_digit_row(step: StepPattern, rows: int, cols: int, bandwidth: float, latencies: np.ndarray,
+                     params: PricingParams) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """:func:`_step_row` of a digit step on the torus from :func:`_torus_plan`. A split step's
+    transfer from digit (dl, dh) to (el, eh) goes ``(el - dl) * stride`` along its row, then
+    ``eh - dh`` rows along its destination's column: every row carries b copies of the row-wise
+    digit step (stride, a), every column a copies of the column-wise one (1, b), so a transfer's
+    busiest link is the larger of the two tables' entries for its classes."""
+    plan = _torus_plan(step, rows, cols)
+    if plan is None:
+        return None
+    if plan[0] == "ring":
+        return _digit_row(step, rows * cols, plan[1], plan[2], True, bandwidth, latencies, params)
+    _, a, b = plan
+    _, _, stride, k, nbytes, reduced = step.shape
+    (xh, xl), (yh, yl) = _ring_table(cols, stride, a), _ring_table(rows, 1, b)
+    dl, el, dh, eh = (x.ravel() for x in np.meshgrid(np.arange(a), np.arange(a), np.arange(b), np.arange(b),
+                                                       indexing="ij"))
+    moves = (dl != el) | (dh != eh)
+    dl, el, dh, eh = dl[moves], el[moves], dh[moves], eh[moves]
+    peak = np.maximum(b * xl[dl, el], a * yl[dh, eh])
+    c0, c1 = params.alpha_s + latencies[xh[dl, el] + yh[dh, eh]], peak * nbytes / bandwidth
+    red = 0.0
+    for _ in range(k - 1):
+        red += reduced
+    return c0, c1, red * params.gamma
 
 
 def ring_digits_only(pats: Patterns, size: int) -> bool:
@@ -161,7 +208,7 @@ def ring_digits_only(pats: Patterns, size: int) -> bool:
 
 def torus_digits_only(pats: Patterns, rows: int, cols: int) -> bool:
     """Every step of ``pats`` is a digit step :func:`torus_compiled` prices without arrays."""
-    return bool(pats) and all(_digit_fits(p, rows * cols, *_torus_along(p, rows, cols)) for p in pats)
+    return bool(pats) and all(_torus_plan(p, rows, cols) is not None for p in pats)
 
 
 def _digit_row(step: StepPattern, ranks: int, size: int, offset: int, bidirectional: bool, bandwidth: float,
@@ -263,8 +310,8 @@ def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, laten
                           arc_max_loads(c2, ys, yh, yf, nbytes, cols, rows))
         return peak, xh + yh
 
-    def shaped(step, latencies):  # digit exchanges inside every row, or inside every column
-        return _digit_row(step, rows * cols, *_torus_along(step, rows, cols), True, bandwidth, latencies, params)
+    def shaped(step, latencies):  # digit exchanges along rows, columns, or split between them
+        return _torus_digit_row(step, rows, cols, bandwidth, latencies, params)
 
     return _compiled(pats, loads, bandwidth, latency, rows + cols, params, shaped=shaped)
 
