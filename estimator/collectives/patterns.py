@@ -338,7 +338,25 @@ def _ps(n: int) -> Patterns:
 
 def patterns(name: str, collective: str, n: int, p: AlgoParams) -> Patterns | None:
     """The schedule of algorithm ``name`` as step patterns (``None``: no pattern for it here).
-    ``p`` must already carry the algorithm's fixed radix / chunks (``Algorithm.params``)."""
+    ``p`` must already carry the algorithm's fixed radix / chunks (``Algorithm.params``). Kept for
+    the last :data:`PATTERN_CACHE` requests (a pattern is immutable; its arrays are built once,
+    on first use), so ``auto``'s bound and price of one candidate share them."""
+    key = (name, collective, n, p)
+    if key in _CACHE:
+        hit = _CACHE[key] = _CACHE.pop(key)  # most recent last
+        return None if hit is None else list(hit)
+    out = _patterns(name, collective, n, p)  # raises (not cached) for an invalid group
+    if len(_CACHE) >= PATTERN_CACHE:
+        del _CACHE[next(iter(_CACHE))]
+    _CACHE[key] = out
+    return None if out is None else list(out)
+
+
+PATTERN_CACHE = 16
+_CACHE: dict[tuple, Patterns | None] = {}
+
+
+def _patterns(name: str, collective: str, n: int, p: AlgoParams) -> Patterns | None:
     from estimator.collectives.algorithms import algorithm
 
     algo = algorithm(name)
