@@ -356,6 +356,8 @@ class LibraryFabric(Fabric):
             return None
         if pats is None:
             return None
+        if not pats:
+            return 0.0  # one rank: nothing moves
         k = self.chunking(nbytes)
         m = nbytes / k
         p = self.pricing(name)
