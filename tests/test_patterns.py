@@ -19,6 +19,7 @@ CASES = [("ring", c) for c in ("all_reduce", "reduce_scatter", "all_gather")] + 
     ("binary_tree", "reduce"), ("double_binary_tree", "all_reduce"), ("pipelined_dbt", "all_reduce"),
     ("pipelined_dbt4", "all_reduce"), ("torus2d", "all_reduce"), ("torus2d", "all_gather"),
     ("hierarchical", "all_reduce"), ("hierarchical_tree", "all_reduce"), ("ps", "all_reduce"),
+    ("dimwise", "all_reduce"), ("dimwise", "reduce_scatter"), ("dimwise", "all_gather"),
 ]
 
 

@@ -14,72 +14,155 @@ regular topologies (:mod:`estimator.topology.analytic`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from estimator.collectives.params import AlgoParams, local_size, need_power, torus_dims
-from estimator.collectives.trees import inorder_parents, tree_height
+from estimator.collectives.trees import tree_height
 from estimator.errors import EstimatorError
 
+SAMPLE_RANKS = 64  # a large digit step's sample: the transfers out of about this many ranks per digit
+SAMPLE_EDGES = 8   # a large tree step's sample: the first and last this many edges of each level it sends
 
-@dataclass(frozen=True)
+
 class StepPattern:
-    src: np.ndarray
-    dst: np.ndarray
-    size: np.ndarray  # bytes per byte of M
-    red: np.ndarray   # reduced bytes per byte of M
-    count: int = 1
-    period: int = 0   # P > 0: shifting every rank by P (mod n) maps the step onto itself; 0: unknown
+    """One step: ``src``, ``dst``, ``size`` (bytes per byte of M) and ``red`` (reduced bytes per
+    byte of M) arrays, ``count`` (steps of the schedule that are exactly this step) and ``period``
+    (P > 0: shifting every rank by P mod n maps the step onto itself; 0: unknown).
+
+    Large steps are built lazily: ``shape`` names a step a fabric may price without arrays
+    (``("digit", n, stride, k, size, red)``: :func:`digit_step`; ``("dimwise", n, k, size, red)``:
+    every digit at once), :meth:`first` gives the transfers
+    out of ranks 0..P-1 only and :meth:`sample` a small subset of the transfers (used for lower
+    bounds: every bound of :meth:`LibraryFabric.pattern_floor` only grows with more transfers)."""
+
+    __slots__ = ("_arrays", "_build", "_first", "_sample", "count", "period", "shape")
+
+    def __init__(self, src=None, dst=None, size=None, red=None, count: int = 1, period: int = 0, *, build=None,
+                 first=None, sample=None, shape: tuple | None = None):
+        self._arrays = None if build is not None else (src, dst, size, red)
+        self._build, self._first, self._sample = build, first, sample
+        self.count, self.period, self.shape = count, period, shape
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if self._arrays is None:
+            self._arrays = self._build()
+        return self._arrays
+
+    src = property(lambda self: self.arrays[0])
+    dst = property(lambda self: self.arrays[1])
+    size = property(lambda self: self.arrays[2])
+    red = property(lambda self: self.arrays[3])
+
+    def first(self, period: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The transfers out of ranks 0..period-1."""
+        if self._first is not None and self._arrays is None:
+            return self._first(period)
+        src, dst, size, red = self.arrays
+        keep = src < period
+        return src[keep], dst[keep], size[keep], red[keep]
+
+    def sample(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Some of the step's transfers (all of them if the step is small or already built)."""
+        if self._sample is not None and self._arrays is None:
+            return self._sample()
+        return self.arrays
 
 
 Patterns = list[StepPattern]
 
 
+def _arrays(src: np.ndarray, dst: np.ndarray, size: float | np.ndarray, red: float | np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    src = np.asarray(src, dtype=np.int64)
+
+    def per_transfer(x):  # (a read-only view on large steps; np.full on small ones, ~20x cheaper per call)
+        if np.ndim(x):
+            return np.asarray(x, dtype=float)
+        return np.full(len(src), float(x)) if len(src) <= 4096 else np.broadcast_to(float(x), src.shape)
+
+    return src, np.asarray(dst, dtype=np.int64), per_transfer(size), per_transfer(red)
+
+
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (not np.unique: its first call imports numpy.ma, ~20 ms)."""
+    a = np.sort(a)
+    return a[np.concatenate([[True], a[1:] != a[:-1]])] if len(a) else a
+
+
 def _pat(src: np.ndarray, dst: np.ndarray, size: float | np.ndarray, red: float | np.ndarray, count: int = 1,
          period: int = 0) -> StepPattern:
-    src = np.asarray(src, dtype=np.int64)
-    return StepPattern(src, np.asarray(dst, dtype=np.int64), np.broadcast_to(np.asarray(size, dtype=float), src.shape),
-                       np.broadcast_to(np.asarray(red, dtype=float), src.shape), count, period)
+    return StepPattern(*_arrays(src, dst, size, red), count, period)
 
 
 # ---- rings ----------------------------------------------------------------------------------
-def ring_step(rings: np.ndarray, chunk: float, reduce: bool, bidirectional: bool = False, period: int = 0
-              ) -> StepPattern | None:
-    """One step of rings (rows of ``rings``, equal length k >= 2) run concurrently; it repeats k-1
-    times. ``period``: the rank shift that maps it onto itself, if the caller knows one."""
-    k = rings.shape[1]
+def _by_rank(n: int, out_of, count: int = 1, period: int = 0, shape: tuple | None = None) -> StepPattern:
+    """A lazy step over ranks 0..n-1 given ``out_of(ranks) -> arrays`` (the transfers out of those
+    ranks): built on first use, its first period and its sample (the first and last
+    :data:`SAMPLE_RANKS` ranks) without the others."""
+    def sample():
+        w = min(n, SAMPLE_RANKS)
+        return out_of(_distinct(np.concatenate([np.arange(w), np.arange(n - w, n)])))
+
+    return StepPattern(count=count, period=period, build=lambda: out_of(np.arange(n)),
+                       first=lambda p: out_of(np.arange(min(p, n))), sample=sample, shape=shape)
+
+
+def ring_step(rings: int, k: int, chunk: float, reduce: bool, bidirectional: bool = False, period: int = 0,
+              across: bool = False) -> StepPattern | None:
+    """One step of ``rings`` rings of length k >= 2 run concurrently over ranks 0..rings*k-1: the
+    rows of the rings x k grid of ranks (ring i = i*k, ..., i*k + k-1), or with ``across`` its
+    columns read as rings (ring i = i, i + rings, ..., i + (k-1)*rings). It repeats k-1 times.
+    ``period``: the rank shift that maps it onto itself, if the caller knows one. Built on first use."""
     if k < 2:
         return None
-    nxt = np.roll(rings, -1, axis=1)
     r = chunk if reduce else 0.0
-    if not bidirectional:
-        return _pat(rings.ravel(), nxt.ravel(), chunk, r, k - 1, period)
-    prv = np.roll(rings, 1, axis=1)
-    src = np.repeat(rings.ravel(), 2)
-    dst = np.stack([nxt.ravel(), prv.ravel()], axis=1).ravel()
-    return _pat(src, dst, chunk / 2, r / 2, k - 1, period)
+
+    def step(ranks: np.ndarray, by: int) -> np.ndarray:  # the rank ``by`` places further round its ring
+        if across:
+            return (ranks + by * rings) % (rings * k)
+        return ranks - ranks % k + (ranks % k + by) % k
+
+    def out_of(ranks: np.ndarray):
+        if not bidirectional:
+            return _arrays(ranks, step(ranks, 1), chunk, r)
+        dst = np.stack([step(ranks, 1), step(ranks, -1)], axis=1).ravel()
+        return _arrays(np.repeat(ranks, 2), dst, chunk / 2, r / 2)
+
+    return _by_rank(rings * k, out_of, k - 1, period)
 
 
 def _ring(coll: str, n: int, bidir: bool) -> Patterns:
-    ranks = np.arange(n)[None, :]
     out = []
     if coll in ("all_reduce", "reduce_scatter"):
-        out.append(ring_step(ranks, 1 / n, True, bidir, 1))
+        out.append(ring_step(1, n, 1 / n, True, bidir, 1))
     if coll in ("all_reduce", "all_gather"):
-        out.append(ring_step(ranks, 1 / n, False, bidir, 1))
+        out.append(ring_step(1, n, 1 / n, False, bidir, 1))
     return [p for p in out if p is not None]
 
 
 # ---- digit exchanges -------------------------------------------------------------------------
 def digit_step(n: int, stride: int, k: int, size: float, red: float) -> StepPattern:
     """Every rank sends to the k-1 ranks differing from it only in the (mixed-radix) digit of place
-    value ``stride`` and size ``k``."""
-    r = np.arange(n)
-    digit = (r // stride) % k
-    base = r - digit * stride
-    dst = np.concatenate([base + ((digit + j) % k) * stride for j in range(1, k)])
-    return _pat(np.tile(r, k - 1), dst, size, red, period=k * stride if n % (k * stride) == 0 else 0)
+    value ``stride`` and size ``k`` (built on first use; shape ``("digit", n, stride, k, size, red)``)."""
+    def out_of(r: np.ndarray, offsets=range(1, k)):
+        digit = (r // stride) % k
+        base = r - digit * stride
+        dst = np.concatenate([base + ((digit + j) % k) * stride for j in offsets])
+        return _arrays(np.tile(r, len(offsets)), dst, size, red)
+
+    def sample():  # ranks 0..W-1 and the first W of every digit's block (a wide digit: W ranks, W peers each way)
+        if k > SAMPLE_RANKS:
+            w = SAMPLE_RANKS // 2
+            return out_of(np.arange(min(n, SAMPLE_RANKS)), sorted({*range(1, w + 1), *range(k - w, k)}))
+        w = min(stride, SAMPLE_RANKS)
+        r = _distinct(np.concatenate([np.arange(min(n, SAMPLE_RANKS)),
+                                      (np.arange(k)[:, None] * stride + np.arange(w)).ravel()]))
+        return out_of(r[r < n])
+
+    return StepPattern(count=1, period=k * stride if n % (k * stride) == 0 else 0,
+                       build=lambda: out_of(np.arange(n)), first=lambda p: out_of(np.arange(min(p, n))),
+                       sample=sample, shape=("digit", n, stride, k, size, red))
 
 
 def _radix(coll: str, n: int, k: int, name: str) -> Patterns:
@@ -99,97 +182,181 @@ def _radix(coll: str, n: int, k: int, name: str) -> Patterns:
     return out
 
 
+def _dimwise(coll: str, n: int, k: int) -> Patterns:
+    """Dimension-wise (BCube / SiPAC): L = log_k(n) parts, part j walks the digits j, j+1, ...; so
+    every step exchanges along all L digits at once, each digit moving the same share."""
+    levels = need_power("dimwise", n, k)
+
+    def step(size: float, red: float) -> StepPattern:
+        digits = [digit_step(n, k**d, k, size, red) for d in range(levels)]
+        return StepPattern(build=lambda: tuple(np.concatenate([x.arrays[i] for x in digits]) for i in range(4)),
+                           sample=lambda: tuple(np.concatenate([x.sample()[i] for x in digits]) for i in range(4)),
+                           shape=("dimwise", n, k, size, red))
+
+    out = []
+    if coll in ("all_reduce", "reduce_scatter"):
+        held = 1.0 / levels
+        for _ in range(levels):
+            held /= k
+            out.append(step(held, held))
+    if coll in ("all_reduce", "all_gather"):
+        held = 1.0 / levels / n
+        for _ in range(levels):
+            out.append(step(held, 0.0))
+            held *= k
+    return out
+
+
 def _recursive_doubling(coll: str, n: int) -> Patterns:
     if coll == "all_gather":
         return _radix(coll, n, 2, "recursive_doubling")
     steps = need_power("recursive_doubling", n, 2)
-    r = np.arange(n)
-    return [_pat(r, r ^ (1 << s), 1.0, 1.0, period=2 << s) for s in range(steps)]
+    return [digit_step(n, 1 << s, 2, 1.0, 1.0) for s in range(steps)]  # partner r ^ 2**s
 
 
 def _neighbor_exchange(coll: str, n: int) -> Patterns:
     if n % 2:
         raise EstimatorError(f"algorithm 'neighbor_exchange' needs an even group size, got {n}")
-    out = [ring_step(np.arange(n)[None, :], 1 / n, True, period=1)] if coll == "all_reduce" and n >= 2 else []
-    r = np.arange(n)
-    even = r % 2 == 0
+    out = [ring_step(1, n, 1 / n, True, period=1)] if coll == "all_reduce" and n >= 2 else []
 
-    def side(right: bool) -> np.ndarray:
-        return np.where(even == right, (r + 1) % n, (r - 1) % n)
+    def side(r: np.ndarray, right: bool) -> np.ndarray:
+        return np.where((r % 2 == 0) == right, (r + 1) % n, (r - 1) % n)
 
     steps = n // 2
-    out.append(_pat(r, side(True), 1 / n, 0.0, period=2))
+
+    def hop(right: bool, size: float):
+        return lambda q: _arrays(q, side(q, right), size, 0.0)
+
+    out.append(_by_rank(n, hop(True, 1 / n), period=2))
     rights, lefts = (steps - 1) // 2, steps // 2  # later steps: odd s go left, even s right
     if lefts:
-        out.append(_pat(r, side(False), 2 / n, 0.0, lefts, 2))
+        out.append(_by_rank(n, hop(False, 2 / n), lefts, 2))
     if rights:
-        out.append(_pat(r, side(True), 2 / n, 0.0, rights, 2))
+        out.append(_by_rank(n, hop(True, 2 / n), rights, 2))
     return [p for p in out if p is not None]
 
 
 # ---- trees ----------------------------------------------------------------------------------
+def _tree_parents(n: int, b: np.ndarray, second: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(child rank, parent rank) of positions ``b`` >= 1 of the in-order tree (NCCL's rule, as
+    :func:`~estimator.collectives.trees.inorder_parents`) or of its double-tree twin."""
+    low = b & -b
+    up = (b ^ low) | (low << 1)
+    parent = np.where(up < n, up, b ^ low)
+    if second:
+        return (n - 1 - b, n - 1 - parent) if n % 2 == 0 else ((b + 1) % n, (parent + 1) % n)
+    return b, parent
+
+
 def _tree_edges(n: int, second: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(child rank, parent rank, send step) of every edge of the in-order tree (or its double-tree twin)."""
     b = np.arange(1, n)
-    parents = np.asarray(inorder_parents(n), dtype=np.int64)[1:]
-    step = np.log2(b & -b).astype(np.int64)
-    if second:
-        mapped = (n - 1 - b, n - 1 - parents) if n % 2 == 0 else ((b + 1) % n, (parents + 1) % n)
-        return mapped[0], mapped[1], step
-    return b, parents, step
+    child, parent = _tree_parents(n, b, second)
+    return child, parent, np.log2(b & -b).astype(np.int64)
 
 
 def _trees(coll: str, n: int, size: float, trees: tuple[bool, ...], chunks: int = 1) -> Patterns:
-    """Level-by-level (chunks = 1) or pipelined trees: reduce steps, then the mirrored broadcast."""
-    edges = [_tree_edges(n, t) for t in trees]
-    child = np.concatenate([e[0] for e in edges])
-    parent = np.concatenate([e[1] for e in edges])
-    step = np.concatenate([e[2] for e in edges])
-    up, down = [], []
-    for t in range(tree_height(n) + chunks - 1):
-        on = (step <= t) & (t < step + chunks)
-        up.append(_pat(child[on], parent[on], size, size))
-        down.append(_pat(parent[on], child[on], size, 0.0))
+    """Level-by-level (chunks = 1) or pipelined trees: reduce steps, then the mirrored broadcast.
+    Steps are built on first use; a step's sample is the edges of the first and last
+    :data:`SAMPLE_EDGES` positions of each level it sends."""
+    edges: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def step(t: int, up: bool):
+        if not edges:
+            parts = [_tree_edges(n, x) for x in trees]
+            edges.append(tuple(np.concatenate([e[i] for e in parts]) for i in range(3)))
+        child, parent, level = edges[0]
+        on = (level <= t) & (t < level + chunks)
+        return _arrays(child[on], parent[on], size, size) if up else _arrays(parent[on], child[on], size, 0.0)
+
+    levels: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def level(lv: int) -> tuple[np.ndarray, np.ndarray]:  # sampled (child, parent) edges sending at lv
+        if lv not in levels:
+            count = (((n - 1) >> lv) + 1) // 2  # positions (2m+1) 2**lv < n
+            m = _distinct(np.concatenate([np.arange(min(count, SAMPLE_EDGES)),
+                                          np.arange(max(0, count - SAMPLE_EDGES), count)]))
+            pairs = [_tree_parents(n, (2 * m + 1) << lv, x) for x in trees]
+            levels[lv] = (np.concatenate([c for c, _ in pairs]), np.concatenate([p for _, p in pairs]))
+        return levels[lv]
+
+    def sample(t: int, up: bool):
+        window = [level(lv) for lv in range(max(0, t - chunks + 1), t + 1)]
+        child, parent = np.concatenate([c for c, _ in window]), np.concatenate([p for _, p in window])
+        return _arrays(child, parent, size, size) if up else _arrays(parent, child, size, 0.0)
+
+    def lazy(t: int, up: bool) -> StepPattern:
+        return StepPattern(build=lambda: step(t, up), sample=lambda: sample(t, up))
+
+    steps = range(tree_height(n) + chunks - 1)
+    up, down = [lazy(t, True) for t in steps], [lazy(t, False) for t in steps]
     return {"all_reduce": up + down, "reduce": up, "broadcast": down}[coll]
 
 
 # ---- multi-dimensional ------------------------------------------------------------------------
 def _torus2d(coll: str, n: int, p: AlgoParams) -> Patterns:
-    rows, cols = torus_dims(n, p)
-    grid = np.arange(n).reshape(rows, cols)
+    rows, cols = torus_dims(n, p)  # ranks: a rows x cols grid; rings along its rows, then its columns
     out = []
     if coll in ("all_reduce", "reduce_scatter"):
-        out += [ring_step(grid, 1 / cols, True, period=cols), ring_step(grid.T, 1 / n, True, period=1)]
+        out += [ring_step(rows, cols, 1 / cols, True, period=cols),
+                ring_step(cols, rows, 1 / n, True, period=1, across=True)]
     if coll in ("all_reduce", "all_gather"):
-        out += [ring_step(grid.T, 1 / n, False, period=1), ring_step(grid, 1 / cols, False, period=cols)]
+        out += [ring_step(cols, rows, 1 / n, False, period=1, across=True),
+                ring_step(rows, cols, 1 / cols, False, period=cols)]
     return [x for x in out if x is not None]
 
 
 def _hierarchical(n: int, p: AlgoParams, tree: bool) -> Patterns:
     g = local_size(n, p)
     nodes = n // g
-    grid = np.arange(n).reshape(nodes, g)  # rows: servers
-    intra_rs, intra_ag = ring_step(grid, 1 / g, True), ring_step(grid, 1 / g, False)
+    # ranks: a nodes x g grid (rows: servers); rings inside servers, then across them
+    intra_rs, intra_ag = ring_step(nodes, g, 1 / g, True), ring_step(nodes, g, 1 / g, False)
     if tree:
-        inter = []
-        for st in _trees("all_reduce", nodes, 1 / (2 * g), (False, True)):
-            i = np.arange(g)
-            inter.append(_pat((st.src[:, None] * g + i).ravel(), (st.dst[:, None] * g + i).ravel(),
-                              np.repeat(st.size, g), np.repeat(st.red, g), st.count))
+        i = np.arange(g)
+
+        def spread(arrays):  # the node-level tree edge between the same GPU index of two servers
+            src, dst, size, red = arrays
+            return ((src[:, None] * g + i).ravel(), (dst[:, None] * g + i).ravel(), np.repeat(size, g),
+                    np.repeat(red, g))
+
+        inter = [StepPattern(count=st.count, build=lambda st=st: spread(st.arrays),
+                             sample=lambda st=st: spread(st.sample()))
+                 for st in _trees("all_reduce", nodes, 1 / (2 * g), (False, True))]
     else:
-        inter = [ring_step(grid.T, 1 / n, True), ring_step(grid.T, 1 / n, False)]
+        inter = [ring_step(g, nodes, 1 / n, True, across=True), ring_step(g, nodes, 1 / n, False, across=True)]
     return [x for x in (intra_rs, *inter, intra_ag) if x is not None]
 
 
 def _ps(n: int) -> Patterns:
-    q = np.arange(1, n)
-    zero = np.zeros(n - 1, dtype=np.int64)
-    return [_pat(q, zero, 1.0, 1.0), _pat(zero, q, 1.0, 0.0)]
+    def step(up: bool, ranks: np.ndarray):  # every worker q >= 1 to the server 0 (up) or back
+        q = ranks[ranks > 0]
+        zero = np.zeros(len(q), dtype=np.int64)
+        return _arrays(q, zero, 1.0, 1.0) if up else _arrays(zero, q, 1.0, 0.0)
+
+    return [_by_rank(n, lambda r: step(True, r)), _by_rank(n, lambda r: step(False, r))]
 
 
 def patterns(name: str, collective: str, n: int, p: AlgoParams) -> Patterns | None:
     """The schedule of algorithm ``name`` as step patterns (``None``: no pattern for it here).
-    ``p`` must already carry the algorithm's fixed radix / chunks (``Algorithm.params``)."""
+    ``p`` must already carry the algorithm's fixed radix / chunks (``Algorithm.params``). Kept for
+    the last :data:`PATTERN_CACHE` requests (a pattern is immutable; its arrays are built once,
+    on first use), so ``auto``'s bound and price of one candidate share them."""
+    key = (name, collective, n, p)
+    if key in _CACHE:
+        hit = _CACHE[key] = _CACHE.pop(key)  # most recent last
+        return None if hit is None else list(hit)
+    out = _patterns(name, collective, n, p)  # raises (not cached) for an invalid group
+    if len(_CACHE) >= PATTERN_CACHE:
+        del _CACHE[next(iter(_CACHE))]
+    _CACHE[key] = out
+    return None if out is None else list(out)
+
+
+PATTERN_CACHE = 16
+_CACHE: dict[tuple, Patterns | None] = {}
+
+
+def _patterns(name: str, collective: str, n: int, p: AlgoParams) -> Patterns | None:
     from estimator.collectives.algorithms import algorithm
 
     algo = algorithm(name)
@@ -207,6 +374,12 @@ def patterns(name: str, collective: str, n: int, p: AlgoParams) -> Patterns | No
         return _radix(collective, n, p.radix, "radix")
     if base == "recursive_doubling":
         return _recursive_doubling(collective, n)
+    if base == "dimwise":
+        return _dimwise(collective, n, p.radix)
+    if base == "direct" and collective in ("all_reduce", "reduce_scatter", "all_gather"):
+        # all pairs: every rank to every other = one digit of size n
+        rs = [digit_step(n, 1, n, 1 / n, 1 / n)] if collective != "all_gather" else []
+        return rs + ([digit_step(n, 1, n, 1 / n, 0.0)] if collective != "reduce_scatter" else [])
     if base == "neighbor_exchange":
         return _neighbor_exchange(collective, n)
     if base == "binary_tree":

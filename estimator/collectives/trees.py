@@ -56,30 +56,63 @@ def second_tree_rank(b: int, n: int) -> int:
     return n - 1 - b if n % 2 == 0 else (b + 1) % n
 
 
+def inorder_child_steps(b: int, n: int) -> tuple[int, ...]:
+    """Send steps of the children of position ``b`` of the in-order binary tree on ``n`` ranks
+    (same tree as :func:`inorder_parents`): the root's one child is the largest power of two
+    below n; a position with trailing zeros t >= 1 has its left child ``b - 2**(t-1)`` (step t-1)
+    and as right child the first ``b + 2**j < n`` for j = t-1, t-2, ..., 0 (step j); odd
+    positions are leaves."""
+    if b == 0:
+        return ((n - 1).bit_length() - 1,) if n >= 2 else ()
+    t = tz(b)
+    right = next((j for j in range(t - 1, -1, -1) if b + (1 << j) < n), None)
+    return () if t == 0 else (t - 1,) if right is None else (right, t - 1)
+
+
 @cache
 def dbt_shapes(n: int) -> tuple[frozenset[tuple[int, ...]], frozenset[tuple[int, ...]]]:
     """Distinct per-rank patterns of the double binary tree on ``n`` ranks:
-    (child send-steps of each rank over both trees, own send-steps over both trees).
-    Loads of pipelined tree steps depend only on these sets. (Vectorised: a row of padded, sorted
-    steps per rank, then the distinct rows.)"""
-    import numpy as np
+    (child send-steps of each rank over both trees, own send-steps over both trees), each sorted.
+    Loads of pipelined tree steps depend only on these sets.
 
-    b = np.arange(1, n)
-    parents = np.asarray(inorder_parents(n), dtype=np.int64)[1:]
-    step = np.log2(b & -b).astype(np.int64) if n > 1 else b
-    second = (lambda x: n - 1 - x) if n % 2 == 0 else (lambda x: (x + 1) % n)
+    Found without visiting every rank: a rank holds position ``p1 = r`` in the first tree and
+    ``p2`` in the second (:func:`second_tree_rank`); one of the two is odd (a leaf) except at the
+    roots. A position's children depend only on its trailing zeros t unless it is a root or its
+    natural right child ``b + 2**(t-1)`` is out of range (``special``: at most one position per
+    t). So every rank touching a special position is evaluated, and for every other rank the
+    shape is ``((t-1, t-1), (0, t))`` with t its non-leaf position's trailing zeros; a t counts
+    if some such rank exists (searched among the first positions with t trailing zeros, which
+    the few special ones cannot all exclude). Tested equal to the shapes read off
+    :func:`inorder_parents` for every n up to a few hundred."""
+    if n < 2:
+        return frozenset({()}) if n else frozenset(), frozenset({()}) if n else frozenset()
 
-    def distinct(ranks: np.ndarray, values: np.ndarray, width: int) -> frozenset[tuple[int, ...]]:
-        order = np.lexsort((values, ranks))
-        ranks, values = ranks[order], values[order]
-        slot = np.arange(len(ranks)) - np.searchsorted(ranks, ranks)  # position in the rank's row
-        table = np.full((n, width), 127, dtype=np.int64)  # 127: empty (a step is < 64)
-        table[ranks, slot] = values
-        keys = np.unique(table @ (128 ** np.arange(width)))
-        rows = (keys[:, None] // 128 ** np.arange(width)) % 128
-        return frozenset(tuple(int(v) for v in row if v != 127) for row in rows)
+    def pos2(r: int) -> int:  # position of rank r in the second tree
+        return n - 1 - r if n % 2 == 0 else (r - 1) % n
 
-    steps2 = np.concatenate([step, step])
-    children = distinct(np.concatenate([parents, second(parents)]), steps2, 4)
-    sends = distinct(np.concatenate([b, second(b)]), steps2, 2)
-    return children, sends
+    def rank2(b: int) -> int:
+        return second_tree_rank(b, n)
+
+    def shape(r: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        p1, p2 = r, pos2(r)
+        kids = tuple(sorted(inorder_child_steps(p1, n) + inorder_child_steps(p2, n)))
+        sends = tuple(sorted(tz(p) for p in (p1, p2) if p))
+        return kids, sends
+
+    special = {0} | {b for t in range(1, n.bit_length())
+                     for b in [((n - 1) >> t << t) if ((n - 1) >> t) & 1 else ((n - 1) >> t << t) - (1 << t)]
+                     if b > 0 and tz(b) == t and b + (1 << (t - 1)) >= n}
+    ranks = special | {rank2(b) for b in special}
+    found = {shape(r) for r in ranks}
+    for t in range(1, n.bit_length()):
+        tries = 0
+        for b in range(1 << t, n, 1 << (t + 1)):  # positions with t trailing zeros
+            if b in special:
+                continue
+            if (b not in ranks and pos2(b) not in special) or rank2(b) not in ranks:
+                found.add(((t - 1, t - 1), (0, t)))
+                break
+            tries += 1
+            if tries > 2 * len(special) + 2:
+                break
+    return frozenset(k for k, _ in found), frozenset(s for _, s in found)

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from estimator.collectives.params import AlgoParams, is_power, log_k
+from estimator.collectives.patterns import patterns
+from estimator.collectives.pricing import CompiledSchedule
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.electrical import LinkFabric, offers_with
 from estimator.fabrics.unit_compiled import UnitCompiled
+from estimator.topology.analytic import bcube_compiled
 from estimator.topology.builders import bcube
 from estimator.topology.graph import Topology
 
@@ -75,6 +80,34 @@ class BCubeFabric(UnitCompiled, LinkFabric):
         if algorithm in ("radix", f"radix{c.radix}"):
             return self.switch_like(collective, algorithm, n, nbytes, c.link_latency_s, c.port_bandwidth_Bps)
         return None
+
+    def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        """Steps whose transfers each cross one digit, on the whole BCube: analytic routing
+        (:func:`estimator.topology.analytic.bcube_compiled`); others compile on the graph."""
+        c = self.config
+        pats = patterns(algorithm, collective, n, self.algo_params(n)) if n == c.nodes else None
+        if not pats:
+            return None
+        return bcube_compiled(pats, c.radix, c.levels, c.port_bandwidth_Bps, c.link_latency_s, self.pricing(algorithm))
+
+    def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A route corrects the differing digits one switch each (2 links per digit, one switch
+        latency); ECMP can spread a transfer over at most that many first hops."""
+        c = self.config
+        hops = np.zeros(len(src), dtype=np.int64)
+        a, b = src.copy(), dst.copy()
+        for _ in range(c.levels):
+            hops += a % c.radix != b % c.radix
+            a //= c.radix
+            b //= c.radix
+        return hops * c.link_latency_s * (1 - 1e-12), hops * c.port_bandwidth_Bps, 2 * hops
+
+    def link_capacity(self) -> float:
+        c = self.config
+        return 2 * c.nodes * c.levels * c.port_bandwidth_Bps  # every server's cable to each level's switch
+
+    def shift_invariant(self, period: int, n: int) -> bool:
+        return n == self.config.nodes and period % n == 0  # only the trivial shift (a step is its own first period)
 
     def port_bandwidth(self) -> float:
         return self.config.node_bandwidth_Bps  # one port per level

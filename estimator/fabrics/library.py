@@ -49,6 +49,9 @@ AUTO_MAX_PAIRS = 65_536
 # `auto` skips a candidate whose lower bound exceeds the best price by more than this (relative):
 # the bound and the price are computed differently, so a tie must not be lost to rounding.
 PRUNE_MARGIN = 1e-9
+# pattern_floor folds a periodic step onto its first period up to this period; a longer one is
+# bounded from the step's sample (StepPattern.sample), which costs O(sample), not O(n)
+FOLD_MAX = 256
 
 
 def check_chunking(config: Any) -> None:
@@ -59,6 +62,30 @@ def check_chunking(config: Any) -> None:
     chunk_bytes = getattr(config, "chunk_bytes", 0.0)
     if not (isinstance(chunk_bytes, int | float) and chunk_bytes >= 0):
         raise EstimatorError(f"fabric.chunk_bytes must be a non-negative number of bytes, got {chunk_bytes!r}")
+
+
+def _per_step(ufunc: np.ufunc, values: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """``ufunc`` reduced over each step's run of ``values`` (runs of ``lens``; 0 for an empty run)."""
+    out = np.zeros(len(lens))
+    full = lens > 0
+    if full.any():
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]])[full]
+        out[full] = ufunc.reduceat(values, starts)
+    return out
+
+
+def _busiest(sid: np.ndarray, who: np.ndarray, weight: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Per step, the largest total ``weight`` of one ``who`` (sender or receiver) in it."""
+    if not len(sid):
+        return np.zeros(len(lens))
+    key = sid * (int(who.max()) + 1) + who
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+    sums = np.add.reduceat(weight[order], starts)
+    out = np.zeros(len(lens))
+    np.maximum.at(out, sid[order][starts], sums)
+    return out
 
 
 def _family(name: str) -> str | None:
@@ -228,6 +255,10 @@ class LibraryFabric(Fabric):
                 found = None if explicit else self.closed_form(collective, name, n, nbytes / self.chunking(nbytes))
             except EstimatorError:
                 found = None  # _price raises it again, in order
+            if found is None:
+                quick = self.quick_compiled(collective, name, n)
+                if quick is not None and not quick.reconfig_steps:
+                    found = (quick.time(nbytes / self.chunking(nbytes)), quick.steps)
             if found is not None:
                 fast[i] = found
                 cheap.append(i)
@@ -240,6 +271,23 @@ class LibraryFabric(Fabric):
         return cheap + rest, floors, fast
 
     # ---- auto pruning hooks ------------------------------------------------------------------
+    def quick_compiled(self, collective: str, name: str, n: int) -> CompiledSchedule | None:
+        """``name``'s schedule priced by :meth:`analytic_compiled` if :meth:`priced_without_arrays`
+        says that needs no per-rank arrays, else None. ``auto`` prices such candidates first, like
+        closed forms."""
+        try:
+            self.check_algorithm(collective, name, n)
+            pats = patterns(name, collective, n, self.algo_params(n))
+        except EstimatorError:
+            return None
+        return self._analytic(collective, name, n) if pats and self.priced_without_arrays(pats, n) else None
+
+    def priced_without_arrays(self, pats: list, n: int) -> bool:
+        """True if :meth:`analytic_compiled` prices every step of ``pats`` (over n ranks) from its
+        shape alone (e.g. digit steps on a whole ring or torus,
+        :func:`estimator.topology.analytic.ring_digits_only`); default False."""
+        return False
+
     def port_bandwidth(self) -> float | None:
         """An upper bound on any endpoint's total bandwidth in (or out), bytes/s; None (the
         default) turns off ``auto``'s pruning on this fabric."""
@@ -308,34 +356,52 @@ class LibraryFabric(Fabric):
             return None
         if pats is None:
             return None
+        if not pats:
+            return 0.0  # one rank: nothing moves
         k = self.chunking(nbytes)
         m = nbytes / k
         p = self.pricing(name)
         port, capacity, shortest = self.port_bandwidth(), self.link_capacity(), self.min_route_latency()
-        ranks = np.asarray(self.ranks(n), dtype=np.int64)
-        identity = bool(np.array_equal(ranks, np.arange(n)))
-        total = 0.0
+        if type(self).ranks is LibraryFabric.ranks:  # the default: the first n (no list of n ints)
+            ranks, identity = np.arange(n), True
+        else:
+            ranks = np.asarray(self.ranks(n), dtype=np.int64)
+            identity = bool(np.array_equal(ranks, np.arange(n)))
+        # per step: a step mapped onto itself by a rank shift P that maps the bounds onto themselves
+        # too is bounded from its transfers out of ranks 0..P-1 (a receiver gets what its class mod
+        # P gets); any other from its sample (a subset of its transfers: every bound only grows with
+        # more). All steps' transfers are then bounded at once, per step.
+        parts, periods = [], []
         for pat in pats:
-            # a step mapped onto itself by a rank shift P that maps the bounds onto themselves too:
-            # its transfers out of ranks 0..P-1 stand for all (a receiver gets what its class mod P gets)
             period = pat.period if identity and pat.period and self.shift_invariant(pat.period, n) else 0
-            moving = (pat.src != pat.dst) & (pat.src < period if period else True)
-            step = p.step_overhead_s
-            if moving.any():
-                src, dst, size = ranks[pat.src[moving]], ranks[pat.dst[moving]], pat.size[moving]
-                into = dst % period if period else dst
-                lat, bw, links = self.route_bounds(src, dst)  # type: ignore[misc]
-                slowest = float((lat + size * m / bw).max())
-                if port:
-                    busiest = max(np.bincount(src, weights=size).max(), np.bincount(into, weights=size).max())
-                    slowest = max(slowest, shortest + busiest * m / port)
-                if capacity and links is not None:
-                    copies = n // period if period else 1
-                    slowest = max(slowest, shortest + copies * float((size * links).sum()) * m / capacity)
-                slowest = max(slowest, shortest + self.cut_seconds(src, dst, size, period) * m)
-                red = np.bincount(into, weights=pat.red[moving]).max() * p.gamma * m
-                step += p.alpha_s + slowest + red
-            total += pat.count * step
+            period = period if period <= FOLD_MAX else 0
+            src, dst, size, red = pat.first(period) if period else pat.sample()
+            moving = src != dst
+            parts.append((ranks[src[moving]], ranks[dst[moving]], size[moving], red[moving]))
+            periods.append(period)
+        lens = np.array([len(x[0]) for x in parts], dtype=np.int64)
+        sid = np.repeat(np.arange(len(parts)), lens)  # each transfer's step
+        src, dst, size, red = (np.concatenate([x[i] for x in parts]) for i in range(4))
+        folds = np.array(periods, dtype=np.int64)
+        into = np.where(folds[sid] > 0, dst % np.maximum(folds[sid], 1), dst)  # receiver classes
+        lat, bw, links = self.route_bounds(src, dst)  # type: ignore[misc]
+        slowest = _per_step(np.maximum, lat + size * m / bw, lens)
+        if port:
+            busiest = np.maximum(_busiest(sid, src, size, lens), _busiest(sid, into, size, lens))
+            slowest = np.maximum(slowest, shortest + busiest * m / port)
+        if capacity and links is not None:
+            copies = np.where(folds > 0, n // np.maximum(folds, 1), 1)
+            volume = np.bincount(sid, weights=size * links, minlength=len(parts))
+            slowest = np.maximum(slowest, shortest + copies * volume * m / capacity)
+        cut = np.zeros(len(parts))
+        if type(self).cut_seconds is not LibraryFabric.cut_seconds:
+            for i, (a, b, w, _) in enumerate(parts):
+                cut[i] = self.cut_seconds(a, b, w, periods[i]) if len(a) else 0.0
+        slowest = np.maximum(slowest, shortest + cut * m)
+        reduction = _busiest(sid, into, red, lens) * p.gamma * m
+        total = 0.0
+        for pat, moves, step in zip(pats, lens, (p.alpha_s + slowest + reduction).tolist(), strict=True):
+            total += pat.count * (p.step_overhead_s + (step if moves else 0.0))
             if k * total > limit:
                 return k * total
         steps = sum(x.count for x in pats)

@@ -44,7 +44,7 @@ from estimator.collectives.pricing import PricingParams, compile_schedule, mark_
 from estimator.collectives.schedule import Schedule, Step, Transfer
 from estimator.errors import EstimatorError
 from estimator.fabrics.base import FabricConfig
-from estimator.fabrics.optical.base import Affine, OpticalFabric, rounds_cost
+from estimator.fabrics.optical.base import Affine, OpticalFabric, equal_rounds_cost, rounds_cost
 from estimator.fabrics.optical.circuits import circuit_mesh, circuit_share
 
 
@@ -183,8 +183,7 @@ class LumorphFabric(OpticalFabric):
             return self._lumorph_k(collective, n, k)
         if algorithm == "ring":
             steps = 2 * (n - 1) if collective == "all_reduce" else n - 1
-            rounds = [(1.0 / n / c.bandwidth_Bps, i == 0) for i in range(steps)]
-            return rounds_cost(c.alpha_s, c.reconfig_s, rounds)
+            return equal_rounds_cost(c.alpha_s, c.reconfig_s, 1.0 / n / c.bandwidth_Bps, steps)
         if algorithm == "dnc":
             t = c.tiles_per_server
             servers = n // t
@@ -195,8 +194,7 @@ class LumorphFabric(OpticalFabric):
 
     def _ring_on_shards(self, servers: int, frac: float) -> Affine:
         c = self.cfg
-        rounds = [(frac / servers / c.bandwidth_Bps, i == 0) for i in range(2 * (servers - 1))]
-        return rounds_cost(c.alpha_s, c.reconfig_s, rounds)
+        return equal_rounds_cost(c.alpha_s, c.reconfig_s, frac / servers / c.bandwidth_Bps, 2 * (servers - 1))
 
     def _lumorph_k(self, collective: str, n: int, k: int) -> Affine:
         c = self.cfg

@@ -60,8 +60,10 @@ from estimator.topology import builders
 from estimator.topology.analytic import (
     fat_tree_compiled,
     ring_compiled,
+    ring_digits_only,
     ring_hops,
     torus_compiled,
+    torus_digits_only,
     torus_hops,
     torus_links,
 )
@@ -239,6 +241,13 @@ class OcsFabric(SharedCompiled, LibraryFabric):
             return ring_compiled(pats, c.nodes, True, port, c.link_delay_s, p, n)
         rows, cols = torus_dims(c.nodes, AlgoParams())
         return torus_compiled(pats, rows, cols, port, c.link_delay_s, p)
+
+    def priced_without_arrays(self, pats: list, n: int) -> bool:
+        """Digit steps on the whole ring / torus wiring (``auto`` prices them first)."""
+        c = self.cfg
+        if n != c.nodes or c.topology not in ("ring", "torus2d"):
+            return False
+        return ring_digits_only(pats, n) if c.topology == "ring" else torus_digits_only(pats, *torus_dims(n, AlgoParams()))
 
     def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
         """Hop counts of the ring / torus / fat-tree wiring; one circuit (bonded host link) per transfer."""

@@ -19,7 +19,7 @@ from estimator.collectives.pricing import CompiledSchedule
 from estimator.fabrics.electrical import LinkConfig, LinkFabric, offers_with
 from estimator.fabrics.library import check_chunking
 from estimator.fabrics.unit_compiled import UnitCompiled
-from estimator.topology.analytic import ring_compiled, ring_hops
+from estimator.topology.analytic import ring_compiled, ring_digits_only, ring_hops
 from estimator.topology.builders import ring
 from estimator.topology.graph import Topology
 
@@ -73,6 +73,9 @@ class RingFabric(UnitCompiled, LinkFabric):
             return None
         return ring_compiled(pats, c.nodes, c.bidirectional, c.link_bandwidth_Bps, c.link_latency_s,
                              self.pricing(algorithm), n)
+
+    def priced_without_arrays(self, pats: list, n: int) -> bool:
+        return n == self.config.nodes and ring_digits_only(pats, self.config.nodes)
 
     def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         c = self.config

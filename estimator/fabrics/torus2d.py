@@ -20,7 +20,7 @@ from estimator.collectives.pricing import CompiledSchedule
 from estimator.errors import EstimatorError
 from estimator.fabrics.electrical import LinkConfig, LinkFabric, offers_with
 from estimator.fabrics.unit_compiled import UnitCompiled
-from estimator.topology.analytic import torus_compiled, torus_hops, torus_links
+from estimator.topology.analytic import torus_compiled, torus_digits_only, torus_hops, torus_links
 from estimator.topology.builders import torus2d
 from estimator.topology.graph import Topology
 
@@ -91,6 +91,9 @@ class Torus2dFabric(UnitCompiled, LinkFabric):
         c = self.config
         rows, cols = c.dims()
         return torus_compiled(pats, rows, cols, c.link_bandwidth_Bps, c.link_latency_s, self.pricing(algorithm))
+
+    def priced_without_arrays(self, pats: list, n: int) -> bool:
+        return n == self.nodes and torus_digits_only(pats, *self.config.dims())
 
     def shift_invariant(self, period: int, n: int) -> bool:
         return n == self.config.nodes and period % self.config.dims()[1] == 0  # whole rows: a row rotation

@@ -14,6 +14,8 @@ along the source's row and one along the destination's column.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from estimator.collectives.patterns import Patterns, StepPattern
@@ -30,8 +32,10 @@ def _range_max(values: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.
         span *= 2
     level = np.floor(np.log2(length)).astype(np.int64)
     out = np.empty(len(start))
-    for lv in np.unique(level):
+    for lv in range(int(level.max(initial=0)) + 1):  # (not np.unique: it imports numpy.ma on first use)
         sel = level == lv
+        if not sel.any():
+            continue
         t = table[lv]
         s, e = start[sel], start[sel] + length[sel] - (1 << int(lv))
         out[sel] = np.maximum(t[s], t[e])
@@ -74,23 +78,169 @@ def _step_row(step: StepPattern, loads, bandwidth: float, latencies: np.ndarray,
     links)``. ``fold`` = the ring size when the step covers the whole ring: a step with a period P
     dividing it is then priced from its transfers out of ranks 0..P-1 only (``loads`` folds the
     ring onto P nodes; a receiver gets what its class mod P gets), the others being shifted copies."""
-    moving = step.src != step.dst
     period = step.period if fold and step.period and fold % step.period == 0 else 0
-    if period:
-        moving &= step.src < period
+    src, dst, size, reduced = step.first(period) if period else step.arrays
+    moving = src != dst
     if not moving.any():
         return np.zeros(1), np.zeros(1), 0.0
-    src, dst = step.src[moving], step.dst[moving]
-    peak, hops = loads(src, dst, step.size[moving], period)
-    red = np.bincount(dst % period if period else dst, weights=step.red[moving]).max() * params.gamma
+    src, dst = src[moving], dst[moving]
+    peak, hops = loads(src, dst, size[moving], period)
+    red = np.bincount(dst % period if period else dst, weights=reduced[moving]).max() * params.gamma
     c0, c1 = pareto(params.alpha_s + latencies[hops], peak / bandwidth)
     return c0, c1, float(red)
 
 
+MAX_DIGIT = 16  # digit_ring_loads costs O(k^5) small-array work: wider digits (all-pairs) use the arrays
+
+
+@lru_cache(maxsize=256)
+def digit_ring_loads(size: int, stride: int, k: int, bidirectional: bool) -> tuple[tuple[int, int], ...]:
+    """(links, largest link load in transfers on any of its routes) per class of transfers of a
+    digit step (:func:`~estimator.collectives.patterns.digit_step`: rank r sends to
+    ``r + (e - d) * stride`` for digit d of r and every e != d < k) on a whole ring of ``size``
+    nodes (k x stride divides size), without visiting the nodes.
+
+    The transfers of class (d, e) start at the ranks ``d * stride + q`` (q < stride) of every
+    block of P = k x stride and all take the same route length h (a multiple of the stride; the
+    shorter way, ties forward). A link's load is then a count of class members in a window (an
+    integer formula per class), periodic in P, and linear between consecutive multiples of the
+    stride (up to one position: the window ends move together), so the largest load over the
+    union of a class's routes is the largest over that union's ends and the block ends inside it.
+    Equal to :func:`arc_max_loads` over all transfers (tested)."""
+    period = k * stride
+    d, e = np.repeat(np.arange(k), k), np.tile(np.arange(k), k)
+    d, e = d[d != e], e[d != e]
+    ahead = ((e - d) * stride) % size
+    forward = ahead <= size - ahead if bidirectional else np.ones(len(d), dtype=bool)
+    hops = np.where(forward, ahead, size - ahead)
+    # the links any route of class c uses: [lo, hi] (a whole period if longer)
+    lo = np.where(forward, d * stride, d * stride - hops)
+    hi = np.where(forward, d * stride + stride + hops - 2, d * stride + stride - 2)
+    whole = hi - lo + 1 >= period
+    lo, hi = np.where(whole, 0, lo), np.where(whole, period - 1, hi)
+    blocks = np.arange(int((hi // stride - lo // stride).max()) + 1)
+    ends = ((lo // stride)[:, None, None] + blocks[None, :, None]) * stride + np.array([0, stride - 2, stride - 1])
+    at = np.clip(np.concatenate([lo[:, None], hi[:, None], ends.reshape(len(d), -1)], axis=1),
+                 lo[:, None], hi[:, None])[:, :, None]  # (class, point, 1)
+    fwd = forward[:, None, None]
+    first = np.where(fwd, at - hops + 1, at + 1)  # sources whose route (of each class) crosses link `at`
+    last = np.where(fwd, at, at + hops)
+    count = _members(last + 1, d, stride, period) - _members(first, d, stride, period)
+    load = np.where(forward[None, None, :] == fwd, count, 0).sum(axis=2).max(axis=1)
+    return tuple(zip(hops.tolist(), load.tolist(), strict=True))
+
+
+def _members(x: np.ndarray, digit: np.ndarray, stride: int, period: int) -> np.ndarray:
+    """How many y in [0, x) have y mod period in [digit * stride, digit * stride + stride)."""
+    return (x // period) * stride + np.clip(x % period - digit * stride, 0, stride)
+
+
+def _digit_fits(step: StepPattern, ranks: int, size: int, offset: int) -> bool:
+    """True if ``step`` is a digit step over all ``ranks`` endpoints whose exchanges run along rings
+    of ``size`` >= 3 nodes, one ring position every ``offset`` ranks (the stride a multiple of it,
+    k x stride / offset dividing size): :func:`digit_ring_loads` prices it."""
+    if step.shape is None or step.shape[0] != "digit" or step.shape[1] != ranks or size < 3:
+        return False
+    stride, k = step.shape[2], step.shape[3]
+    if k > MAX_DIGIT:
+        return False
+    return stride % offset == 0 and size % (k * stride // offset) == 0
+
+
+def _torus_plan(step: StepPattern, rows: int, cols: int) -> tuple[str, int, int] | None:
+    """How a digit step over the whole rows x cols torus is priced without arrays: ``("ring", size,
+    offset)`` if its exchanges run along every row (its blocks fit in one) or every column (see
+    :func:`_digit_fits`); ``("split", a, b)`` if a block spans b whole rows of a digit values each
+    (the low part of the digit moves along the row, the high part along the column); else None."""
+    if step.shape is None or step.shape[0] != "digit" or step.shape[1] != rows * cols or step.shape[3] > MAX_DIGIT:
+        return None
+    stride, k = step.shape[2], step.shape[3]
+    along = (cols, 1) if k * stride <= cols else (rows, cols)
+    if _digit_fits(step, rows * cols, *along):
+        return ("ring", *along)
+    if cols % stride or (k * stride) % cols or rows < 3 or cols < 3:
+        return None
+    a = cols // stride
+    return ("split", a, k // a) if rows % (k // a) == 0 else None
+
+
+def _ring_table(size: int, stride: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`digit_ring_loads` (bidirectional) as k x k tables of (links, load) by (digit, target digit)."""
+    hops, load = np.zeros((k, k), dtype=np.int64), np.zeros((k, k), dtype=np.int64)
+    d, e = np.repeat(np.arange(k), k), np.tile(np.arange(k), k)
+    d, e = d[d != e], e[d != e]
+    table = np.array(digit_ring_loads(size, stride, k, True))
+    hops[d, e], load[d, e] = table[:, 0], table[:, 1]
+    return hops, load
+
+
+def _torus_digit_row(step: StepPattern, rows: int, cols: int, bandwidth: float, latencies: np.ndarray,
+                     params: PricingParams) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """:func:`_step_row` of a digit step on the torus from :func:`_torus_plan`. A split step's
+    transfer from digit (dl, dh) to (el, eh) goes ``(el - dl) * stride`` along its row, then
+    ``eh - dh`` rows along its destination's column: every row carries b copies of the row-wise
+    digit step (stride, a), every column a copies of the column-wise one (1, b), so a transfer's
+    busiest link is the larger of the two tables' entries for its classes."""
+    plan = _torus_plan(step, rows, cols)
+    if plan is None:
+        return None
+    if plan[0] == "ring":
+        return _digit_row(step, rows * cols, plan[1], plan[2], True, bandwidth, latencies, params)
+    _, a, b = plan
+    _, _, stride, k, nbytes, reduced = step.shape
+    (xh, xl), (yh, yl) = _ring_table(cols, stride, a), _ring_table(rows, 1, b)
+    dl, el, dh, eh = (x.ravel() for x in np.meshgrid(np.arange(a), np.arange(a), np.arange(b), np.arange(b),
+                                                       indexing="ij"))
+    moves = (dl != el) | (dh != eh)
+    dl, el, dh, eh = dl[moves], el[moves], dh[moves], eh[moves]
+    peak = np.maximum(b * xl[dl, el], a * yl[dh, eh])
+    c0, c1 = params.alpha_s + latencies[xh[dl, el] + yh[dh, eh]], peak * nbytes / bandwidth
+    red = 0.0
+    for _ in range(k - 1):
+        red += reduced
+    return c0, c1, red * params.gamma
+
+
+def ring_digits_only(pats: Patterns, size: int) -> bool:
+    """Every step of ``pats`` is a digit step :func:`ring_compiled` prices without arrays."""
+    return bool(pats) and all(_digit_fits(p, size, size, 1) for p in pats)
+
+
+def torus_digits_only(pats: Patterns, rows: int, cols: int) -> bool:
+    """Every step of ``pats`` is a digit step :func:`torus_compiled` prices without arrays."""
+    return bool(pats) and all(_torus_plan(p, rows, cols) is not None for p in pats)
+
+
+def _digit_row(step: StepPattern, ranks: int, size: int, offset: int, bidirectional: bool, bandwidth: float,
+               latencies: np.ndarray, params: PricingParams) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """:func:`_step_row` of a digit step from :func:`digit_ring_loads` (see :func:`_digit_fits`);
+    None if the step is not one."""
+    if not _digit_fits(step, ranks, size, offset):
+        return None
+    _, _, stride, k, nbytes, reduced = step.shape
+    classes = np.array(digit_ring_loads(size, stride // offset, k, bidirectional))
+    # one (c0, c1) per class (a dominated pair never sets a step's time: no Pareto pass needed)
+    c0, c1 = params.alpha_s + latencies[classes[:, 0]], classes[:, 1] * nbytes / bandwidth
+    red = 0.0
+    for _ in range(k - 1):  # every rank receives k-1 transfers (summed in order, as np.bincount does)
+        red += reduced
+    return c0, c1, red * params.gamma
+
+
+@lru_cache(maxsize=16)
+def _latencies(latency: float, longest: int) -> np.ndarray:
+    """Latency of a route of h = 0..longest links, summed link by link as a route's is."""
+    out = np.concatenate([[0.0], np.cumsum(np.full(longest, latency))])
+    out.flags.writeable = False
+    return out
+
+
 def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams,
-              fold: int = 0) -> CompiledSchedule:
-    latencies = np.concatenate([[0.0], np.cumsum(np.full(longest, latency))])  # h links, summed as a route is
-    rows = [_step_row(p, loads, bandwidth, latencies, params, fold) for p in pats]
+              fold: int = 0, shaped=None) -> CompiledSchedule:
+    """``shaped(step, latencies)``: the step's row without its arrays, or None (then ``loads``)."""
+    latencies = _latencies(latency, longest)
+    rows = [(shaped and shaped(p, latencies)) or _step_row(p, loads, bandwidth, latencies, params, fold)
+            for p in pats]
     width = max((len(r[0]) for r in rows), default=1)
     c0 = np.full((len(rows), width), -np.inf)
     c1 = np.zeros((len(rows), width))
@@ -113,7 +263,11 @@ def ring_compiled(pats: Patterns, size: int, bidirectional: bool, bandwidth: flo
         return arc_max_loads(np.zeros(len(src), dtype=np.int64), start, hops, forward, nbytes, 1, size), hops
 
     whole = group is None or group == size
-    return _compiled(pats, loads, bandwidth, latency, size, params, size if whole else 0)
+
+    def shaped(step, latencies):
+        return _digit_row(step, size, size, 1, bidirectional, bandwidth, latencies, params) if whole else None
+
+    return _compiled(pats, loads, bandwidth, latency, size, params, size if whole else 0, shaped)
 
 
 def folded_max_loads(start: np.ndarray, hops: np.ndarray, forward: np.ndarray, nbytes: np.ndarray, period: int
@@ -156,7 +310,10 @@ def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, laten
                           arc_max_loads(c2, ys, yh, yf, nbytes, cols, rows))
         return peak, xh + yh
 
-    return _compiled(pats, loads, bandwidth, latency, rows + cols, params)
+    def shaped(step, latencies):  # digit exchanges along rows, columns, or split between them
+        return _torus_digit_row(step, rows, cols, bandwidth, latencies, params)
+
+    return _compiled(pats, loads, bandwidth, latency, rows + cols, params, shaped=shaped)
 
 
 # ---- route bounds for auto's pattern floor (LibraryFabric.route_bounds) -----------------------
@@ -254,3 +411,59 @@ def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic:
         return peak, hops
 
     return _compiled(pats, loads, 1.0, latency, 3, params)  # peaks are already seconds per byte of M
+
+
+def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, latency: float, params: PricingParams
+                   ) -> CompiledSchedule | None:
+    """The same on :func:`estimator.topology.builders.bcube` (ranks = the first servers) for steps
+    whose every transfer goes to a server differing in exactly one digit (dimension-wise, radix-r,
+    halving-doubling within a digit): its one shortest route is server -> that level's switch ->
+    server, so a transfer's busiest link is its sender's up-link or its receiver's down-link of
+    that level (each carrying the bytes all the step's transfers put on it) and its latency one
+    switch's. None if a step has a transfer crossing several digits (ECMP over correction
+    orders: compiled on the graph instead)."""
+    powers = radix ** np.arange(levels + 1)
+
+    def loads(src, dst, nbytes, period):
+        level = np.searchsorted(powers, np.abs(dst - src), side="right") - 1  # the highest digit that differs
+        place = powers[level]
+        if not ((src // (place * radix) == dst // (place * radix)) & (src % place == dst % place)).all():
+            raise _SeveralDigits
+        up = np.bincount(src * levels + level, weights=nbytes)
+        down = np.bincount(dst * levels + level, weights=nbytes)
+        return np.maximum(up[src * levels + level], down[dst * levels + level]), np.ones(len(src), dtype=np.int64)
+
+    def shaped(step, latencies):  # digit / dimension-wise steps inside BCube digits: (k-1) transfers per port
+        shape = step.shape
+        if shape is None or shape[1] != radix**levels:
+            return None
+        if shape[0] == "dimwise" and shape[2] == radix:
+            k, nbytes, reduced, received = radix, shape[3], shape[4], levels * (radix - 1)
+        elif shape[0] == "digit" and _within_digit(shape[2], shape[3], radix):
+            k, nbytes, reduced, received = shape[3], shape[4], shape[5], shape[3] - 1
+        else:
+            return None
+        peak = red = 0.0
+        for _ in range(k - 1):  # summed in order, as np.bincount does
+            peak += nbytes
+        for _ in range(received):
+            red += reduced
+        return np.array([params.alpha_s + latencies[1]]), np.array([peak / bandwidth]), red * params.gamma
+
+    try:
+        return _compiled(pats, loads, bandwidth, latency, 1, params, shaped=shaped)
+    except _SeveralDigits:
+        return None
+
+
+def _within_digit(stride: int, k: int, radix: int) -> bool:
+    """True if a digit step (place value ``stride``, size k) only changes one base-``radix`` digit."""
+    place = 1
+    while place * radix <= stride:
+        place *= radix
+    sub = stride // place
+    return stride % place == 0 and radix % (k * sub) == 0
+
+
+class _SeveralDigits(Exception):
+    """A BCube transfer that crosses more than one digit (see :func:`bcube_compiled`)."""
