@@ -8,11 +8,18 @@ own session (so a signal to the sweep's process group does not reach it). Every
 and agents); when the sweep process is gone it sends SIGKILL to every recorded process still
 alive (and to their descendants), then exits. After ``ray.shutdown()`` the sweep stops it with
 SIGTERM, which does the same (Ray's dashboard and runtime-env agents outlive a shutdown).
+
+A worker the raylet started after the last poll is not recorded, and Ray puts each worker in its
+own session, so after a SIGKILL the watchdog also kills the processes of the same Ray session it
+can still recognise: any process whose command line names the session directory it saw (a worker
+before it renames itself), and any ``ray::`` process started since the sweep whose parent is no
+longer a raylet (an orphaned worker of the dead instance; raylets of other instances keep theirs).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +27,7 @@ import time
 from typing import Any
 
 POLL_S = 0.2  # how often the descendants are recorded and the parent checked
+SESSION = re.compile(r"/session_[0-9][\w.-]*")  # a Ray session directory in a command line
 
 
 class Watchdog:
@@ -108,6 +116,45 @@ def _kill_group(pgid: int) -> None:
     psutil.wait_procs(procs, timeout=5)
 
 
+def _sessions(recorded: dict[int, float]) -> set[str]:
+    """The Ray session directories named in the recorded processes' command lines."""
+    import psutil
+
+    found: set[str] = set()
+    for pid in recorded:
+        try:
+            found.update(SESSION.findall(" ".join(psutil.Process(pid).cmdline())))
+        except psutil.Error:
+            continue
+    return found
+
+
+def _kill_session_leftovers(sessions: set[str], since: float, me: int) -> None:
+    """Kill unrecorded processes of the dead instance (see the module docstring)."""
+    import psutil
+
+    procs = []
+    for proc in psutil.process_iter(["name", "cmdline", "create_time", "ppid"]):
+        info = proc.info
+        if proc.pid == me or (info["create_time"] or 0) < since:
+            continue
+        cmd = " ".join(info["cmdline"] or ())
+        ours = any(s in cmd for s in sessions)
+        if not ours and ((info["name"] or "").startswith("ray::") or cmd.startswith("ray::")):
+            try:
+                ours = psutil.Process(info["ppid"]).name() != "raylet"
+            except psutil.Error:
+                ours = True
+        if ours:
+            procs.append(proc)
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=5)
+
+
 def watch(pid: int) -> None:
     import psutil
 
@@ -118,6 +165,7 @@ def watch(pid: int) -> None:
         return
     me = os.getpid()
     recorded: dict[int, float] = {}
+    sessions: set[str] = set()
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     while True:
@@ -129,8 +177,12 @@ def watch(pid: int) -> None:
             _kill(recorded)
             if not alive:
                 _kill_group(pid)
+                _kill_session_leftovers(sessions, started, me)
             return
-        recorded.update(_descendants(parent, me))
+        new = _descendants(parent, me)
+        if set(new) - set(recorded):
+            recorded.update(new)
+            sessions |= _sessions(new)
         time.sleep(POLL_S)
 
 
