@@ -56,9 +56,14 @@ SECTION = Section(
         "on the meta device), global batch 1536 sequences, A100 80 GB. For every fabric and GPU count the "
         "estimator searches tp, pp, dp, micro-batch size and rank order (placement=auto) for the fastest "
         "layout that fits memory; TP all-reduces, 1F1B pipeline sends and ZeRO-1 gradient reduce-scatter / "
-        "all-gather are priced where each group sits (on the leaf-spine: inside a node or across nodes, "
-        "sharing the node's uplinks). Optical fabrics other than the leaf-spine price each group as a "
-        "contiguous block of the fabric and do not yet share links between concurrent groups."
+        "all-gather are priced where each group sits: on the leaf-spine inside a node or across nodes, "
+        "sharing the node's uplinks; on the OCS each group gets its own circuits on its servers' ports and "
+        "pays the MEMS reconfiguration (25 ms) whenever a phase must rewire them; on SiPAC by the switch "
+        "levels a group spans; on OPSquare inside a pod or across pods; Lumorph builds circuits per group; "
+        "TeraRack shares wavelengths. OPSquare runs at 1,024 nodes only (the paper's largest) and SiPAC at "
+        "8^4 = 4,096 (conf/experiment/llm.yaml). 'ideal' is the default ideal switch (300 GB/s per GPU, "
+        "conf/fabric/ideal.yaml), a reference, not a bound: fabrics with more bandwidth per GPU (OPSquare's "
+        "3.6 Tb/s channel) beat it. Not modelled: output-port contention between concurrent groups on OPSquare."
     ),
     figures=(
         Figure(name="llm_mfu_vs_gpus", title="MFU of the best layout vs GPUs", sql=BEST_SQL, plot=_plot_mfu,
