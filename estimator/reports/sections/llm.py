@@ -60,8 +60,8 @@ SECTION = Section(
         "sharing the node's uplinks; on the OCS each group gets its own circuits on its servers' ports and "
         "pays the MEMS reconfiguration (25 ms) whenever a phase must rewire them; on SiPAC by the switch "
         "levels a group spans; on OPSquare inside a pod or across pods; Lumorph builds circuits per group; "
-        "TeraRack shares wavelengths. OPSquare runs at 1,024 nodes only (the paper's largest) and SiPAC at "
-        "8^4 = 4,096 (conf/experiment/llm.yaml). 'ideal' is the default ideal switch (300 GB/s per GPU, "
+        "TeraRack shares wavelengths. OPSquare runs at 1,024 nodes only (the paper's largest), SiPAC and BCube "
+        "at 8^4 = 4,096 (conf/experiment/llm.yaml). 'ideal' is the default ideal switch (300 GB/s per GPU, "
         "conf/fabric/ideal.yaml), a reference, not a bound: fabrics with more bandwidth per GPU (OPSquare's "
         "3.6 Tb/s channel) beat it. Not modelled: output-port contention between concurrent groups on OPSquare."
     ),
