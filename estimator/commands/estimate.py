@@ -26,7 +26,7 @@ def ensure_workload(cfg: DictConfig) -> None:
     ensure(cfg, announce=lambda msg: print(f"note: {msg}", file=sys.stderr))
 
 
-def _stale(path) -> bool:
+def stale_trace(path) -> bool:
     """A zoo capture priced under an older byte rule (re-captured before estimating)."""
     from estimator.estimate import load_workload
     from estimator.workloads.capture import is_stale
@@ -39,7 +39,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     validate(resolved)  # a bad fabric/device fails before any capture
     if (cfg.get("parallelism") or {}).get("strategy") != "hybrid":  # hybrid captures its own layer shards
         path = workload_path(resolved)
-        if cfg.get("workload") or not path.exists() or _stale(path):  # estimate() reads an existing trace
+        if cfg.get("workload") or not path.exists() or stale_trace(path):  # estimate() reads an existing trace
             ensure_workload(cfg)
     est = estimate(resolved)
     if cfg.get("write"):

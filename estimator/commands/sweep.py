@@ -47,11 +47,13 @@ _NOT_POINT_KEYS = ("sweep=", "sweep.", "experiment=", "experiment.", "ray.", "st
 
 
 def _workload_file(c: dict[str, Any], seen: dict[str, str]) -> str:
-    """Absolute workload path of an estimate point (captured on first use if missing)."""
+    """Absolute workload path of an estimate point (captured on first use if missing or stale)."""
     path = workload_path(c)
     key = str(path)
     if key not in seen:
-        if not path.exists():
+        from estimator.commands.estimate import stale_trace
+
+        if not path.exists() or stale_trace(path):
             from estimator.commands.estimate import ensure_workload
             from estimator.config import compose
 
