@@ -76,6 +76,18 @@ def _descendants(parent: Any, me: int) -> dict[int, float]:
     return found
 
 
+def _kill_all(procs: list[Any]) -> None:
+    """SIGKILL every process of ``procs`` still alive and wait (at most 5 s) for them to exit."""
+    import psutil
+
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=5)
+
+
 def _kill(recorded: dict[int, float]) -> None:
     import psutil
 
@@ -88,12 +100,7 @@ def _kill(recorded: dict[int, float]) -> None:
                 procs.extend(proc.children(recursive=True))
         except psutil.Error:
             continue
-    for proc in procs:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(procs, timeout=5)
+    _kill_all(procs)
 
 
 def _kill_group(pgid: int) -> None:
@@ -108,12 +115,7 @@ def _kill_group(pgid: int) -> None:
                 procs.append(proc)
         except (OSError, psutil.Error):
             continue
-    for proc in procs:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(procs, timeout=5)
+    _kill_all(procs)
 
 
 def _sessions(recorded: dict[int, float]) -> set[str]:
@@ -147,12 +149,7 @@ def _kill_session_leftovers(sessions: set[str], since: float, me: int) -> None:
                 ours = True
         if ours:
             procs.append(proc)
-    for proc in procs:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(procs, timeout=5)
+    _kill_all(procs)
 
 
 def watch(pid: int) -> None:
