@@ -12,15 +12,10 @@ Notebook use::
     cost = estimator.make_fabric(cfg["fabric"]).collective_cost("all_reduce", 64 * 2**20, "auto")
 """
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from estimator._version import __version__
 from estimator.errors import EstimatorError
-
-try:
-    __version__ = version("estimator")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0+src"
 
 __all__ = ["EstimatorError", "__version__", "make_fabric", "resolve_config"]
 

@@ -26,8 +26,6 @@ import re
 import sys
 from typing import Any
 
-from omegaconf import OmegaConf, open_dict
-
 from estimator.errors import EstimatorError
 
 #: ``key=value`` with a Hydra key (``+fabric.nodes=8``, ``~x``); anything else (``"SELECT a = 1"``)
@@ -98,6 +96,30 @@ def _command_level(module: Any, overrides: list[str]) -> list[str]:
     return [o for o in overrides if not ("." in o.partition("=")[0] and o.lstrip("+~").split(".")[0] in groups)]
 
 
+def _compose(module: Any, point: list[str], config_name: str, plain: bool) -> Any:
+    """The command's config: a plain dict from the composition cache when the command takes one
+    (``PLAIN_CONFIG = True``: no Hydra or OmegaConf import, ~0.15 s of a call), else Hydra's
+    DictConfig."""
+    from estimator import config
+
+    overrides = _command_level(module, point)
+    if plain and getattr(module, "PLAIN_CONFIG", False):
+        tree = config.compose_plain(overrides, config_name=config_name)
+        if tree is not None:
+            return tree
+    return config.compose(overrides, config_name=config_name)
+
+
+def _set_key(cfg: Any, name: str, value: Any) -> None:
+    if isinstance(cfg, dict):
+        cfg[name] = value
+        return
+    from omegaconf import open_dict
+
+    with open_dict(cfg):
+        cfg[name] = value
+
+
 def run(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
@@ -134,14 +156,15 @@ def run(argv: list[str]) -> int:
     points = config.expand_multirun(overrides) if multirun else [overrides]
     cfgs = []
     for point in points:
-        cfg = config.compose(_command_level(module, point), config_name=config_name)
-        with open_dict(cfg):
-            for name, value in zip(names, positionals, strict=False):
-                cfg[name] = value
+        cfg = _compose(module, point, config_name, plain=not (multirun or show_cfg))
+        for name, value in zip(names, positionals, strict=False):
+            _set_key(cfg, name, value)
         limits.configure(cfg.get("limits"))
         check_common(cfg, command)  # every point's shared settings before any point runs
         cfgs.append((point, cfg))
     if show_cfg:
+        from omegaconf import OmegaConf
+
         for _, cfg in cfgs:
             print(OmegaConf.to_yaml(cfg))
         return 0

@@ -14,8 +14,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from estimator import limits
 from estimator.errors import EstimatorError
 
@@ -41,17 +39,38 @@ def check_overrides(overrides: Iterable[str]) -> None:
                                  "(${oc.env:...}) is not allowed in command-line values")
 
 
-def _get(cfg: DictConfig, dotted: str) -> Any:
-    return OmegaConf.select(cfg, dotted, default=None, throw_on_missing=False)
+def _get(cfg: Any, dotted: str) -> Any:
+    """``cfg[a][b]`` for ``"a.b"`` (a DictConfig or, on the CLI's cached fast path, a plain dict);
+    None where a key is missing."""
+    if not isinstance(cfg, dict):
+        from omegaconf import OmegaConf
+
+        return OmegaConf.select(cfg, dotted, default=None, throw_on_missing=False)
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
-def _optional_count(cfg: DictConfig, key: str, limit: str) -> None:
+def _is_list(value: Any) -> bool:
+    if isinstance(value, list | tuple):
+        return True
+    if type(value).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf
+
+        return OmegaConf.is_list(value)
+    return False
+
+
+def _optional_count(cfg: Any, key: str, limit: str) -> None:
     value = _get(cfg, key)
     if value is not None:
         limits.check_count(value, limit, key)
 
 
-def check_common(cfg: DictConfig, command: str = "") -> None:
+def check_common(cfg: Any, command: str = "") -> None:
     """Validate the shared top-level keys of a composed config (raise on the first bad one)."""
     output = cfg.get("output", "text")
     if output not in OUTPUTS:
@@ -73,7 +92,7 @@ def check_common(cfg: DictConfig, command: str = "") -> None:
         _check_fabric_names(fabrics)
     sizes = _get(cfg, "allocation.sizes")
     if sizes is not None:
-        if not OmegaConf.is_list(sizes) or len(sizes) == 0:
+        if not _is_list(sizes) or len(sizes) == 0:
             raise EstimatorError("allocation.sizes must be null or a non-empty list of GPU counts")
         for i, s in enumerate(sizes):
             limits.check_count(s, "devices", f"allocation.sizes[{i}]")
@@ -85,7 +104,7 @@ def _check_fabric_names(fabrics: Any) -> None:
     from estimator.config import config_groups
     from estimator.fabrics.registry import available
 
-    if not OmegaConf.is_list(fabrics) or len(fabrics) == 0:
+    if not _is_list(fabrics) or len(fabrics) == 0:
         raise EstimatorError("compare.fabrics must be null (every fabric) or a non-empty list of fabric names")
     known = sorted(set(available()) | set(config_groups().get("fabric", [])))
     for name in fabrics:

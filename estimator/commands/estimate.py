@@ -9,19 +9,27 @@ fabric.nodes=8,64``. A model whose trace is not in ``traces/`` yet is captured f
 from __future__ import annotations
 
 import sys
-from typing import Any
-
-from omegaconf import DictConfig
+from typing import TYPE_CHECKING, Any
 
 from estimator.config import to_container
 from estimator.estimate import estimate, validate, workload_path
 
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
 HELP = "estimate one iteration (time, compute, exposed communication, throughput)"
+#: the CLI may pass the resolved config as a plain dict (from its composition cache, no OmegaConf)
+PLAIN_CONFIG = True
 
 
-def ensure_workload(cfg: DictConfig) -> None:
+def ensure_workload(cfg: DictConfig | dict[str, Any]) -> None:
     """Capture the model first when its canonical trace does not exist yet or is stale."""
     from estimator.workloads.capture import ensure_workload as ensure
+
+    if isinstance(cfg, dict):  # the capture reads keys as attributes
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.create(cfg)
 
     ensure(cfg, announce=lambda msg: print(f"note: {msg}", file=sys.stderr))
 
@@ -34,7 +42,7 @@ def stale_trace(path) -> bool:
     return is_stale(load_workload(path))
 
 
-def run(cfg: DictConfig) -> dict[str, Any]:
+def run(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
     resolved = to_container(cfg)
     validate(resolved)  # a bad fabric/device fails before any capture
     if (cfg.get("parallelism") or {}).get("strategy") != "hybrid":  # hybrid captures its own layer shards
@@ -45,7 +53,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if cfg.get("write"):
         from estimator.store.duckdb_store import write_estimates  # DuckDB only when writing
 
-        write_estimates(cfg.store, [est])
+        write_estimates(cfg["store"], [est])
     fabric = est.config["fabric"] or {}
     return {
         "model": est.metrics["workload_name"],

@@ -76,7 +76,7 @@ class NvlinkLeafSpineConfig(FabricConfig):
     nvlink_bandwidth_Bps: float = 450.0e9
     uplinks: int = 4
     uplink_bandwidth_Bps: float = 100.0e9
-    spine_ports: int = 32
+    spine_ports: int = 0  # sized from nodes (conf/fabric/nvlink_leafspine.yaml)
     switch_latency_s: float = 1.0e-6
     alpha_s: float = 0.7e-6
     memory_bandwidth_Bps: float = 0.0
