@@ -10,20 +10,27 @@ minimum over ``--runs`` runs of the wall time of the first call, and the child's
 prints ``>timeout``. Sizes a fabric cannot take are rounded to the nearest valid one (shown).
 Then a warm ResNet50 estimate (default config; min of 50 after one cold call) at ``--resnet`` sizes,
 one subprocess per fabric and size (needs traces/resnet50.workload.json: ``estimator capture
-model=resnet50``). ``ocs`` is the OCS wired as a ring, ``ocs_torus`` as a 2D torus.
+model=resnet50``). ``ocs`` is the OCS wired as a ring, ``ocs_torus`` as a 2D torus;
+``leafspine_alpha`` is ``nvlink_leafspine`` with ``latency_model=alpha``; ``custom_<shape>`` is the
+``custom`` fabric on a generated topology file of that regular shape (:data:`CUSTOM_SHAPES`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 CHILD = r"""
 import json, resource, sys, time
-from estimator.fabrics.registry import make_fabric
+from estimator.fabrics.registry import fabric_class, make_fabric
 params, algorithm = json.loads(sys.argv[1]), sys.argv[2]
+fabric_class(params["name"])  # imported before timing: build_ms is building this fabric only
+t_build = time.perf_counter()
 fabric = make_fabric(params)
 t0 = time.perf_counter()
 if algorithm == "schedule":  # the explicit schedule of the default algorithm, priced step by step
@@ -31,7 +38,7 @@ if algorithm == "schedule":  # the explicit schedule of the default algorithm, p
 else:
     cost = fabric.collective_cost("all_reduce", 64 * 2**20, algorithm)
 dt = time.perf_counter() - t0
-print(json.dumps({"s": dt, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({"s": dt, "build_s": t0 - t_build, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "algorithm": cost.algorithm, "time_s": cost.time_s}))
 """
 
@@ -60,7 +67,7 @@ def resnet_point(fabric: str, n: int) -> dict:
 
 def resnet_table(fabrics: list[str], sizes: tuple[int, int], timeout: float) -> None:
     """Warm ResNet50 estimate (default config, data parallel) at the smallest and largest size."""
-    print(f"\n{'fabric':<10}{'warm_ms@' + str(sizes[0]):>14}{'warm_ms@' + str(sizes[1]):>16}{'growth':>8}")
+    print(f"\n{'fabric':<22}{'warm_ms@' + str(sizes[0]):>14}{'warm_ms@' + str(sizes[1]):>16}{'growth':>8}")
     for fabric in fabrics:
         got = []
         for n in sizes:
@@ -70,11 +77,53 @@ def resnet_table(fabrics: list[str], sizes: tuple[int, int], timeout: float) -> 
                 got.append(json.loads(out.stdout.strip().splitlines()[-1])["s"])
             except (subprocess.TimeoutExpired, subprocess.CalledProcessError):
                 got.append(float("nan"))
-        print(f"{fabric:<10}{got[0] * 1e3:>14.3f}{got[1] * 1e3:>16.3f}{got[1] / got[0]:>7.2f}x", flush=True)
+        print(f"{fabric:<22}{got[0] * 1e3:>14.3f}{got[1] * 1e3:>16.3f}{got[1] / got[0]:>7.2f}x", flush=True)
+
+
+#: ``custom_<shape>``: the ``custom`` fabric on a topology file of that regular shape (``builder:``,
+#: estimator/topology/builders.py), 50 GB/s links, 1 us per link, written to a temporary directory.
+CUSTOM_SHAPES = ("ring", "torus2d", "fat_tree", "bcube", "star", "leaf_spine", "rail_optimized")
+ALL_FABRICS = ("ideal,nvlink_leafspine,leafspine_alpha,sipac,terarack,opsquare,lumorph,fattree,superpod,torus2d,"
+               "bcube,ring,ocs,ocs_torus," + ",".join(f"custom_{s}" for s in CUSTOM_SHAPES))
+_TOPO_DIR = Path(tempfile.mkdtemp(prefix="scale_bench_"))
+
+
+def custom_builder(shape: str, n: int) -> tuple[dict, int]:
+    """A regular-shape topology file's ``builder`` block at (about) ``n`` endpoints, and its size."""
+    bw, lat = 50.0e9, 1.0e-6
+    if shape == "torus2d":
+        side = round(math.sqrt(n))
+        return {"type": "torus2d", "rows": side, "cols": side, "bandwidth_Bps": bw, "latency_s": lat}, side * side
+    if shape == "fat_tree":
+        k = 2 * math.ceil((4 * n) ** (1 / 3) / 2 - 1e-9)  # the smallest even k with k^3/4 >= n hosts
+        return {"type": "fat_tree", "k": k, "n": n, "bandwidth_Bps": bw, "latency_s": lat}, n
+    if shape == "bcube":
+        levels = max(1, _log(n, 16))
+        return {"type": "bcube", "radix": 16, "levels": levels, "port_bw": bw, "latency_s": lat}, 16 ** levels
+    if shape == "leaf_spine":
+        return {"type": "leaf_spine", "n": n, "per_leaf": 32, "endpoint_bw": bw, "spines": 32, "uplink_bw": bw,
+                "leaf_latency_s": lat, "uplink_latency_s": lat, "spine_latency_s": lat}, n
+    if shape == "rail_optimized":
+        return {"type": "rail_optimized", "n": n, "per_node": 8, "nvlink_bw": 9 * bw, "nic_bw": bw,
+                "latency_s": lat}, n
+    return {"type": shape, "n": n, "bandwidth_Bps": bw, "latency_s": lat}, n  # ring, star
 
 
 def params_for(fabric: str, n: int) -> dict:
     """The fabric's config at (about) ``n`` GPUs."""
+    if fabric.startswith("custom_"):
+        builder, size = custom_builder(fabric.removeprefix("custom_"), n)
+        path = _TOPO_DIR / f"{fabric}_{size}.json"  # JSON is YAML
+        path.write_text(json.dumps({"name": fabric, "builder": builder}))
+        return {"name": "custom", "nodes": size, "topology": str(path)}
+    if fabric == "leafspine_alpha":
+        return {"name": "nvlink_leafspine", "nodes": n, "latency_model": "alpha"}
+    if fabric == "sipac":  # radix 4: 4^5 = 1,024, 4^7 = 16,384, 4^8 = 65,536 CUs
+        levels = max(1, _log(n, 4))
+        return {"name": "sipac", "r": 4, "l": levels - 1, "nodes": 4 ** levels}
+    if fabric == "opsquare":  # N = M = sqrt(n): 32 x 32, 128 x 128, 256 x 256
+        side = round(math.sqrt(n))
+        return {"name": "opsquare", "pods": side, "pod_nodes": side, "nodes": side * side}
     if fabric == "bcube":
         return {"name": "bcube", "radix": 16, "nodes": 16 ** max(1, _log(n, 16))}
     if fabric == "torus2d":
@@ -107,13 +156,13 @@ def run(params: dict, algorithm: str, timeout: float) -> dict | None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1024,16384,65536")
-    ap.add_argument("--fabrics", default="fattree,superpod,torus2d,bcube,ring,ocs,ocs_torus,lumorph")
+    ap.add_argument("--fabrics", default=ALL_FABRICS, help="comma-separated (default: every fabric and custom shape)")
     ap.add_argument("--algorithms", default="default,auto,schedule")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--resnet", default="64,65536", help="sizes of the warm ResNet50 table ('' = skip)")
     args = ap.parse_args()
-    print(f"{'fabric':<10}{'algorithm':<10}{'N':>7}  {'first_call_ms':>14}{'peak_rss_MB':>12}  chosen")
+    print(f"{'fabric':<22}{'algorithm':<10}{'N':>7}  {'build_ms':>9}{'first_call_ms':>14}{'peak_rss_MB':>12}  chosen")
     for fabric in args.fabrics.split(","):
         for algorithm in args.algorithms.split(","):
             for n in (int(s) for s in args.sizes.split(",")):
@@ -130,11 +179,12 @@ def main() -> None:
                         best = res
                 size = params["nodes"]
                 if best is None:
-                    print(f"{fabric:<10}{algorithm:<10}{size:>7}  {'>' + str(int(args.timeout)) + ' s':>14}")
+                    print(f"{fabric:<22}{algorithm:<10}{size:>7}  {'':>9}{'>' + str(int(args.timeout)) + ' s':>14}")
                 elif "error" in best:
-                    print(f"{fabric:<10}{algorithm:<10}{size:>7}  error: {best['error']}")
+                    print(f"{fabric:<22}{algorithm:<10}{size:>7}  error: {best['error']}")
                 else:
-                    print(f"{fabric:<10}{algorithm:<10}{size:>7}  {best['s'] * 1e3:>14.2f}{best['rss_mb']:>12.0f}  "
+                    print(f"{fabric:<22}{algorithm:<10}{size:>7}  {best['build_s'] * 1e3:>9.2f}{best['s'] * 1e3:>14.2f}"
+                          f"{best['rss_mb']:>12.0f}  "
                           f"{best['algorithm']}", flush=True)
 
     if args.resnet:
