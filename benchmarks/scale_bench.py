@@ -157,14 +157,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1024,16384,65536")
     ap.add_argument("--fabrics", default=ALL_FABRICS, help="comma-separated (default: every fabric and custom shape)")
-    ap.add_argument("--algorithms", default="default,auto,schedule")
+    ap.add_argument("--algorithms", default="default,auto,schedule", help="'' = only the ResNet50 table")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--resnet", default="64,65536", help="sizes of the warm ResNet50 table ('' = skip)")
     args = ap.parse_args()
     print(f"{'fabric':<22}{'algorithm':<10}{'N':>7}  {'build_ms':>9}{'first_call_ms':>14}{'peak_rss_MB':>12}  chosen")
     for fabric in args.fabrics.split(","):
-        for algorithm in args.algorithms.split(","):
+        for algorithm in filter(None, args.algorithms.split(",")):
             for n in (int(s) for s in args.sizes.split(",")):
                 if algorithm == "schedule" and n > 16384:
                     continue
