@@ -22,7 +22,7 @@ def leafspine(**kw) -> NvlinkLeafSpineFabric:
     {"name": "ideal", "bandwidth_Bps": -1.0},
     {"name": "ideal", "alpha_s": -1e-6},
     {"name": "nvlink_leafspine", "nodes": 12},
-    {"name": "nvlink_leafspine", "nodes": 512},
+    {"name": "nvlink_leafspine", "nodes": 512, "spine_ports": 32},  # the paper's 32-port spine holds 256 GPUs
     {"name": "nvlink_leafspine", "latency_model": "fast"},
 ])
 def test_bad_parameters_raise_one_line(params):
