@@ -1,0 +1,111 @@
+"""``algorithm=auto`` at scale (issue #13): the pruning hooks of the NVLink leaf-spine and SiPAC
+fabrics and the leaf-spine's closed forms for halving-doubling / recursive doubling. Pruned
+``auto`` must pick exactly what pricing every candidate picks, every floor must stay below the
+schedule's price, and every closed form must equal its schedule priced on the graph."""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator.errors import EstimatorError
+from estimator.fabrics.registry import make_fabric
+
+LEAFSPINE = {"name": "nvlink_leafspine", "spine_ports": 0, "memory_bandwidth_Bps": 1e11}
+SMALL = [
+    {**LEAFSPINE, "nodes": 16, "gpus_per_node": 4, "uplinks": 2, "latency_model": "alpha"},
+    {**LEAFSPINE, "nodes": 24, "gpus_per_node": 8, "latency_model": "alpha", "alpha_s": 3e-6},
+    {**LEAFSPINE, "nodes": 32, "gpus_per_node": 8, "latency_model": "nccl_hw", "chunks": 2},
+    {**LEAFSPINE, "nodes": 8, "gpus_per_node": 2, "uplinks": 1, "latency_model": "nccl_hw", "nccl_protocol": "ll"},
+    {**LEAFSPINE, "nodes": 16, "gpus_per_node": 8, "latency_model": "nccl"},  # library path for send/recv
+    {"name": "sipac", "r": 4, "l": 1, "nodes": 16},
+    {"name": "sipac", "r": 3, "l": 2, "nodes": 27, "multicast": False},
+    {"name": "sipac", "r": 2, "l": 3, "nodes": 16, "alpha_s": 2e-6, "relay_latency_s": 0.5e-6},
+]
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "gather", "all_to_all")
+
+
+def _exhaustive(params: dict):
+    f = make_fabric(params)
+    f.port_bandwidth = lambda: None  # no floor: every candidate is priced
+    f.route_bounds = lambda src, dst: None
+    return f
+
+
+@pytest.mark.parametrize("params", SMALL, ids=lambda p: f"{p['name']}{p['nodes']}-{p.get('latency_model', '')}")
+def test_pruned_auto_picks_what_exhaustive_auto_picks(params):
+    pruned, full = make_fabric(params), _exhaustive(params)
+    compared = 0
+    for coll in COLLECTIVES:
+        if not pruned.algorithms(coll):
+            continue
+        for nbytes in (1e2, 1e5, 1e8, 64 * 2**20):
+            try:
+                b = full.collective_cost(coll, nbytes, "auto")
+            except EstimatorError:
+                with pytest.raises(EstimatorError):
+                    pruned.collective_cost(coll, nbytes, "auto")
+                continue
+            a = pruned.collective_cost(coll, nbytes, "auto")
+            assert (a.algorithm, a.time_s, a.steps) == (b.algorithm, b.time_s, b.steps), (coll, nbytes)
+            compared += 1
+    assert compared >= 8
+
+
+@pytest.mark.parametrize("params", SMALL, ids=lambda p: f"{p['name']}{p['nodes']}-{p.get('latency_model', '')}")
+def test_floors_never_exceed_the_schedule_price(params):
+    f = make_fabric(params)
+    checked = 0
+    for coll in COLLECTIVES:
+        for algo in f.algorithms(coll):
+            for nbytes in (1e3, 4e6):
+                floors = [x for x in (f.auto_floor(coll, algo, f.nodes, nbytes),
+                                      f.pattern_floor(coll, algo, f.nodes, nbytes)) if x is not None]
+                try:
+                    price = f.collective_cost(coll, nbytes, algo, explicit=True).time_s
+                except EstimatorError:
+                    continue
+                for floor in floors:
+                    assert floor <= price * (1 + 1e-12), (coll, algo, nbytes, floor, price)
+                checked += bool(floors)
+    assert checked > 10
+
+
+@pytest.mark.parametrize("latency_model", ["alpha", "nccl_hw"])
+@pytest.mark.parametrize("n,g,uplinks", [(8, 8, 4), (16, 8, 4), (64, 8, 4), (32, 4, 2), (64, 8, 8), (16, 1, 1),
+                                         (4, 8, 4), (128, 16, 4)])
+def test_leafspine_xor_exchange_closed_forms_equal_schedules(latency_model, n, g, uplinks):
+    f = make_fabric({**LEAFSPINE, "nodes": n, "gpus_per_node": g, "uplinks": uplinks, "latency_model": latency_model})
+    checked = 0
+    for coll in ("all_reduce", "reduce_scatter", "all_gather"):
+        for algo in ("halving_doubling", "recursive_doubling"):
+            if algo not in f.algorithms(coll):
+                continue
+            fast = f.closed_form(coll, algo, n, 3e6)
+            assert fast is not None, (coll, algo)
+            slow = f.collective_cost(coll, 3e6, algo, explicit=True)
+            assert fast[0] == pytest.approx(slow.time_s, rel=1e-12), (coll, algo)
+            assert fast[1] == slow.steps
+            checked += 1
+    assert checked == 5  # all-reduce x 2, reduce-scatter x 1, all-gather x 2
+
+
+def test_leafspine_xor_exchange_needs_powers_of_two():
+    f = make_fabric({**LEAFSPINE, "nodes": 24, "gpus_per_node": 8, "latency_model": "alpha"})
+    assert f.closed_form("all_reduce", "halving_doubling", 24, 3e6) is None
+    assert f.closed_form("all_reduce", "halving_doubling", 16, 3e6) is not None
+
+
+@pytest.mark.parametrize("params,nodes", [
+    ({**LEAFSPINE, "latency_model": "alpha"}, 65536),
+    ({**LEAFSPINE, "latency_model": "nccl_hw"}, 16384),
+    ({"name": "sipac", "r": 16, "l": 3}, 65536),
+])
+def test_auto_at_scale_compiles_no_schedule(params, nodes):
+    """At tens of thousands of GPUs ``auto`` prices a 64 MiB all-reduce from closed forms and lower
+    bounds alone: no candidate's schedule is built on the graph."""
+    f = make_fabric({**params, "nodes": nodes})
+    f.compiled = lambda coll, algo, n: pytest.fail(f"compiled {algo}")
+    f.build_topology = lambda algo: pytest.fail("built the graph")
+    cost = f.collective_cost("all_reduce", 64 * 2**20, "auto")
+    assert cost.algorithm == ("dimwise" if params["name"] == "sipac" else "halving_doubling")
+    assert cost.time_s > 0
