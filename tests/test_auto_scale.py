@@ -109,3 +109,22 @@ def test_auto_at_scale_compiles_no_schedule(params, nodes):
     cost = f.collective_cost("all_reduce", 64 * 2**20, "auto")
     assert cost.algorithm == ("dimwise" if params["name"] == "sipac" else "halving_doubling")
     assert cost.time_s > 0
+
+
+@pytest.mark.parametrize("radix,nodes,extra", [(4, 16, {}), (3, 27, {"alpha_s": 1e-6, "memory_bandwidth_Bps": 1e11}),
+                                                (2, 8, {"alpha_s": 2e-6}), (4, 64, {"link_latency_s": 3e-6}),
+                                                (5, 25, {"memory_bandwidth_Bps": 2e10})])
+def test_bcube_all_pairs_floor_equals_the_generic_bound(radix, nodes, extra):
+    """BCube counts ``direct``'s all-pairs floor instead of folding n(n-1) transfers: the same number."""
+    from estimator.fabrics.library import LibraryFabric
+
+    f = make_fabric({"name": "bcube", "radix": radix, "nodes": nodes, **extra})
+    for coll in ("all_reduce", "reduce_scatter", "all_gather"):
+        for nbytes in (1e2, 4e6, 1e9):
+            fast = f.pattern_floor(coll, "direct", nodes, nbytes)
+            generic = LibraryFabric.pattern_floor(f, coll, "direct", nodes, nbytes)
+            assert fast == pytest.approx(generic, rel=1e-12), (coll, nbytes)
+            assert fast <= f.collective_cost(coll, nbytes, "direct", explicit=True).time_s * (1 + 1e-12)
+    # any other schedule still takes the generic path
+    assert f.pattern_floor("all_reduce", "ring", nodes, 4e6) == LibraryFabric.pattern_floor(f, "all_reduce", "ring",
+                                                                                            nodes, 4e6)
