@@ -127,7 +127,8 @@ class BCubeFabric(UnitCompiled, LinkFabric):
         generic bound (tested); any other schedule takes the generic path."""
         c = self.config
         pats = patterns(name, collective, n, self.algo_params(n)) if n == c.nodes and collective != "p2p" else None
-        if not pats or any(p.shape is None or p.shape[:4] != ("digit", n, 1, n) for p in pats):
+        bounded = self.port_bandwidth() is not None and self.route_bounds(np.zeros(1, np.int64), np.ones(1, np.int64))
+        if not (pats and bounded) or any(p.shape is None or p.shape[:4] != ("digit", n, 1, n) for p in pats):
             return super().pattern_floor(collective, name, n, nbytes, limit)
         k = self.chunking(nbytes)
         m = nbytes / k
