@@ -128,3 +128,47 @@ def test_bcube_all_pairs_floor_equals_the_generic_bound(radix, nodes, extra):
     # any other schedule still takes the generic path
     assert f.pattern_floor("all_reduce", "ring", nodes, 4e6) == LibraryFabric.pattern_floor(f, "all_reduce", "ring",
                                                                                             nodes, 4e6)
+
+
+@pytest.mark.parametrize("size", [2, 4, 6, 8, 12, 16, 24, 40, 64, 96, 128])
+def test_ring_halving_doubling_digit_loads_equal_the_arc_loads(size):
+    """The k = 2 shortcut of ``digit_ring_loads`` (halving-doubling on a bidirectional ring) equals
+    the largest arc loads of every transfer of the step."""
+    import numpy as np
+
+    from estimator.topology.analytic import _arc, arc_max_loads, digit_ring_loads
+
+    for stride in (s for s in range(1, size // 2 + 1) if size % (2 * s) == 0):
+        r = np.arange(size)
+        digit = (r // stride) % 2
+        dst = r + np.where(digit == 0, stride, -stride)
+        start, hops, forward = _arc(r, dst, size, True)
+        loads = arc_max_loads(np.zeros(size, dtype=np.int64), start, hops, forward, np.ones(size), 1, size)
+        want = tuple((int(hops[digit == d].max()), int(loads[digit == d].max())) for d in (0, 1))
+        assert digit_ring_loads(size, stride, 2, True) == want, stride
+
+
+@pytest.mark.parametrize("params", [{"name": "ring", "nodes": 16, "alpha_s": 1e-6}, {"name": "ring", "nodes": 64},
+                                    {"name": "torus2d", "nodes": 16}, {"name": "torus2d", "nodes": 32},
+                                    {"name": "ocs", "nodes": 32, "topology": "ring"}])
+def test_digit_exchanges_priced_from_shapes_equal_the_graph(params):
+    """Halving-doubling / recursive doubling / radix-k priced from (stride, k) equal the schedule
+    compiled on the graph."""
+    f = make_fabric({**params, "memory_bandwidth_Bps": 1e11} if params["name"] != "ocs" else params)
+    checked = 0
+    for coll in ("all_reduce", "reduce_scatter", "all_gather"):
+        for algo in ("halving_doubling", "recursive_doubling", "radix4"):
+            if algo not in f.algorithms(coll):
+                continue
+            try:
+                fast = f._analytic(coll, algo, f.nodes)
+            except EstimatorError:
+                continue
+            if fast is None:
+                continue
+            slow = f.compiled(coll, algo, f.nodes)
+            for m in (1e3, 3e6):
+                assert fast.time(m) == pytest.approx(slow.time(m), rel=1e-12), (coll, algo)
+            assert fast.steps == slow.steps
+            checked += 1
+    assert checked >= 2
