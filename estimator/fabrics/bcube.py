@@ -10,6 +10,7 @@ bandwidth = one port).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,3 +115,32 @@ class BCubeFabric(UnitCompiled, LinkFabric):
 
     def min_route_latency(self) -> float:
         return self.config.link_latency_s  # a route crosses at least one switch
+
+    def pattern_floor(self, collective: str, name: str, n: int, nbytes: float, limit: float = math.inf
+                      ) -> float | None:
+        """:meth:`LibraryFabric.pattern_floor` in closed form for all-pairs steps on the whole BCube
+        (``direct``: every rank sends to every other, one digit step of n): there it folds to the
+        whole step (n(n-1) transfers), here it is counted. Per step with s bytes per transfer: the
+        slowest transfer (h differing digits: h switch latencies + s at h ports, largest at h = 1 or
+        h = levels), the busiest port ((n-1) s at the node bandwidth), the average link load (each
+        rank's routes cross levels x (r-1) x r^(levels-1) digits, 2 links each). Equal to the
+        generic bound (tested); any other schedule takes the generic path."""
+        c = self.config
+        pats = patterns(name, collective, n, self.algo_params(n)) if n == c.nodes and collective != "p2p" else None
+        bounded = self.port_bandwidth() is not None and self.route_bounds(np.zeros(1, np.int64), np.ones(1, np.int64))
+        if not (pats and bounded) or any(p.shape is None or p.shape[:4] != ("digit", n, 1, n) for p in pats):
+            return super().pattern_floor(collective, name, n, nbytes, limit)
+        k = self.chunking(nbytes)
+        m = nbytes / k
+        p = self.pricing(name)
+        r, levels, port, lat = c.radix, c.levels, c.port_bandwidth_Bps, c.link_latency_s * (1 - 1e-12)
+        shortest = self.min_route_latency()
+        digits = levels * (r - 1) * r ** (levels - 1)  # sum over one rank's destinations of differing digits
+        total = 0.0
+        for pat in pats:
+            size, red = pat.shape[4], pat.shape[5]
+            slowest = max(h * lat + size * m / (h * port) for h in (1, levels))
+            slowest = max(slowest, shortest + (n - 1) * size * m / self.port_bandwidth())
+            slowest = max(slowest, shortest + n * size * 2 * digits * m / self.link_capacity())
+            total += pat.count * (p.step_overhead_s + p.alpha_s + slowest + (n - 1) * red * p.gamma * m)
+        return k * (total + p.fixed_s)

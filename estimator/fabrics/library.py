@@ -52,6 +52,8 @@ PRUNE_MARGIN = 1e-9
 # pattern_floor folds a periodic step onto its first period up to this period; a longer one is
 # bounded from the step's sample (StepPattern.sample), which costs O(sample), not O(n)
 FOLD_MAX = 256
+# pattern_floor bounds schedules of >= 4 x this many distinct steps from every FIRST_PASS-th step first
+FIRST_PASS = 4
 
 
 def check_chunking(config: Any) -> None:
@@ -361,12 +363,32 @@ class LibraryFabric(Fabric):
         k = self.chunking(nbytes)
         m = nbytes / k
         p = self.pricing(name)
-        port, capacity, shortest = self.port_bandwidth(), self.link_capacity(), self.min_route_latency()
         if type(self).ranks is LibraryFabric.ranks:  # the default: the first n (no list of n ints)
             ranks, identity = np.arange(n), True
         else:
             ranks = np.asarray(self.ranks(n), dtype=np.int64)
             identity = bool(np.array_equal(ranks, np.arange(n)))
+        # long schedules are bounded in two passes: every FIRST_PASS-th step first (a sum over some
+        # steps is a lower bound too), the rest only if that does not already exceed ``limit``
+        order = list(range(len(pats)))
+        passes = ([order[::FIRST_PASS], [i for i in order if i % FIRST_PASS]] if len(pats) >= 4 * FIRST_PASS
+                  else [order])
+        total = 0.0
+        for batch in passes:
+            chosen = [pats[i] for i in batch]
+            moves, values = self._step_floors(chosen, n, m, p, ranks, identity)
+            for pat, moving, step in zip(chosen, moves, values, strict=True):
+                total += pat.count * (p.step_overhead_s + (step if moving else 0.0))
+            if k * total > limit:
+                return k * total
+        steps = sum(x.count for x in pats)
+        return k * (total + (p.fixed_s if steps else 0.0))
+
+    def _step_floors(self, pats: list, n: int, m: float, p: PricingParams, ranks: np.ndarray, identity: bool
+                     ) -> tuple[list[int], list[float]]:
+        """Per step of ``pats``: how many transfers move, and α + the slowest-transfer bound + the
+        busiest receiver's reduction (see :meth:`pattern_floor`), for a buffer of ``m`` bytes."""
+        port, capacity, shortest = self.port_bandwidth(), self.link_capacity(), self.min_route_latency()
         # per step: a step mapped onto itself by a rank shift P that maps the bounds onto themselves
         # too is bounded from its transfers out of ranks 0..P-1 (a receiver gets what its class mod
         # P gets); any other from its sample (a subset of its transfers: every bound only grows with
@@ -399,13 +421,7 @@ class LibraryFabric(Fabric):
                 cut[i] = self.cut_seconds(a, b, w, periods[i]) if len(a) else 0.0
         slowest = np.maximum(slowest, shortest + cut * m)
         reduction = _busiest(sid, into, red, lens) * p.gamma * m
-        total = 0.0
-        for pat, moves, step in zip(pats, lens, (p.alpha_s + slowest + reduction).tolist(), strict=True):
-            total += pat.count * (p.step_overhead_s + (step if moves else 0.0))
-            if k * total > limit:
-                return k * total
-        steps = sum(x.count for x in pats)
-        return k * (total + (p.fixed_s if steps else 0.0))
+        return lens.tolist(), (p.alpha_s + slowest + reduction).tolist()
 
     def chunking(self, nbytes: float) -> int:
         """Chunks a collective of ``nbytes`` is cut into (config ``chunks`` / ``chunk_bytes``; 1 if the

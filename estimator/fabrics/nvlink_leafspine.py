@@ -40,10 +40,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from estimator.collectives import nccl
 from estimator.collectives import switch_model as sw
+from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.algorithms import collective_name
-from estimator.collectives.params import AlgoParams
+from estimator.collectives.params import AlgoParams, is_power
 from estimator.collectives.pricing import PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import CollectiveCost, FabricConfig
@@ -66,6 +69,7 @@ LIBRARY_OFFERS: dict[str, tuple[str, ...]] = {
     "p2p": ("direct",),
 }
 OFFERS = LIBRARY_OFFERS  # the schedule library's algorithms (every latency model)
+XOR_EXCHANGES = ("halving_doubling", "recursive_doubling")
 
 
 @dataclass
@@ -253,6 +257,8 @@ class NvlinkLeafSpineFabric(LibraryFabric):
         return AlgoParams(local=self.config.gpus_per_node)
 
     def closed_form(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int] | None:
+        if algorithm in XOR_EXCHANGES:
+            return self._xor_exchange(collective, algorithm, n, nbytes)
         if collective != "all_reduce" or algorithm not in ("ring", "hierarchical", "hierarchical_tree"):
             return None
         if n == 1:
@@ -282,3 +288,66 @@ class NvlinkLeafSpineFabric(LibraryFabric):
         parts = (intra_rs, inter, intra_ag)
         return sum(x[0] for x in parts) + p.fixed_s, sum(x[1] for x in parts)
 
+
+    def _xor_exchange(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int] | None:
+        """Halving-doubling / recursive doubling with power-of-two n and ``gpus_per_node``: partners
+        r XOR 2^d are in the same node for the low digits (GPU -> leaf -> GPU, one transfer per
+        NVLink) and have the same local index in another node for the others (all g GPUs of a node
+        send to one other node: GPU -> leaf -> g x 1/uplinks on each uplink -> spine -> leaf -> GPU,
+        so each gets min(NVLink, uplinks x uplink / g)). Each phase is the switch formula's with
+        α + that route's latency (tested equal to the schedule)."""
+        algo = lookup(algorithm)
+        c = self.config
+        if n <= 1 or collective not in algo.closed_forms or not (is_power(n, 2) and is_power(c.gpus_per_node, 2)):
+            return None
+        p = self.pricing(algorithm)
+        a, gamma = p.alpha_s, p.gamma
+        intra_lat, inter_lat = self._latencies(algorithm)
+        nv, up = self._bandwidths()
+        loc = min(n, c.gpus_per_node)
+        inter_bytes = nbytes if algorithm == "recursive_doubling" and collective == "all_reduce" else nbytes / loc
+        parts = [algo.switch_cost(collective, loc, nbytes, a + intra_lat, nv, gamma)]
+        if n > loc:
+            share = min(nv, c.uplinks * up / loc)
+            parts.append(algo.switch_cost(collective, n // loc, inter_bytes, a + inter_lat, share, gamma))
+        steps = sum(x[1] for x in parts)
+        return sum(x[0] for x in parts) + (p.fixed_s if steps else 0.0), steps
+
+    # ---- auto pruning hooks (see LibraryFabric.pattern_floor) -----------------------------------
+    def port_bandwidth(self) -> float:
+        return self._bandwidths()[0]  # a GPU's one link to its node's switch
+
+    def _latency_floors(self) -> tuple[float, float]:
+        """The shortest (intra-node, inter-node) route latency over the per-algorithm topologies."""
+        both = [self._latencies(a) for a in ("ring", "double_binary_tree")]  # nccl_hw: ring / tree rows
+        return min(x[0] for x in both), min(x[1] for x in both)
+
+    def min_route_latency(self) -> float:
+        return min(self._latency_floors())
+
+    def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, None]:
+        """Same node: GPU -> leaf -> GPU (intra-node latency, NVLink); otherwise through a spine
+        (inter-node latency) at most min(NVLink, all the node's uplinks)."""
+        c = self.config
+        nv, up = self._bandwidths()
+        intra, inter = self._latency_floors()
+        same = src // c.gpus_per_node == dst // c.gpus_per_node
+        lat = np.where(same, intra, inter) * (1 - 1e-12)
+        bw = np.where(same, nv, min(nv, c.uplinks * up))
+        return lat, bw, None
+
+    def cut_seconds(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray, period: int = 0) -> float:
+        """Bytes leaving (entering) a node cross its leaf's uplinks: at most uplinks x uplink bandwidth."""
+        c = self.config
+        g = c.gpus_per_node
+        s, d = src // g, dst // g
+        away = s != d
+        if not away.any():
+            return 0.0
+        into = (dst % period) // g if period else d
+        out = np.bincount(s[away], weights=size[away]).max()
+        inn = np.bincount(into[away], weights=size[away]).max()
+        return float(max(out, inn)) / (c.uplinks * self._bandwidths()[1])
+
+    def shift_invariant(self, period: int, n: int) -> bool:
+        return period % self.config.gpus_per_node == 0 and n % self.config.gpus_per_node == 0  # whole nodes

@@ -198,6 +198,13 @@ class SipacFabric(SharedCompiled, LibraryFabric):
             return latency + (n - 1) / n * nbytes / bw, 1
         return latency + nbytes * levels * (c.r - 1) / (c.r * bw), 1
 
+    # ---- auto pruning hooks (see LibraryFabric.auto_floor) --------------------------------------
+    def port_bandwidth(self) -> float:
+        return self.cfg.port_Bps * self.cfg.levels  # B: a CU's (r-1) channels on each of its L ports
+
+    def min_route_latency(self) -> float:
+        return self.cfg.relay_latency_s  # every channel hop carries it (the pricing's α is α - relay)
+
     def hybrid_cost(self, nbytes: float, group_size: int | None = None) -> float:
         """Seconds for an all-reduce then an all-to-all of ``nbytes`` (hybrid parallelism)."""
         return (self.collective_cost("all_reduce", nbytes, "dimwise", group_size).time_s

@@ -107,6 +107,11 @@ def digit_ring_loads(size: int, stride: int, k: int, bidirectional: bool) -> tup
     stride (up to one position: the window ends move together), so the largest load over the
     union of a class's routes is the largest over that union's ends and the block ends inside it.
     Equal to :func:`arc_max_loads` over all transfers (tested)."""
+    if k == 2 and bidirectional and size % (2 * stride) == 0:
+        # halving-doubling's steps: both classes go `stride` links (the shorter way; at stride =
+        # size/2 both forward), and a link's window of `stride` sources holds at most `stride`
+        # members of the classes using its direction (all of them at its block's end)
+        return ((stride, stride), (stride, stride))
     period = k * stride
     d, e = np.repeat(np.arange(k), k), np.tile(np.arange(k), k)
     d, e = d[d != e], e[d != e]
