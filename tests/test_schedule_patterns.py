@@ -11,6 +11,12 @@ from estimator.errors import EstimatorError
 from estimator.fabrics.registry import make_fabric
 
 FABRICS = [
+    {"name": "ideal", "nodes": 12, "memory_bandwidth_Bps": 1e11},
+    {"name": "ideal", "nodes": 16, "alpha_s": 1e-6},
+    {"name": "nvlink_leafspine", "nodes": 32, "gpus_per_node": 8, "latency_model": "alpha"},
+    {"name": "nvlink_leafspine", "nodes": 24, "gpus_per_node": 4, "uplinks": 2, "latency_model": "alpha"},
+    {"name": "nvlink_leafspine", "nodes": 32, "gpus_per_node": 8},
+    {"name": "nvlink_leafspine", "nodes": 32, "gpus_per_node": 8, "latency_model": "nccl_hw"},
     {"name": "ring", "nodes": 12, "memory_bandwidth_Bps": 1e11},
     {"name": "ring", "nodes": 9, "bidirectional": False},
     {"name": "torus2d", "nodes": 16},

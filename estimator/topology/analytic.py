@@ -467,3 +467,50 @@ def _within_digit(stride: int, k: int, radix: int) -> bool:
 
 class _SeveralDigits(Exception):
     """A BCube transfer that crosses more than one digit (see :func:`bcube_compiled`)."""
+
+
+def star_compiled(pats: Patterns, n: int, bandwidth: float, latency: float, params: PricingParams
+                  ) -> CompiledSchedule:
+    """The same on :func:`estimator.topology.builders.star` (``n`` ranks on one non-blocking switch,
+    ``latency`` on the switch -> endpoint link): a route is the sender's up-link and the receiver's
+    down-link, loaded with all the sender sends / the receiver receives in the step. The star maps
+    onto itself under any rank permutation, so a P-periodic step is priced from its transfers out
+    of ranks 0..P-1 (a receiver's load is its class mod P's)."""
+    def loads(src, dst, nbytes, period):
+        into = dst % period if period else dst
+        up, down = np.bincount(src, weights=nbytes), np.bincount(into, weights=nbytes)
+        return np.maximum(up[src], down[into]), np.ones(len(src), dtype=np.int64)
+
+    return _compiled(pats, loads, bandwidth, latency, 1, params, n)
+
+
+def leaf_spine_compiled(pats: Patterns, per_leaf: int, spines: int, endpoint_bw: float, uplink_bw: float,
+                        latencies: tuple[float, float, float], params: PricingParams) -> CompiledSchedule:
+    """The same on :func:`estimator.topology.builders.leaf_spine` (ranks = the first endpoints, every
+    ``per_leaf`` under one leaf) with ECMP: inside a leaf a route is the sender's up-link and the
+    receiver's down-link; across leaves it also takes one of the ``spines`` spines, evenly, so every
+    leaf -> spine link carries 1/spines of what leaves the leaf and every spine -> leaf link
+    1/spines of what enters it. ``latencies`` = (leaf -> endpoint, leaf -> spine, spine -> leaf)."""
+    intra, lat_up, lat_spine = latencies
+    route_latency = np.array([0.0, intra, lat_up + lat_spine + intra])
+
+    def loads(src, dst, nbytes, period):
+        a, b = src // per_leaf, dst // per_leaf
+        up, down = np.bincount(src, weights=nbytes), np.bincount(dst, weights=nbytes)
+        peak = np.maximum(up[src], down[dst]) / endpoint_bw
+        away = a != b
+        if away.any():
+            out = np.bincount(a[away], weights=nbytes[away]) / spines / uplink_bw
+            inn = np.bincount(b[away], weights=nbytes[away]) / spines / uplink_bw
+            peak[away] = np.maximum(peak[away], np.maximum(out[a[away]], inn[b[away]]))
+        return peak, np.where(away, 2, 1)
+
+    rows = [_step_row(p, loads, 1.0, route_latency, params) for p in pats]
+    width = max((len(r[0]) for r in rows), default=1)
+    c0 = np.full((len(rows), width), -np.inf)
+    c1 = np.zeros((len(rows), width))
+    for i, (x, y, _) in enumerate(rows):
+        c0[i, : len(x)], c1[i, : len(y)] = x, y
+    weight = np.array([p.count for p in pats], dtype=float)
+    return CompiledSchedule(c0, c1, np.array([r[2] for r in rows]), np.full(len(rows), params.step_overhead_s),
+                            weight, int(weight.sum()), params.fixed_s, 0, params.reconfig_s)
