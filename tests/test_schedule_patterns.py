@@ -21,6 +21,8 @@ FABRICS = [
     {"name": "ring", "nodes": 9, "bidirectional": False},
     {"name": "torus2d", "nodes": 16},
     {"name": "torus2d", "nodes": 12, "rows": 3, "cols": 4},
+    {"name": "torus2d", "nodes": 30, "rows": 5, "cols": 6},
+    {"name": "nvlink_leafspine", "nodes": 24, "gpus_per_node": 8, "uplinks": 3, "latency_model": "alpha"},
     {"name": "fattree", "nodes": 16, "k": 4},
     {"name": "superpod", "nodes": 32, "gpus_per_node": 4},
     {"name": "bcube", "nodes": 16, "radix": 4},

@@ -255,7 +255,7 @@ class NvlinkLeafSpineFabric(LibraryFabric):
         nv, up = self._bandwidths()
         lat_up, lat_spine = (0.0, inter - intra) if c.latency_model == "nccl_hw" else (c.switch_latency_s,) * 2
         spines = c.uplinks if c.nodes > c.gpus_per_node else 0
-        return leaf_spine_compiled(pats, c.gpus_per_node, spines, nv, up, (intra, lat_up, lat_spine),
+        return leaf_spine_compiled(pats, n, c.gpus_per_node, spines, nv, up, (intra, lat_up, lat_spine),
                                    self.pricing(algorithm))
 
     def pricing(self, algorithm: str) -> PricingParams:

@@ -14,6 +14,7 @@ along the source's row and one along the destination's column.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -73,12 +74,15 @@ def _arc(src: np.ndarray, dst: np.ndarray, size: int, bidirectional: bool
 
 
 def _step_row(step: StepPattern, loads, bandwidth: float, latencies: np.ndarray, params: PricingParams,
-              fold: int = 0) -> tuple[np.ndarray, np.ndarray, float]:
+              fold: int = 0, sym: int = 1) -> tuple[np.ndarray, np.ndarray, float]:
     """(c0, c1, reduction slope) of a step given ``loads(src, dst, bytes, period) -> (max load,
     links)``. ``fold`` = the ring size when the step covers the whole ring: a step with a period P
     dividing it is then priced from its transfers out of ranks 0..P-1 only (``loads`` folds the
-    ring onto P nodes; a receiver gets what its class mod P gets), the others being shifted copies."""
-    period = step.period if fold and step.period and fold % step.period == 0 else 0
+    ring onto P nodes; a receiver gets what its class mod P gets), the others being shifted copies.
+    ``sym``: the topology maps onto itself only under rank shifts by multiples of ``sym`` (a leaf,
+    a torus row), so P is the least common multiple of the step's period and ``sym``."""
+    period = math.lcm(step.period, sym) if fold and step.period else 0
+    period = period if period and fold % period == 0 else 0
     src, dst, size, reduced = step.first(period) if period else step.arrays
     moving = src != dst
     if not moving.any():
@@ -236,10 +240,10 @@ def _latencies(latency: float, longest: int) -> np.ndarray:
 
 
 def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams,
-              fold: int = 0, shaped=None) -> CompiledSchedule:
+              fold: int = 0, shaped=None, sym: int = 1) -> CompiledSchedule:
     """``shaped(step, latencies)``: the step's row without its arrays, or None (then ``loads``)."""
     latencies = _latencies(latency, longest)
-    rows = [(shaped and shaped(p, latencies)) or _step_row(p, loads, bandwidth, latencies, params, fold)
+    rows = [(shaped and shaped(p, latencies)) or _step_row(p, loads, bandwidth, latencies, params, fold, sym)
             for p in pats]
     width = max((len(r[0]) for r in rows), default=1)
     c0 = np.full((len(rows), width), -np.inf)
@@ -296,24 +300,52 @@ def folded_max_loads(start: np.ndarray, hops: np.ndarray, forward: np.ndarray, n
     return out
 
 
-def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, latency: float, params: PricingParams
-                   ) -> CompiledSchedule:
+def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, latency: float, params: PricingParams,
+                   group: int | None = None) -> CompiledSchedule:
     """The same on the rows x cols torus of :func:`estimator.topology.builders.torus2d`: a route
     is an arc along the source's row (X), then one along the destination's column (Y), each the
     shorter way round (ties positive); a 2-long ring's two directions are its one cable's two
-    links, which the forward arcs (a tie) use."""
+    links, which the forward arcs (a tie) use. ``group`` = rows x cols (the whole torus): a step
+    that a shift by P = m whole rows maps onto itself is priced from its transfers out of rows
+    0..m-1 (every row's X arcs are its class's; each column ring folds onto m positions)."""
     def loads(src, dst, nbytes, period):
         (r1, c1), (r2, c2) = np.divmod(src, cols), np.divmod(dst, cols)
         xs, xh, xf = _arc(c1, c2, cols, True)
         ys, yh, yf = _arc(r1, r2, rows, True)
-        peak = np.maximum(arc_max_loads(r1, xs, xh, xf, nbytes, rows, cols),
-                          arc_max_loads(c2, ys, yh, yf, nbytes, cols, rows))
-        return peak, xh + yh
+        along = (folded_column_loads(c2, ys, yh, yf, nbytes, cols, period // cols) if period
+                 else arc_max_loads(c2, ys, yh, yf, nbytes, cols, rows))
+        return np.maximum(arc_max_loads(r1, xs, xh, xf, nbytes, rows, cols), along), xh + yh
 
     def shaped(step, latencies):  # digit exchanges along rows, columns, or split between them
         return _torus_digit_row(step, rows, cols, bandwidth, latencies, params)
 
-    return _compiled(pats, loads, bandwidth, latency, rows + cols, params, shaped=shaped)
+    fold = rows * cols if group == rows * cols and rows >= 3 else 0
+    return _compiled(pats, loads, bandwidth, latency, rows + cols, params, fold, shaped, cols)
+
+
+def folded_column_loads(ring: np.ndarray, start: np.ndarray, hops: np.ndarray, forward: np.ndarray,
+                        nbytes: np.ndarray, rings: int, period: int) -> np.ndarray:
+    """:func:`folded_max_loads` on each of ``rings`` rings at once (transfer t on ring ``ring[t]``):
+    every ring's link loads repeat with ``period``."""
+    out = np.zeros(len(start))
+    for direction in (True, False):
+        sel = (forward == direction) & (hops > 0)
+        if not sel.any():
+            continue
+        h, w, a, c = hops[sel], nbytes[sel], start[sel] % period, ring[sel]
+        full, rest = np.divmod(h, period)
+        cells = rings * 2 * period
+        base = c * 2 * period + a
+        diff = (np.bincount(base, weights=w, minlength=cells + 1)
+                - np.bincount(base + rest, weights=w, minlength=cells + 1))
+        cum = np.cumsum(diff[:-1]).reshape(rings, 2, period)
+        load = cum[:, 0] + cum[:, 1] + np.bincount(c, weights=full * w, minlength=rings)[:, None]
+        peak = load.max(axis=1)[c]
+        part = full == 0
+        if part.any():
+            peak[part] = _range_max(np.concatenate([load, load], axis=1).ravel(), base[part], rest[part])
+        out[sel] = peak
+    return out
 
 
 # ---- route bounds for auto's pattern floor (LibraryFabric.route_bounds) -----------------------
@@ -484,28 +516,32 @@ def star_compiled(pats: Patterns, n: int, bandwidth: float, latency: float, para
     return _compiled(pats, loads, bandwidth, latency, 1, params, n)
 
 
-def leaf_spine_compiled(pats: Patterns, per_leaf: int, spines: int, endpoint_bw: float, uplink_bw: float,
+def leaf_spine_compiled(pats: Patterns, n: int, per_leaf: int, spines: int, endpoint_bw: float, uplink_bw: float,
                         latencies: tuple[float, float, float], params: PricingParams) -> CompiledSchedule:
     """The same on :func:`estimator.topology.builders.leaf_spine` (ranks = the first endpoints, every
     ``per_leaf`` under one leaf) with ECMP: inside a leaf a route is the sender's up-link and the
     receiver's down-link; across leaves it also takes one of the ``spines`` spines, evenly, so every
     leaf -> spine link carries 1/spines of what leaves the leaf and every spine -> leaf link
-    1/spines of what enters it. ``latencies`` = (leaf -> endpoint, leaf -> spine, spine -> leaf)."""
+    1/spines of what enters it. ``latencies`` = (leaf -> endpoint, leaf -> spine, spine -> leaf).
+    Over whole leaves a step that a shift by P (a multiple of ``per_leaf``) maps onto itself is
+    priced from its transfers out of ranks 0..P-1."""
     intra, lat_up, lat_spine = latencies
     route_latency = np.array([0.0, intra, lat_up + lat_spine + intra])
 
     def loads(src, dst, nbytes, period):
-        a, b = src // per_leaf, dst // per_leaf
-        up, down = np.bincount(src, weights=nbytes), np.bincount(dst, weights=nbytes)
-        peak = np.maximum(up[src], down[dst]) / endpoint_bw
-        away = a != b
+        into = dst % period if period else dst  # a receiver's class (a fold: see _step_row)
+        a, b = src // per_leaf, into // per_leaf
+        up, down = np.bincount(src, weights=nbytes), np.bincount(into, weights=nbytes)
+        peak = np.maximum(up[src], down[into]) / endpoint_bw
+        away = a != dst // per_leaf
         if away.any():
             out = np.bincount(a[away], weights=nbytes[away]) / spines / uplink_bw
             inn = np.bincount(b[away], weights=nbytes[away]) / spines / uplink_bw
             peak[away] = np.maximum(peak[away], np.maximum(out[a[away]], inn[b[away]]))
         return peak, np.where(away, 2, 1)
 
-    rows = [_step_row(p, loads, 1.0, route_latency, params) for p in pats]
+    fold = n if spines == 0 or n % per_leaf == 0 else 0  # whole leaves: a shift by a leaf maps it onto itself
+    rows = [_step_row(p, loads, 1.0, route_latency, params, fold, per_leaf if spines else 1) for p in pats]
     width = max((len(r[0]) for r in rows), default=1)
     c0 = np.full((len(rows), width), -np.inf)
     c1 = np.zeros((len(rows), width))
