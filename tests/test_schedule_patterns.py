@@ -26,6 +26,8 @@ FABRICS = [
     {"name": "fattree", "nodes": 16, "k": 4},
     {"name": "superpod", "nodes": 32, "gpus_per_node": 4},
     {"name": "bcube", "nodes": 16, "radix": 4},
+    {"name": "bcube", "nodes": 27, "radix": 3, "memory_bandwidth_Bps": 1e11},
+    {"name": "bcube", "nodes": 16, "radix": 2},
     {"name": "ocs", "nodes": 16, "topology": "ring"},
     {"name": "ocs", "nodes": 16, "topology": "torus2d"},
 ]

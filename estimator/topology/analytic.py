@@ -452,15 +452,15 @@ def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, la
     halving-doubling within a digit): its one shortest route is server -> that level's switch ->
     server, so a transfer's busiest link is its sender's up-link or its receiver's down-link of
     that level (each carrying the bytes all the step's transfers put on it) and its latency one
-    switch's. None if a step has a transfer crossing several digits (ECMP over correction
-    orders: compiled on the graph instead)."""
+    switch's. A step with a transfer crossing several digits is routed over every correction order
+    (ECMP: :func:`relayed_loads`)."""
     powers = radix ** np.arange(levels + 1)
 
     def loads(src, dst, nbytes, period):
         level = np.searchsorted(powers, np.abs(dst - src), side="right") - 1  # the highest digit that differs
         place = powers[level]
         if not ((src // (place * radix) == dst // (place * radix)) & (src % place == dst % place)).all():
-            raise _SeveralDigits
+            return relayed_loads(src, dst, nbytes, radix, levels)
         up = np.bincount(src * levels + level, weights=nbytes)
         down = np.bincount(dst * levels + level, weights=nbytes)
         return np.maximum(up[src * levels + level], down[dst * levels + level]), np.ones(len(src), dtype=np.int64)
@@ -482,10 +482,51 @@ def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, la
             red += reduced
         return np.array([params.alpha_s + latencies[1]]), np.array([peak / bandwidth]), red * params.gamma
 
-    try:
-        return _compiled(pats, loads, bandwidth, latency, 1, params, shaped=shaped)
-    except _SeveralDigits:
-        return None
+    return _compiled(pats, loads, bandwidth, latency, levels, params, shaped=shaped)
+
+
+def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: int, levels: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(busiest link load, switches crossed) per transfer on BCube when transfers may differ in
+    several digits. A transfer differing in the h digits D takes every order of correcting them
+    (server -> that level's switch -> the server with the digit corrected, relaying), ECMP
+    splitting its flow evenly at every server over the digits still to correct: so it passes the
+    server x = src with the digits S of D corrected with weight |S|! (h-|S|)! / h!, and leaves x
+    up level l in D - S with weight |S|! (h-|S|-1)! / h! (enters x down level l in S with weight
+    (|S|-1)! (h-|S|)! / h!). Link loads are summed over every (transfer, S, l) (2^h h terms per
+    transfer); a transfer's busiest link is the largest on any of its routes."""
+    place = radix ** np.arange(levels)
+    ds, dd = (src[:, None] // place) % radix, (dst[:, None] // place) % radix
+    differ = ds != dd
+    h = differ.sum(axis=1)
+    fact = [math.factorial(i) for i in range(levels + 1)]
+    terms = []  # (transfer index, link id = server * levels + level, down?, weight)
+    for subset in range(1 << levels):
+        bits = [(subset >> lv) & 1 for lv in range(levels)]
+        chosen = np.array(bits, dtype=bool)
+        ok = ~(chosen & ~differ).any(axis=1)  # S within D
+        if not ok.any():
+            continue
+        t = np.flatnonzero(ok)
+        k = int(chosen.sum())
+        x = src[t] + ((dd[t] - ds[t]) * place * chosen).sum(axis=1)  # src with S corrected
+        ht = h[t]
+        for lv in range(levels):
+            if chosen[lv]:  # entered x down level lv, the last digit corrected
+                frac = np.array([fact[k - 1] * fact[m - k] / fact[m] if m >= k else 0.0 for m in range(levels + 1)])
+                terms.append((t, x * levels + lv, True, nbytes[t] * frac[ht]))
+            else:  # leaves x up level lv, if lv is still to correct
+                sel = differ[t, lv]
+                frac = np.array([fact[k] * fact[m - k - 1] / fact[m] if m > k else 0.0 for m in range(levels + 1)])
+                terms.append((t[sel], x[sel] * levels + lv, False, nbytes[t[sel]] * frac[ht[sel]]))
+    cells = radix**levels * levels
+    load = {down: np.zeros(cells) for down in (False, True)}
+    for _, link, down, w in terms:
+        load[down] += np.bincount(link, weights=w, minlength=cells)
+    peak = np.zeros(len(src))
+    for t, link, down, w in terms:
+        np.maximum.at(peak, t[w > 0], load[down][link[w > 0]])
+    return peak, h
 
 
 def _within_digit(stride: int, k: int, radix: int) -> bool:
@@ -496,9 +537,6 @@ def _within_digit(stride: int, k: int, radix: int) -> bool:
     sub = stride // place
     return stride % place == 0 and radix % (k * sub) == 0
 
-
-class _SeveralDigits(Exception):
-    """A BCube transfer that crosses more than one digit (see :func:`bcube_compiled`)."""
 
 
 def star_compiled(pats: Patterns, n: int, bandwidth: float, latency: float, params: PricingParams
