@@ -459,8 +459,8 @@ def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, la
     def loads(src, dst, nbytes, period):
         level = np.searchsorted(powers, np.abs(dst - src), side="right") - 1  # the highest digit that differs
         place = powers[level]
-        if not ((src // (place * radix) == dst // (place * radix)) & (src % place == dst % place)).all():
-            return relayed_loads(src, dst, nbytes, radix, levels)
+        if period or not ((src // (place * radix) == dst // (place * radix)) & (src % place == dst % place)).all():
+            return relayed_loads(src, dst, nbytes, radix, levels, period)
         up = np.bincount(src * levels + level, weights=nbytes)
         down = np.bincount(dst * levels + level, weights=nbytes)
         return np.maximum(up[src * levels + level], down[dst * levels + level]), np.ones(len(src), dtype=np.int64)
@@ -469,6 +469,8 @@ def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, la
         shape = step.shape
         if shape is None or shape[1] != radix**levels:
             return None
+        if shape[0] == "digit" and shape[2] == 1 and shape[3] == shape[1] and levels > 1:
+            return _bcube_all_pairs(shape, radix, levels, bandwidth, latencies, params)
         if shape[0] == "dimwise" and shape[2] == radix:
             k, nbytes, reduced, received = radix, shape[3], shape[4], levels * (radix - 1)
         elif shape[0] == "digit" and _within_digit(shape[2], shape[3], radix):
@@ -482,10 +484,27 @@ def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, la
             red += reduced
         return np.array([params.alpha_s + latencies[1]]), np.array([peak / bandwidth]), red * params.gamma
 
-    return _compiled(pats, loads, bandwidth, latency, levels, params, shaped=shaped)
+    # a shift by r^(levels-1) adds 1 to the top digit (mod r): it maps BCube onto itself
+    return _compiled(pats, loads, bandwidth, latency, levels, params, radix**levels, shaped, radix ** (levels - 1))
 
 
-def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: int, levels: int
+def _bcube_all_pairs(shape: tuple, radix: int, levels: int, bandwidth: float, latencies: np.ndarray,
+                     params: PricingParams) -> tuple[np.ndarray, np.ndarray, float]:
+    """The row of an all-pairs step (every server to every other, ``size`` each) on the whole BCube.
+    Adding a constant to any digit (mod r) and permuting the levels map BCube and the step onto
+    themselves and act transitively on the links of each direction, so every link carries the same
+    load: the step's link volume over the links, n x (h summed over a server's peers) x size / (n
+    levels) = (r-1) r^(levels-1) x size. A transfer differing in h digits crosses h switches."""
+    n, size, reduced = shape[1], shape[4], shape[5]
+    peers = (radix - 1) * radix ** (levels - 1)
+    c0 = params.alpha_s + latencies[1:levels + 1]
+    red = 0.0
+    for _ in range(n - 1):  # every server receives n-1 transfers (summed in order, as np.bincount does)
+        red += reduced
+    return c0, np.full(levels, peers * size / bandwidth), red * params.gamma
+
+
+def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: int, levels: int, period: int = 0
                   ) -> tuple[np.ndarray, np.ndarray]:
     """(busiest link load, switches crossed) per transfer on BCube when transfers may differ in
     several digits. A transfer differing in the h digits D takes every order of correcting them
@@ -494,7 +513,10 @@ def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: i
     server x = src with the digits S of D corrected with weight |S|! (h-|S|)! / h!, and leaves x
     up level l in D - S with weight |S|! (h-|S|-1)! / h! (enters x down level l in S with weight
     (|S|-1)! (h-|S|)! / h!). Link loads are summed over every (transfer, S, l) (2^h h terms per
-    transfer); a transfer's busiest link is the largest on any of its routes."""
+    transfer); a transfer's busiest link is the largest on any of its routes. ``period`` P > 0: the
+    transfers are those out of servers 0..P-1 of a step a shift by P maps onto itself (a
+    multiple of r^(levels-1), which maps BCube onto itself): link loads are those of the link's
+    class mod P."""
     place = radix ** np.arange(levels)
     ds, dd = (src[:, None] // place) % radix, (dst[:, None] // place) % radix
     differ = ds != dd
@@ -510,6 +532,7 @@ def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: i
         t = np.flatnonzero(ok)
         k = int(chosen.sum())
         x = src[t] + ((dd[t] - ds[t]) * place * chosen).sum(axis=1)  # src with S corrected
+        x = x % period if period else x
         ht = h[t]
         for lv in range(levels):
             if chosen[lv]:  # entered x down level lv, the last digit corrected
@@ -519,7 +542,7 @@ def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: i
                 sel = differ[t, lv]
                 frac = np.array([fact[k] * fact[m - k - 1] / fact[m] if m > k else 0.0 for m in range(levels + 1)])
                 terms.append((t[sel], x[sel] * levels + lv, False, nbytes[t[sel]] * frac[ht[sel]]))
-    cells = radix**levels * levels
+    cells = (period or radix**levels) * levels
     load = {down: np.zeros(cells) for down in (False, True)}
     for _, link, down, w in terms:
         load[down] += np.bincount(link, weights=w, minlength=cells)
