@@ -57,3 +57,32 @@ def test_every_offered_algorithm_equals_its_compiled_schedule(params):
                 assert f.collective_cost(coll, 3e6, algo, n, explicit=True).time_s == comp.time(3e6)
                 checked += coll in ("broadcast", "reduce", "gather", "all_to_all")
     assert checked >= 4
+
+
+def test_declared_translates_are_shifts():
+    """A step marked ``translate = (family, offset)`` is its family's offset-0 step shifted by offset ranks."""
+    from estimator.collectives.params import AlgoParams
+    from estimator.collectives.patterns import patterns
+
+    pats = patterns("pipelined_chain4", "broadcast", 11, AlgoParams())
+    marked = [p for p in pats if p.translate]
+    base = {p.translate[0]: p for p in marked if p.translate[1] == 0}
+    assert len(marked) == 11 - 1 - 4 + 1 and len(base) == 1
+    for p in marked:
+        b = base[p.translate[0]]
+        assert sorted(zip(p.src.tolist(), p.dst.tolist())) == sorted(
+            zip((b.src + p.translate[1]).tolist(), (b.dst + p.translate[1]).tolist()))
+        assert p.size.tolist() == b.size.tolist()
+
+
+@pytest.mark.parametrize("params", [{"name": "ring", "nodes": 40}, {"name": "ideal", "nodes": 24},
+                                    {"name": "nvlink_leafspine", "nodes": 32, "gpus_per_node": 8,
+                                     "latency_model": "alpha"}, {"name": "torus2d", "nodes": 24, "rows": 4, "cols": 6}])
+def test_pipelined_chain_with_shared_windows_equals_the_graph(params):
+    f = make_fabric(params)
+    n = f.nodes
+    for algo in ("pipelined_chain4", "pipelined_chain"):
+        comp = f.analytic_compiled("broadcast", algo, n)
+        slow = compile_schedule(f.schedule("broadcast", algo, n, 1.0), f.build_topology(algo), f.pricing(algo))
+        assert comp.steps == slow.steps
+        assert comp.time(3e6) == pytest.approx(slow.time(3e6), rel=1e-12)

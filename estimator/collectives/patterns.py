@@ -35,13 +35,14 @@ class StepPattern:
     out of ranks 0..P-1 only and :meth:`sample` a small subset of the transfers (used for lower
     bounds: every bound of :meth:`LibraryFabric.pattern_floor` only grows with more transfers)."""
 
-    __slots__ = ("_arrays", "_build", "_first", "_sample", "count", "period", "shape")
+    __slots__ = ("_arrays", "_build", "_first", "_sample", "count", "period", "shape", "translate")
 
     def __init__(self, src=None, dst=None, size=None, red=None, count: int = 1, period: int = 0, *, build=None,
                  first=None, sample=None, shape: tuple | None = None):
         self._arrays = None if build is not None else (src, dst, size, red)
         self._build, self._first, self._sample = build, first, sample
         self.count, self.period, self.shape = count, period, shape
+        self.translate: tuple | None = None  # (family, offset): the family's first step shifted by offset ranks
 
     @property
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -369,8 +370,11 @@ def _chain(n: int, c: int) -> Patterns:
     forwards chunk t - i to i + 1 (0 <= t - i < c)."""
     out = []
     for t in range(n - 2 + c):
-        i = np.arange(max(0, t - c + 1), min(n - 2, t) + 1)
-        out.append(_pat(i, i + 1, 1.0 / c, 0.0))
+        lo, hi = max(0, t - c + 1), min(n - 2, t) + 1
+        step = StepPattern(build=lambda lo=lo, hi=hi: _arrays(np.arange(lo, hi), np.arange(lo + 1, hi + 1), 1.0 / c, 0.0))
+        if hi - lo == c:  # a full window: the window of ranks 0..c shifted by lo (no wrap)
+            step.translate = (("chain", n, c), lo)
+        out.append(step)
     return out
 
 

@@ -240,11 +240,24 @@ def _latencies(latency: float, longest: int) -> np.ndarray:
 
 
 def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams,
-              fold: int = 0, shaped=None, sym: int = 1) -> CompiledSchedule:
-    """``shaped(step, latencies)``: the step's row without its arrays, or None (then ``loads``)."""
-    latencies = _latencies(latency, longest)
-    rows = [(shaped and shaped(p, latencies)) or _step_row(p, loads, bandwidth, latencies, params, fold, sym)
-            for p in pats]
+              fold: int = 0, shaped=None, sym: int = 1, route_latency: np.ndarray | None = None) -> CompiledSchedule:
+    """``shaped(step, latencies)``: the step's row without its arrays, or None (then ``loads``).
+    ``fold`` (the group covers the whole fabric, which a rank shift by ``sym`` maps onto itself):
+    periodic steps fold (:func:`_step_row`) and a step that is another shifted by a multiple of
+    ``sym`` (``StepPattern.translate``) reuses its row."""
+    latencies = _latencies(latency, longest) if route_latency is None else route_latency
+    seen: dict[tuple, tuple] = {}  # on a whole fabric, steps that are shifts of one another by a multiple of sym
+
+    def row(p: StepPattern):
+        key = (p.translate[0], p.translate[1] % sym) if fold and p.translate else None
+        if key is not None and key in seen:
+            return seen[key]
+        out = (shaped and shaped(p, latencies)) or _step_row(p, loads, bandwidth, latencies, params, fold, sym)
+        if key is not None:
+            seen[key] = out
+        return out
+
+    rows = [row(p) for p in pats]
     width = max((len(r[0]) for r in rows), default=1)
     c0 = np.full((len(rows), width), -np.inf)
     c1 = np.zeros((len(rows), width))
@@ -602,12 +615,4 @@ def leaf_spine_compiled(pats: Patterns, n: int, per_leaf: int, spines: int, endp
         return peak, np.where(away, 2, 1)
 
     fold = n if spines == 0 or n % per_leaf == 0 else 0  # whole leaves: a shift by a leaf maps it onto itself
-    rows = [_step_row(p, loads, 1.0, route_latency, params, fold, per_leaf if spines else 1) for p in pats]
-    width = max((len(r[0]) for r in rows), default=1)
-    c0 = np.full((len(rows), width), -np.inf)
-    c1 = np.zeros((len(rows), width))
-    for i, (x, y, _) in enumerate(rows):
-        c0[i, : len(x)], c1[i, : len(y)] = x, y
-    weight = np.array([p.count for p in pats], dtype=float)
-    return CompiledSchedule(c0, c1, np.array([r[2] for r in rows]), np.full(len(rows), params.step_overhead_s),
-                            weight, int(weight.sum()), params.fixed_s, 0, params.reconfig_s)
+    return _compiled(pats, loads, 1.0, 0.0, 2, params, fold, None, per_leaf if spines else 1, route_latency)
