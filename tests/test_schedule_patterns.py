@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.collectives.algorithms import COLLECTIVES
+from estimator.collectives.algorithms import COLLECTIVES, algorithm
 from estimator.collectives.pricing import compile_schedule
 from estimator.errors import EstimatorError
 from estimator.fabrics.registry import make_fabric
@@ -83,6 +83,7 @@ def test_pipelined_chain_with_shared_windows_equals_the_graph(params):
     n = f.nodes
     for algo in ("pipelined_chain4", "pipelined_chain"):
         comp = f.analytic_compiled("broadcast", algo, n)
-        slow = compile_schedule(f.schedule("broadcast", algo, n, 1.0), f.build_topology(algo), f.pricing(algo))
+        sched = algorithm(algo).schedule("broadcast", n, 1.0, f.algo_params(n))  # (offered or not)
+        slow = compile_schedule(sched, f.build_topology(algo), f.pricing(algo))
         assert comp.steps == slow.steps
         assert comp.time(3e6) == pytest.approx(slow.time(3e6), rel=1e-12)
