@@ -24,6 +24,8 @@ FABRICS = [
     {"name": "torus2d", "nodes": 30, "rows": 5, "cols": 6},
     {"name": "nvlink_leafspine", "nodes": 24, "gpus_per_node": 8, "uplinks": 3, "latency_model": "alpha"},
     {"name": "fattree", "nodes": 16, "k": 4},
+    {"name": "fattree", "nodes": 32, "k": 6, "memory_bandwidth_Bps": 1e11},
+    {"name": "fattree", "nodes": 36, "k": 6},
     {"name": "superpod", "nodes": 32, "gpus_per_node": 4},
     {"name": "bcube", "nodes": 16, "radix": 4},
     {"name": "bcube", "nodes": 27, "radix": 3, "memory_bandwidth_Bps": 1e11},
@@ -77,7 +79,8 @@ def test_declared_translates_are_shifts():
 
 @pytest.mark.parametrize("params", [{"name": "ring", "nodes": 40}, {"name": "bcube", "nodes": 27, "radix": 3},
                                     {"name": "nvlink_leafspine", "nodes": 32, "gpus_per_node": 8,
-                                     "latency_model": "alpha"}, {"name": "torus2d", "nodes": 24, "rows": 4, "cols": 6}])
+                                     "latency_model": "alpha"}, {"name": "torus2d", "nodes": 24, "rows": 4, "cols": 6},
+                                    {"name": "fattree", "nodes": 36, "k": 6}])
 def test_pipelined_chain_with_shared_windows_equals_the_graph(params):
     f = make_fabric(params)
     n = f.nodes

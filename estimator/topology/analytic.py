@@ -381,8 +381,8 @@ def torus_links(rows: int, cols: int) -> int:
     return sum(2 * n if size > 2 else n if size == 2 else 0 for size in (rows, cols))
 
 
-def fat_tree_compiled(pats: Patterns, half: int, bandwidth: float, latency: float, params: PricingParams
-                      ) -> CompiledSchedule:
+def fat_tree_compiled(pats: Patterns, half: int, bandwidth: float, latency: float, params: PricingParams,
+                      group: int | None = None) -> CompiledSchedule:
     """The same on the k-ary fat tree of :func:`estimator.topology.builders.fat_tree` (``half`` =
     k/2; ranks = the first hosts) with ECMP, by up/down routing: a transfer leaving its edge switch
     spreads evenly over the pod's k/2 aggregation switches, one leaving its pod evenly over all
@@ -390,26 +390,31 @@ def fat_tree_compiled(pats: Patterns, half: int, bandwidth: float, latency: floa
     host link carries its host's bytes, every up-link of an edge switch 1/(k/2) of what leaves the
     edge (every down-link 1/(k/2) of what enters it), every aggregation-core link 1/(k/2)^2 of
     what leaves (enters) the pod; a transfer's busiest link is the largest of those on its path
-    (1, 3 or 5 switch traversals, each ``latency``)."""
+    (1, 3 or 5 switch traversals, each ``latency``). ``group`` = the ranks (whole pods): a shift
+    by P (a multiple of a pod) maps the tree onto itself, so a P-periodic step is priced from its
+    transfers out of ranks 0..P-1 (a receiver's, edge's, pod's in-load is its class mod P's)."""
     from estimator.topology.builders import fat_tree_pair_traversals
 
     pod = half * half
 
     def loads(src, dst, nbytes, period):
+        into = dst % period if period else dst
+
         def outward(a, b, group):  # bytes leaving a's group / entering b's group, per transfer (0 inside)
-            away = a // group != b // group
+            away = a // group != dst // group
             out = np.bincount(a[away] // group, weights=nbytes[away])
             inn = np.bincount(b[away] // group, weights=nbytes[away])
             peak = np.zeros(len(a))
             peak[away] = np.maximum(out[a[away] // group], inn[b[away] // group])
             return peak
 
-        peak = np.maximum(np.bincount(src, weights=nbytes)[src], np.bincount(dst, weights=nbytes)[dst])
-        peak = np.maximum(peak, outward(src, dst, half) / half)
-        peak = np.maximum(peak, outward(src, dst, pod) / pod)
+        peak = np.maximum(np.bincount(src, weights=nbytes)[src], np.bincount(into, weights=nbytes)[into])
+        peak = np.maximum(peak, outward(src, into, half) / half)
+        peak = np.maximum(peak, outward(src, into, pod) / pod)
         return peak, fat_tree_pair_traversals(half, src, dst)
 
-    return _compiled(pats, loads, bandwidth, latency, 5, params)
+    fold = group if group and group % pod == 0 else 0
+    return _compiled(pats, loads, bandwidth, latency, 5, params, fold, sym=pod)
 
 
 def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic: float, latency: float,
