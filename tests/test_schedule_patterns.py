@@ -30,6 +30,9 @@ FABRICS = [
     {"name": "bcube", "nodes": 16, "radix": 4},
     {"name": "bcube", "nodes": 27, "radix": 3, "memory_bandwidth_Bps": 1e11},
     {"name": "bcube", "nodes": 16, "radix": 2},
+    {"name": "sipac", "nodes": 16, "r": 4, "l": 1},
+    {"name": "sipac", "nodes": 27, "r": 3, "l": 2},
+    {"name": "sipac", "nodes": 16, "r": 2, "l": 3},
     {"name": "ocs", "nodes": 16, "topology": "ring"},
     {"name": "ocs", "nodes": 16, "topology": "torus2d"},
 ]
@@ -45,6 +48,7 @@ def test_every_offered_algorithm_equals_its_compiled_schedule(params):
                 continue
             for algo in f.algorithms(coll):
                 try:
+                    f.check_size(n)
                     f.check_algorithm(coll, algo, n)
                 except EstimatorError:
                     continue

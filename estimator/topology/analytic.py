@@ -522,8 +522,34 @@ def _bcube_all_pairs(shape: tuple, radix: int, levels: int, bandwidth: float, la
     return c0, np.full(levels, peers * size / bandwidth), red * params.gamma
 
 
-def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: int, levels: int, period: int = 0
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def hamming_compiled(pats: Patterns, radix: int, levels: int, n: int, channel_bw: float, hop_s: float,
+                     params: PricingParams, whole: bool) -> CompiledSchedule:
+    """The same on SiPAC's direct-connect graph (:func:`estimator.fabrics.sipac.sipac_topology`:
+    every server has its own channel to each server differing in one digit; servers relay, ECMP
+    over correction orders): :func:`relayed_loads` with one link per (server, level, target
+    digit) and ``hop_s`` per hop. An all-pairs step on the whole graph loads every channel
+    equally (digit translations and level permutations act transitively on them):
+    r^(levels-1) x size each. ``whole``: the group is the whole graph (periodic steps fold under
+    top-digit shifts)."""
+    def loads(src, dst, nbytes, period):
+        return relayed_loads(src, dst, nbytes, radix, levels, period, per_peer=True)
+
+    def shaped(step, latencies):
+        shape = step.shape
+        if not (whole and shape is not None and shape[0] == "digit" and shape[2] == 1 and shape[3] == shape[1] == n):
+            return None
+        red = 0.0
+        for _ in range(n - 1):  # every server receives n-1 transfers (summed in order, as np.bincount does)
+            red += shape[5]
+        c1 = radix ** (levels - 1) * shape[4] / channel_bw
+        return params.alpha_s + latencies[1:levels + 1], np.full(levels, c1), red * params.gamma
+
+    return _compiled(pats, loads, channel_bw, hop_s, levels, params, n if whole else 0, shaped,
+                     radix ** (levels - 1))
+
+
+def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: int, levels: int, period: int = 0,
+                  per_peer: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(busiest link load, switches crossed) per transfer on BCube when transfers may differ in
     several digits. A transfer differing in the h digits D takes every order of correcting them
     (server -> that level's switch -> the server with the digit corrected, relaying), ECMP
@@ -534,7 +560,9 @@ def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: i
     transfer); a transfer's busiest link is the largest on any of its routes. ``period`` P > 0: the
     transfers are those out of servers 0..P-1 of a step a shift by P maps onto itself (a
     multiple of r^(levels-1), which maps BCube onto itself): link loads are those of the link's
-    class mod P."""
+    class mod P. ``per_peer`` (SiPAC): a server has one channel per (level, peer) instead of one
+    up- and one down-link per level; a channel's class is (its server's class, level, digit
+    offset to the peer)."""
     place = radix ** np.arange(levels)
     ds, dd = (src[:, None] // place) % radix, (dst[:, None] // place) % radix
     differ = ds != dd
@@ -553,14 +581,21 @@ def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: i
         x = x % period if period else x
         ht = h[t]
         for lv in range(levels):
-            if chosen[lv]:  # entered x down level lv, the last digit corrected
+            if per_peer:  # the channel x -> x with digit lv corrected, if lv is still to correct
+                if chosen[lv]:
+                    continue
+                sel = differ[t, lv]
+                frac = np.array([fact[k] * fact[m - k - 1] / fact[m] if m > k else 0.0 for m in range(levels + 1)])
+                offset = (dd[t[sel], lv] - ds[t[sel], lv]) % radix
+                terms.append((t[sel], (x[sel] * levels + lv) * radix + offset, False, nbytes[t[sel]] * frac[ht[sel]]))
+            elif chosen[lv]:  # entered x down level lv, the last digit corrected
                 frac = np.array([fact[k - 1] * fact[m - k] / fact[m] if m >= k else 0.0 for m in range(levels + 1)])
                 terms.append((t, x * levels + lv, True, nbytes[t] * frac[ht]))
             else:  # leaves x up level lv, if lv is still to correct
                 sel = differ[t, lv]
                 frac = np.array([fact[k] * fact[m - k - 1] / fact[m] if m > k else 0.0 for m in range(levels + 1)])
                 terms.append((t[sel], x[sel] * levels + lv, False, nbytes[t[sel]] * frac[ht[sel]]))
-    cells = (period or radix**levels) * levels
+    cells = (period or radix**levels) * levels * (radix if per_peer else 1)
     load = {down: np.zeros(cells) for down in (False, True)}
     for _, link, down, w in terms:
         load[down] += np.bincount(link, weights=w, minlength=cells)
