@@ -27,6 +27,8 @@ FABRICS = [
     {"name": "fattree", "nodes": 32, "k": 6, "memory_bandwidth_Bps": 1e11},
     {"name": "fattree", "nodes": 36, "k": 6},
     {"name": "superpod", "nodes": 32, "gpus_per_node": 4},
+    {"name": "superpod", "nodes": 24, "gpus_per_node": 8, "memory_bandwidth_Bps": 1e11},
+    {"name": "superpod", "nodes": 12, "gpus_per_node": 2},
     {"name": "bcube", "nodes": 16, "radix": 4},
     {"name": "bcube", "nodes": 27, "radix": 3, "memory_bandwidth_Bps": 1e11},
     {"name": "bcube", "nodes": 16, "radix": 2},

@@ -418,14 +418,17 @@ def fat_tree_compiled(pats: Patterns, half: int, bandwidth: float, latency: floa
 
 
 def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic: float, latency: float,
-                  params: PricingParams) -> CompiledSchedule:
+                  params: PricingParams, group: int | None = None) -> CompiledSchedule:
     """The same on :func:`estimator.topology.builders.rail_optimized` (``nodes`` GPUs, ``per_node``
     per server) with ECMP. Inside a server a transfer takes GPU -> NVSwitch -> GPU, between GPUs
     of one rail GPU -> rail switch -> GPU; otherwise (server a, rail i to server b, rail j) all
     shortest routes have 4 links and ECMP sends 1/2 through the NVSwitch and GPU (a, j) to rail j,
     1/4 rail i -> spine -> rail j, 1/4 rail i -> GPU (b, i) -> NVSwitch; the spine links carry a
     rail's whole capacity. Loads are summed per link class from those shares; a transfer's busiest
-    link is the largest over every link its routes touch."""
+    link is the largest over every link its routes touch. ``group`` = the ranks, whole servers: a
+    shift by P (whole servers) maps the step's routes onto themselves, so a P-periodic step is
+    priced from its transfers out of ranks 0..P-1 (a GPU's loads are its class mod P's; a rail's
+    spine link carries every copy: group / P times the base transfers' share)."""
     g = per_node
     servers = -(-nodes // g)
     rails = min(g, nodes) if servers > 1 else 0
@@ -438,6 +441,9 @@ def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic:
         cross = ~local & ~rail
         w = nbytes
         relay_src, relay_dst = a * g + j, b * g + i  # GPU (a, j) and GPU (b, i)
+        copies = 1
+        if period:  # fold: GPUs by class mod P
+            dst, relay_dst, copies = dst % period, relay_dst % period, group // period
 
         def count(idx, weight, sel, size):
             return np.bincount(idx[sel], weights=weight[sel], minlength=size)
@@ -447,8 +453,8 @@ def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic:
         up_nic = (count(src, w, rail, nodes) + count(src, w / 2, cross, nodes) + count(relay_src, w / 2, cross, nodes))
         down_nic = (count(dst, w, rail, nodes) + count(dst, 3 * w / 4, cross, nodes)
                     + count(relay_dst, w / 4, cross, nodes))
-        to_spine = count(i, w / 4, cross, max(rails, 1))
-        from_spine = count(j, w / 4, cross, max(rails, 1))
+        to_spine = count(i, w / 4, cross, max(rails, 1)) * copies
+        from_spine = count(j, w / 4, cross, max(rails, 1)) * copies
         peak = np.where(local, np.maximum(up_nv[src], down_nv[dst]) / nvlink,
                         np.maximum(up_nic[src], down_nic[dst]) / nic)
         if cross.any():
@@ -460,7 +466,8 @@ def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic:
         hops = np.where(cross, 3, 1)  # switch traversals on the slowest route
         return peak, hops
 
-    return _compiled(pats, loads, 1.0, latency, 3, params)  # peaks are already seconds per byte of M
+    fold = group if group and group % g == 0 else 0
+    return _compiled(pats, loads, 1.0, latency, 3, params, fold, sym=g)  # peaks are already seconds per byte of M
 
 
 def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, latency: float, params: PricingParams
