@@ -543,13 +543,30 @@ def hamming_compiled(pats: Patterns, radix: int, levels: int, n: int, channel_bw
 
     def shaped(step, latencies):
         shape = step.shape
-        if not (whole and shape is not None and shape[0] == "digit" and shape[2] == 1 and shape[3] == shape[1] == n):
+        if shape is None or shape[1] != n:
+            return None
+        if shape[0] == "dimwise" and shape[2] == radix:  # every channel carries one transfer
+            size, reduced, received = shape[3], shape[4], levels_of(n) * (radix - 1)
+        elif shape[0] == "digit" and _within_digit(shape[2], shape[3], radix):
+            size, reduced, received = shape[4], shape[5], shape[3] - 1
+        elif whole and shape[0] == "digit" and shape[2] == 1 and shape[3] == n:
+            red = 0.0
+            for _ in range(n - 1):  # every server receives n-1 transfers (summed in order, as np.bincount does)
+                red += shape[5]
+            c1 = radix ** (levels - 1) * shape[4] / channel_bw
+            return params.alpha_s + latencies[1:levels + 1], np.full(levels, c1), red * params.gamma
+        else:
             return None
         red = 0.0
-        for _ in range(n - 1):  # every server receives n-1 transfers (summed in order, as np.bincount does)
-            red += shape[5]
-        c1 = radix ** (levels - 1) * shape[4] / channel_bw
-        return params.alpha_s + latencies[1:levels + 1], np.full(levels, c1), red * params.gamma
+        for _ in range(received):
+            red += reduced
+        return np.array([params.alpha_s + latencies[1]]), np.array([size / channel_bw]), red * params.gamma
+
+    def levels_of(m: int) -> int:
+        out = 0
+        while radix ** (out + 1) <= m:
+            out += 1
+        return out
 
     return _compiled(pats, loads, channel_bw, hop_s, levels, params, n if whole else 0, shaped,
                      radix ** (levels - 1))
