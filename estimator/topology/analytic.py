@@ -593,9 +593,10 @@ def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: i
     h = differ.sum(axis=1)
     fact = [math.factorial(i) for i in range(levels + 1)]
     terms = []  # (transfer index, link id = server * levels + level, down?, weight)
-    for subset in range(1 << levels):
-        bits = [(subset >> lv) & 1 for lv in range(levels)]
-        chosen = np.array(bits, dtype=bool)
+    active = np.flatnonzero(differ.any(axis=0))  # levels some transfer corrects (the others carry nothing)
+    for subset in range(1 << len(active)):
+        chosen = np.zeros(levels, dtype=bool)
+        chosen[[int(lv) for q, lv in enumerate(active) if (subset >> q) & 1]] = True
         ok = ~(chosen & ~differ).any(axis=1)  # S within D
         if not ok.any():
             continue
@@ -604,7 +605,7 @@ def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: i
         x = src[t] + ((dd[t] - ds[t]) * place * chosen).sum(axis=1)  # src with S corrected
         x = x % period if period else x
         ht = h[t]
-        for lv in range(levels):
+        for lv in active.tolist():
             if per_peer:  # the channel x -> x with digit lv corrected, if lv is still to correct
                 if chosen[lv]:
                     continue
