@@ -20,6 +20,12 @@ CASES = [("ring", c) for c in ("all_reduce", "reduce_scatter", "all_gather")] + 
     ("pipelined_dbt4", "all_reduce"), ("torus2d", "all_reduce"), ("torus2d", "all_gather"),
     ("hierarchical", "all_reduce"), ("hierarchical_tree", "all_reduce"), ("ps", "all_reduce"),
     ("dimwise", "all_reduce"), ("dimwise", "reduce_scatter"), ("dimwise", "all_gather"),
+    ("direct", "all_reduce"), ("direct", "reduce_scatter"), ("direct", "all_gather"), ("direct", "all_to_all"),
+    ("direct", "broadcast"), ("direct", "reduce"), ("direct", "gather"), ("one_shot", "all_reduce"),
+    ("pairwise", "all_to_all"), ("binomial_tree", "broadcast"), ("binomial_tree", "reduce"),
+    ("binomial_tree", "gather"), ("scatter_allgather", "broadcast"), ("reducescatter_gather", "reduce"),
+    ("pipelined_chain", "broadcast"), ("pipelined_chain4", "broadcast"), ("pipelined_tree", "broadcast"),
+    ("pipelined_tree3", "broadcast"), ("spanning_tree", "broadcast"),
 ]
 
 
@@ -55,7 +61,7 @@ def test_patterns_equal_schedules(name, coll, n):
 
 
 def test_no_pattern_for_unlisted_algorithms():
-    assert patterns("direct", "all_to_all", 8, AlgoParams()) is None
+    assert patterns("direct", "p2p", 8, AlgoParams()) is None
 
 
 @pytest.mark.parametrize("name,coll", CASES)

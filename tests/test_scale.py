@@ -179,6 +179,7 @@ def test_configs_differing_in_latency_or_bandwidth_share_one_compile(params, lat
 REPRICED = {("ring", "broadcast", "auto"), ("superpod", "all_reduce", "auto"), ("ring", "all_gather", "auto"),
             ("fattree", "all_reduce", "double_binary_tree"), ("superpod", "all_reduce", "double_binary_tree"),
             ("superpod", "all_reduce", "ring")}
+REPRICED |= {("superpod", "all_to_all", "auto")}  # direct all-to-all: now a step pattern (analytic routing)
 
 
 def test_fixed_grid_is_unchanged():

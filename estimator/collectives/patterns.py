@@ -35,13 +35,14 @@ class StepPattern:
     out of ranks 0..P-1 only and :meth:`sample` a small subset of the transfers (used for lower
     bounds: every bound of :meth:`LibraryFabric.pattern_floor` only grows with more transfers)."""
 
-    __slots__ = ("_arrays", "_build", "_first", "_sample", "count", "period", "shape")
+    __slots__ = ("_arrays", "_build", "_first", "_sample", "count", "period", "shape", "translate")
 
     def __init__(self, src=None, dst=None, size=None, red=None, count: int = 1, period: int = 0, *, build=None,
                  first=None, sample=None, shape: tuple | None = None):
         self._arrays = None if build is not None else (src, dst, size, red)
         self._build, self._first, self._sample = build, first, sample
         self.count, self.period, self.shape = count, period, shape
+        self.translate: tuple | None = None  # (family, offset): the family's first step shifted by offset ranks
 
     @property
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -327,6 +328,76 @@ def _hierarchical(n: int, p: AlgoParams, tree: bool) -> Patterns:
     return [x for x in (intra_rs, *inter, intra_ag) if x is not None]
 
 
+# ---- rooted and all-to-all ---------------------------------------------------------------------
+def _star(n: int, to_root: bool, size: float, red: float) -> StepPattern:
+    """Every rank q >= 1 to the root 0 (``to_root``) or the root to every q >= 1."""
+    q = np.arange(1, n)
+    zero = np.zeros(n - 1, dtype=np.int64)
+    return _pat(q, zero, size, red) if to_root else _pat(zero, q, size, red)
+
+
+def all_pairs(n: int, size: float, red: float) -> StepPattern:
+    """Every rank to every other: one digit of size n (:func:`digit_step`), which a shift by one
+    rank maps onto itself (period 1: fabrics that fold price it from rank 0's n-1 transfers)."""
+    step = digit_step(n, 1, n, size, red)
+    step.period = 1
+    return step
+
+
+def _shift(n: int, by: int, size: float) -> StepPattern:
+    """Every rank r to r + ``by`` (mod n)."""
+    return _by_rank(n, lambda r: _arrays(r, (r + by) % n, size, 0.0), period=1)
+
+
+def _binomial(coll: str, n: int) -> Patterns:
+    """Binomial tree rooted at 0 (:func:`~.generators.binomial`): broadcast step s sends r -> r + 2**s
+    for r < 2**s; reduce is its mirror; gather forwards whole subtrees towards the root."""
+    out = []
+    for s in range((n - 1).bit_length()):
+        w = 1 << s
+        if coll == "gather":
+            r = np.arange(0, n, 2 * w)
+            r = r[r + w < n]
+            out.append(_pat(r + w, r, np.minimum(w, n - r - w) / n, 0.0))
+            continue
+        r = np.arange(min(w, n - w))
+        out.append(_pat(r, r + w, 1.0, 0.0) if coll == "broadcast" else _pat(r + w, r, 1.0, 1.0))
+    return out
+
+
+def _chain(n: int, c: int) -> Patterns:
+    """Pipelined chain broadcast (:func:`~.broadcasts.pipelined_chain_broadcast`): in step t rank i
+    forwards chunk t - i to i + 1 (0 <= t - i < c)."""
+    out = []
+    for t in range(n - 2 + c):
+        lo, hi = max(0, t - c + 1), min(n - 2, t) + 1
+        step = StepPattern(build=lambda lo=lo, hi=hi: _arrays(np.arange(lo, hi), np.arange(lo + 1, hi + 1), 1.0 / c, 0.0))
+        if hi - lo == c:  # a full window: the window of ranks 0..c shifted by lo (no wrap)
+            step.translate = (("chain", n, c), lo)
+        out.append(step)
+    return out
+
+
+def _spanning(n: int, k: int) -> Patterns:
+    """BCube's spanning-tree broadcast (:func:`~.broadcasts.spanning_tree_broadcast`): L parts; in
+    step s part j's holders (any digits j, ..., j+s-1, others 0) send it along digit j+s."""
+    levels = need_power("spanning_tree", n, k)
+    out = []
+    for s in range(levels):
+        src, dst = [], []
+        idx = np.arange(k**s)
+        for j in range(levels):
+            holder = np.zeros(len(idx), dtype=np.int64)
+            for q in range(s):
+                holder += ((idx // k**q) % k) * k ** ((j + q) % levels)
+            d = (j + s) % levels
+            for e in range(1, k):
+                src.append(holder)
+                dst.append(holder + e * k**d)
+        out.append(_pat(np.concatenate(src), np.concatenate(dst), 1.0 / levels, 0.0))
+    return out
+
+
 def _ps(n: int) -> Patterns:
     def step(up: bool, ranks: np.ndarray):  # every worker q >= 1 to the server 0 (up) or back
         q = ranks[ranks > 0]
@@ -378,8 +449,33 @@ def _patterns(name: str, collective: str, n: int, p: AlgoParams) -> Patterns | N
         return _dimwise(collective, n, p.radix)
     if base == "direct" and collective in ("all_reduce", "reduce_scatter", "all_gather"):
         # all pairs: every rank to every other = one digit of size n
-        rs = [digit_step(n, 1, n, 1 / n, 1 / n)] if collective != "all_gather" else []
-        return rs + ([digit_step(n, 1, n, 1 / n, 0.0)] if collective != "reduce_scatter" else [])
+        rs = [all_pairs(n, 1 / n, 1 / n)] if collective != "all_gather" else []
+        return rs + ([all_pairs(n, 1 / n, 0.0)] if collective != "reduce_scatter" else [])
+    if base == "direct" and collective == "all_to_all":
+        return [all_pairs(n, 1 / n, 0.0)]
+    if base == "direct" and collective in ("broadcast", "reduce", "gather"):
+        size = 1 / n if collective == "gather" else 1.0
+        return [_star(n, collective != "broadcast", size, size if collective == "reduce" else 0.0)]
+    if base == "one_shot":
+        return [all_pairs(n, 1.0, 1.0)]
+    if base == "pairwise":
+        return [_shift(n, s, 1 / n) for s in range(1, n)]
+    if base == "binomial_tree":
+        return _binomial(collective, n)
+    if base == "scatter_allgather":
+        return [_star(n, False, 1 / n, 0.0), *_ring("all_gather", n, False)]
+    if base == "reducescatter_gather":
+        return [*_ring("reduce_scatter", n, False), _star(n, True, 1 / n, 0.0)]
+    if base == "pipelined_chain":
+        if p.chunks < 1:
+            raise EstimatorError(f"algorithm 'pipelined_chain' needs chunks >= 1, got {p.chunks}")
+        return _chain(n, p.chunks)
+    if base == "pipelined_tree":
+        if p.chunks < 1:
+            raise EstimatorError(f"algorithm 'pipelined_tree' needs chunks >= 1, got {p.chunks}")
+        return _trees("broadcast", n, 1 / p.chunks, (False,), p.chunks)
+    if base == "spanning_tree":
+        return _spanning(n, p.radix)
     if base == "neighbor_exchange":
         return _neighbor_exchange(collective, n)
     if base == "binary_tree":

@@ -133,4 +133,5 @@ class FatTreeFabric(UnitCompiled, LinkFabric):
         if pats is None:
             return None
         c = self.config
-        return fat_tree_compiled(pats, c.radix() // 2, c.link_bandwidth_Bps, c.link_latency_s, self.pricing(algorithm))
+        return fat_tree_compiled(pats, c.radix() // 2, c.link_bandwidth_Bps, c.link_latency_s, self.pricing(algorithm),
+                                 n)

@@ -12,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.collectives.algorithms import algorithm as lookup
-from estimator.collectives.pricing import PricingParams
+from estimator.collectives.patterns import patterns
+from estimator.collectives.pricing import CompiledSchedule, PricingParams
 from estimator.errors import non_negative, positive
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.library import LibraryFabric, check_chunking
+from estimator.topology.analytic import star_compiled
 from estimator.topology.builders import star
 from estimator.topology.graph import Topology
 
@@ -55,6 +57,13 @@ class IdealFabric(LibraryFabric):
     name = "ideal"
     Config = IdealConfig
     OFFERS = SWITCH_OFFERS
+
+    def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        """Explicit schedules with a step pattern: loads per port on the star, no graph search."""
+        pats = patterns(algorithm, collective, n, self.algo_params(n))
+        if pats is None:
+            return None
+        return star_compiled(pats, n, self.config.bandwidth_Bps, 0.0, self.pricing(algorithm))
 
     def build_topology(self, algorithm: str) -> Topology:
         return star(self.nodes, self.config.bandwidth_Bps, 0.0, "ideal")

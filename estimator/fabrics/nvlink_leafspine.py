@@ -47,10 +47,12 @@ from estimator.collectives import switch_model as sw
 from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.algorithms import collective_name
 from estimator.collectives.params import AlgoParams, is_power
-from estimator.collectives.pricing import PricingParams
+from estimator.collectives.patterns import patterns
+from estimator.collectives.pricing import CompiledSchedule, PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import CollectiveCost, FabricConfig
 from estimator.fabrics.library import LibraryFabric, check_chunking
+from estimator.topology.analytic import leaf_spine_compiled
 from estimator.topology.builders import leaf_spine
 from estimator.topology.graph import Topology
 
@@ -245,6 +247,20 @@ class NvlinkLeafSpineFabric(LibraryFabric):
         else:
             lat_up = lat_spine = c.switch_latency_s
         return leaf_spine(c.nodes, c.gpus_per_node, nv, c.uplinks, up, intra, lat_up, lat_spine, "nvlink_leafspine")
+
+    def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        """Explicit schedules with a step pattern, priced on the leaf-spine by per-link-class loads
+        (ECMP over the spines), as :meth:`build_topology`'s graph would route them."""
+        pats = patterns(algorithm, collective, n, self.algo_params(n))
+        if pats is None:
+            return None
+        c = self.config
+        intra, inter = self._latencies(algorithm)
+        nv, up = self._bandwidths()
+        lat_up, lat_spine = (0.0, inter - intra) if c.latency_model == "nccl_hw" else (c.switch_latency_s,) * 2
+        spines = c.uplinks if c.nodes > c.gpus_per_node else 0
+        return leaf_spine_compiled(pats, n, c.gpus_per_node, spines, nv, up, (intra, lat_up, lat_spine),
+                                   self.pricing(algorithm))
 
     def pricing(self, algorithm: str) -> PricingParams:
         c = self.config

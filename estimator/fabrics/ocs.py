@@ -240,7 +240,7 @@ class OcsFabric(SharedCompiled, LibraryFabric):
         if c.topology == "ring":
             return ring_compiled(pats, c.nodes, True, port, c.link_delay_s, p, n)
         rows, cols = torus_dims(c.nodes, AlgoParams())
-        return torus_compiled(pats, rows, cols, port, c.link_delay_s, p)
+        return torus_compiled(pats, rows, cols, port, c.link_delay_s, p, n)
 
     def priced_without_arrays(self, pats: list, n: int) -> bool:
         """Digit steps on the whole ring / torus wiring (``auto`` prices them first)."""

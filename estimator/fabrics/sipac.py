@@ -62,11 +62,13 @@ from dataclasses import dataclass
 
 from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.params import AlgoParams, is_power, log_k
-from estimator.collectives.pricing import PricingParams
+from estimator.collectives.patterns import patterns
+from estimator.collectives.pricing import CompiledSchedule, PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import CollectiveCost, FabricConfig
 from estimator.fabrics.library import LibraryFabric
 from estimator.fabrics.optical.compile_cache import SharedCompiled
+from estimator.topology.analytic import hamming_compiled
 from estimator.topology.graph import Topology
 
 MULTICAST_SPLITS = ("wavelengths", "full")
@@ -173,6 +175,18 @@ class SipacFabric(SharedCompiled, LibraryFabric):
         if algorithm == "multicast":
             return
         super().check_algorithm(collective, algorithm, n)
+
+    def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        """Explicit schedules with a step pattern, routed analytically over correction orders
+        (:func:`estimator.topology.analytic.hamming_compiled`; equal to the graph compile, tested)."""
+        if algorithm == "multicast":
+            return None
+        pats = patterns(algorithm, collective, n, self.algo_params(n))
+        if pats is None:
+            return None
+        c = self.cfg
+        return hamming_compiled(pats, c.r, c.levels, n, c.port_Bps / (c.r - 1), c.relay_latency_s,
+                                self.pricing(algorithm), n == self.nodes)
 
     def schedule(self, collective: str, algorithm: str, n: int, nbytes: float):
         if self.resolve(collective, algorithm, n, nbytes) == "multicast":

@@ -140,4 +140,4 @@ class SuperPodFabric(LinkFabric):
             return None
         c = self.config
         return rail_compiled(pats, c.gpus_per_node, c.nodes, c.nvlink_bandwidth_Bps, c.nic_bandwidth_Bps,
-                             c.switch_latency_s, self.pricing(algorithm))
+                             c.switch_latency_s, self.pricing(algorithm), n)

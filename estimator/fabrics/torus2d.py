@@ -90,7 +90,7 @@ class Torus2dFabric(UnitCompiled, LinkFabric):
             return None
         c = self.config
         rows, cols = c.dims()
-        return torus_compiled(pats, rows, cols, c.link_bandwidth_Bps, c.link_latency_s, self.pricing(algorithm))
+        return torus_compiled(pats, rows, cols, c.link_bandwidth_Bps, c.link_latency_s, self.pricing(algorithm), n)
 
     def priced_without_arrays(self, pats: list, n: int) -> bool:
         return n == self.nodes and torus_digits_only(pats, *self.config.dims())

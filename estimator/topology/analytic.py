@@ -14,6 +14,7 @@ along the source's row and one along the destination's column.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -73,12 +74,15 @@ def _arc(src: np.ndarray, dst: np.ndarray, size: int, bidirectional: bool
 
 
 def _step_row(step: StepPattern, loads, bandwidth: float, latencies: np.ndarray, params: PricingParams,
-              fold: int = 0) -> tuple[np.ndarray, np.ndarray, float]:
+              fold: int = 0, sym: int = 1) -> tuple[np.ndarray, np.ndarray, float]:
     """(c0, c1, reduction slope) of a step given ``loads(src, dst, bytes, period) -> (max load,
     links)``. ``fold`` = the ring size when the step covers the whole ring: a step with a period P
     dividing it is then priced from its transfers out of ranks 0..P-1 only (``loads`` folds the
-    ring onto P nodes; a receiver gets what its class mod P gets), the others being shifted copies."""
-    period = step.period if fold and step.period and fold % step.period == 0 else 0
+    ring onto P nodes; a receiver gets what its class mod P gets), the others being shifted copies.
+    ``sym``: the topology maps onto itself only under rank shifts by multiples of ``sym`` (a leaf,
+    a torus row), so P is the least common multiple of the step's period and ``sym``."""
+    period = math.lcm(step.period, sym) if fold and step.period else 0
+    period = period if period and fold % period == 0 else 0
     src, dst, size, reduced = step.first(period) if period else step.arrays
     moving = src != dst
     if not moving.any():
@@ -241,11 +245,24 @@ def _latencies(latency: float, longest: int) -> np.ndarray:
 
 
 def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams,
-              fold: int = 0, shaped=None) -> CompiledSchedule:
-    """``shaped(step, latencies)``: the step's row without its arrays, or None (then ``loads``)."""
-    latencies = _latencies(latency, longest)
-    rows = [(shaped and shaped(p, latencies)) or _step_row(p, loads, bandwidth, latencies, params, fold)
-            for p in pats]
+              fold: int = 0, shaped=None, sym: int = 1, route_latency: np.ndarray | None = None) -> CompiledSchedule:
+    """``shaped(step, latencies)``: the step's row without its arrays, or None (then ``loads``).
+    ``fold`` (the group covers the whole fabric, which a rank shift by ``sym`` maps onto itself):
+    periodic steps fold (:func:`_step_row`) and a step that is another shifted by a multiple of
+    ``sym`` (``StepPattern.translate``) reuses its row."""
+    latencies = _latencies(latency, longest) if route_latency is None else route_latency
+    seen: dict[tuple, tuple] = {}  # on a whole fabric, steps that are shifts of one another by a multiple of sym
+
+    def row(p: StepPattern):
+        key = (p.translate[0], p.translate[1] % sym) if fold and p.translate else None
+        if key is not None and key in seen:
+            return seen[key]
+        out = (shaped and shaped(p, latencies)) or _step_row(p, loads, bandwidth, latencies, params, fold, sym)
+        if key is not None:
+            seen[key] = out
+        return out
+
+    rows = [row(p) for p in pats]
     width = max((len(r[0]) for r in rows), default=1)
     c0 = np.full((len(rows), width), -np.inf)
     c1 = np.zeros((len(rows), width))
@@ -301,24 +318,52 @@ def folded_max_loads(start: np.ndarray, hops: np.ndarray, forward: np.ndarray, n
     return out
 
 
-def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, latency: float, params: PricingParams
-                   ) -> CompiledSchedule:
+def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, latency: float, params: PricingParams,
+                   group: int | None = None) -> CompiledSchedule:
     """The same on the rows x cols torus of :func:`estimator.topology.builders.torus2d`: a route
     is an arc along the source's row (X), then one along the destination's column (Y), each the
     shorter way round (ties positive); a 2-long ring's two directions are its one cable's two
-    links, which the forward arcs (a tie) use."""
+    links, which the forward arcs (a tie) use. ``group`` = rows x cols (the whole torus): a step
+    that a shift by P = m whole rows maps onto itself is priced from its transfers out of rows
+    0..m-1 (every row's X arcs are its class's; each column ring folds onto m positions)."""
     def loads(src, dst, nbytes, period):
         (r1, c1), (r2, c2) = np.divmod(src, cols), np.divmod(dst, cols)
         xs, xh, xf = _arc(c1, c2, cols, True)
         ys, yh, yf = _arc(r1, r2, rows, True)
-        peak = np.maximum(arc_max_loads(r1, xs, xh, xf, nbytes, rows, cols),
-                          arc_max_loads(c2, ys, yh, yf, nbytes, cols, rows))
-        return peak, xh + yh
+        along = (folded_column_loads(c2, ys, yh, yf, nbytes, cols, period // cols) if period
+                 else arc_max_loads(c2, ys, yh, yf, nbytes, cols, rows))
+        return np.maximum(arc_max_loads(r1, xs, xh, xf, nbytes, rows, cols), along), xh + yh
 
     def shaped(step, latencies):  # digit exchanges along rows, columns, or split between them
         return _torus_digit_row(step, rows, cols, bandwidth, latencies, params)
 
-    return _compiled(pats, loads, bandwidth, latency, rows + cols, params, shaped=shaped)
+    fold = rows * cols if group == rows * cols and rows >= 3 else 0
+    return _compiled(pats, loads, bandwidth, latency, rows + cols, params, fold, shaped, cols)
+
+
+def folded_column_loads(ring: np.ndarray, start: np.ndarray, hops: np.ndarray, forward: np.ndarray,
+                        nbytes: np.ndarray, rings: int, period: int) -> np.ndarray:
+    """:func:`folded_max_loads` on each of ``rings`` rings at once (transfer t on ring ``ring[t]``):
+    every ring's link loads repeat with ``period``."""
+    out = np.zeros(len(start))
+    for direction in (True, False):
+        sel = (forward == direction) & (hops > 0)
+        if not sel.any():
+            continue
+        h, w, a, c = hops[sel], nbytes[sel], start[sel] % period, ring[sel]
+        full, rest = np.divmod(h, period)
+        cells = rings * 2 * period
+        base = c * 2 * period + a
+        diff = (np.bincount(base, weights=w, minlength=cells + 1)
+                - np.bincount(base + rest, weights=w, minlength=cells + 1))
+        cum = np.cumsum(diff[:-1]).reshape(rings, 2, period)
+        load = cum[:, 0] + cum[:, 1] + np.bincount(c, weights=full * w, minlength=rings)[:, None]
+        peak = load.max(axis=1)[c]
+        part = full == 0
+        if part.any():
+            peak[part] = _range_max(np.concatenate([load, load], axis=1).ravel(), base[part], rest[part])
+        out[sel] = peak
+    return out
 
 
 # ---- route bounds for auto's pattern floor (LibraryFabric.route_bounds) -----------------------
@@ -341,8 +386,8 @@ def torus_links(rows: int, cols: int) -> int:
     return sum(2 * n if size > 2 else n if size == 2 else 0 for size in (rows, cols))
 
 
-def fat_tree_compiled(pats: Patterns, half: int, bandwidth: float, latency: float, params: PricingParams
-                      ) -> CompiledSchedule:
+def fat_tree_compiled(pats: Patterns, half: int, bandwidth: float, latency: float, params: PricingParams,
+                      group: int | None = None) -> CompiledSchedule:
     """The same on the k-ary fat tree of :func:`estimator.topology.builders.fat_tree` (``half`` =
     k/2; ranks = the first hosts) with ECMP, by up/down routing: a transfer leaving its edge switch
     spreads evenly over the pod's k/2 aggregation switches, one leaving its pod evenly over all
@@ -350,37 +395,45 @@ def fat_tree_compiled(pats: Patterns, half: int, bandwidth: float, latency: floa
     host link carries its host's bytes, every up-link of an edge switch 1/(k/2) of what leaves the
     edge (every down-link 1/(k/2) of what enters it), every aggregation-core link 1/(k/2)^2 of
     what leaves (enters) the pod; a transfer's busiest link is the largest of those on its path
-    (1, 3 or 5 switch traversals, each ``latency``)."""
+    (1, 3 or 5 switch traversals, each ``latency``). ``group`` = the ranks (whole pods): a shift
+    by P (a multiple of a pod) maps the tree onto itself, so a P-periodic step is priced from its
+    transfers out of ranks 0..P-1 (a receiver's, edge's, pod's in-load is its class mod P's)."""
     from estimator.topology.builders import fat_tree_pair_traversals
 
     pod = half * half
 
     def loads(src, dst, nbytes, period):
+        into = dst % period if period else dst
+
         def outward(a, b, group):  # bytes leaving a's group / entering b's group, per transfer (0 inside)
-            away = a // group != b // group
+            away = a // group != dst // group
             out = np.bincount(a[away] // group, weights=nbytes[away])
             inn = np.bincount(b[away] // group, weights=nbytes[away])
             peak = np.zeros(len(a))
             peak[away] = np.maximum(out[a[away] // group], inn[b[away] // group])
             return peak
 
-        peak = np.maximum(np.bincount(src, weights=nbytes)[src], np.bincount(dst, weights=nbytes)[dst])
-        peak = np.maximum(peak, outward(src, dst, half) / half)
-        peak = np.maximum(peak, outward(src, dst, pod) / pod)
+        peak = np.maximum(np.bincount(src, weights=nbytes)[src], np.bincount(into, weights=nbytes)[into])
+        peak = np.maximum(peak, outward(src, into, half) / half)
+        peak = np.maximum(peak, outward(src, into, pod) / pod)
         return peak, fat_tree_pair_traversals(half, src, dst)
 
-    return _compiled(pats, loads, bandwidth, latency, 5, params)
+    fold = group if group and group % pod == 0 else 0
+    return _compiled(pats, loads, bandwidth, latency, 5, params, fold, sym=pod)
 
 
 def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic: float, latency: float,
-                  params: PricingParams) -> CompiledSchedule:
+                  params: PricingParams, group: int | None = None) -> CompiledSchedule:
     """The same on :func:`estimator.topology.builders.rail_optimized` (``nodes`` GPUs, ``per_node``
     per server) with ECMP. Inside a server a transfer takes GPU -> NVSwitch -> GPU, between GPUs
     of one rail GPU -> rail switch -> GPU; otherwise (server a, rail i to server b, rail j) all
     shortest routes have 4 links and ECMP sends 1/2 through the NVSwitch and GPU (a, j) to rail j,
     1/4 rail i -> spine -> rail j, 1/4 rail i -> GPU (b, i) -> NVSwitch; the spine links carry a
     rail's whole capacity. Loads are summed per link class from those shares; a transfer's busiest
-    link is the largest over every link its routes touch."""
+    link is the largest over every link its routes touch. ``group`` = the ranks, whole servers: a
+    shift by P (whole servers) maps the step's routes onto themselves, so a P-periodic step is
+    priced from its transfers out of ranks 0..P-1 (a GPU's loads are its class mod P's; a rail's
+    spine link carries every copy: group / P times the base transfers' share)."""
     g = per_node
     servers = -(-nodes // g)
     rails = min(g, nodes) if servers > 1 else 0
@@ -393,6 +446,9 @@ def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic:
         cross = ~local & ~rail
         w = nbytes
         relay_src, relay_dst = a * g + j, b * g + i  # GPU (a, j) and GPU (b, i)
+        copies = 1
+        if period:  # fold: GPUs by class mod P
+            dst, relay_dst, copies = dst % period, relay_dst % period, group // period
 
         def count(idx, weight, sel, size):
             return np.bincount(idx[sel], weights=weight[sel], minlength=size)
@@ -402,8 +458,8 @@ def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic:
         up_nic = (count(src, w, rail, nodes) + count(src, w / 2, cross, nodes) + count(relay_src, w / 2, cross, nodes))
         down_nic = (count(dst, w, rail, nodes) + count(dst, 3 * w / 4, cross, nodes)
                     + count(relay_dst, w / 4, cross, nodes))
-        to_spine = count(i, w / 4, cross, max(rails, 1))
-        from_spine = count(j, w / 4, cross, max(rails, 1))
+        to_spine = count(i, w / 4, cross, max(rails, 1)) * copies
+        from_spine = count(j, w / 4, cross, max(rails, 1)) * copies
         peak = np.where(local, np.maximum(up_nv[src], down_nv[dst]) / nvlink,
                         np.maximum(up_nic[src], down_nic[dst]) / nic)
         if cross.any():
@@ -415,7 +471,8 @@ def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic:
         hops = np.where(cross, 3, 1)  # switch traversals on the slowest route
         return peak, hops
 
-    return _compiled(pats, loads, 1.0, latency, 3, params)  # peaks are already seconds per byte of M
+    fold = group if group and group % g == 0 else 0
+    return _compiled(pats, loads, 1.0, latency, 3, params, fold, sym=g)  # peaks are already seconds per byte of M
 
 
 def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, latency: float, params: PricingParams
@@ -425,15 +482,15 @@ def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, la
     halving-doubling within a digit): its one shortest route is server -> that level's switch ->
     server, so a transfer's busiest link is its sender's up-link or its receiver's down-link of
     that level (each carrying the bytes all the step's transfers put on it) and its latency one
-    switch's. None if a step has a transfer crossing several digits (ECMP over correction
-    orders: compiled on the graph instead)."""
+    switch's. A step with a transfer crossing several digits is routed over every correction order
+    (ECMP: :func:`relayed_loads`)."""
     powers = radix ** np.arange(levels + 1)
 
     def loads(src, dst, nbytes, period):
         level = np.searchsorted(powers, np.abs(dst - src), side="right") - 1  # the highest digit that differs
         place = powers[level]
-        if not ((src // (place * radix) == dst // (place * radix)) & (src % place == dst % place)).all():
-            raise _SeveralDigits
+        if period or not ((src // (place * radix) == dst // (place * radix)) & (src % place == dst % place)).all():
+            return relayed_loads(src, dst, nbytes, radix, levels, period)
         up = np.bincount(src * levels + level, weights=nbytes)
         down = np.bincount(dst * levels + level, weights=nbytes)
         return np.maximum(up[src * levels + level], down[dst * levels + level]), np.ones(len(src), dtype=np.int64)
@@ -442,6 +499,8 @@ def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, la
         shape = step.shape
         if shape is None or shape[1] != radix**levels:
             return None
+        if shape[0] == "digit" and shape[2] == 1 and shape[3] == shape[1] and levels > 1:
+            return _bcube_all_pairs(shape, radix, levels, bandwidth, latencies, params)
         if shape[0] == "dimwise" and shape[2] == radix:
             k, nbytes, reduced, received = radix, shape[3], shape[4], levels * (radix - 1)
         elif shape[0] == "digit" and _within_digit(shape[2], shape[3], radix):
@@ -455,10 +514,125 @@ def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, la
             red += reduced
         return np.array([params.alpha_s + latencies[1]]), np.array([peak / bandwidth]), red * params.gamma
 
-    try:
-        return _compiled(pats, loads, bandwidth, latency, 1, params, shaped=shaped)
-    except _SeveralDigits:
-        return None
+    # a shift by r^(levels-1) adds 1 to the top digit (mod r): it maps BCube onto itself
+    return _compiled(pats, loads, bandwidth, latency, levels, params, radix**levels, shaped, radix ** (levels - 1))
+
+
+def _bcube_all_pairs(shape: tuple, radix: int, levels: int, bandwidth: float, latencies: np.ndarray,
+                     params: PricingParams) -> tuple[np.ndarray, np.ndarray, float]:
+    """The row of an all-pairs step (every server to every other, ``size`` each) on the whole BCube.
+    Adding a constant to any digit (mod r) and permuting the levels map BCube and the step onto
+    themselves and act transitively on the links of each direction, so every link carries the same
+    load: the step's link volume over the links, n x (h summed over a server's peers) x size / (n
+    levels) = (r-1) r^(levels-1) x size. A transfer differing in h digits crosses h switches."""
+    n, size, reduced = shape[1], shape[4], shape[5]
+    peers = (radix - 1) * radix ** (levels - 1)
+    c0 = params.alpha_s + latencies[1:levels + 1]
+    red = 0.0
+    for _ in range(n - 1):  # every server receives n-1 transfers (summed in order, as np.bincount does)
+        red += reduced
+    return c0, np.full(levels, peers * size / bandwidth), red * params.gamma
+
+
+def hamming_compiled(pats: Patterns, radix: int, levels: int, n: int, channel_bw: float, hop_s: float,
+                     params: PricingParams, whole: bool) -> CompiledSchedule:
+    """The same on SiPAC's direct-connect graph (:func:`estimator.fabrics.sipac.sipac_topology`:
+    every server has its own channel to each server differing in one digit; servers relay, ECMP
+    over correction orders): :func:`relayed_loads` with one link per (server, level, target
+    digit) and ``hop_s`` per hop. An all-pairs step on the whole graph loads every channel
+    equally (digit translations and level permutations act transitively on them):
+    r^(levels-1) x size each. ``whole``: the group is the whole graph (periodic steps fold under
+    top-digit shifts)."""
+    def loads(src, dst, nbytes, period):
+        return relayed_loads(src, dst, nbytes, radix, levels, period, per_peer=True)
+
+    def shaped(step, latencies):
+        shape = step.shape
+        if shape is None or shape[1] != n:
+            return None
+        if shape[0] == "dimwise" and shape[2] == radix:  # every channel carries one transfer
+            size, reduced, received = shape[3], shape[4], levels_of(n) * (radix - 1)
+        elif shape[0] == "digit" and _within_digit(shape[2], shape[3], radix):
+            size, reduced, received = shape[4], shape[5], shape[3] - 1
+        elif whole and shape[0] == "digit" and shape[2] == 1 and shape[3] == n:
+            red = 0.0
+            for _ in range(n - 1):  # every server receives n-1 transfers (summed in order, as np.bincount does)
+                red += shape[5]
+            c1 = radix ** (levels - 1) * shape[4] / channel_bw
+            return params.alpha_s + latencies[1:levels + 1], np.full(levels, c1), red * params.gamma
+        else:
+            return None
+        red = 0.0
+        for _ in range(received):
+            red += reduced
+        return np.array([params.alpha_s + latencies[1]]), np.array([size / channel_bw]), red * params.gamma
+
+    def levels_of(m: int) -> int:
+        out = 0
+        while radix ** (out + 1) <= m:
+            out += 1
+        return out
+
+    return _compiled(pats, loads, channel_bw, hop_s, levels, params, n if whole else 0, shaped,
+                     radix ** (levels - 1))
+
+
+def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: int, levels: int, period: int = 0,
+                  per_peer: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(busiest link load, switches crossed) per transfer on BCube when transfers may differ in
+    several digits. A transfer differing in the h digits D takes every order of correcting them
+    (server -> that level's switch -> the server with the digit corrected, relaying), ECMP
+    splitting its flow evenly at every server over the digits still to correct: so it passes the
+    server x = src with the digits S of D corrected with weight |S|! (h-|S|)! / h!, and leaves x
+    up level l in D - S with weight |S|! (h-|S|-1)! / h! (enters x down level l in S with weight
+    (|S|-1)! (h-|S|)! / h!). Link loads are summed over every (transfer, S, l) (2^h h terms per
+    transfer); a transfer's busiest link is the largest on any of its routes. ``period`` P > 0: the
+    transfers are those out of servers 0..P-1 of a step a shift by P maps onto itself (a
+    multiple of r^(levels-1), which maps BCube onto itself): link loads are those of the link's
+    class mod P. ``per_peer`` (SiPAC): a server has one channel per (level, peer) instead of one
+    up- and one down-link per level; a channel's class is (its server's class, level, digit
+    offset to the peer)."""
+    place = radix ** np.arange(levels)
+    ds, dd = (src[:, None] // place) % radix, (dst[:, None] // place) % radix
+    differ = ds != dd
+    h = differ.sum(axis=1)
+    fact = [math.factorial(i) for i in range(levels + 1)]
+    terms = []  # (transfer index, link id = server * levels + level, down?, weight)
+    active = np.flatnonzero(differ.any(axis=0))  # levels some transfer corrects (the others carry nothing)
+    for subset in range(1 << len(active)):
+        chosen = np.zeros(levels, dtype=bool)
+        chosen[[int(lv) for q, lv in enumerate(active) if (subset >> q) & 1]] = True
+        ok = ~(chosen & ~differ).any(axis=1)  # S within D
+        if not ok.any():
+            continue
+        t = np.flatnonzero(ok)
+        k = int(chosen.sum())
+        x = src[t] + ((dd[t] - ds[t]) * place * chosen).sum(axis=1)  # src with S corrected
+        x = x % period if period else x
+        ht = h[t]
+        for lv in active.tolist():
+            if per_peer:  # the channel x -> x with digit lv corrected, if lv is still to correct
+                if chosen[lv]:
+                    continue
+                sel = differ[t, lv]
+                frac = np.array([fact[k] * fact[m - k - 1] / fact[m] if m > k else 0.0 for m in range(levels + 1)])
+                offset = (dd[t[sel], lv] - ds[t[sel], lv]) % radix
+                terms.append((t[sel], (x[sel] * levels + lv) * radix + offset, False, nbytes[t[sel]] * frac[ht[sel]]))
+            elif chosen[lv]:  # entered x down level lv, the last digit corrected
+                frac = np.array([fact[k - 1] * fact[m - k] / fact[m] if m >= k else 0.0 for m in range(levels + 1)])
+                terms.append((t, x * levels + lv, True, nbytes[t] * frac[ht]))
+            else:  # leaves x up level lv, if lv is still to correct
+                sel = differ[t, lv]
+                frac = np.array([fact[k] * fact[m - k - 1] / fact[m] if m > k else 0.0 for m in range(levels + 1)])
+                terms.append((t[sel], x[sel] * levels + lv, False, nbytes[t[sel]] * frac[ht[sel]]))
+    cells = (period or radix**levels) * levels * (radix if per_peer else 1)
+    load = {down: np.zeros(cells) for down in (False, True)}
+    for _, link, down, w in terms:
+        load[down] += np.bincount(link, weights=w, minlength=cells)
+    peak = np.zeros(len(src))
+    for t, link, down, w in terms:
+        np.maximum.at(peak, t[w > 0], load[down][link[w > 0]])
+    return peak, h
 
 
 def _within_digit(stride: int, k: int, radix: int) -> bool:
@@ -470,5 +644,45 @@ def _within_digit(stride: int, k: int, radix: int) -> bool:
     return stride % place == 0 and radix % (k * sub) == 0
 
 
-class _SeveralDigits(Exception):
-    """A BCube transfer that crosses more than one digit (see :func:`bcube_compiled`)."""
+
+def star_compiled(pats: Patterns, n: int, bandwidth: float, latency: float, params: PricingParams
+                  ) -> CompiledSchedule:
+    """The same on :func:`estimator.topology.builders.star` (``n`` ranks on one non-blocking switch,
+    ``latency`` on the switch -> endpoint link): a route is the sender's up-link and the receiver's
+    down-link, loaded with all the sender sends / the receiver receives in the step. The star maps
+    onto itself under any rank permutation, so a P-periodic step is priced from its transfers out
+    of ranks 0..P-1 (a receiver's load is its class mod P's)."""
+    def loads(src, dst, nbytes, period):
+        into = dst % period if period else dst
+        up, down = np.bincount(src, weights=nbytes), np.bincount(into, weights=nbytes)
+        return np.maximum(up[src], down[into]), np.ones(len(src), dtype=np.int64)
+
+    return _compiled(pats, loads, bandwidth, latency, 1, params, n)
+
+
+def leaf_spine_compiled(pats: Patterns, n: int, per_leaf: int, spines: int, endpoint_bw: float, uplink_bw: float,
+                        latencies: tuple[float, float, float], params: PricingParams) -> CompiledSchedule:
+    """The same on :func:`estimator.topology.builders.leaf_spine` (ranks = the first endpoints, every
+    ``per_leaf`` under one leaf) with ECMP: inside a leaf a route is the sender's up-link and the
+    receiver's down-link; across leaves it also takes one of the ``spines`` spines, evenly, so every
+    leaf -> spine link carries 1/spines of what leaves the leaf and every spine -> leaf link
+    1/spines of what enters it. ``latencies`` = (leaf -> endpoint, leaf -> spine, spine -> leaf).
+    Over whole leaves a step that a shift by P (a multiple of ``per_leaf``) maps onto itself is
+    priced from its transfers out of ranks 0..P-1."""
+    intra, lat_up, lat_spine = latencies
+    route_latency = np.array([0.0, intra, lat_up + lat_spine + intra])
+
+    def loads(src, dst, nbytes, period):
+        into = dst % period if period else dst  # a receiver's class (a fold: see _step_row)
+        a, b = src // per_leaf, into // per_leaf
+        up, down = np.bincount(src, weights=nbytes), np.bincount(into, weights=nbytes)
+        peak = np.maximum(up[src], down[into]) / endpoint_bw
+        away = a != dst // per_leaf
+        if away.any():
+            out = np.bincount(a[away], weights=nbytes[away]) / spines / uplink_bw
+            inn = np.bincount(b[away], weights=nbytes[away]) / spines / uplink_bw
+            peak[away] = np.maximum(peak[away], np.maximum(out[a[away]], inn[b[away]]))
+        return peak, np.where(away, 2, 1)
+
+    fold = n if spines == 0 or n % per_leaf == 0 else 0  # whole leaves: a shift by a leaf maps it onto itself
+    return _compiled(pats, loads, 1.0, 0.0, 2, params, fold, None, per_leaf if spines else 1, route_latency)

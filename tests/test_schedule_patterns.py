@@ -1,0 +1,98 @@
+"""Explicit schedules priced from step patterns (estimator/collectives/patterns.py) by analytic routing
+equal the explicit schedule compiled on the graph, for every collective and algorithm a fabric offers."""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator.collectives.algorithms import COLLECTIVES, algorithm
+from estimator.collectives.pricing import compile_schedule
+from estimator.errors import EstimatorError
+from estimator.fabrics.registry import make_fabric
+
+FABRICS = [
+    {"name": "ideal", "nodes": 12, "memory_bandwidth_Bps": 1e11},
+    {"name": "ideal", "nodes": 16, "alpha_s": 1e-6},
+    {"name": "nvlink_leafspine", "nodes": 32, "gpus_per_node": 8, "latency_model": "alpha"},
+    {"name": "nvlink_leafspine", "nodes": 24, "gpus_per_node": 4, "uplinks": 2, "latency_model": "alpha"},
+    {"name": "nvlink_leafspine", "nodes": 32, "gpus_per_node": 8},
+    {"name": "nvlink_leafspine", "nodes": 32, "gpus_per_node": 8, "latency_model": "nccl_hw"},
+    {"name": "ring", "nodes": 12, "memory_bandwidth_Bps": 1e11},
+    {"name": "ring", "nodes": 9, "bidirectional": False},
+    {"name": "torus2d", "nodes": 16},
+    {"name": "torus2d", "nodes": 12, "rows": 3, "cols": 4},
+    {"name": "torus2d", "nodes": 30, "rows": 5, "cols": 6},
+    {"name": "nvlink_leafspine", "nodes": 24, "gpus_per_node": 8, "uplinks": 3, "latency_model": "alpha"},
+    {"name": "fattree", "nodes": 16, "k": 4},
+    {"name": "fattree", "nodes": 32, "k": 6, "memory_bandwidth_Bps": 1e11},
+    {"name": "fattree", "nodes": 36, "k": 6},
+    {"name": "superpod", "nodes": 32, "gpus_per_node": 4},
+    {"name": "superpod", "nodes": 24, "gpus_per_node": 8, "memory_bandwidth_Bps": 1e11},
+    {"name": "superpod", "nodes": 12, "gpus_per_node": 2},
+    {"name": "bcube", "nodes": 16, "radix": 4},
+    {"name": "bcube", "nodes": 27, "radix": 3, "memory_bandwidth_Bps": 1e11},
+    {"name": "bcube", "nodes": 16, "radix": 2},
+    {"name": "sipac", "nodes": 16, "r": 4, "l": 1},
+    {"name": "sipac", "nodes": 27, "r": 3, "l": 2},
+    {"name": "sipac", "nodes": 16, "r": 2, "l": 3},
+    {"name": "ocs", "nodes": 16, "topology": "ring"},
+    {"name": "ocs", "nodes": 16, "topology": "torus2d"},
+]
+
+
+@pytest.mark.parametrize("params", FABRICS, ids=lambda p: f"{p['name']}{p['nodes']}{p.get('topology', '')}")
+def test_every_offered_algorithm_equals_its_compiled_schedule(params):
+    f = make_fabric(params)
+    checked = 0
+    for n in (f.nodes, f.nodes - 1):
+        for coll in COLLECTIVES:
+            if coll == "p2p":
+                continue
+            for algo in f.algorithms(coll):
+                try:
+                    f.check_size(n)
+                    f.check_algorithm(coll, algo, n)
+                except EstimatorError:
+                    continue
+                comp = f.analytic_compiled(coll, algo, n)
+                if comp is None:
+                    continue
+                slow = compile_schedule(f.schedule(coll, algo, n, 1.0), f.build_topology(algo), f.pricing(algo),
+                                        f.ranks(n))
+                assert comp.steps == slow.steps, (coll, algo, n)
+                for m in (10.0, 3e6):
+                    assert comp.time(m) == pytest.approx(slow.time(m), rel=1e-12), (coll, algo, n)
+                assert f.collective_cost(coll, 3e6, algo, n, explicit=True).time_s == comp.time(3e6)
+                checked += coll in ("broadcast", "reduce", "gather", "all_to_all")
+    assert checked >= 4
+
+
+def test_declared_translates_are_shifts():
+    """A step marked ``translate = (family, offset)`` is its family's offset-0 step shifted by offset ranks."""
+    from estimator.collectives.params import AlgoParams
+    from estimator.collectives.patterns import patterns
+
+    pats = patterns("pipelined_chain4", "broadcast", 11, AlgoParams())
+    marked = [p for p in pats if p.translate]
+    base = {p.translate[0]: p for p in marked if p.translate[1] == 0}
+    assert len(marked) == 11 - 1 - 4 + 1 and len(base) == 1
+    for p in marked:
+        b = base[p.translate[0]]
+        assert sorted(zip(p.src.tolist(), p.dst.tolist(), strict=True)) == sorted(
+            zip((b.src + p.translate[1]).tolist(), (b.dst + p.translate[1]).tolist(), strict=True))
+        assert p.size.tolist() == b.size.tolist()
+
+
+@pytest.mark.parametrize("params", [{"name": "ring", "nodes": 40}, {"name": "bcube", "nodes": 27, "radix": 3},
+                                    {"name": "nvlink_leafspine", "nodes": 32, "gpus_per_node": 8,
+                                     "latency_model": "alpha"}, {"name": "torus2d", "nodes": 24, "rows": 4, "cols": 6},
+                                    {"name": "fattree", "nodes": 36, "k": 6}])
+def test_pipelined_chain_with_shared_windows_equals_the_graph(params):
+    f = make_fabric(params)
+    n = f.nodes
+    for algo in ("pipelined_chain4", "pipelined_chain"):
+        comp = f.analytic_compiled("broadcast", algo, n)
+        sched = algorithm(algo).schedule("broadcast", n, 1.0, f.algo_params(n))  # (offered or not)
+        slow = compile_schedule(sched, f.build_topology(algo), f.pricing(algo))
+        assert comp.steps == slow.steps
+        assert comp.time(3e6) == pytest.approx(slow.time(3e6), rel=1e-12)
