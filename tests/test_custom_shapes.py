@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from estimator.errors import EstimatorError
 from estimator.fabrics.registry import make_fabric
 from estimator.topology.loader import load_spec, load_topology
 
+REPO = Path(__file__).resolve().parents[1]
 BW, LAT = 50.0e9, 1.0e-6
 ALPHA, MEM = 0.3e-6, 80.0e9
 SHAPES = [  # (builder block, nodes)
@@ -136,3 +138,22 @@ def test_spec_counts_endpoints_without_building(tmp_path):
         assert spec.endpoints == count == spec.build().num_endpoints
     with pytest.raises(EstimatorError, match="has 15 endpoints"):
         make_fabric({"name": "custom", "nodes": 16, "topology": _file(tmp_path, {"type": "torus2d", **shapes["torus2d"][0]})})
+
+
+def test_explicit_graph_compiles_once_per_file(tmp_path):
+    """Configs of one explicit file that differ in alpha_s / memory bandwidth share its compiled
+    schedules and price as compiling with their own parameters."""
+    from estimator.fabrics import custom
+
+    path = tmp_path / "leaves.yaml"
+    path.write_text((REPO / "topologies" / "two_leaves.yaml").read_text())
+    topo = load_topology(path)
+    sched = lookup("double_binary_tree").schedule("all_reduce", 8, 1.0, AlgoParams())
+    before = len(custom._GRAPH_COMPILED)
+    for alpha, mem in ((0.0, 0.0), (2e-6, 50e9), (5e-6, 10e9)):
+        fabric = make_fabric({"name": "custom", "nodes": 8, "topology": str(path), "alpha_s": alpha,
+                              "memory_bandwidth_Bps": mem})
+        got = fabric.collective_cost("all_reduce", 4e6, "double_binary_tree").time_s
+        want = compile_schedule(sched, topo, PricingParams(alpha_s=alpha, memory_bandwidth_Bps=mem)).time(4e6)
+        assert got == pytest.approx(want, rel=1e-12)
+    assert len(custom._GRAPH_COMPILED) == before + 1

@@ -31,7 +31,7 @@ import numpy as np
 from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.params import AlgoParams, torus_dims
 from estimator.collectives.patterns import patterns
-from estimator.collectives.pricing import CompiledSchedule
+from estimator.collectives.pricing import CompiledSchedule, compile_schedule, rescale
 from estimator.errors import EstimatorError, non_negative
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.bcube import BCubeConfig, BCubeFabric
@@ -41,6 +41,7 @@ from estimator.fabrics.library import LibraryFabric
 from estimator.fabrics.ring import RingConfig, RingFabric
 from estimator.fabrics.superpod import SuperPodConfig, SuperPodFabric
 from estimator.fabrics.torus2d import Torus2dConfig, Torus2dFabric
+from estimator.fabrics.unit_compiled import UNIT, _remember
 from estimator.files import resolve_input
 from estimator.topology.analytic import bcube_compiled
 from estimator.topology.builders import star
@@ -50,6 +51,9 @@ from estimator.topology.loader import BUILDERS, TopologySpec, load_spec, load_to
 # algorithm families that read AlgoParams.radix / .local (the rest read neither, or fix them)
 RADIX_READERS = ("radix", "dimwise", "spanning_tree")
 LOCAL_READERS = ("hierarchical", "hierarchical_tree")
+# schedules compiled on a file's graph with α = 0, γ = 1, per (file digest, collective, algorithm,
+# n): shared by every custom config of that file (they differ only in alpha_s / memory bandwidth)
+_GRAPH_COMPILED: dict[tuple[str, str, str, int], CompiledSchedule] = {}
 
 
 @dataclass
@@ -191,6 +195,7 @@ class CustomTopologyFabric(LinkFabric):
         if spec.graph is not None:
             self._topos[""] = spec.graph
         self._spec = spec if spec.graph is None else None  # a standard shape: built only when needed
+        self._digest = spec.digest
         self._twin = twin(spec, config.alpha_s, config.memory_bandwidth_Bps)
 
     def build_topology(self, algorithm: str) -> Topology:
@@ -214,8 +219,18 @@ class CustomTopologyFabric(LinkFabric):
         return None if t is None else t.analytic_compiled(collective, algorithm, n)
 
     def compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule:
-        t = self._shaped(algorithm, n)  # the twin's compiled schedules are shared by configs of one shape
-        return super().compiled(collective, algorithm, n) if t is None else t.compiled(collective, algorithm, n)
+        """The schedule compiled on the graph, once per file content (:data:`_GRAPH_COMPILED`) and
+        priced with this config's α and γ; a shape's twin shares its own across link numbers."""
+        t = self._shaped(algorithm, n)
+        if t is not None:
+            return t.compiled(collective, algorithm, n)
+        key = (self._digest, collective, algorithm, n)
+        unit = _GRAPH_COMPILED.get(key)
+        if unit is None:
+            sched = self.schedule(collective, algorithm, n, 1.0)
+            unit = compile_schedule(sched, self.topology(algorithm), UNIT, self.ranks(n))
+            _remember(_GRAPH_COMPILED, key, unit, 256)
+        return rescale(unit, self.pricing(algorithm), 1.0, 1.0)
 
     def priced_without_arrays(self, pats: list, n: int) -> bool:
         return self._twin is not None and self._twin.priced_without_arrays(pats, n)

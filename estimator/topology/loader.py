@@ -23,6 +23,7 @@ schedule needs it); :func:`load_topology` builds it.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import math
 import re
@@ -53,6 +54,7 @@ class TopologySpec:
     kind: str
     args: dict[str, Any] = field(default_factory=dict)
     graph: Topology | None = None
+    digest: str = ""  # of the file's text: files with equal digests are the same topology
 
     @property
     def endpoints(self) -> int:
@@ -85,10 +87,12 @@ def load_spec(path: str | Path) -> TopologySpec:
         raise EstimatorError(f"{path}: not valid YAML (nested too deeply)") from None
     if not isinstance(doc, dict):
         raise EstimatorError(f"{path}: a topology file must be a mapping")
+    digest = hashlib.sha256(text.encode()).hexdigest()
     if "builder" in doc:
         kind, args = _guarded(path, lambda: _builder_args(str(doc.get("name", path.stem)), doc["builder"]))
-        return TopologySpec(path, kind, args)
-    return TopologySpec(path, "graph", graph=_guarded(path, lambda: topology_from_dict(doc, default_name=path.stem)))
+        return TopologySpec(path, kind, args, digest=digest)
+    return TopologySpec(path, "graph", graph=_guarded(path, lambda: topology_from_dict(doc, default_name=path.stem)),
+                        digest=digest)
 
 
 def _guarded(path: Path, make):
