@@ -10,14 +10,14 @@ by that fabric's own hooks -- closed forms and analytic routing, no graph search
 the named fabric configured with the file's sizes, link bandwidths and latencies and this
 config's ``alpha_s`` / ``memory_bandwidth_Bps`` (ring -> ``ring``, torus2d -> ``torus2d``,
 fat_tree -> ``fattree``, bcube -> ``bcube``, rail_optimized -> ``superpod``, star -> the switch
-formula with α + the link latency, as ``ideal`` / the OCS's ``one_switch``). The graph is built
+formula with α + the link latency, as ``ideal`` / the OCS's ``one_switch``; leaf_spine -> analytic
+ECMP routing, :func:`~estimator.topology.analytic.leaf_spine_compiled`). The graph is built
 only if a schedule without analytic routing needs it. The algorithms keep this fabric's
 parameters (:class:`AlgoParams` defaults): where a twin's own differ for an algorithm (a torus
 whose rows x cols is not the most square factorisation, under ``torus2d``; BCube's radix, under
 ``radix``), that algorithm is compiled on the graph instead. Every shape is tested equal (1e-12)
-to compiling the schedules on the graph (tests/test_custom_shapes.py). ``leaf_spine`` files and
-shapes a twin cannot take (a rail-optimised file whose GPUs fill no whole servers, ...) use
-the graph.
+to compiling the schedules on the graph (tests/test_custom_shapes.py). Shapes a twin cannot take
+(a rail-optimised file whose GPUs fill no whole servers, ...) use the graph.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from estimator.fabrics.superpod import SuperPodConfig, SuperPodFabric
 from estimator.fabrics.torus2d import Torus2dConfig, Torus2dFabric
 from estimator.fabrics.unit_compiled import UNIT, _remember
 from estimator.files import resolve_input
-from estimator.topology.analytic import bcube_compiled
-from estimator.topology.builders import star
+from estimator.topology.analytic import bcube_compiled, leaf_spine_compiled
+from estimator.topology.builders import leaf_spine, star
 from estimator.topology.graph import Topology
 from estimator.topology.loader import BUILDERS, TopologySpec, load_spec, load_topology
 
@@ -117,6 +117,47 @@ class TorusShape(Torus2dFabric):
         return self.switch_like(collective, algorithm, n, nbytes, hops * c.link_latency_s, c.link_bandwidth_Bps)
 
 
+@dataclass
+class LeafSpineConfig(FabricConfig):
+    """A ``leaf_spine`` file's numbers (:func:`estimator.topology.builders.leaf_spine`)."""
+
+    per_leaf: int = 1
+    endpoint_bw: float = 1.0
+    spines: int = 1
+    uplink_bw: float = 1.0
+    leaf_latency_s: float = 0.0
+    uplink_latency_s: float = 0.0
+    spine_latency_s: float = 0.0
+    alpha_s: float = 0.0
+    memory_bandwidth_Bps: float = 0.0
+
+
+class LeafSpineShape(LinkFabric):
+    """A ``leaf_spine`` file's twin: analytic ECMP routing (:func:`estimator.topology.analytic.leaf_spine_compiled`)."""
+
+    name = "leaf_spine"
+    Config = LeafSpineConfig
+
+    def build_topology(self, algorithm: str) -> Topology:
+        c = self.config
+        return leaf_spine(c.nodes, c.per_leaf, c.endpoint_bw, c.spines, c.uplink_bw, c.leaf_latency_s,
+                          c.uplink_latency_s, c.spine_latency_s)
+
+    def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        pats = patterns(algorithm, collective, n, self.algo_params(n))
+        if pats is None:
+            return None
+        c = self.config
+        return leaf_spine_compiled(pats, c.per_leaf, c.endpoint_bw, c.spines, c.uplink_bw, c.leaf_latency_s,
+                                   c.uplink_latency_s, c.spine_latency_s, self.pricing(algorithm))
+
+    def port_bandwidth(self) -> float:
+        return self.config.endpoint_bw
+
+    def min_route_latency(self) -> float:
+        return self.config.leaf_latency_s  # every route ends on a leaf -> endpoint link
+
+
 def twin(spec: TopologySpec, alpha_s: float, memory_bandwidth_Bps: float) -> LibraryFabric | None:
     """The named fabric whose topology is ``spec``'s standard shape, or None (an explicit graph, a
     shape no named fabric builds, or sizes it refuses)."""
@@ -150,12 +191,19 @@ def twin(spec: TopologySpec, alpha_s: float, memory_bandwidth_Bps: float) -> Lib
                                                  nvlink_bandwidth_Bps=float(a["nvlink_bw"]),
                                                  nic_bandwidth_Bps=float(a["nic_bw"]),
                                                  switch_latency_s=float(a["latency_s"]), **prices))
+        if spec.kind == "leaf_spine":
+            if a["n"] > a["per_leaf"] and a["spines"] < 1:
+                return None  # leaves without spines: unreachable, as the graph says
+            return LeafSpineShape(LeafSpineConfig(
+                nodes=a["n"], per_leaf=a["per_leaf"], endpoint_bw=float(a["endpoint_bw"]), spines=a["spines"],
+                uplink_bw=float(a["uplink_bw"]), leaf_latency_s=float(a["leaf_latency_s"]),
+                uplink_latency_s=float(a["uplink_latency_s"]), spine_latency_s=float(a["spine_latency_s"]), **prices))
         if spec.kind == "star":
             return StarShape(LinkConfig(nodes=a["n"], link_bandwidth_Bps=float(a["bandwidth_Bps"]),
                                         link_latency_s=float(a["latency_s"]), **prices))
     except EstimatorError:
         return None  # e.g. a rail-optimised file that is not whole servers: the graph prices it
-    return None  # leaf_spine
+    return None
 
 
 def same_params(mine: AlgoParams, theirs: AlgoParams, algorithm: str, n: int) -> bool:

@@ -236,9 +236,10 @@ def _latencies(latency: float, longest: int) -> np.ndarray:
 
 
 def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams,
-              fold: int = 0, shaped=None) -> CompiledSchedule:
-    """``shaped(step, latencies)``: the step's row without its arrays, or None (then ``loads``)."""
-    latencies = _latencies(latency, longest)
+              fold: int = 0, shaped=None, latencies: np.ndarray | None = None) -> CompiledSchedule:
+    """``shaped(step, latencies)``: the step's row without its arrays, or None (then ``loads``);
+    ``latencies``: a route's latency per ``hops`` value ``loads`` returns (default h links of ``latency``)."""
+    latencies = _latencies(latency, longest) if latencies is None else latencies
     rows = [(shaped and shaped(p, latencies)) or _step_row(p, loads, bandwidth, latencies, params, fold)
             for p in pats]
     width = max((len(r[0]) for r in rows), default=1)
@@ -411,6 +412,29 @@ def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic:
         return peak, hops
 
     return _compiled(pats, loads, 1.0, latency, 3, params)  # peaks are already seconds per byte of M
+
+
+def leaf_spine_compiled(pats: Patterns, per_leaf: int, endpoint_bw: float, spines: int, uplink_bw: float,
+                        leaf_latency: float, uplink_latency: float, spine_latency: float, params: PricingParams
+                        ) -> CompiledSchedule:
+    """The same on :func:`estimator.topology.builders.leaf_spine` (ranks = the first endpoints) with
+    ECMP: a transfer inside a leaf goes endpoint -> leaf -> endpoint (``leaf_latency``); one between
+    leaves spreads evenly over the ``spines`` (one up-link from its leaf to each, one down-link from
+    each to the destination leaf), latency ``uplink + spine + leaf``. So in a step every endpoint
+    link carries its endpoint's bytes and every up-link (down-link) of a leaf 1/spines of what
+    leaves (enters) the leaf; a transfer's busiest link is the largest load / bandwidth on its path."""
+    def loads(src, dst, nbytes, period):
+        peak = np.maximum(np.bincount(src, weights=nbytes)[src], np.bincount(dst, weights=nbytes)[dst]) / endpoint_bw
+        a, b = src // per_leaf, dst // per_leaf
+        away = a != b
+        if away.any():
+            out = np.bincount(a[away], weights=nbytes[away]) / spines
+            inn = np.bincount(b[away], weights=nbytes[away]) / spines
+            peak[away] = np.maximum(peak[away], np.maximum(out[a[away]], inn[b[away]]) / uplink_bw)
+        return peak, np.where(away, 2, 1)
+
+    latencies = np.array([0.0, 0.0 + leaf_latency, 0.0 + (uplink_latency + (spine_latency + leaf_latency))])
+    return _compiled(pats, loads, 1.0, 0.0, 2, params, latencies=latencies)  # peaks are seconds per byte of M
 
 
 def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, latency: float, params: PricingParams
