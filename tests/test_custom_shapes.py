@@ -37,6 +37,8 @@ SHAPES = [  # (builder block, nodes)
     ({"type": "fat_tree", "k": 4, "n": 12, "bandwidth_Bps": BW, "latency_s": LAT}, 10),
     ({"type": "bcube", "radix": 4, "levels": 2, "port_bw": BW, "latency_s": LAT}, 16),
     ({"type": "bcube", "radix": 2, "levels": 3, "port_bw": BW, "latency_s": LAT}, 8),
+    ({"type": "bcube", "radix": 2, "levels": 4, "port_bw": BW, "latency_s": 2 * LAT}, 16),
+    ({"type": "bcube", "radix": 3, "levels": 2, "port_bw": BW, "latency_s": LAT}, 7),
     ({"type": "star", "n": 8, "bandwidth_Bps": BW, "latency_s": LAT}, 8),
     ({"type": "star", "n": 9, "bandwidth_Bps": BW, "latency_s": LAT}, 6),
     ({"type": "rail_optimized", "n": 16, "per_node": 4, "nvlink_bw": 6 * BW, "nic_bw": BW, "latency_s": LAT}, 16),
@@ -113,6 +115,14 @@ def test_regular_shapes_build_no_graph(tmp_path):
     fabric.collective_cost("all_to_all", 1e6, "pairwise")
     assert pickle.loads(pickle.dumps(fabric)).collective_cost("all_reduce", 1e6).time_s == \
         fabric.collective_cost("all_reduce", 1e6).time_s
+
+
+@pytest.mark.parametrize("builder,nodes", SHAPES, ids=[f"{b['type']}-{n}" for b, n in SHAPES])
+def test_all_reduce_builds_no_graph(tmp_path, builder, nodes):
+    fabric = make_fabric({"name": "custom", "nodes": nodes, "topology": _file(tmp_path, builder)})
+    for algo in ("default", "ring", "double_binary_tree", "auto"):
+        fabric.collective_cost("all_reduce", 1e6, algo)
+    assert fabric._topos == {}
 
 
 @pytest.mark.parametrize("builder,match", [

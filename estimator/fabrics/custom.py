@@ -43,7 +43,7 @@ from estimator.fabrics.superpod import SuperPodConfig, SuperPodFabric
 from estimator.fabrics.torus2d import Torus2dConfig, Torus2dFabric
 from estimator.fabrics.unit_compiled import UNIT, _remember
 from estimator.files import resolve_input
-from estimator.topology.analytic import bcube_compiled, leaf_spine_compiled
+from estimator.topology.analytic import bcube_compiled, bcube_ecmp_compiled, leaf_spine_compiled
 from estimator.topology.builders import leaf_spine, star
 from estimator.topology.graph import Topology
 from estimator.topology.loader import BUILDERS, TopologySpec, load_spec, load_topology
@@ -117,6 +117,23 @@ class TorusShape(Torus2dFabric):
         return self.switch_like(collective, algorithm, n, nbytes, hops * c.link_latency_s, c.link_bandwidth_Bps)
 
 
+class BCubeShape(BCubeFabric):
+    """A ``bcube`` file's twin: ``bcube``'s hooks, plus analytic ECMP routing for steps whose
+    transfers change several digits (:func:`estimator.topology.analytic.bcube_ecmp_compiled`; the
+    ring's carries, trees, ...) and for groups smaller than the BCube."""
+
+    def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        found = super().analytic_compiled(collective, algorithm, n)
+        if found is not None:
+            return found
+        pats = patterns(algorithm, collective, n, self.algo_params(n))
+        if not pats:
+            return None
+        c = self.config
+        return bcube_ecmp_compiled(pats, c.radix, c.levels, c.port_bandwidth_Bps, c.link_latency_s,
+                                   self.pricing(algorithm))
+
+
 @dataclass
 class LeafSpineConfig(FabricConfig):
     """A ``leaf_spine`` file's numbers (:func:`estimator.topology.builders.leaf_spine`)."""
@@ -184,7 +201,7 @@ def twin(spec: TopologySpec, alpha_s: float, memory_bandwidth_Bps: float) -> Lib
             node = port * levels
             if levels < 1 or node / levels != port:  # BCube's port bandwidth is node / levels: must be exact
                 return None
-            return BCubeFabric(BCubeConfig(nodes=a["radix"] ** levels, radix=a["radix"], node_bandwidth_Bps=node,
+            return BCubeShape(BCubeConfig(nodes=a["radix"] ** levels, radix=a["radix"], node_bandwidth_Bps=node,
                                            link_latency_s=float(a["latency_s"]), **prices))
         if spec.kind == "rail_optimized":
             return SuperPodFabric(SuperPodConfig(nodes=a["n"], gpus_per_node=a["per_node"],

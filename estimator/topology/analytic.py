@@ -491,3 +491,50 @@ def _within_digit(stride: int, k: int, radix: int) -> bool:
 
 class _SeveralDigits(Exception):
     """A BCube transfer that crosses more than one digit (see :func:`bcube_compiled`)."""
+
+
+def bcube_ecmp_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, latency: float,
+                        params: PricingParams) -> CompiledSchedule:
+    """:func:`bcube_compiled` for any steps, also transfers that change several digits: ECMP splits
+    a transfer evenly over the digits still to correct at every server, so each correction order
+    of its t differing digits carries 1/t! of it, and the link up from the server with digit set S
+    corrected to level d's switch (and the one down from that switch to the server with S + d
+    corrected) carries |S|! (t - |S| - 1)! / t! of it. Every route has t switches (latency t x
+    ``latency``); a transfer's busiest link is the largest load over those links. Costs O(2^levels
+    x levels) passes over a step's transfers."""
+    from math import factorial
+
+    powers = radix ** np.arange(levels)
+
+    def loads(src, dst, nbytes, period):
+        sd, dd = (src[:, None] // powers) % radix, (dst[:, None] // powers) % radix  # digits per level
+        differ = sd != dd
+        t = differ.sum(axis=1)
+        mask = (differ * (1 << np.arange(levels))).sum(axis=1)
+        size = radix**levels * levels
+        up, down = np.zeros(size), np.zeros(size)
+        parts = []  # (transfer indices, up-link ids, down-link ids)
+        for s in range(1 << levels):
+            chosen = np.array([(s >> lv) & 1 for lv in range(levels)], dtype=bool)
+            for d in range(levels):
+                if chosen[d]:
+                    continue
+                sel = np.flatnonzero(((mask & s) == s) & ((mask >> d) & 1 == 1))
+                if not len(sel):
+                    continue
+                k = bin(s).count("1")
+                here = np.where(chosen, dd[sel], sd[sel]) @ powers  # the server with S corrected
+                there = here + (dd[sel, d] - sd[sel, d]) * powers[d]
+                share = np.array([factorial(k) * factorial(x - k - 1) / factorial(x) if x > k else 0.0
+                                  for x in range(levels + 1)])
+                frac = share[t[sel]]
+                up_id, down_id = here * levels + d, there * levels + d
+                np.add.at(up, up_id, frac * nbytes[sel])
+                np.add.at(down, down_id, frac * nbytes[sel])
+                parts.append((sel, up_id, down_id))
+        peak = np.zeros(len(src))
+        for sel, up_id, down_id in parts:
+            np.maximum.at(peak, sel, np.maximum(up[up_id], down[down_id]))
+        return peak, t
+
+    return _compiled(pats, loads, bandwidth, latency, levels, params)
