@@ -171,3 +171,23 @@ def test_explicit_graph_compiles_once_per_file(tmp_path):
         want = compile_schedule(sched, topo, PricingParams(alpha_s=alpha, memory_bandwidth_Bps=mem)).time(4e6)
         assert got == pytest.approx(want, rel=1e-12)
     assert len(custom._GRAPH_COMPILED) == before + 1
+
+
+def test_same_structure_shares_route_searches(monkeypatch):
+    """Topologies that differ only in link numbers share their hop distances (routes depend on the
+    structure only); prices are those of a topology that searched on its own."""
+    from estimator.topology import builders, graph
+
+    sched = lookup("direct").schedule("all_to_all", 16, 1e6)
+    params = PricingParams(alpha_s=ALPHA)
+    first = builders.leaf_spine(16, 4, 100e9, 2, 50e9, 1e-6, 1e-6, 1e-6)
+    second = builders.leaf_spine(16, 4, 25e9, 2, 10e9, 3e-6, 2e-6, 1e-6)
+    other = builders.leaf_spine(16, 8, 25e9, 2, 10e9, 3e-6, 2e-6, 1e-6)
+    for topo in (first, second, other):
+        compile_schedule(sched, topo, params)
+    assert second._dist is first._dist and other._dist is not first._dist and len(first._dist) >= 16
+    shared = compile_schedule(sched, second, params).time(1e6)
+    monkeypatch.setattr(graph, "_SHARED_DIST", {})
+    alone = builders.leaf_spine(16, 4, 25e9, 2, 10e9, 3e-6, 2e-6, 1e-6)
+    assert compile_schedule(sched, alone, params).time(1e6) == shared
+    assert alone._dist is not first._dist
