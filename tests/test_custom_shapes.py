@@ -43,6 +43,7 @@ SHAPES = [  # (builder block, nodes)
     ({"type": "star", "n": 9, "bandwidth_Bps": BW, "latency_s": LAT}, 6),
     ({"type": "rail_optimized", "n": 16, "per_node": 4, "nvlink_bw": 6 * BW, "nic_bw": BW, "latency_s": LAT}, 16),
     ({"type": "rail_optimized", "n": 16, "per_node": 4, "nvlink_bw": 6 * BW, "nic_bw": BW, "latency_s": LAT}, 8),
+    ({"type": "rail_optimized", "n": 12, "per_node": 2, "nvlink_bw": BW / 2, "nic_bw": BW, "latency_s": LAT}, 12),
     ({"type": "rail_optimized", "n": 8, "per_node": 8, "nvlink_bw": 6 * BW, "nic_bw": BW, "latency_s": LAT}, 8),
     ({"type": "leaf_spine", "n": 16, "per_leaf": 4, "endpoint_bw": BW, "spines": 2, "uplink_bw": BW,
       "leaf_latency_s": LAT, "uplink_latency_s": LAT, "spine_latency_s": LAT}, 16),

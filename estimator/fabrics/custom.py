@@ -134,6 +134,30 @@ class BCubeShape(BCubeFabric):
                                    self.pricing(algorithm))
 
 
+class RailShape(SuperPodFabric):
+    """A ``rail_optimized`` file's twin: ``superpod``'s hooks, plus the ``ring`` algorithm over
+    whole servers (at least two, of at least two GPUs) in closed form, from the ECMP shares of
+    :func:`estimator.topology.analytic.rail_compiled`: every step, a GPU inside a server sends its
+    M/n over its NVLink to the next (one switch), and the last GPU of each server sends to the
+    first of the next server over three switches, half through its NVSwitch and the first GPU's
+    rail, a quarter over the spine, a quarter through the next server's last GPU; its busiest
+    links (NVLinks and NICs of those four GPUs) carry 3/4 of M/n. So a step is the larger of the
+    switch formula's with α + 1 latency at NVLink bandwidth and with α + 3 latencies at 4/3 of the
+    slower of NVLink and NIC, every step alike."""
+
+    def closed_form(self, collective: str, algorithm: str, n: int, nbytes: float) -> tuple[float, int] | None:
+        c = self.config
+        g = c.gpus_per_node
+        if (algorithm != "ring" or collective not in lookup("ring").closed_forms or g < 2 or n % g
+                or n < 2 * g):
+            return super().closed_form(collective, algorithm, n, nbytes)
+        lat, nv = c.switch_latency_s, c.nvlink_bandwidth_Bps
+        inside = self.switch_like(collective, algorithm, n, nbytes, lat, nv)
+        across = self.switch_like(collective, algorithm, n, nbytes, lat + lat + lat,
+                                  min(nv, c.nic_bandwidth_Bps) * 4 / 3)
+        return max(inside[0], across[0]), inside[1]
+
+
 @dataclass
 class LeafSpineConfig(FabricConfig):
     """A ``leaf_spine`` file's numbers (:func:`estimator.topology.builders.leaf_spine`)."""
@@ -204,7 +228,7 @@ def twin(spec: TopologySpec, alpha_s: float, memory_bandwidth_Bps: float) -> Lib
             return BCubeShape(BCubeConfig(nodes=a["radix"] ** levels, radix=a["radix"], node_bandwidth_Bps=node,
                                            link_latency_s=float(a["latency_s"]), **prices))
         if spec.kind == "rail_optimized":
-            return SuperPodFabric(SuperPodConfig(nodes=a["n"], gpus_per_node=a["per_node"],
+            return RailShape(SuperPodConfig(nodes=a["n"], gpus_per_node=a["per_node"],
                                                  nvlink_bandwidth_Bps=float(a["nvlink_bw"]),
                                                  nic_bandwidth_Bps=float(a["nic_bw"]),
                                                  switch_latency_s=float(a["latency_s"]), **prices))
