@@ -102,11 +102,8 @@ def fat_tree(k: int, n: int, bandwidth_Bps: float, latency_s: float, name: str =
     """Three-level k-ary fat tree (Al-Fares et al. 2008): k pods of k/2 edge and k/2 aggregation
     switches, (k/2)^2 cores, k/2 hosts per edge switch, k^3/4 hosts; the first ``n`` are used.
     Every link ``bandwidth_Bps``; ``latency_s`` per switch traversal; ECMP."""
-    if k < 2 or k % 2:
-        raise EstimatorError(f"fattree: k must be an even integer >= 2, got {k}")
+    check_fat_tree(k, n)
     half = k // 2
-    if n > k**3 // 4:
-        raise EstimatorError(f"fattree: k={k} holds at most {k**3 // 4} hosts, asked for {n}")
     topo = Topology(name, "ecmp")
     cores = [topo.add_switch(f"core{i}") for i in range(half * half)]
     host = 0
@@ -130,6 +127,14 @@ def fat_tree(k: int, n: int, bandwidth_Bps: float, latency_s: float, name: str =
                 topo.connect(ep, edge, bandwidth_Bps, 0.0, latency_s)
                 host += 1
     return topo
+
+
+def check_fat_tree(k: int, n: int) -> None:
+    """What :func:`fat_tree` refuses: an odd or too small k, more than k^3/4 hosts."""
+    if k < 2 or k % 2:
+        raise EstimatorError(f"fattree: k must be an even integer >= 2, got {k}")
+    if n > k**3 // 4:
+        raise EstimatorError(f"fattree: k={k} holds at most {k**3 // 4} hosts, asked for {n}")
 
 
 def fat_tree_traversals(half: int, span):

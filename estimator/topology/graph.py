@@ -9,10 +9,16 @@ Model assumptions:
   bytes spread fractionally over links. ``dimension_order``: a builder-supplied router (e.g. the
   torus's X-then-Y). Endpoints may forward (BCube servers relay), switches always do.
 * A route's latency is the largest latency over the paths it uses.
+
+Routes depend on the structure only (which links join which nodes, the routing mode), not on
+link numbers, so the hop distances a route search needs are kept per structure
+(:data:`_SHARED_DIST`): topologies that differ only in latencies or bandwidths (e.g. two versions
+of one custom file) search each destination once.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +34,11 @@ DIST_BUDGET = 16_000_000
 # cached routes hold at most this many (link, fraction) entries in all (16 bytes each, ~256 MB),
 # oldest dropped first: an all-pairs schedule on a large custom graph re-routes instead of growing
 ROUTE_BUDGET = 16_000_000
+# distance arrays per graph structure (a digest of routing, nodes and link ends), shared by every
+# topology of that structure; each structure's arrays stay within DIST_BUDGET, and at most this
+# many structures are kept (oldest dropped first)
+_SHARED_DIST: dict[str, dict[int, np.ndarray]] = {}
+SHARED_STRUCTURES = 2
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,7 @@ class Topology:
         self._routes: dict[tuple[int, int], Route] = {}
         self._route_entries = 0
         self._dist: dict[int, np.ndarray] = {}
+        self._dist_shared = False
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
         self._incoming: tuple[np.ndarray, np.ndarray] | None = None
         self._adj: dict[tuple[int, int], list[int]] | None = None
@@ -100,7 +112,7 @@ class Topology:
         self._incoming = self._adj = self._outs = self._ends = None
         self._routes.clear()
         self._route_entries = 0
-        self._dist.clear()
+        self._dist, self._dist_shared = {}, False
         return link
 
     def connect(self, a: int, b: int, bandwidth_Bps: float, lat_ab: float = 0.0, lat_ba: float | None = None) -> int:
@@ -248,6 +260,8 @@ class Topology:
 
     def _distances_to(self, target: int) -> np.ndarray:
         """Hop distance of every node to ``target`` (-1 = cannot reach it): a vectorised BFS."""
+        if not self._dist_shared:
+            self._dist, self._dist_shared = self._shared_distances(), True
         dist = self._dist.get(target)
         if dist is not None:
             return dist
@@ -270,6 +284,21 @@ class Topology:
             del self._dist[next(iter(self._dist))]
         self._dist[target] = dist
         return dist
+
+    def _shared_distances(self) -> dict[int, np.ndarray]:
+        """The distance arrays of every topology with this one's structure (see the module docstring)."""
+        h = hashlib.sha256(f"{self.routing}|{len(self.kinds)}|".encode())
+        src, dst = self.link_arrays()
+        for part in (np.asarray(self.endpoints, dtype=np.int64), src, dst):
+            h.update(part.tobytes())
+            h.update(b"|")
+        key = h.hexdigest()
+        hit = _SHARED_DIST.get(key)
+        if hit is None:
+            while len(_SHARED_DIST) >= SHARED_STRUCTURES:
+                del _SHARED_DIST[next(iter(_SHARED_DIST))]
+            hit = _SHARED_DIST[key] = dict(self._dist)
+        return hit
 
     def _incoming_csr(self) -> tuple[np.ndarray, np.ndarray]:
         if self._incoming is None:

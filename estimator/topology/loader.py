@@ -14,13 +14,20 @@ Two forms. An explicit graph::
 or a standard shape: ``builder: {type: torus2d, rows: 4, cols: 4, bandwidth_Bps: ..., latency_s: ...}``
 (types: star, ring, torus2d, fat_tree, bcube, leaf_spine, rail_optimized; keyword arguments of the
 functions in :mod:`estimator.topology.builders`).
+
+:func:`load_spec` reads a file without building a standard shape's graph: a
+:class:`TopologySpec` names the builder and its checked arguments (the ``custom`` fabric prices
+regular shapes analytically, :mod:`estimator.fabrics.custom`, and builds the graph only if a
+schedule needs it); :func:`load_topology` builds it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import math
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +45,36 @@ BUILDERS = {name: getattr(builders, name) for name in
             ("star", "ring", "torus2d", "fat_tree", "bcube", "leaf_spine", "rail_optimized")}
 
 
+@dataclass(frozen=True)
+class TopologySpec:
+    """A checked topology file: a standard shape's ``kind`` (builder type) and keyword ``args``
+    (built on :meth:`build`), or an explicit graph (``kind = "graph"``, already built)."""
+
+    path: Path
+    kind: str
+    args: dict[str, Any] = field(default_factory=dict)
+    graph: Topology | None = None
+    digest: str = ""  # of the file's text: files with equal digests are the same topology
+
+    @property
+    def endpoints(self) -> int:
+        if self.graph is not None:
+            return self.graph.num_endpoints
+        return builder_endpoints(self.kind, self.args)
+
+    def build(self) -> Topology:
+        if self.graph is not None:
+            return self.graph
+        return _guarded(self.path, lambda: BUILDERS[self.kind](**self.args))
+
+
 def load_topology(path: str | Path) -> Topology:
     """Read and validate a topology file; every problem is one EstimatorError line naming the file."""
+    return load_spec(path).build()
+
+
+def load_spec(path: str | Path) -> TopologySpec:
+    """Read and validate a topology file without building a standard shape (see :class:`TopologySpec`)."""
     path = Path(path)
     text = decode_text(read_input(path, "topology"), path, "topology file")  # regular file, size-limited
     if re.search(r"[\[{]{" + str(MAX_FLOW_DEPTH + 1) + ",}", text):  # refuse absurd nesting before the slow scanner
@@ -52,8 +87,18 @@ def load_topology(path: str | Path) -> Topology:
         raise EstimatorError(f"{path}: not valid YAML (nested too deeply)") from None
     if not isinstance(doc, dict):
         raise EstimatorError(f"{path}: a topology file must be a mapping")
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    if "builder" in doc:
+        kind, args = _guarded(path, lambda: _builder_args(str(doc.get("name", path.stem)), doc["builder"]))
+        return TopologySpec(path, kind, args, digest=digest)
+    return TopologySpec(path, "graph", graph=_guarded(path, lambda: topology_from_dict(doc, default_name=path.stem)),
+                        digest=digest)
+
+
+def _guarded(path: Path, make):
+    """``make()`` with every problem as one EstimatorError line naming ``path``."""
     try:
-        return topology_from_dict(doc, default_name=path.stem)
+        return make()
     except EstimatorError as exc:
         raise EstimatorError(f"{path}: {exc}") from None
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError, ZeroDivisionError, RecursionError) as exc:
@@ -133,6 +178,12 @@ def _maybe_number(value: Any) -> Any:
 
 
 def _from_builder(name: str, spec: Any) -> Topology:
+    kind, args = _builder_args(name, spec)
+    return BUILDERS[kind](**args)
+
+
+def _builder_args(name: str, spec: Any) -> tuple[str, dict[str, Any]]:
+    """The builder type and its checked keyword arguments (nothing built)."""
     if not isinstance(spec, dict) or spec.get("type") not in BUILDERS:
         raise EstimatorError(f"'builder' needs a type among {', '.join(BUILDERS)}")
     fn = BUILDERS[spec["type"]]
@@ -153,7 +204,33 @@ def _from_builder(name: str, spec: Any) -> Topology:
                 raise EstimatorError(f"builder {spec['type']}: {key} must be an integer, got {value!r}")
             args[key] = int(value)
     _check_builder_size(spec["type"], args)
-    return fn(**args)
+    _check_builder_values(spec["type"], args)
+    return spec["type"], args
+
+
+def builder_endpoints(kind: str, args: dict[str, Any]) -> int:
+    """Endpoints the checked builder call ``kind(**args)`` makes (without making them)."""
+    if kind == "torus2d":
+        return args["rows"] * args["cols"]
+    if kind == "bcube":
+        return args["radix"] ** args["levels"]
+    return args["n"]
+
+
+def _check_builder_values(kind: str, args: dict[str, Any]) -> None:
+    """What the builder (or a link it adds) would refuse, refused before building: bandwidths
+    positive, latencies non-negative, group sizes positive, the fat tree's k and host count."""
+    for key, value in args.items():
+        if key == "name" or isinstance(value, bool):
+            continue
+        if ("bw" in key or "bandwidth" in key) and not value > 0:
+            raise EstimatorError(f"builder {kind}: {key} must be a positive bandwidth, got {value!r}")
+        if "latency" in key and not value >= 0:
+            raise EstimatorError(f"builder {kind}: {key} must be a non-negative latency, got {value!r}")
+        if key in ("per_leaf", "per_node") and value < 1:
+            raise EstimatorError(f"builder {kind}: {key} must be >= 1, got {value!r}")
+    if kind == "fat_tree":
+        builders.check_fat_tree(args["k"], args["n"])
 
 
 def _check_builder_size(kind: str, args: dict[str, Any]) -> None:
