@@ -3,6 +3,7 @@ equal the explicit schedule compiled on the graph, for every collective and algo
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from estimator.collectives.algorithms import COLLECTIVES, algorithm
@@ -96,3 +97,35 @@ def test_pipelined_chain_with_shared_windows_equals_the_graph(params):
         slow = compile_schedule(sched, f.build_topology(algo), f.pricing(algo))
         assert comp.steps == slow.steps
         assert comp.time(3e6) == pytest.approx(slow.time(3e6), rel=1e-12)
+
+
+@pytest.mark.parametrize("n, per_leaf, spines", [(64, 8, 4), (128, 16, 2), (64, 64, 4), (256, 4, 8)])
+def test_leaf_spine_digit_rows_equal_the_arrays(n, per_leaf, spines, monkeypatch):
+    """Digit steps over whole leaves priced from (stride, k) alone equal the per-rank arrays."""
+    from estimator.collectives.params import AlgoParams
+    from estimator.collectives.patterns import patterns
+    from estimator.collectives.pricing import PricingParams
+    from estimator.topology import analytic
+
+    params = PricingParams(alpha_s=0.7e-6, memory_bandwidth_Bps=1e12)
+    args = (n, per_leaf, spines, 50e9, 25e9, (1e-6, 2e-6, 3e-6), params)
+    shaped_rows = 0
+    for name in ("halving_doubling", "recursive_doubling", "radix4", "radix8", "direct"):
+        for coll in ("all_reduce", "reduce_scatter", "all_gather"):
+            try:
+                algorithm(name).check(coll, n, AlgoParams())
+                pats = patterns(name, coll, n, AlgoParams())
+            except EstimatorError:  # e.g. radix8 on 128 ranks
+                continue
+            if not pats:
+                continue
+            shaped_rows += sum(analytic._leaf_spine_digit_row(p, n, per_leaf, spines, 50e9, 25e9,
+                                                              np.array([0.0, 1e-6, 6e-6]), params) is not None
+                               for p in pats)
+            fast = analytic.leaf_spine_compiled(pats, *args)
+            with monkeypatch.context() as m:
+                m.setattr(analytic, "_leaf_spine_digit_row", lambda *a: None)
+                slow = analytic.leaf_spine_compiled(pats, *args)
+            for nbytes in (1e3, 1e6, 64 * 2**20):
+                assert fast.time(nbytes) == pytest.approx(slow.time(nbytes), rel=1e-12, abs=0), (name, coll)
+    assert shaped_rows > 0

@@ -684,5 +684,53 @@ def leaf_spine_compiled(pats: Patterns, n: int, per_leaf: int, spines: int, endp
             peak[away] = np.maximum(peak[away], np.maximum(out[a[away]], inn[b[away]]))
         return peak, np.where(away, 2, 1)
 
+    def shaped(step, lat):  # a digit step over whole leaves, from (stride, k) alone
+        return _leaf_spine_digit_row(step, n, per_leaf, spines, endpoint_bw, uplink_bw, lat, params)
+
     fold = n if spines == 0 or n % per_leaf == 0 else 0  # whole leaves: a shift by a leaf maps it onto itself
-    return _compiled(pats, loads, 1.0, 0.0, 2, params, fold, None, per_leaf if spines else 1, route_latency)
+    return _compiled(pats, loads, 1.0, 0.0, 2, params, fold, shaped if fold and spines else None,
+                     per_leaf if spines else 1, route_latency)
+
+
+def _repeat_sum(value: float, times: int) -> float:
+    """``value`` added ``times`` times in order (as np.bincount sums equal weights), or multiplied
+    beyond 4,096 terms (then within a few ulps)."""
+    if times > 4096:
+        return value * times
+    total = 0.0
+    for _ in range(times):
+        total += value
+    return total
+
+
+def _leaf_spine_digit_row(step: StepPattern, n: int, per_leaf: int, spines: int, endpoint_bw: float,
+                          uplink_bw: float, latencies: np.ndarray, params: PricingParams
+                          ) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """:func:`leaf_spine_compiled`'s row of a digit step (halving-doubling, recursive doubling,
+    radix-k, direct) over ``n`` ranks filling whole leaves, without per-rank arrays: a rank sends
+    and receives k - 1 blocks; when a digit's k blocks of ``stride`` ranks span several leaves
+    (``stride * k`` a multiple of ``per_leaf``, ``per_leaf`` one of ``stride``, or ``stride`` a
+    multiple of ``per_leaf``), k - k_in of them leave the leaf (k_in = blocks per leaf), and every
+    leaf sends per_leaf (k - k_in) blocks over ``spines`` uplinks. None for any other step."""
+    shape = step.shape
+    if shape is None or shape[0] != "digit" or shape[1] != n or n % per_leaf:
+        return None
+    _, _, stride, k, nbytes, reduced = shape
+    if stride % per_leaf == 0:
+        k_in = 1
+    elif per_leaf % stride == 0 and (stride * k) % per_leaf == 0:
+        k_in = per_leaf // stride
+    elif per_leaf % (stride * k) == 0:
+        k_in = k
+    else:
+        return None
+    port = _repeat_sum(nbytes, k - 1) / endpoint_bw
+    c0, c1 = [], []
+    if k_in > 1:
+        c0.append(params.alpha_s + latencies[1])
+        c1.append(port)
+    if k_in < k:
+        leaf = _repeat_sum(nbytes, per_leaf * (k - k_in)) / spines / uplink_bw
+        c0.append(params.alpha_s + latencies[2])
+        c1.append(max(port, leaf))
+    return np.array(c0), np.array(c1), _repeat_sum(reduced, k - 1) * params.gamma

@@ -250,7 +250,8 @@ def _check_builder_size(kind: str, args: dict[str, Any]) -> None:
     elif kind == "torus2d":
         size = ints.get("rows", 0) * ints.get("cols", 0)
     elif kind == "leaf_spine":
-        size = ints.get("n", 0) * (1 + ints.get("spines", 0))
+        leaves = -(-ints.get("n", 0) // max(1, ints.get("per_leaf", 1)))
+        size = ints.get("n", 0) + leaves * (1 + ints.get("spines", 0))  # endpoints, leaves + their uplinks
     else:  # star, ring, rail_optimized
         size = ints.get("n", 0) + ints.get("per_node", 0)
     if size > limit:
