@@ -94,3 +94,10 @@ def test_default_is_the_first_offered_algorithm_that_fits():
     assert f.collective_cost("all_reduce", 1e6, group_size=12).algorithm == "ring"  # 1.5 nodes
     with pytest.raises(EstimatorError, match="whole nodes"):
         f.collective_cost("all_reduce", 1e6, "hierarchical", 12)
+
+
+def test_nccl_algorithm_has_no_explicit_schedule_and_says_so():
+    f = make_fabric({"name": "nvlink_leafspine", "nodes": 64})
+    with pytest.raises(EstimatorError, match="NCCL's 'tree'.*not a schedule"):
+        f.collective_cost("all_reduce", 2**26, "tree", explicit=True)
+    assert f.collective_cost("all_reduce", 2**26, "ring", explicit=True).time_s > 0  # the library's ring

@@ -134,6 +134,15 @@ class NvlinkLeafSpineConfig(FabricConfig):
             raise EstimatorError(f"fabric.nvls=true needs gpu_arch=hopper (NVLink SHARP, NVSwitch gen3), got {self.gpu_arch!r}")
 
 
+def _library(algorithm: str) -> bool:
+    """True if ``algorithm`` names a schedule of the algorithm library."""
+    try:
+        lookup(algorithm)
+    except EstimatorError:
+        return False
+    return True
+
+
 class NvlinkLeafSpineFabric(LibraryFabric):
     name = "nvlink_leafspine"
     Config = NvlinkLeafSpineConfig
@@ -173,6 +182,10 @@ class NvlinkLeafSpineFabric(LibraryFabric):
                         group_size: int | None = None, explicit: bool = False) -> CollectiveCost:
         coll = collective_name(collective)
         algorithm = algorithm or "default"
+        if explicit and self._nccl and algorithm in nccl.ALGORITHMS and not _library(algorithm):
+            raise EstimatorError(f"fabric {self.name!r}: NCCL's {algorithm!r} (latency_model=nccl) is priced by "
+                                 "NCCL's model, not a schedule; for explicit schedules use a library algorithm "
+                                 "(ring, double_binary_tree, ...) or latency_model=alpha|nccl_hw")
         if not self._nccl or explicit or coll not in NCCL_COLLECTIVES or not (
                 algorithm in ("default", "auto") or algorithm in nccl.ALGORITHMS):
             return super().collective_cost(coll, nbytes, algorithm, group_size, explicit)
