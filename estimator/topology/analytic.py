@@ -630,8 +630,10 @@ def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: i
     for _, link, down, w in terms:
         load[down] += np.bincount(link, weights=w, minlength=cells)
     peak = np.zeros(len(src))
-    for t, link, down, w in terms:
-        np.maximum.at(peak, t[w > 0], load[down][link[w > 0]])
+    for t, link, down, w in terms:  # a term names each transfer at most once: plain indexing is exact
+        used = w > 0
+        idx = t[used]
+        peak[idx] = np.maximum(peak[idx], load[down][link[used]])
     return peak, h
 
 
