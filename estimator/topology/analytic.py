@@ -244,6 +244,9 @@ def _latencies(latency: float, longest: int) -> np.ndarray:
     return out
 
 
+MEMO_TRANSFERS = 1 << 16  # steps of at most this many transfers share their link loads within one schedule
+
+
 def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams,
               fold: int = 0, shaped=None, sym: int = 1, route_latency: np.ndarray | None = None) -> CompiledSchedule:
     """``shaped(step, latencies)``: the step's row without its arrays, or None (then ``loads``).
@@ -252,12 +255,22 @@ def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: 
     ``sym`` (``StepPattern.translate``) reuses its row."""
     latencies = _latencies(latency, longest) if route_latency is None else route_latency
     seen: dict[tuple, tuple] = {}  # on a whole fabric, steps that are shifts of one another by a multiple of sym
+    routed: dict[tuple, tuple] = {}  # steps moving the same bytes between the same ranks (a reduce-scatter's
+    # and an all-gather's) load the links alike: ``loads`` is a pure function of its arguments
+
+    def same_loads(src, dst, nbytes, period):
+        if len(src) > MEMO_TRANSFERS:
+            return loads(src, dst, nbytes, period)
+        key = (period, src.tobytes(), dst.tobytes(), nbytes.tobytes())
+        if key not in routed:
+            routed[key] = loads(src, dst, nbytes, period)
+        return routed[key]
 
     def row(p: StepPattern):
         key = (p.translate[0], p.translate[1] % sym) if fold and p.translate else None
         if key is not None and key in seen:
             return seen[key]
-        out = (shaped and shaped(p, latencies)) or _step_row(p, loads, bandwidth, latencies, params, fold, sym)
+        out = (shaped and shaped(p, latencies)) or _step_row(p, same_loads, bandwidth, latencies, params, fold, sym)
         if key is not None:
             seen[key] = out
         return out
