@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale_bench import CUSTOM_SHAPES, params_for, run  # noqa: E402
+from scale_bench import CUSTOM_SHAPES, best_of, params_for, row  # noqa: E402
 
 EXPLICIT = r"""
 import json, resource, sys, time
@@ -63,22 +63,8 @@ def main() -> None:
         for algorithm in filter(None, args.algorithms.split(",")):
             for n in (int(s) for s in args.sizes.split(",")):
                 params = params_for(f"custom_{shape}", n)
-                best = None
-                for _ in range(args.runs):
-                    res = run(params, algorithm, args.timeout)
-                    if res is None or "error" in res:
-                        best = res
-                        break
-                    if best is None or res["s"] < best["s"]:
-                        best = res
-                size = params["nodes"]
-                if best is None:
-                    print(f"{shape:<16}{algorithm:<10}{size:>7}  {'':>9}{'>' + str(int(args.timeout)) + ' s':>14}")
-                elif "error" in best:
-                    print(f"{shape:<16}{algorithm:<10}{size:>7}  error: {best['error']}")
-                else:
-                    print(f"{shape:<16}{algorithm:<10}{size:>7}  {best['build_s'] * 1e3:>9.2f}{best['s'] * 1e3:>14.2f}"
-                          f"{best['rss_mb']:>12.0f}  {best['algorithm']}", flush=True)
+                print(row(shape, algorithm, params["nodes"], best_of(params, algorithm, args.runs, args.timeout),
+                          args.timeout, 16), flush=True)
     if not args.explicit:
         return
     print(f"\nexplicit links (schedule path): {'shape':<16}{'N':>7}  first config build/call ms, "

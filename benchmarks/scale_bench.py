@@ -153,6 +153,29 @@ def run(params: dict, algorithm: str, timeout: float) -> dict | None:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def best_of(params: dict, algorithm: str, runs: int, timeout: float) -> dict | None:
+    """The fastest of ``runs`` fresh-process runs (None on a timeout, the error of a failing one)."""
+    best = None
+    for _ in range(runs):
+        res = run(params, algorithm, timeout)
+        if res is None or "error" in res:
+            return res
+        if best is None or res["s"] < best["s"]:
+            best = res
+    return best
+
+
+def row(label: str, algorithm: str, size: int, best: dict | None, timeout: float, width: int = 22) -> str:
+    """One table line of :func:`best_of`'s result."""
+    head = f"{label:<{width}}{algorithm:<10}{size:>7}  "
+    if best is None:
+        return head + f"{'':>9}{'>' + str(int(timeout)) + ' s':>14}"
+    if "error" in best:
+        return head + f"error: {best['error']}"
+    return head + (f"{best['build_s'] * 1e3:>9.2f}{best['s'] * 1e3:>14.2f}{best['rss_mb']:>12.0f}  "
+                   f"{best['algorithm']}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1024,16384,65536")
@@ -169,23 +192,8 @@ def main() -> None:
                 if algorithm == "schedule" and n > 16384:
                     continue
                 params = params_for(fabric, n)
-                best = None
-                for _ in range(args.runs):
-                    res = run(params, algorithm, args.timeout)
-                    if res is None or "error" in res:
-                        best = res
-                        break
-                    if best is None or res["s"] < best["s"]:
-                        best = res
-                size = params["nodes"]
-                if best is None:
-                    print(f"{fabric:<22}{algorithm:<10}{size:>7}  {'':>9}{'>' + str(int(args.timeout)) + ' s':>14}")
-                elif "error" in best:
-                    print(f"{fabric:<22}{algorithm:<10}{size:>7}  error: {best['error']}")
-                else:
-                    print(f"{fabric:<22}{algorithm:<10}{size:>7}  {best['build_s'] * 1e3:>9.2f}{best['s'] * 1e3:>14.2f}"
-                          f"{best['rss_mb']:>12.0f}  "
-                          f"{best['algorithm']}", flush=True)
+                print(row(fabric, algorithm, params["nodes"], best_of(params, algorithm, args.runs, args.timeout),
+                          args.timeout), flush=True)
 
     if args.resnet:
         small, large = (int(x) for x in args.resnet.split(","))
