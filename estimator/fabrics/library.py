@@ -330,8 +330,9 @@ class LibraryFabric(Fabric):
 
     def cut_seconds(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray, period: int = 0) -> float:
         """A lower bound on a step's busiest link load / bandwidth (per byte of M) from a cut, e.g.
-        a server's bytes to other servers over its total uplink bandwidth; 0 (default): none.
-        ``period`` > 0: the transfers are those out of ranks 0..P-1 of a P-periodic step."""
+        a server's bytes to other servers over its total uplink bandwidth (:func:`server_cut_bytes`);
+        0 (default): none. ``period`` > 0: the transfers are those out of ranks 0..P-1 of a
+        P-periodic step."""
         return 0.0
 
     def shift_invariant(self, period: int, n: int) -> bool:
@@ -471,3 +472,18 @@ class LibraryFabric(Fabric):
         sched = Schedule("p2p", "direct", max(src, dst) + 1, float(nbytes), (Step((Transfer(src, dst, float(nbytes)),)),))
         topo = self.topology("direct")
         return compile_schedule(sched, topo, self.pricing("direct")).time(float(nbytes))
+
+
+def server_cut_bytes(src: np.ndarray, dst: np.ndarray, size: np.ndarray, per_server: int, period: int = 0) -> float:
+    """The most bytes any server of ``per_server`` consecutive ranks sends to, or receives from,
+    other servers in a step (``period`` > 0: the step's transfers out of ranks 0..P-1, a receiver
+    counted in its class mod P); a fabric's :meth:`LibraryFabric.cut_seconds` divides it by the
+    server's uplink capacity."""
+    s, d = src // per_server, dst // per_server
+    away = s != d
+    if not away.any():
+        return 0.0
+    into = (dst % period) // per_server if period else d
+    out = np.bincount(s[away], weights=size[away]).max()
+    inn = np.bincount(into[away], weights=size[away]).max()
+    return float(max(out, inn))

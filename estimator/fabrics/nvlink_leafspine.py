@@ -51,7 +51,7 @@ from estimator.collectives.patterns import patterns
 from estimator.collectives.pricing import CompiledSchedule, PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import CollectiveCost, FabricConfig
-from estimator.fabrics.library import LibraryFabric, check_chunking
+from estimator.fabrics.library import LibraryFabric, check_chunking, server_cut_bytes
 from estimator.topology.analytic import leaf_spine_compiled
 from estimator.topology.builders import leaf_spine
 from estimator.topology.graph import Topology
@@ -368,15 +368,7 @@ class NvlinkLeafSpineFabric(LibraryFabric):
     def cut_seconds(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray, period: int = 0) -> float:
         """Bytes leaving (entering) a node cross its leaf's uplinks: at most uplinks x uplink bandwidth."""
         c = self.config
-        g = c.gpus_per_node
-        s, d = src // g, dst // g
-        away = s != d
-        if not away.any():
-            return 0.0
-        into = (dst % period) // g if period else d
-        out = np.bincount(s[away], weights=size[away]).max()
-        inn = np.bincount(into[away], weights=size[away]).max()
-        return float(max(out, inn)) / (c.uplinks * self._bandwidths()[1])
+        return server_cut_bytes(src, dst, size, c.gpus_per_node, period) / (c.uplinks * self._bandwidths()[1])
 
     def shift_invariant(self, period: int, n: int) -> bool:
         return period % self.config.gpus_per_node == 0 and n % self.config.gpus_per_node == 0  # whole nodes

@@ -29,6 +29,7 @@ from estimator.collectives.pricing import CompiledSchedule, PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.electrical import LinkFabric, offers_with
+from estimator.fabrics.library import server_cut_bytes
 from estimator.topology.analytic import rail_compiled
 from estimator.topology.builders import rail_optimized
 from estimator.topology.graph import Topology
@@ -122,14 +123,7 @@ class SuperPodFabric(LinkFabric):
     def cut_seconds(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray, period: int = 0) -> float:
         """Bytes leaving (entering) a server cross its GPUs' NIC links: at most g x NIC bandwidth."""
         g = self.config.gpus_per_node
-        s, d = src // g, dst // g
-        away = s != d
-        if not away.any():
-            return 0.0
-        into = (dst % period) // g if period else d
-        out = np.bincount(s[away], weights=size[away]).max()
-        inn = np.bincount(into[away], weights=size[away]).max()
-        return float(max(out, inn)) / (g * self.config.nic_bandwidth_Bps)
+        return server_cut_bytes(src, dst, size, g, period) / (g * self.config.nic_bandwidth_Bps)
 
     def shift_invariant(self, period: int, n: int) -> bool:
         return period % self.config.gpus_per_node == 0 and n % self.config.gpus_per_node == 0  # whole servers
