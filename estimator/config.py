@@ -235,6 +235,24 @@ def expand_multirun(overrides: list[str]) -> list[list[str]]:
     return [list(combo) for combo in itertools.product(*axes)] if axes else [[]]
 
 
+_MISSING = object()
+
+
+def dotted_get(tree: Any, dotted: str, default: Any = None) -> Any:
+    """``tree[a][b]`` for ``"a.b"`` in nested plain dicts; ``default`` where a key is missing."""
+    node: Any = tree
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def has_dotted(tree: Any, dotted: str) -> bool:
+    """True if ``dotted`` names a key (even one holding None) in nested plain dicts."""
+    return dotted_get(tree, dotted, _MISSING) is not _MISSING
+
+
 def to_container(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
     if isinstance(cfg, dict):  # already plain (the CLI's cached fast path, sweep points)
         return dict(cfg)

@@ -46,12 +46,9 @@ def _get(cfg: Any, dotted: str) -> Any:
         from omegaconf import OmegaConf
 
         return OmegaConf.select(cfg, dotted, default=None, throw_on_missing=False)
-    node: Any = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
+    from estimator.config import dotted_get
+
+    return dotted_get(cfg, dotted)
 
 
 def _is_list(value: Any) -> bool:

@@ -77,13 +77,13 @@ def compose_points(
             cache[key] = config_mod.to_container(config_mod.compose(list(key)))
         cfg = copy.deepcopy(cache[key])
         for k, value in base_keys:
-            if k not in point and _has(cfg, k):
+            if k not in point and config_mod.has_dotted(cfg, k):
                 _set(cfg, k, value)
                 used[k] = True
         for k, value in point.items():
             if k in groups:
                 continue
-            if not _has(cfg, k):
+            if not config_mod.has_dotted(cfg, k):
                 raise EstimatorError(f"sweep override {k}={value!r}: key {k!r} is not in the config")
             _set(cfg, k, value)
         out.append(cfg)
@@ -98,14 +98,6 @@ def check_used(used: dict[str, bool], where: str) -> None:
     if unused:
         raise EstimatorError(f"override {unused[0]} matches no point of {where}")
 
-
-def _has(tree: dict[str, Any], dotted: str) -> bool:
-    node: Any = tree
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
 
 
 def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -157,11 +149,11 @@ class Grid:
                 continue
             cfg = config_mod.to_container(config_mod.compose(list(key)))
             for k, value in base_keys:
-                if k not in self.keys and _has(cfg, k):
+                if k not in self.keys and config_mod.has_dotted(cfg, k):
                     _set(cfg, k, value)
                     used[k] = True
             for k in self.keys:
-                if k not in groups and not _has(cfg, k):
+                if k not in groups and not config_mod.has_dotted(cfg, k):
                     raise EstimatorError(f"sweep override {k}={_first_value(self.axes, k)!r}: key {k!r} is not in the config")
             self.bases[key] = cfg
         if check_here:
