@@ -9,6 +9,7 @@ import pytest
 
 from estimator.errors import EstimatorError
 from estimator.fabrics.registry import make_fabric
+from tests.schedule_checks import check_floors_below_price
 
 LEAFSPINE = {"name": "nvlink_leafspine", "spine_ports": 0, "memory_bandwidth_Bps": 1e11}
 SMALL = [
@@ -54,19 +55,7 @@ def test_pruned_auto_picks_what_exhaustive_auto_picks(params):
 @pytest.mark.parametrize("params", SMALL, ids=lambda p: f"{p['name']}{p['nodes']}-{p.get('latency_model', '')}")
 def test_floors_never_exceed_the_schedule_price(params):
     f = make_fabric(params)
-    checked = 0
-    for coll in COLLECTIVES:
-        for algo in f.algorithms(coll):
-            for nbytes in (1e3, 4e6):
-                floors = [x for x in (f.auto_floor(coll, algo, f.nodes, nbytes),
-                                      f.pattern_floor(coll, algo, f.nodes, nbytes)) if x is not None]
-                try:
-                    price = f.collective_cost(coll, nbytes, algo, explicit=True).time_s
-                except EstimatorError:
-                    continue
-                for floor in floors:
-                    assert floor <= price * (1 + 1e-12), (coll, algo, nbytes, floor, price)
-                checked += bool(floors)
+    checked = check_floors_below_price(f, COLLECTIVES)
     assert checked > 10
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from estimator.errors import EstimatorError
 from estimator.fabrics.registry import make_fabric
+from tests.schedule_checks import check_analytic_equals_graph, check_floors_below_price
 
 RS_AR_AG = ("all_reduce", "reduce_scatter", "all_gather")
 
@@ -79,21 +80,8 @@ def test_superpod_hierarchical_closed_form_equals_schedule(n, g):
 @pytest.mark.parametrize("params", SMALL, ids=lambda p: f"{p['name']}{p['nodes']}")
 def test_auto_floor_never_exceeds_the_schedule_price(params):
     f = make_fabric(params)
-    checked = 0
-    for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"):
-        for algo in f.algorithms(coll):
-            for nbytes in (1e3, 4e6):
-                floors = [x for x in (f.auto_floor(coll, algo, f.nodes, nbytes),
-                                      f.pattern_floor(coll, algo, f.nodes, nbytes)) if x is not None]
-                if not floors:
-                    continue
-                try:
-                    price = f.collective_cost(coll, nbytes, algo, explicit=True).time_s
-                except EstimatorError:
-                    continue
-                for floor in floors:
-                    assert floor <= price * (1 + 1e-12), (coll, algo, nbytes, floor, price)
-                checked += 1
+    checked = check_floors_below_price(f, ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
+                                           "all_to_all"))
     assert checked > 10
 
 
@@ -230,27 +218,9 @@ def test_analytic_routing_equals_schedules(params):
     """Every algorithm with a step pattern is priced on rings, tori and fat trees by analytic
     routing (arcs, up/down; no graph search); it equals compiling the explicit schedule, for the
     whole fabric and a sub-group."""
-    from estimator.collectives.pricing import compile_schedule
-
     f = make_fabric(params)
-    checked = 0
-    for n in (f.nodes, f.nodes - 1):
-        for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"):
-            for algo in f.algorithms(coll):
-                try:
-                    f.check_algorithm(coll, algo, n)
-                except EstimatorError:
-                    continue
-                comp = f.analytic_compiled(coll, algo, n)
-                if comp is None:
-                    continue
-                slow = compile_schedule(f.schedule(coll, algo, n, 1.0), f.build_topology(algo), f.pricing(algo),
-                                        f.ranks(n))  # the explicit schedule on the graph topology
-                assert comp.steps == slow.steps, (coll, algo, n)
-                for m in (10.0, 3e6):
-                    assert comp.time(m) == pytest.approx(slow.time(m), rel=1e-12), (coll, algo, n)
-                assert f.collective_cost(coll, 3e6, algo, n, explicit=True).time_s == comp.time(3e6)
-                checked += 1
+    colls = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
+    checked = len(check_analytic_equals_graph(f, colls, (f.nodes, f.nodes - 1)))
     assert checked >= (10 if params["name"] == "bcube" else 12)
 
 
