@@ -134,3 +134,23 @@ def test_large_linear_axis_uses_si_suffixes_not_an_offset():
         assert "1M" in shown and ax.yaxis.get_offset_text().get_text() == "", shown
     finally:
         plt.close(f)
+
+
+def test_log_log_scatter_labels_both_axes_alike():
+    """The training scatter's x axis read "100k" while its y axis read "1e+05"."""
+    f, ax = plt.subplots()
+    try:
+        ax.scatter([2e3, 3e4, 4e5], [2.2e3, 2.9e4, 4.3e5])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("measured throughput (samples/s)")
+        ax.set_ylabel("predicted throughput (samples/s)")
+        _polish(ax)
+        f.canvas.draw()
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = axis.get_view_interval()
+            shown = [t.get_text() for t, v in zip(axis.get_ticklabels(), axis.get_ticklocs(), strict=True)
+                     if lo <= v <= hi]
+            assert "100k" in shown and not any("e+" in s for s in shown), shown
+    finally:
+        plt.close(f)

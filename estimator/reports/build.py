@@ -184,8 +184,11 @@ def _si(v: float) -> str:
 
 
 def _plain(v: float) -> str:
-    """A tick label without mathtext powers: 0.001 .. 100000 as plain numbers, beyond as 1e+06."""
-    return f"{v:g}" if 1e-3 <= abs(v) < 1e5 else f"{v:.0e}"
+    """A tick label without mathtext powers: 0.001 .. 99999 as plain numbers, larger ones with an SI
+    prefix as on the x axes (100k, 1M: a scatter's two axes read alike), smaller ones as 1e-04."""
+    if abs(v) >= 1e5:
+        return _si(v)
+    return f"{v:g}" if 1e-3 <= abs(v) else f"{v:.0e}"
 
 
 def _log10_ticks(axis, lo: float, hi: float) -> None:
