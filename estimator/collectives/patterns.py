@@ -35,7 +35,7 @@ class StepPattern:
     out of ranks 0..P-1 only and :meth:`sample` a small subset of the transfers (used for lower
     bounds: every bound of :meth:`LibraryFabric.pattern_floor` only grows with more transfers)."""
 
-    __slots__ = ("_arrays", "_build", "_first", "_sample", "count", "period", "shape", "translate")
+    __slots__ = ("_arrays", "_build", "_first", "_sample", "count", "period", "shape", "translate", "window")
 
     def __init__(self, src=None, dst=None, size=None, red=None, count: int = 1, period: int = 0, *, build=None,
                  first=None, sample=None, shape: tuple | None = None):
@@ -43,6 +43,7 @@ class StepPattern:
         self._build, self._first, self._sample = build, first, sample
         self.count, self.period, self.shape = count, period, shape
         self.translate: tuple | None = None  # (family, offset): the family's first step shifted by offset ranks
+        self.window: tuple | None = None  # (n, c): a step of the pipelined chain of n ranks and c chunks
 
     @property
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -374,6 +375,7 @@ def _chain(n: int, c: int) -> Patterns:
         step = StepPattern(build=lambda lo=lo, hi=hi: _arrays(np.arange(lo, hi), np.arange(lo + 1, hi + 1), 1.0 / c, 0.0))
         if hi - lo == c:  # a full window: the window of ranks 0..c shifted by lo (no wrap)
             step.translate = (("chain", n, c), lo)
+        step.window = (n, c)
         out.append(step)
     return out
 

@@ -275,13 +275,19 @@ def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: 
             seen[key] = out
         return out
 
-    rows = [row(p) for p in pats]
+    return rows_compiled([row(p) for p in pats], [p.count for p in pats], params)
+
+
+def rows_compiled(rows: list[tuple[np.ndarray, np.ndarray, float]], counts, params: PricingParams
+                  ) -> CompiledSchedule:
+    """The :class:`CompiledSchedule` of distinct step rows (c0, c1, reduction slope), each repeated
+    ``counts`` times."""
     width = max((len(r[0]) for r in rows), default=1)
     c0 = np.full((len(rows), width), -np.inf)
     c1 = np.zeros((len(rows), width))
     for i, (a, b, _) in enumerate(rows):
         c0[i, : len(a)], c1[i, : len(b)] = a, b
-    weight = np.array([p.count for p in pats], dtype=float)
+    weight = np.array(counts, dtype=float)
     extra = np.full(len(rows), params.step_overhead_s)
     return CompiledSchedule(c0, c1, np.array([r[2] for r in rows]), extra, weight, int(weight.sum()),
                             params.fixed_s, 0, params.reconfig_s)
@@ -527,8 +533,26 @@ def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, la
             red += reduced
         return np.array([params.alpha_s + latencies[1]]), np.array([peak / bandwidth]), red * params.gamma
 
+    chain = _relayed_chain(pats, radix, levels, bandwidth, latency, params, per_peer=False)
+    if chain is not None:
+        return chain
     # a shift by r^(levels-1) adds 1 to the top digit (mod r): it maps BCube onto itself
     return _compiled(pats, loads, bandwidth, latency, levels, params, radix**levels, shaped, radix ** (levels - 1))
+
+
+def _relayed_chain(pats: Patterns, radix: int, levels: int, bandwidth: float, latency: float, params: PricingParams,
+                   per_peer: bool) -> CompiledSchedule | None:
+    """A pipelined chain's steps on BCube / SiPAC at once (:func:`estimator.topology.windows.chain_compiled`
+    over the :func:`relayed_terms` of its transfers j -> j+1), or None if ``pats`` are not a chain."""
+    from estimator.topology.windows import chain_compiled, chain_of
+
+    chain = chain_of(pats)
+    if chain is None:
+        return None
+    n, c = chain
+    src = np.arange(n - 1)
+    terms, hops, _ = relayed_terms(src, src + 1, np.full(n - 1, 1.0 / c), radix, levels, per_peer=per_peer)
+    return chain_compiled(n, c, terms, hops, bandwidth, _latencies(latency, levels), params)
 
 
 def _bcube_all_pairs(shape: tuple, radix: int, levels: int, bandwidth: float, latencies: np.ndarray,
@@ -586,6 +610,9 @@ def hamming_compiled(pats: Patterns, radix: int, levels: int, n: int, channel_bw
             out += 1
         return out
 
+    chain = _relayed_chain(pats, radix, levels, channel_bw, hop_s, params, per_peer=True)
+    if chain is not None:
+        return chain
     return _compiled(pats, loads, channel_bw, hop_s, levels, params, n if whole else 0, shaped,
                      radix ** (levels - 1))
 
@@ -593,13 +620,34 @@ def hamming_compiled(pats: Patterns, radix: int, levels: int, n: int, channel_bw
 def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: int, levels: int, period: int = 0,
                   per_peer: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(busiest link load, switches crossed) per transfer on BCube when transfers may differ in
-    several digits. A transfer differing in the h digits D takes every order of correcting them
+    several digits: the link loads of :func:`relayed_terms` summed, and per transfer the largest on
+    any of its routes."""
+    terms, h, cells = relayed_terms(src, dst, nbytes, radix, levels, period, per_peer)
+    load = np.zeros(2 * cells)
+    for _, link, w in terms:
+        load += np.bincount(link, weights=w, minlength=2 * cells)
+    peak = np.zeros(len(src))
+    for t, link, w in terms:  # a term names each transfer at most once: plain indexing is exact
+        used = w > 0
+        idx = t[used]
+        peak[idx] = np.maximum(peak[idx], load[link[used]])
+    return peak, h
+
+
+def relayed_terms(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: int, levels: int, period: int = 0,
+                  per_peer: bool = False) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], np.ndarray, int]:
+    """The bytes every transfer puts on every link of its routes on BCube, as groups of arrays
+    (transfer index, link id, bytes; a group names a transfer at most once), with the digits each
+    transfer crosses and the number of link cells per direction (up-links are ids 0..cells-1,
+    down-links cells..2 cells-1).
+
+    A transfer differing in the h digits D takes every order of correcting them
     (server -> that level's switch -> the server with the digit corrected, relaying), ECMP
     splitting its flow evenly at every server over the digits still to correct: so it passes the
     server x = src with the digits S of D corrected with weight |S|! (h-|S|)! / h!, and leaves x
     up level l in D - S with weight |S|! (h-|S|-1)! / h! (enters x down level l in S with weight
-    (|S|-1)! (h-|S|)! / h!). Link loads are summed over every (transfer, S, l) (2^h h terms per
-    transfer); a transfer's busiest link is the largest on any of its routes. ``period`` P > 0: the
+    (|S|-1)! (h-|S|)! / h!); 2^h h terms per transfer, each naming a (transfer, link) once.
+    ``period`` P > 0: the
     transfers are those out of servers 0..P-1 of a step a shift by P maps onto itself (a
     multiple of r^(levels-1), which maps BCube onto itself): link loads are those of the link's
     class mod P. ``per_peer`` (SiPAC): a server has one channel per (level, peer) instead of one
@@ -639,15 +687,7 @@ def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: i
                 frac = np.array([fact[k] * fact[m - k - 1] / fact[m] if m > k else 0.0 for m in range(levels + 1)])
                 terms.append((t[sel], x[sel] * levels + lv, False, nbytes[t[sel]] * frac[ht[sel]]))
     cells = (period or radix**levels) * levels * (radix if per_peer else 1)
-    load = {down: np.zeros(cells) for down in (False, True)}
-    for _, link, down, w in terms:
-        load[down] += np.bincount(link, weights=w, minlength=cells)
-    peak = np.zeros(len(src))
-    for t, link, down, w in terms:  # a term names each transfer at most once: plain indexing is exact
-        used = w > 0
-        idx = t[used]
-        peak[idx] = np.maximum(peak[idx], load[down][link[used]])
-    return peak, h
+    return [(t, link + (cells if down else 0), w) for t, link, down, w in terms], h, cells
 
 
 def _within_digit(stride: int, k: int, radix: int) -> bool:
