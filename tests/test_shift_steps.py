@@ -1,7 +1,8 @@
 """Pairwise all-to-all (n - 1 shift steps) priced in closed form per step
 (estimator/topology/shift_steps.py) equals the explicit schedule compiled on the graph, on every
 analytic topology, at whole and non-whole sizes (partial pods and leaves, non-square tori, fewer
-ranks than endpoints); the closed forms are what prices the steps; and dropping a class of
+ranks than endpoints); the closed forms are what prices the steps (the SuperPOD: one row per fold
+class over whole servers, else the arrays); and dropping a class of
 transfers from them is caught."""
 
 from __future__ import annotations
@@ -63,8 +64,6 @@ def _closed_form_only(f, n: int) -> bool:
     """True where every shift step has a closed form or a shared fold class (else: the arrays)."""
     c = f.config
     name = f.name if f.name != "ocs" else c.topology
-    if name == "torus2d":
-        return n == f.nodes
     if name == "superpod":
         return n % c.gpus_per_node == 0
     return name != "bcube" or n == f.nodes
@@ -109,6 +108,23 @@ def test_shared_rows_equal_the_per_step_arrays(params, monkeypatch):
         assert fast.time(m) == pytest.approx(slow.time(m), rel=1e-12)
 
 
+@pytest.mark.parametrize("rows, cols", [(1, 5), (2, 3), (3, 4), (4, 7), (5, 2), (6, 6)])
+def test_torus_rows_at_every_group_size_equal_the_arrays(rows, cols, monkeypatch):
+    """Shifts over the first n of rows x cols endpoints (every n: partial last rows, run B starting
+    mid-row, 1- and 2-long rings) in closed form equal each step's arcs priced from its arrays."""
+    params = PricingParams(alpha_s=1e-6)
+    for n in range(2, rows * cols + 1):
+        pats = patterns("pairwise", "all_to_all", n, AlgoParams())
+        fast = analytic.torus_compiled(pats, rows, cols, 50e9, 1e-6, params, n)
+        with monkeypatch.context() as m:
+            m.setattr(shift_steps, "torus_row", lambda *a: None)
+            slow = analytic.torus_compiled(pats, rows, cols, 50e9, 1e-6, params, n)
+        for i in range(n - 1):
+            for nbytes in (1e3, 1e9):
+                want = (slow.c0[i] + slow.c1[i] * nbytes).max()
+                assert (fast.c0[i] + fast.c1[i] * nbytes).max() == pytest.approx(want, rel=1e-12), (n, i + 1)
+
+
 @pytest.mark.parametrize("radix, levels", [(2, 5), (3, 4), (4, 4), (5, 3), (16, 2)])
 def test_bcube_row_equals_relayed_loads(radix, levels, monkeypatch):
     """Every shift step's row on the whole BCube (busiest link = one transfer's bytes, longest route
@@ -136,12 +152,13 @@ def test_block_leaving_counts_every_sender():
 
 
 @pytest.mark.parametrize("params, n", [({"name": "torus2d", "nodes": 30, "rows": 5, "cols": 6}, 30),
+                                       ({"name": "torus2d", "nodes": 30, "rows": 5, "cols": 6}, 23),
                                        ({"name": "ring", "nodes": 12}, 9),
                                        ({"name": "fattree", "nodes": 36, "k": 6}, 31),
                                        ({"name": "nvlink_leafspine", "nodes": 24, "gpus_per_node": 8, "uplinks": 3,
                                          "latency_model": "alpha"}, 21)])
 def test_dropping_a_class_is_caught(params, n, monkeypatch):
-    """Mutation check: keep only the first class of each step (the torus's non-carry class, the
+    """Mutation check: keep only the first class of each step (the torus's non-carry class or run A, the
     ring's unwrapped run, the fat tree's shortest routes, the leaf-spine's local transfers) and
     the price no longer equals the graph's."""
     f = make_fabric(params)

@@ -350,7 +350,7 @@ def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, laten
                  else arc_max_loads(c2, ys, yh, yf, nbytes, cols, rows))
         return np.maximum(arc_max_loads(r1, xs, xh, xf, nbytes, rows, cols), along), xh + yh
 
-    def shaped(step, latencies):  # digit exchanges along rows, columns, or split between them; shifts (whole torus)
+    def shaped(step, latencies):  # digit exchanges along rows, columns, or split between them; shifts
         return (shift_steps.torus_row(step, rows, cols, bandwidth, latencies, params)
                 or _torus_digit_row(step, rows, cols, bandwidth, latencies, params))
 

@@ -22,6 +22,8 @@ closed form:
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from estimator.collectives.pricing import PricingParams
@@ -116,39 +118,35 @@ def _ring_hops(ahead: int, size: int, bidirectional: bool) -> tuple[int, bool]:
     return size - ahead, False
 
 
-def _covered(x: np.ndarray, first: int, count: int, hops: int, size: int) -> np.ndarray:
-    """How many of the arcs starting at links first..first+count-1 (mod size), each ``hops``
-    links long, cover link x: the starts j with (x - j) mod size < hops."""
-    out = np.zeros(len(x), dtype=np.int64)
-    for lift in (-1, 0, 1, 2):  # the cyclic window [x - hops + 1, x] unrolled onto [first, first + count)
-        lo = np.maximum(x - hops + 1 + lift * size, first)
-        hi = np.minimum(x + lift * size, first + count - 1)
-        out += np.maximum(0, hi - lo + 1)
-    return out
-
-
-def ring_runs_peak(runs: list[tuple[int, int, int, bool]], size: int) -> list[int]:
+@lru_cache(maxsize=4096)
+def ring_runs_peak(runs: tuple[tuple[int, int, int, bool], ...], size: int) -> tuple[int, ...]:
     """Per run (first source, sources, links, forward?) of a step on a ring of ``size``: the
     largest number of the step's arcs (all runs, same direction) on any link of the run's routes.
     An arc from j forward uses links j..j+h-1, backward links j-h..j-1 (link i joins i and i+1).
-    The count on a link is piecewise linear in its position, so its largest over the run's links
-    (an interval) is at the interval's ends or a breakpoint of some run's count."""
-    arcs = [((a if fwd else a - h) % size, c, h, fwd) for a, c, h, fwd in runs]
-    points = []
-    for first, count, hops, _ in arcs:
-        for p in (first, first + count - 1, first + hops - 1, first + count + hops - 2):
-            points += [p - 1, p, p + 1]
-    x = np.array(sorted({p % size for p in points}), dtype=np.int64)
+    The count on a link x (starts j of a run with (x - j) mod size < h) is piecewise linear in x,
+    so its largest over the run's links (an interval) is at the interval's ends or a breakpoint of
+    some run's count; all runs are evaluated at all those points at once."""
+    first = np.array([(a if fwd else a - h) % size for a, _, h, fwd in runs], dtype=np.int64)
+    count = np.array([c for _, c, _, _ in runs], dtype=np.int64)
+    hops = np.array([h for _, _, h, _ in runs], dtype=np.int64)
+    fwd = np.array([f for _, _, _, f in runs])
+    marks = np.stack([first, first + count - 1, first + hops - 1, first + count + hops - 2]).ravel()
+    points = sorted(set((np.concatenate([marks - 1, marks, marks + 1]) % size).tolist()))
+    x = np.array(points, dtype=np.int64)[:, None]  # (point, 1)
+    covered = np.zeros((len(x), len(runs)), dtype=np.int64)
+    for lift in (-1, 0, 1, 2):  # the cyclic window [x - h + 1, x] unrolled onto [first, first + count)
+        lo = np.maximum(x - hops + 1 + lift * size, first)
+        hi = np.minimum(x + lift * size, first + count - 1)
+        covered += np.maximum(0, hi - lo + 1)
+    covered[:, hops == 0] = 0
+    load = {d: covered[:, fwd == d].sum(axis=1) for d in (True, False)}  # arcs on each point's link
+    span = np.minimum(count + hops - 1, size)  # a run's routes use links first .. first + span - 1
+    inside = (x - first) % size < span  # (point, run)
     out = []
-    for first, count, hops, fwd in arcs:
-        if hops == 0 or count == 0:
-            out.append(0)
-            continue
-        span = min(count + hops - 1, size)  # the run's routes use links first .. first + span - 1
-        inside = (x - first) % size < span
-        load = sum(_covered(x[inside], f, c, h, size) for f, c, h, d in arcs if d == fwd and h)
-        out.append(int(np.max(load)))
-    return out
+    for r in range(len(runs)):
+        use = inside[:, r]
+        out.append(int(load[bool(fwd[r])][use].max()) if hops[r] and count[r] and use.any() else 0)
+    return tuple(out)
 
 
 def ring_row(step, n: int, size: int, bidirectional: bool, bandwidth: float, latencies: np.ndarray,
@@ -166,21 +164,24 @@ def ring_row(step, n: int, size: int, bidirectional: bool, bandwidth: float, lat
     for first, count, ahead in ((0, n - by, by), (n - by, by, by - n)):
         if count:
             runs.append((first, count, *_ring_hops(ahead, size, bidirectional)))
-    peaks = ring_runs_peak(runs, size)
+    peaks = ring_runs_peak(tuple(runs), size)
     return _row([(params.alpha_s + latencies[h], peak * nbytes / bandwidth)
                  for (_, _, h, _), peak in zip(runs, peaks, strict=True)])
 
 
 def torus_row(step, rows: int, cols: int, bandwidth: float, latencies: np.ndarray, params: PricingParams
               ) -> Row | None:
-    """On the whole rows x cols torus (dimension order: along the source's row, then the target's
+    """On the rows x cols torus (ranks = the first n endpoints, row by row; fewer than all:
+    :func:`_torus_part_row`). On the whole torus (dimension order: along the source's row, then the target's
     column): a shift by q rows and t columns moves every rank t columns (every row link of the
     route's direction carries one arc per position of its length), and into column c every rank
     q rows, or q + 1 with the carry (c < t; the same for the whole column): two classes."""
-    n = rows * cols
-    shift = shift_of(step, n)
+    n = step.shape[1] if getattr(step, "shape", None) is not None else 0
+    shift = shift_of(step, n) if 2 <= n <= rows * cols else None
     if shift is None or shift[0] == 0:
         return None
+    if n < rows * cols:
+        return _torus_part_row(*shift, n, rows, cols, bandwidth, latencies, params)
     (q, t), nbytes = divmod(shift[0], cols), shift[1]
     x, _ = _ring_hops(t, cols, True)
     pairs = []
@@ -188,6 +189,54 @@ def torus_row(step, rows: int, cols: int, bandwidth: float, latencies: np.ndarra
         y, _ = _ring_hops(q + carry, rows, True)
         pairs.append((params.alpha_s + latencies[x + y], max(x, y) * nbytes / bandwidth))
     return _row(pairs)
+
+
+
+def _torus_part_row(by: int, nbytes: float, n: int, rows: int, cols: int, bandwidth: float,
+                    latencies: np.ndarray, params: PricingParams) -> Row:
+    """A shift over the first n < rows x cols endpoints of the torus: ranks below n - by move
+    ``by`` (run A), the others ``by - n`` (run B); each run moves t columns (its offset mod cols)
+    and q or q + 1 rows (with the carry): up to four classes (run, carry), each with one route.
+    A row's sources split into at most four runs of columns (A / B, then carry or not), so its
+    row links' loads are :func:`ring_runs_peak` of those; rows come in a few kinds (wholly A,
+    the row where B starts, wholly B, the partial last row), one of each is evaluated. A
+    column's targets come from one A run of rows and one B run, each with one row shift (its
+    carry is the column's: below t), and columns change kind only where some run's source
+    column crosses the carry or the end of run A / of the ranks: one column per kind."""
+    split = n - by
+    offset = {"A": by, "B": by - n}
+    t = {k: d % cols for k, d in offset.items()}
+    x_route = {k: _ring_hops(t[k], cols, True) for k in offset}
+    y_route = {(k, c): _ring_hops((offset[k] - t[k]) // cols + c, rows, True) for k in offset for c in (0, 1)}
+    x_peak: dict[tuple, int] = {}
+    y_peak: dict[tuple, int] = {}
+    full, rest = divmod(n, cols)
+    first_b = split // cols
+    for r in sorted({0, first_b - 1, first_b, first_b + 1, full - 1, full}):
+        if not 0 <= r < full + (rest > 0):
+            continue
+        width = cols if r < full else rest
+        a_end = min(max(split - r * cols, 0), width)  # columns [0, a_end) are in run A, the rest in B
+        parts = []
+        for k, (lo, hi) in (("A", (0, a_end)), ("B", (a_end, width))):
+            edge = cols - t[k]  # source columns from here on carry
+            for carry, (u, v) in ((0, (lo, min(hi, edge))), (1, (max(lo, edge), hi))):
+                if v > u:
+                    parts.append(((k, carry), (u, v - u, *x_route[k])))
+        for (cls, _), peak in zip(parts, ring_runs_peak(tuple(run for _, run in parts), cols), strict=True):
+            x_peak[cls] = max(x_peak.get(cls, 0), peak)
+    kinds = {0, t["A"], t["B"], (t["A"] + split) % cols, (t["B"] + split) % cols, (t["B"] + n) % cols}
+    for c in sorted(kinds):
+        source_a, source_b = (c - t["A"]) % cols, (c - t["B"]) % cols
+        below = first_b + (source_b < split % cols)
+        groups = [(("A", int(c < t["A"])), 0, first_b + (source_a < split % cols)),
+                  (("B", int(c < t["B"])), below, full + (source_b < rest) - below)]
+        groups = [(cls, r0, m) for cls, r0, m in groups if m > 0]
+        peaks = ring_runs_peak(tuple((r0, m, *y_route[cls]) for cls, r0, m in groups), rows)
+        for (cls, _, _), peak in zip(groups, peaks, strict=True):
+            y_peak[cls] = max(y_peak.get(cls, 0), peak)
+    return _row([(params.alpha_s + latencies[x_route[cls[0]][0] + y_route[cls][0]],
+                  max(peak, y_peak.get(cls, 0)) * nbytes / bandwidth) for cls, peak in sorted(x_peak.items())])
 
 
 def shift_class(step, n: int, period: int) -> tuple | None:
