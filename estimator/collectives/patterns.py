@@ -31,7 +31,7 @@ class StepPattern:
 
     Large steps are built lazily: ``shape`` names a step a fabric may price without arrays
     (``("digit", n, stride, k, size, red)``: :func:`digit_step`; ``("dimwise", n, k, size, red)``:
-    every digit at once), :meth:`first` gives the transfers
+    every digit at once; ``("shift", n, by, size)``: every rank r to r + by mod n), :meth:`first` gives the transfers
     out of ranks 0..P-1 only and :meth:`sample` a small subset of the transfers (used for lower
     bounds: every bound of :meth:`LibraryFabric.pattern_floor` only grows with more transfers)."""
 
@@ -346,8 +346,9 @@ def all_pairs(n: int, size: float, red: float) -> StepPattern:
 
 
 def _shift(n: int, by: int, size: float) -> StepPattern:
-    """Every rank r to r + ``by`` (mod n)."""
-    return _by_rank(n, lambda r: _arrays(r, (r + by) % n, size, 0.0), period=1)
+    """Every rank r to r + ``by`` (mod n); shape ``("shift", n, by, size)`` (priced without arrays
+    by :mod:`estimator.topology.shift_steps`)."""
+    return _by_rank(n, lambda r: _arrays(r, (r + by) % n, size, 0.0), period=1, shape=("shift", n, by, size))
 
 
 def _binomial(coll: str, n: int) -> Patterns:

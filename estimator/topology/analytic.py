@@ -21,6 +21,7 @@ import numpy as np
 
 from estimator.collectives.patterns import Patterns, StepPattern
 from estimator.collectives.pricing import CompiledSchedule, PricingParams, pareto
+from estimator.topology import shift_steps
 
 
 def _range_max(values: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
@@ -306,6 +307,8 @@ def ring_compiled(pats: Patterns, size: int, bidirectional: bool, bandwidth: flo
     whole = group is None or group == size
 
     def shaped(step, latencies):
+        if step.shape is not None and step.shape[0] == "shift":  # pairwise all-to-all, any group (shift_steps.py)
+            return shift_steps.ring_row(step, group or size, size, bidirectional, bandwidth, latencies, params)
         return _digit_row(step, size, size, 1, bidirectional, bandwidth, latencies, params) if whole else None
 
     return _compiled(pats, loads, bandwidth, latency, size, params, size if whole else 0, shaped)
@@ -353,8 +356,9 @@ def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, laten
                  else arc_max_loads(c2, ys, yh, yf, nbytes, cols, rows))
         return np.maximum(arc_max_loads(r1, xs, xh, xf, nbytes, rows, cols), along), xh + yh
 
-    def shaped(step, latencies):  # digit exchanges along rows, columns, or split between them
-        return _torus_digit_row(step, rows, cols, bandwidth, latencies, params)
+    def shaped(step, latencies):  # digit exchanges along rows, columns, or split between them; shifts
+        return (shift_steps.torus_row(step, rows, cols, bandwidth, latencies, params)
+                or _torus_digit_row(step, rows, cols, bandwidth, latencies, params))
 
     fold = rows * cols if group == rows * cols and rows >= 3 else 0
     return _compiled(pats, loads, bandwidth, latency, rows + cols, params, fold, shaped, cols)
@@ -437,8 +441,12 @@ def fat_tree_compiled(pats: Patterns, half: int, bandwidth: float, latency: floa
         peak = np.maximum(peak, outward(src, into, pod) / pod)
         return peak, fat_tree_pair_traversals(half, src, dst)
 
+    def shaped(step, latencies):  # shift steps (pairwise all-to-all) over any number of hosts
+        n = step.shape[1] if step.shape is not None else 0
+        return shift_steps.fat_tree_row(step, n, half, bandwidth, latencies, params)
+
     fold = group if group and group % pod == 0 else 0
-    return _compiled(pats, loads, bandwidth, latency, 5, params, fold, sym=pod)
+    return _compiled(pats, loads, bandwidth, latency, 5, params, fold, shaped, sym=pod)
 
 
 def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic: float, latency: float,
@@ -491,7 +499,15 @@ def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic:
         return peak, hops
 
     fold = group if group and group % g == 0 else 0
-    return _compiled(pats, loads, 1.0, latency, 3, params, fold, sym=g)  # peaks are already seconds per byte of M
+    shift_rows: dict[tuple, tuple] = {}
+
+    def shaped(step, latencies):  # shift steps folding alike (shift_steps.shift_class) share one row
+        key = shift_steps.shift_class(step, fold, g) if fold else None
+        if key is not None and key not in shift_rows:
+            shift_rows[key] = _step_row(step, loads, 1.0, latencies, params, fold, g)
+        return shift_rows.get(key)
+
+    return _compiled(pats, loads, 1.0, latency, 3, params, fold, shaped, sym=g)  # peaks are already seconds per byte of M
 
 
 def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, latency: float, params: PricingParams
@@ -536,8 +552,14 @@ def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, la
     chain = _relayed_chain(pats, radix, levels, bandwidth, latency, params, per_peer=False)
     if chain is not None:
         return chain
+
+    def shaped_or_shift(step, latencies):  # shift steps (pairwise all-to-all): shift_steps.bcube_row
+        row = shift_steps.bcube_row(step, radix, levels, bandwidth, latencies, params)
+        return row if row is not None else shaped(step, latencies)
+
     # a shift by r^(levels-1) adds 1 to the top digit (mod r): it maps BCube onto itself
-    return _compiled(pats, loads, bandwidth, latency, levels, params, radix**levels, shaped, radix ** (levels - 1))
+    return _compiled(pats, loads, bandwidth, latency, levels, params, radix**levels, shaped_or_shift,
+                     radix ** (levels - 1))
 
 
 def _relayed_chain(pats: Patterns, radix: int, levels: int, bandwidth: float, latency: float, params: PricingParams,
@@ -712,7 +734,10 @@ def star_compiled(pats: Patterns, n: int, bandwidth: float, latency: float, para
         up, down = np.bincount(src, weights=nbytes), np.bincount(into, weights=nbytes)
         return np.maximum(up[src], down[into]), np.ones(len(src), dtype=np.int64)
 
-    return _compiled(pats, loads, bandwidth, latency, 1, params, n)
+    def shaped(step, latencies):  # shift steps (pairwise all-to-all): one transfer per port
+        return shift_steps.star_row(step, n, bandwidth, latencies, params)
+
+    return _compiled(pats, loads, bandwidth, latency, 1, params, n, shaped)
 
 
 def leaf_spine_compiled(pats: Patterns, n: int, per_leaf: int, spines: int, endpoint_bw: float, uplink_bw: float,
@@ -742,9 +767,13 @@ def leaf_spine_compiled(pats: Patterns, n: int, per_leaf: int, spines: int, endp
     def shaped(step, lat):  # a digit step over whole leaves, from (stride, k) alone
         return _leaf_spine_digit_row(step, n, per_leaf, spines, endpoint_bw, uplink_bw, lat, params)
 
+    def shaped_or_shift(step, lat):  # shift steps (pairwise all-to-all) over any number of ranks
+        row = shift_steps.leaf_spine_row(step, n, per_leaf, spines, endpoint_bw, uplink_bw, lat, params)
+        return row if row is not None or not (fold and spines) else shaped(step, lat)
+
     fold = n if spines == 0 or n % per_leaf == 0 else 0  # whole leaves: a shift by a leaf maps it onto itself
-    return _compiled(pats, loads, 1.0, 0.0, 2, params, fold, shaped if fold and spines else None,
-                     per_leaf if spines else 1, route_latency)
+    return _compiled(pats, loads, 1.0, 0.0, 2, params, fold, shaped_or_shift, per_leaf if spines else 1,
+                     route_latency)
 
 
 def _repeat_sum(value: float, times: int) -> float:
