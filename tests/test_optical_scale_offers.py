@@ -86,7 +86,12 @@ def test_auto_all_to_all_beyond_256_ranks_picks_the_fastest(params):
         assert (got.algorithm, got.time_s) == (name, t), nbytes
 
 
-def test_auto_all_to_all_on_a_large_bcube_builds_no_graph():
+def test_auto_all_to_all_on_a_large_bcube_builds_no_graph(monkeypatch):
+    """... nor pairwise's 65,535 step patterns (BCube prices only all-pairs steps without arrays)."""
+    from estimator.fabrics import library
+
+    real = library.patterns
+    monkeypatch.setattr(library, "patterns", lambda name, *a: pytest.fail(name) if name == "pairwise" else real(name, *a))
     f = make_fabric({"name": "bcube", "radix": 16, "nodes": 65536})
     f.compiled = lambda coll, algo, n: pytest.fail(f"compiled {algo}")
     f.build_topology = lambda algo: pytest.fail("built the graph")

@@ -91,6 +91,8 @@ class BCubeFabric(UnitCompiled, LinkFabric):
             return None
         return bcube_compiled(pats, c.radix, c.levels, c.port_bandwidth_Bps, c.link_latency_s, self.pricing(algorithm))
 
+    PRICED_WITHOUT_ARRAYS = frozenset({"direct"})
+
     def priced_without_arrays(self, pats: list, n: int) -> bool:
         """All-pairs steps (``direct``) on the whole BCube of >= 2 levels: :func:`bcube_compiled`
         prices them from their shape (every link equally loaded), so ``auto`` tries ``direct`` at any
