@@ -91,6 +91,16 @@ class BCubeFabric(UnitCompiled, LinkFabric):
             return None
         return bcube_compiled(pats, c.radix, c.levels, c.port_bandwidth_Bps, c.link_latency_s, self.pricing(algorithm))
 
+    PRICED_WITHOUT_ARRAYS = frozenset({"direct"})
+
+    def priced_without_arrays(self, pats: list, n: int) -> bool:
+        """All-pairs steps (``direct``) on the whole BCube of >= 2 levels: :func:`bcube_compiled`
+        prices them from their shape (every link equally loaded), so ``auto`` tries ``direct`` at any
+        size instead of skipping an all-pairs candidate beyond ``AUTO_MAX_PAIRS``."""
+        c = self.config
+        return (n == c.nodes and c.levels > 1 and bool(pats)
+                and all(p.shape is not None and p.shape[:4] == ("digit", n, 1, n) for p in pats))
+
     def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A route corrects the differing digits one switch each (2 links per digit, one switch
         latency); ECMP can spread a transfer over at most that many first hops."""

@@ -43,8 +43,8 @@ ALL_PAIRS = {"direct", "one_shot", "pairwise"}
 ALL_PAIRS_COLLECTIVES = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all"}  # n(n-1) transfers
 MAX_EXPLICIT_PAIRS = 4_000_000  # all-pairs schedules beyond this many transfers are refused
 # `auto` must stay cheap (an estimate prices every gradient bucket): without a closed form on this
-# fabric, an all-pairs algorithm is only a candidate up to this many transfers (~256 ranks); name it
-# explicitly (algorithm=direct) to price it at any size.
+# fabric, an all-pairs algorithm is only a candidate up to this many transfers (~256 ranks), or up to
+# MAX_EXPLICIT_PAIRS when no other candidate fits (all_to_all: direct and pairwise), priced as naming it does.
 AUTO_MAX_PAIRS = 65_536
 # `auto` skips a candidate whose lower bound exceeds the best price by more than this (relative):
 # the bound and the price are computed differently, so a tie must not be lost to rounding.
@@ -99,6 +99,9 @@ def _family(name: str) -> str | None:
 
 class LibraryFabric(Fabric):
     OFFERS: dict[str, tuple[str, ...]] = {}
+    # the algorithms (registry base names) :meth:`priced_without_arrays` can accept; None: any. Lets
+    # ``auto`` skip building the patterns of the others (pairwise at 65,536 ranks: 65,535 steps, ~1 s)
+    PRICED_WITHOUT_ARRAYS: frozenset[str] | None = None
 
     def __init__(self, config: Any):
         super().__init__(config)
@@ -210,10 +213,15 @@ class LibraryFabric(Fabric):
         auto = algorithm == "auto"
         order, floors, fast = (self._auto_order(collective, names, n, float(nbytes), explicit) if auto
                                else (range(len(names)), {}, {}))
+        skipped = []
         for i in order:
             name = names[i]
             if (auto and i not in fast and name in ALL_PAIRS and collective in ALL_PAIRS_COLLECTIVES
                     and n * (n - 1) > AUTO_MAX_PAIRS):
+                if n * (n - 1) <= MAX_EXPLICIT_PAIRS:
+                    skipped.append(i)
+                else:
+                    errors.append((i, f"{name}: no auto candidate on {n} ranks here (all pairs); name it: algorithm={name}"))
                 continue
             if best is not None and i not in fast and self._loses(collective, name, n, float(nbytes), floors.get(i), best):
                 continue  # its lower bound already loses: never compile its schedule
@@ -228,6 +236,15 @@ class LibraryFabric(Fabric):
                 best, best_at = cost, i  # ties go to the first offered, as without pruning
             if first_valid:
                 break
+        if best is None and skipped:  # nothing else fits: the all-pairs candidates, priced as naming them does
+            priced = []
+            for i in skipped:
+                try:
+                    priced.append((i, self._price(collective, names[i], n, float(nbytes), explicit)))
+                except EstimatorError as exc:
+                    errors.append((i, str(exc)))
+            if priced:
+                best = min(priced, key=lambda ic: (ic[1].time_s, ic[0]))[1]  # ties: the first offered
         if best is None:
             raise EstimatorError(f"fabric {self.name!r}: no valid algorithm for {collective} on {n} ranks ({'; '.join(e for _, e in sorted(errors))})")
         self._memo[key] = best
@@ -277,6 +294,8 @@ class LibraryFabric(Fabric):
         """``name``'s schedule priced by :meth:`analytic_compiled` if :meth:`priced_without_arrays`
         says that needs no per-rank arrays, else None. ``auto`` prices such candidates first, like
         closed forms."""
+        if self.PRICED_WITHOUT_ARRAYS is not None and lookup(name).base not in self.PRICED_WITHOUT_ARRAYS:
+            return None
         try:
             self.check_algorithm(collective, name, n)
             pats = patterns(name, collective, n, self.algo_params(n))

@@ -182,10 +182,11 @@ class NvlinkLeafSpineFabric(LibraryFabric):
                         group_size: int | None = None, explicit: bool = False) -> CollectiveCost:
         coll = collective_name(collective)
         algorithm = algorithm or "default"
-        if explicit and self._nccl and algorithm in nccl.ALGORITHMS and not _library(algorithm):
+        if explicit and self._nccl and algorithm in nccl.ALGORITHMS and not (
+                _library(algorithm) and lookup(algorithm).supports(coll)):  # NCCL's ring broadcast / reduce
             raise EstimatorError(f"fabric {self.name!r}: NCCL's {algorithm!r} (latency_model=nccl) is priced by "
                                  "NCCL's model, not a schedule; for explicit schedules use a library algorithm "
-                                 "(ring, double_binary_tree, ...) or latency_model=alpha|nccl_hw")
+                                 f"({', '.join(LIBRARY_OFFERS.get(coll, ()))}) or latency_model=alpha|nccl_hw")
         if not self._nccl or explicit or coll not in NCCL_COLLECTIVES or not (
                 algorithm in ("default", "auto") or algorithm in nccl.ALGORITHMS):
             return super().collective_cost(coll, nbytes, algorithm, group_size, explicit)

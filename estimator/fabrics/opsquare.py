@@ -36,12 +36,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from estimator.collectives.algorithms import algorithm as lookup
+import numpy as np
+
 from estimator.collectives.params import AlgoParams
-from estimator.collectives.pricing import PricingParams, compile_schedule
+from estimator.collectives.patterns import patterns
+from estimator.collectives.pricing import CompiledSchedule, PricingParams
 from estimator.errors import EstimatorError
 from estimator.fabrics.base import CollectiveCost, FabricConfig
 from estimator.fabrics.optical.base import ZERO, Affine, OpticalFabric
+from estimator.topology.analytic import _compiled as analytic_compiled
 from estimator.topology.graph import Topology
 
 
@@ -240,10 +243,33 @@ class OpsquareFabric(OpticalFabric):
 
     def explicit_cost(self, collective: str, algorithm: str, n: int, nbytes: float) -> float:
         """``hierarchical_ring`` all-reduce = the library's ``hierarchical`` schedule (intra ring,
-        inter rings per position, intra ring) priced by the library on :meth:`topology`."""
+        inter rings per position, intra ring) priced on :meth:`topology` by :meth:`routed`."""
         if (collective, algorithm) != ("all_reduce", "hierarchical_ring"):
             raise EstimatorError(f"fabric 'opsquare': no explicit schedule for {algorithm} {collective}")
         _, per_pod = self._shape(n)
-        sched = lookup("hierarchical").schedule(collective, n, nbytes, AlgoParams(local=per_pod))
-        params = PricingParams(alpha_s=self.cfg.host_overhead_s)
-        return compile_schedule(sched, self.topology(), params).time(nbytes)
+        pats = patterns("hierarchical", collective, n, AlgoParams(local=per_pod))
+        return self.routed(pats).time(nbytes)
+
+    def routed(self, pats: list) -> CompiledSchedule:
+        """Step patterns priced on :meth:`topology` without a graph search (the library's pricing
+        model, :mod:`estimator.collectives.pricing`; equal to compiling the schedule on the graph,
+        tested to 1e-12). A transfer inside a pod has one shortest route, sender -> the intra-pod
+        switch of the receiver's group -> receiver; one between the same positions of two pods,
+        sender -> that position's inter-pod switch -> receiver: its busiest link is the sender's
+        up-link or the receiver's down-link, its latency one hop. Other pairs (two hops) are not
+        routed here."""
+        c = self.cfg
+        m, f = c.pod_nodes, c.pod_nodes // c.groups
+
+        def loads(src, dst, nbytes, period):
+            intra = src // m == dst // m
+            if not (intra | (src % m == dst % m)).all():
+                raise EstimatorError("fabric 'opsquare': routed() prices one-hop transfers only")
+            # link ids: intra up (node, group), intra down (node), inter up (node), inter down (node)
+            up = np.where(intra, src * c.groups + (dst % m) // f, c.nodes * c.groups + src)
+            down = np.where(intra, dst, c.nodes + dst) + c.nodes * (c.groups + 1)
+            load = np.bincount(np.concatenate([up, down]), weights=np.concatenate([nbytes, nbytes]))
+            return np.maximum(load[up], load[down]), np.ones(len(src), dtype=np.int64)
+
+        params = PricingParams(alpha_s=c.host_overhead_s)
+        return analytic_compiled(pats, loads, c.transceiver_bps / 8, self.hop_s, 1, params)

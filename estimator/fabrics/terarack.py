@@ -32,7 +32,9 @@ library's ring, neighbour-exchange and direct schedules and OpTree's own schedul
 1024 nodes at k = 7 are stages 4,4,4,2,2,2,2) priced slot by slot on the WDM ring
 (:mod:`.optical.wdm_ring`). Ring and one-stage equal the closed forms (one-stage reproduces Lemma
 1's ceil(N^2/8) wavelengths); OpTree's integer stages need a few more slots than Theorem 1's
-continuous formula (72 vs 70 at N = 1024, w = 64).
+continuous formula (72 vs 70 at N = 1024, w = 64). The slots are counted from the schedules' step
+patterns (:func:`.optical.wdm_ring.pattern_slots`: distinct steps once, periodic steps folded), equal
+to routing every transfer of :meth:`TeraRackFabric.schedule` (tested), so 16,384 nodes take < 1 s.
 """
 
 from __future__ import annotations
@@ -40,12 +42,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.collectives.algorithms import algorithm as lookup
+from estimator.collectives.params import AlgoParams
+from estimator.collectives.patterns import patterns
 from estimator.collectives.schedule import Schedule
 from estimator.errors import EstimatorError
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.optical import wdm_ring_steps as wr
 from estimator.fabrics.optical.base import Affine, OpticalFabric
-from estimator.fabrics.optical.wdm_ring import near_equal_digits, optree_schedule, schedule_slots
+from estimator.fabrics.optical.wdm_ring import (
+    near_equal_digits,
+    optree_patterns,
+    optree_schedule,
+    pattern_slots,
+)
 
 
 @dataclass
@@ -133,17 +142,29 @@ class TeraRackFabric(OpticalFabric):
         return self.cfg.mrr_reconfig_s + nbytes * self.per_item_byte_s() / self.cfg.wavelengths
 
     # ---- explicit path ----------------------------------------------------------------------
-    def schedule(self, collective: str, algorithm: str, n: int, nbytes: float) -> Schedule:
+    LIBRARY_NAMES = {"ring": "ring", "ne": "neighbor_exchange", "one_stage": "direct"}
+
+    def _optree_digits(self, algorithm: str, n: int) -> tuple[int, ...]:
+        k = wr.optree_k_star(n) if algorithm == "optree" else wr.optree_best_depth(n, self.cfg.wavelengths)[0]
+        return near_equal_digits(n, k)
+
+    def _check_explicit(self, collective: str, algorithm: str) -> None:
         if collective != "all_gather" or algorithm not in ("ring", "ne", "one_stage", "optree", "optree_best"):
             raise EstimatorError(f"fabric 'terarack': no explicit schedule for {algorithm} {collective}")
-        if algorithm in ("ring", "ne"):
-            return lookup({"ring": "ring", "ne": "neighbor_exchange"}[algorithm]).schedule("all_gather", n, nbytes)
-        if algorithm == "one_stage":
-            return lookup("direct").schedule("all_gather", n, nbytes)
-        k = wr.optree_k_star(n) if algorithm == "optree" else wr.optree_best_depth(n, self.cfg.wavelengths)[0]
-        return optree_schedule(n, near_equal_digits(n, k), nbytes)
+
+    def schedule(self, collective: str, algorithm: str, n: int, nbytes: float) -> Schedule:
+        self._check_explicit(collective, algorithm)
+        if algorithm in self.LIBRARY_NAMES:
+            return lookup(self.LIBRARY_NAMES[algorithm]).schedule("all_gather", n, nbytes)
+        return optree_schedule(n, self._optree_digits(algorithm, n), nbytes)
 
     def explicit_cost(self, collective: str, algorithm: str, n: int, nbytes: float) -> float:
-        slots = schedule_slots(self.schedule(collective, algorithm, n, max(nbytes, 1.0)), self.cfg.wavelengths)
+        """:meth:`schedule` priced slot by slot, from its step patterns (the same slots)."""
+        self._check_explicit(collective, algorithm)
+        if algorithm in self.LIBRARY_NAMES:
+            pats = patterns(self.LIBRARY_NAMES[algorithm], "all_gather", n, AlgoParams())
+        else:
+            pats = optree_patterns(n, self._optree_digits(algorithm, n))
+        slots = pattern_slots(pats, n, self.cfg.wavelengths)
         return self._steps_cost(slots, 1.0 / n).time(nbytes)
 
