@@ -14,6 +14,8 @@ regular topologies (:mod:`estimator.topology.analytic`).
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 
 from estimator.collectives.params import AlgoParams, local_size, need_power, torus_dims
@@ -419,7 +421,13 @@ def patterns(name: str, collective: str, n: int, p: AlgoParams) -> Patterns | No
     if key in _CACHE:
         hit = _CACHE[key] = _CACHE.pop(key)  # most recent last
         return None if hit is None else list(hit)
-    out = _patterns(name, collective, n, p)  # raises (not cached) for an invalid group
+    collecting = gc.isenabled()
+    gc.disable()  # up to n steps of small objects without cycles: collector passes over them tripled the build
+    try:
+        out = _patterns(name, collective, n, p)  # raises (not cached) for an invalid group
+    finally:
+        if collecting:
+            gc.enable()
     if len(_CACHE) >= PATTERN_CACHE:
         del _CACHE[next(iter(_CACHE))]
     _CACHE[key] = out
