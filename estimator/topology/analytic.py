@@ -432,7 +432,15 @@ def fat_tree_compiled(pats: Patterns, half: int, bandwidth: float, latency: floa
         return peak, fat_tree_pair_traversals(half, src, dst)
 
     fold = group if group and group % pod == 0 else 0
-    return _compiled(pats, loads, bandwidth, latency, 5, params, fold, sym=pod)
+
+    def shaped(step, latencies):  # all pairs over a partial last pod: from counts of ranks per edge / pod
+        from estimator.topology.partial import fat_tree_all_pairs_row, is_all_pairs
+
+        n = step.shape[1] if step.shape else 0
+        return fat_tree_all_pairs_row(step.shape, n, half, bandwidth, latencies, params) if (
+            is_all_pairs(step.shape, n) and (group is None or n == group)) else None
+
+    return _compiled(pats, loads, bandwidth, latency, 5, params, fold, None if fold else shaped, sym=pod)
 
 
 def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic: float, latency: float,
