@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from estimator.collectives.pricing import PricingParams
+from estimator.collectives.pricing import CompiledSchedule, PricingParams
 
 
 def is_all_pairs(shape: tuple | None, n: int) -> bool:
@@ -76,3 +76,19 @@ def fat_tree_all_pairs_row(shape: tuple, n: int, half: int, bandwidth: float, la
         c0.append(params.alpha_s + latencies[5])
         c1.append(max(host, *edge.values(), *core) / bandwidth)
     return np.array(c0), np.array(c1), repeat_sum(reduced, n - 1) * params.gamma
+
+
+def stack_compiled(parts: list[CompiledSchedule]) -> CompiledSchedule:
+    """One schedule made of ``parts``' steps in order (same pricing: ``fixed_s`` and reconfiguration
+    of the first), rows padded to the widest."""
+    width = max(x.c0.shape[1] for x in parts)
+
+    def pad(a: np.ndarray, fill: float) -> np.ndarray:
+        return np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill)
+
+    first = parts[0]
+    return CompiledSchedule(np.concatenate([pad(x.c0, -np.inf) for x in parts]),
+                            np.concatenate([pad(x.c1, 0.0) for x in parts]),
+                            np.concatenate([x.r for x in parts]), np.concatenate([x.extra for x in parts]),
+                            np.concatenate([x.weight for x in parts]), sum(x.steps for x in parts), first.fixed_s,
+                            sum(x.reconfig_steps for x in parts), first.reconfig_s)
