@@ -37,7 +37,7 @@ class Tree:
             depth[ready] = depth[self.parent[ready]] + 1
             known |= ready
         self.depth = depth
-        order = np.argsort(-depth, kind="stable")
+        order = np.argsort(-depth.astype(np.int16), kind="stable")  # (a tree of n nodes is < 2^15 deep here)
         bounds = np.flatnonzero(np.diff(depth[order])) + 1
         self.levels = [lv for lv in np.split(order, bounds) if len(lv) and depth[lv[0]] > 0]  # deepest first
         self.up = [self.parent]
@@ -83,9 +83,10 @@ class Tree:
 @lru_cache(maxsize=8)
 def inorder_tree(n: int) -> Tree:
     """:func:`estimator.collectives.trees.inorder_parents` as a :class:`Tree`."""
-    from estimator.collectives.trees import inorder_parents
+    from estimator.collectives.patterns import _tree_parents
 
-    return Tree(np.array(inorder_parents(n), dtype=np.int64))
+    below = _tree_parents(n, np.arange(1, n, dtype=np.int64), False)[1]  # the parents of positions 1..n-1
+    return Tree(np.concatenate([[-1], below]).astype(np.int64))
 
 
 def tree_hops(tree: Tree, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
