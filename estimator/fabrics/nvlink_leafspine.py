@@ -55,6 +55,7 @@ from estimator.fabrics.library import LibraryFabric, check_chunking, server_cut_
 from estimator.topology.analytic import leaf_spine_compiled
 from estimator.topology.builders import leaf_spine
 from estimator.topology.graph import Topology
+from estimator.topology.leaf_trees import TREES, leaf_spine_tree_compiled
 
 TREE_ALGOS = {"binary_tree", "double_binary_tree", "pipelined_dbt", "hierarchical_tree", "binomial_tree"}
 PROTOCOL_EFFICIENCY = {"ll": 0.5, "ll128": 120.0 / 128.0, "simple": 1.0}
@@ -273,6 +274,13 @@ class NvlinkLeafSpineFabric(LibraryFabric):
         nv, up = self._bandwidths()
         lat_up, lat_spine = (0.0, inter - intra) if c.latency_model == "nccl_hw" else (c.switch_latency_s,) * 2
         spines = c.uplinks if c.nodes > c.gpus_per_node else 0
+        algo = lookup(algorithm)
+        if algo.base in TREES:  # tree steps from per-rank counts (the same rows, far cheaper at scale)
+            fast = leaf_spine_tree_compiled(algo.base, collective, n, algo.params(self.algo_params(n)).chunks,
+                                            c.gpus_per_node, spines, nv, up,
+                                            np.array([0.0, intra, lat_up + lat_spine + intra]), self.pricing(algorithm))
+            if fast is not None:
+                return fast
         return leaf_spine_compiled(pats, n, c.gpus_per_node, spines, nv, up, (intra, lat_up, lat_spine),
                                    self.pricing(algorithm))
 

@@ -67,10 +67,15 @@ from estimator.topology.analytic import (
     torus_hops,
     torus_links,
 )
+from estimator.topology.btree import inorder_tree, tree_compiled
 from estimator.topology.graph import Topology
 
 TOPOLOGIES = ("ring", "torus2d", "btree", "one_switch", "fattree")
 WIRED = ("ring", "torus2d", "btree")  # what the MEMS OCS wires; the other two are references
+# btree wiring: groups of at least this many ranks are routed analytically (estimator.topology.btree,
+# equal to the graph to ~1e-12); smaller ones keep compiling on the graph (cheap there, and their
+# recorded prices stay bit-identical)
+BTREE_ROUTED = 128
 ALL_REDUCE_7 = ("ring", "binary_tree", "ps", "torus2d", "double_binary_tree", "recursive_doubling", "halving_doubling")
 PAPER_NAMES = {
     "binary_tree": "BTree", "ring": "Ring", "ps": "PSLike", "torus2d": "Torus",
@@ -229,12 +234,15 @@ class OcsFabric(SharedCompiled, LibraryFabric):
     def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
         """Ring, torus and fat-tree wirings: analytic routing (:mod:`estimator.topology.analytic`)."""
         c = self.cfg
-        if c.topology not in ("ring", "torus2d", "fattree") or (c.topology == "ring" and c.nodes < 3):
+        btree = c.topology == "btree" and n >= BTREE_ROUTED
+        if c.topology not in ("ring", "torus2d", "fattree") and not btree or (c.topology == "ring" and c.nodes < 3):
             return None
         pats = patterns(algorithm, collective, n, self.algo_params(n))
         if pats is None:
             return None
         port, p = c.port_bps / 8, self.pricing(algorithm)
+        if btree:
+            return tree_compiled(pats, inorder_tree(c.nodes), port, c.link_delay_s, p)
         if c.topology == "fattree":
             return fat_tree_compiled(pats, c.fattree_radix // 2, port * c.ports, c.link_delay_s, p)
         if c.topology == "ring":

@@ -24,15 +24,17 @@ import numpy as np
 
 from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.params import AlgoParams, is_power, local_size
+from estimator.collectives.patterns import _trees as tree_patterns
 from estimator.collectives.patterns import patterns
 from estimator.collectives.pricing import CompiledSchedule, PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.electrical import LinkFabric, offers_with
 from estimator.fabrics.library import server_cut_bytes
-from estimator.topology.analytic import rail_compiled
+from estimator.topology.analytic import rail_compiled, star_compiled
 from estimator.topology.builders import rail_optimized
 from estimator.topology.graph import Topology
+from estimator.topology.partial import stack_compiled
 
 XOR_EXCHANGES = ("halving_doubling", "recursive_doubling")
 
@@ -121,17 +123,57 @@ class SuperPodFabric(LinkFabric):
         return lat, bw, None
 
     def cut_seconds(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray, period: int = 0) -> float:
-        """Bytes leaving (entering) a server cross its GPUs' NIC links: at most g x NIC bandwidth."""
-        g = self.config.gpus_per_node
-        return server_cut_bytes(src, dst, size, g, period) / (g * self.config.nic_bandwidth_Bps)
+        """Bytes leaving (entering) a server cross its GPUs' NIC links: at most g x NIC bandwidth.
+        And a transfer between two servers' GPUs of the same local index has one route, GPU -> rail
+        switch -> GPU: all such bytes a GPU sends (receives) cross its own NIC link."""
+        g, nic = self.config.gpus_per_node, self.config.nic_bandwidth_Bps
+        server = server_cut_bytes(src, dst, size, g, period) / (g * nic)
+        rail = (src % g == dst % g) & (src // g != dst // g)
+        if not rail.any():
+            return server
+        into = dst % period if period else dst
+        out = np.bincount(src[rail], weights=size[rail]).max()
+        inn = np.bincount(into[rail], weights=size[rail]).max()
+        return max(server, float(max(out, inn)) / nic)
 
     def shift_invariant(self, period: int, n: int) -> bool:
         return period % self.config.gpus_per_node == 0 and n % self.config.gpus_per_node == 0  # whole servers
 
     def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
+        if algorithm == "hierarchical_tree" and collective == "all_reduce":
+            fast = self._hierarchical_tree(n)
+            if fast is not None:
+                return fast
         pats = patterns(algorithm, collective, n, self.algo_params(n))
         if pats is None:
             return None
         c = self.config
         return rail_compiled(pats, c.gpus_per_node, c.nodes, c.nvlink_bandwidth_Bps, c.nic_bandwidth_Bps,
                              c.switch_latency_s, self.pricing(algorithm), n)
+
+    def _hierarchical_tree(self, n: int) -> CompiledSchedule | None:
+        """``hierarchical_tree`` all-reduce over whole servers, its inter-server steps priced per
+        server: they join GPUs of one local index (GPU -> rail switch -> GPU, the only route), and
+        every rail carries the same copy of the server-level double binary tree, so a step's row
+        is that tree step's on a star of ``servers`` ports of NIC bandwidth (one switch) --
+        O(servers), not O(GPUs). The intra-server ring steps: one transfer per GPU, on its NVLink."""
+        c = self.config
+        g = c.gpus_per_node
+        if g < 2 or n % g or n // g < 2:
+            return None
+        pats = patterns("hierarchical_tree", "all_reduce", n, self.algo_params(n))
+        p = self.pricing("hierarchical_tree")
+        intra = [self._server_ring_row(x, p) for x in (pats[0], pats[-1])]
+        trees = star_compiled(tree_patterns("all_reduce", n // g, 1 / (2 * g), (False, True)), n // g,
+                              c.nic_bandwidth_Bps, c.switch_latency_s, p)
+        return stack_compiled([intra[0], trees, intra[1]])
+
+    def _server_ring_row(self, step, p: PricingParams) -> CompiledSchedule:
+        """A step of rings inside every server (each GPU sends one transfer to another GPU of its
+        server: GPU -> NVSwitch -> GPU, one transfer per NVLink), as :func:`rail_compiled` prices it."""
+        c = self.config
+        _, _, size, red = step.first(c.gpus_per_node)  # every transfer alike: the first server's
+        one = np.ones((1, 1))
+        return CompiledSchedule(one * (p.alpha_s + c.switch_latency_s), one * (size[0] / c.nvlink_bandwidth_Bps),
+                                np.array([red[0] * p.gamma]), np.array([p.step_overhead_s]),
+                                np.array([float(step.count)]), step.count, p.fixed_s, 0, p.reconfig_s)

@@ -441,11 +441,19 @@ def fat_tree_compiled(pats: Patterns, half: int, bandwidth: float, latency: floa
         peak = np.maximum(peak, outward(src, into, pod) / pod)
         return peak, fat_tree_pair_traversals(half, src, dst)
 
-    def shaped(step, latencies):  # shift steps (pairwise all-to-all) over any number of hosts
-        n = step.shape[1] if step.shape is not None else 0
-        return shift_steps.fat_tree_row(step, n, half, bandwidth, latencies, params)
-
     fold = group if group and group % pod == 0 else 0
+
+    def shaped(step, latencies):
+        from estimator.topology.partial import fat_tree_all_pairs_row, is_all_pairs
+
+        n = step.shape[1] if step.shape is not None else 0
+        row = shift_steps.fat_tree_row(step, n, half, bandwidth, latencies, params)  # shift steps (pairwise), any n
+        if row is not None or fold:
+            return row
+        # all pairs over a partial last pod: from counts of ranks per edge / pod
+        return fat_tree_all_pairs_row(step.shape, n, half, bandwidth, latencies, params) if (
+            is_all_pairs(step.shape, n) and (group is None or n == group)) else None
+
     return _compiled(pats, loads, bandwidth, latency, 5, params, fold, shaped, sym=pod)
 
 
