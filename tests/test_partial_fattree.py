@@ -47,3 +47,23 @@ def test_fat_tree_groups_counts_the_partial_pod_and_edge():
 def test_partial_pod_floors_stay_below_the_price(n):
     f = make_fabric({"name": "fattree", "nodes": n, "k": 4, "alpha_s": 2e-6, "memory_bandwidth_Bps": 1e11})
     assert check_floors_below_price(f, ALL_PAIRS) > 0
+
+
+@pytest.mark.parametrize("k,n", [(4, 5), (4, 13), (6, 31), (8, 37), (8, 128)])
+def test_tree_all_reduces_from_counts_equal_graph(k, n, monkeypatch):
+    """Binary / double binary / pipelined DBT on whole and partial pods are priced from per-rank
+    counts (leaf_trees.tree_compiled, nested edge / pod groups), equal to the graph; the per-step
+    array path is not used for them."""
+    f = make_fabric({"name": "fattree", "nodes": n, "k": k, "alpha_s": 2e-6, "memory_bandwidth_Bps": 1e11})
+
+    def refuse(pats, *args, **kwargs):
+        raise AssertionError("a tree all-reduce went through fat_tree_compiled")
+
+    trees = {"binary_tree", "double_binary_tree", "pipelined_dbt"}
+    with monkeypatch.context() as m:
+        m.setattr("estimator.fabrics.fattree.fat_tree_compiled", refuse)
+        for coll in ("all_reduce", "reduce", "broadcast"):
+            for algo in set(f.algorithms(coll)) & trees:
+                f.analytic_compiled(coll, algo, n)
+    checked = check_analytic_equals_graph(f, ("all_reduce", "reduce", "broadcast"), [n])
+    assert {a for _, a, _ in checked} >= trees & set(f.algorithms("all_reduce"))

@@ -40,6 +40,7 @@ from estimator.fabrics.unit_compiled import UnitCompiled
 from estimator.topology.analytic import fat_tree_compiled
 from estimator.topology.builders import fat_tree, fat_tree_pair_traversals, fat_tree_traversals
 from estimator.topology.graph import Topology
+from estimator.topology.leaf_trees import TREES, fat_tree_tree_compiled
 
 RS_AR_AG = ("all_reduce", "reduce_scatter", "all_gather")
 RINGS = ("ring", "bidir_ring")
@@ -133,5 +134,12 @@ class FatTreeFabric(UnitCompiled, LinkFabric):
         if pats is None:
             return None
         c = self.config
+        algo = lookup(algorithm)
+        if algo.base in TREES:  # tree steps from per-rank counts (the same rows, far cheaper at scale)
+            fast = fat_tree_tree_compiled(algo.base, collective, n, algo.params(self.algo_params(n)).chunks,
+                                          c.radix() // 2, c.link_bandwidth_Bps, c.link_latency_s,
+                                          self.pricing(algorithm))
+            if fast is not None:
+                return fast
         return fat_tree_compiled(pats, c.radix() // 2, c.link_bandwidth_Bps, c.link_latency_s, self.pricing(algorithm),
                                  n)

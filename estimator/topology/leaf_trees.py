@@ -31,6 +31,31 @@ def leaf_spine_tree_compiled(base: str, collective: str, n: int, chunks: int, pe
     (all_reduce, reduce, broadcast) over ranks 0..n-1 under leaves of ``per_leaf``, with
     ``spines`` spines (0: one leaf); ``route_latency`` = (0, under one leaf, across the spines).
     None for anything else."""
+    return tree_compiled(base, collective, n, chunks, endpoint_bw, ((per_leaf, spines, uplink_bw),),
+                         route_latency[1:], params)
+
+
+def fat_tree_tree_compiled(base: str, collective: str, n: int, chunks: int, half: int, bandwidth: float,
+                           latency: float, params: PricingParams) -> CompiledSchedule | None:
+    """The same on the k-ary fat tree (``half`` = k/2, ranks = the first hosts): edge switches of
+    k/2 hosts whose up-links take 1/(k/2) of what leaves them, pods of (k/2)^2 hosts whose core
+    links take 1/(k/2)^2 (:func:`estimator.topology.analytic.fat_tree_compiled`); a route crosses
+    1, 3 or 5 switches, ``latency`` each."""
+    from estimator.topology.analytic import _latencies
+
+    latencies = _latencies(latency, 5)
+    return tree_compiled(base, collective, n, chunks, bandwidth, ((half, half, bandwidth), (half * half, half * half,
+                         bandwidth)), latencies[[1, 3, 5]], params)
+
+
+def tree_compiled(base: str, collective: str, n: int, chunks: int, host_bw: float,
+                  levels: tuple[tuple[int, int, float], ...], route_latency: np.ndarray, params: PricingParams
+                  ) -> CompiledSchedule | None:
+    """Tree algorithm ``base`` over ranks 0..n-1 on nested groups: ``levels`` = (ranks per group,
+    the number of links the bytes leaving / entering a group spread over, their bandwidth), inner
+    first; a transfer leaving its level-L group leaves every inner one, and its busiest link is
+    the largest of its host links and, per level it leaves, its source group's out-load and its
+    destination group's in-load. ``route_latency[k]``: the latency of a route leaving k levels."""
     from estimator.collectives.patterns import _tree_parents
 
     if base not in TREES or collective not in ("all_reduce", "reduce", "broadcast") or n < 2 or chunks < 1:
@@ -46,27 +71,35 @@ def leaf_spine_tree_compiled(base: str, collective: str, n: int, chunks: int, pe
     child = np.concatenate([e[0] for e in edges]).astype(np.int32)
     parent = np.concatenate([e[1] for e in edges]).astype(np.int32)
     starts = np.concatenate([[0], np.cumsum([len(e[0]) for e in edges])])[:: len(trees)]
-    away = child // per_leaf != parent // per_leaf
-    if away.any() and not spines:
+    leaves = np.zeros(len(child), dtype=np.int64)  # per edge: how many levels it leaves
+    for group, _, _ in levels:
+        leaves += child // group != parent // group
+    if any(not links and (leaves > lv).any() for lv, (_, links, _) in enumerate(levels)):
         return None
-    leaves = -(-n // per_leaf)
     rows = []
     for t in range(height + chunks - 1):  # the window of levels max(0, t - chunks + 1) .. t
         lo, hi = starts[max(0, t - chunks + 1)], starts[min(t, height - 1) + 1]
-        c, p, a = child[lo:hi], parent[lo:hi], away[lo:hi]
+        c, p, k = child[lo:hi], parent[lo:hi], leaves[lo:hi]
         sends, recvs = np.bincount(c, minlength=n), np.bincount(p, minlength=n)
         busiest = np.maximum(sends[c], recvs[p])  # per transfer: its host links' counts
         c0, c1 = [], []
-        if (~a).any():
-            c0.append(params.alpha_s + route_latency[1])
-            c1.append(repeat_sum(size, int(busiest[~a].max())) / endpoint_bw)
-        if a.any():
-            out = int(np.bincount(c[a] // per_leaf, minlength=leaves).max())
-            inn = int(np.bincount(p[a] // per_leaf, minlength=leaves).max())
-            host = repeat_sum(size, int(busiest[a].max())) / endpoint_bw
-            leaf = max(repeat_sum(size, out), repeat_sum(size, inn)) / spines / uplink_bw
-            c0.append(params.alpha_s + route_latency[2])
-            c1.append(max(host, leaf))
+        group_loads = []  # per level: (out, in) counts of transfers leaving each group, per transfer
+        for lv, (group, _, _) in enumerate(levels):
+            away = k > lv
+            groups = -(-n // group)
+            out = np.bincount(c[away] // group, minlength=groups)
+            inn = np.bincount(p[away] // group, minlength=groups)
+            group_loads.append(np.maximum(out[c // group], inn[p // group]))
+        for cls in range(len(levels) + 1):
+            mine = k == cls
+            if not mine.any():
+                continue
+            peak = repeat_sum(size, int(busiest[mine].max())) / host_bw
+            for lv in range(cls):
+                _, links, bw = levels[lv]
+                peak = max(peak, repeat_sum(size, int(group_loads[lv][mine].max())) / links / bw)
+            c0.append(params.alpha_s + route_latency[cls])
+            c1.append(peak)
         rows.append((c0, c1, repeat_sum(size, int(recvs.max())) * params.gamma))
     up = rows
     down = [(c0, c1, 0.0) for c0, c1, _ in rows]  # mirrored links, same counts; nothing reduced
