@@ -22,6 +22,7 @@ import numpy as np
 from estimator.collectives.patterns import Patterns, StepPattern
 from estimator.collectives.pricing import CompiledSchedule, PricingParams, pareto
 from estimator.topology import shift_steps
+from estimator.topology.partial import repeat_sum
 
 
 def _range_max(values: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
@@ -789,17 +790,6 @@ def leaf_spine_compiled(pats: Patterns, n: int, per_leaf: int, spines: int, endp
                      route_latency)
 
 
-def _repeat_sum(value: float, times: int) -> float:
-    """``value`` added ``times`` times in order (as np.bincount sums equal weights), or multiplied
-    beyond 4,096 terms (then within a few ulps)."""
-    if times > 4096:
-        return value * times
-    total = 0.0
-    for _ in range(times):
-        total += value
-    return total
-
-
 def _leaf_spine_digit_row(step: StepPattern, n: int, per_leaf: int, spines: int, endpoint_bw: float,
                           uplink_bw: float, latencies: np.ndarray, params: PricingParams
                           ) -> tuple[np.ndarray, np.ndarray, float] | None:
@@ -821,13 +811,13 @@ def _leaf_spine_digit_row(step: StepPattern, n: int, per_leaf: int, spines: int,
         k_in = k
     else:
         return None
-    port = _repeat_sum(nbytes, k - 1) / endpoint_bw
+    port = repeat_sum(nbytes, k - 1) / endpoint_bw
     c0, c1 = [], []
     if k_in > 1:
         c0.append(params.alpha_s + latencies[1])
         c1.append(port)
     if k_in < k:
-        leaf = _repeat_sum(nbytes, per_leaf * (k - k_in)) / spines / uplink_bw
+        leaf = repeat_sum(nbytes, per_leaf * (k - k_in)) / spines / uplink_bw
         c0.append(params.alpha_s + latencies[2])
         c1.append(max(port, leaf))
-    return np.array(c0), np.array(c1), _repeat_sum(reduced, k - 1) * params.gamma
+    return np.array(c0), np.array(c1), repeat_sum(reduced, k - 1) * params.gamma
