@@ -10,7 +10,8 @@ minimum over ``--runs`` runs of the wall time of the first call, and the child's
 prints ``>timeout``. Sizes a fabric cannot take are rounded to the nearest valid one (shown).
 Then a warm ResNet50 estimate (default config; min of 50 after one cold call) at ``--resnet`` sizes,
 one subprocess per fabric and size (needs traces/resnet50.workload.json: ``estimator capture
-model=resnet50``). ``ocs`` is the OCS wired as a ring, ``ocs_torus`` as a 2D torus;
+model=resnet50``). ``ocs`` is the OCS wired as a ring, ``ocs_torus`` as a 2D torus,
+``ocs_btree`` as NCCL's binary tree;
 ``leafspine_alpha`` is ``nvlink_leafspine`` with ``latency_model=alpha``; ``custom_<shape>`` is the
 ``custom`` fabric on a generated topology file of that regular shape (:data:`CUSTOM_SHAPES`).
 """
@@ -84,7 +85,7 @@ def resnet_table(fabrics: list[str], sizes: tuple[int, int], timeout: float) -> 
 #: estimator/topology/builders.py), 50 GB/s links, 1 us per link, written to a temporary directory.
 CUSTOM_SHAPES = ("ring", "torus2d", "fat_tree", "bcube", "star", "leaf_spine", "rail_optimized")
 ALL_FABRICS = ("ideal,nvlink_leafspine,leafspine_alpha,sipac,terarack,opsquare,lumorph,fattree,superpod,torus2d,"
-               "bcube,ring,ocs,ocs_torus," + ",".join(f"custom_{s}" for s in CUSTOM_SHAPES))
+               "bcube,ring,ocs,ocs_torus,ocs_btree," + ",".join(f"custom_{s}" for s in CUSTOM_SHAPES))
 _TOPO_DIR = Path(tempfile.mkdtemp(prefix="scale_bench_"))
 
 
@@ -132,6 +133,8 @@ def params_for(fabric: str, n: int) -> dict:
         return {"name": "ocs", "nodes": n, "topology": "ring"}
     if fabric == "ocs_torus":
         return {"name": "ocs", "nodes": n, "topology": "torus2d"}
+    if fabric == "ocs_btree":
+        return {"name": "ocs", "nodes": n, "topology": "btree"}
     return {"name": fabric, "nodes": n}
 
 

@@ -3,8 +3,8 @@
     python benchmarks/schedule_bench.py [--sizes 1024,16384] [--timeout 12] [--fabrics ring,bcube]
                                         [--collectives all_reduce,...] [--algorithms ring,direct]
 
-For every fabric (default: every registered one but ``custom``, plus ``ocs_torus`` = the OCS wired as
-a 2D torus; ``custom_<shape>`` names from ``scale_bench.py`` are accepted), every collective it offers
+For every fabric (default: every registered one but ``custom``, plus ``ocs_torus`` / ``ocs_btree`` = the OCS
+wired as a 2D torus / binary tree; ``custom_<shape>`` names from ``scale_bench.py`` are accepted), every collective it offers
 and every algorithm it offers for it (``fabric.algorithms(collective)``), a FRESH subprocess builds
 the fabric (sizes as in ``scale_bench.params_for``: the nearest valid size, shown; BCube radix 16 at 4,096
 and 65,536) and times the first
@@ -68,7 +68,7 @@ def params_at(fabric: str, n: int) -> dict:
 def fabrics_default() -> list[str]:
     from estimator.fabrics.registry import available
 
-    return [f for f in available() if f != "custom"] + ["ocs_torus"]
+    return [f for f in available() if f != "custom"] + ["ocs_torus", "ocs_btree"]
 
 
 def offers(params: dict, collectives: tuple[str, ...]) -> dict[str, list[str]]:
