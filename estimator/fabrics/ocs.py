@@ -67,7 +67,7 @@ from estimator.topology.analytic import (
     torus_hops,
     torus_links,
 )
-from estimator.topology.btree import inorder_tree, tree_compiled
+from estimator.topology.btree import inorder_hops, tree_compiled
 from estimator.topology.graph import Topology
 
 TOPOLOGIES = ("ring", "torus2d", "btree", "one_switch", "fattree")
@@ -242,7 +242,7 @@ class OcsFabric(SharedCompiled, LibraryFabric):
             return None
         port, p = c.port_bps / 8, self.pricing(algorithm)
         if btree:
-            return tree_compiled(pats, inorder_tree(c.nodes), port, c.link_delay_s, p)
+            return tree_compiled(pats, c.nodes, port, c.link_delay_s, p, n)
         if c.topology == "fattree":
             return fat_tree_compiled(pats, c.fattree_radix // 2, port * c.ports, c.link_delay_s, p)
         if c.topology == "ring":
@@ -258,7 +258,7 @@ class OcsFabric(SharedCompiled, LibraryFabric):
         return ring_digits_only(pats, n) if c.topology == "ring" else torus_digits_only(pats, *torus_dims(n, AlgoParams()))
 
     def route_bounds(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
-        """Hop counts of the ring / torus / fat-tree wiring; one circuit (bonded host link) per transfer."""
+        """Hop counts of the ring / torus / fat-tree / binary-tree wiring; one circuit (bonded host link) per transfer."""
         c = self.cfg
         port = np.full(len(src), c.port_bps / 8)
         if c.topology == "ring" and c.nodes >= 3:
@@ -268,6 +268,8 @@ class OcsFabric(SharedCompiled, LibraryFabric):
         elif c.topology == "fattree":
             hops, port = builders.fat_tree_pair_traversals(c.fattree_radix // 2, src, dst), port * c.ports
             return hops * c.link_delay_s * (1 - 1e-12), port, None
+        elif c.topology == "btree" and c.nodes >= BTREE_ROUTED:
+            hops = inorder_hops(src, dst, c.nodes)
         else:
             return None
         return hops * c.link_delay_s * (1 - 1e-12), port, hops
@@ -287,6 +289,8 @@ class OcsFabric(SharedCompiled, LibraryFabric):
             return 2 * c.nodes * c.port_bps / 8
         if c.topology == "torus2d":
             return torus_links(*torus_dims(c.nodes, AlgoParams())) * c.port_bps / 8
+        if c.topology == "btree":
+            return 2 * (c.nodes - 1) * c.port_bps / 8  # one circuit per tree edge, both ways
         return None
 
     def port_bandwidth(self) -> float:

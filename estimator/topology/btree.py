@@ -9,6 +9,24 @@ load on its path, found with ancestor tables (binary lifting, O(log depth) per t
 latency is its number of links x the link latency. So a step over T transfers on n nodes costs
 O((n + T) log depth) array work and gives the numbers
 :func:`estimator.collectives.pricing.compile_schedule` gives on the graph (tested equal to 1e-12).
+
+Two kinds of step over the whole tree are priced without arrays, from the tree's shape. NCCL's
+in-order tree is the Cartesian tree of positions 0..n-1 keyed by the number of trailing zero bits
+(ctz; the root 0 counts as infinite): the node u of ctz c owns the interval
+[u - 2^c + 1, min(u + 2^c - 1, n - 1)], the lowest common ancestor of a < b is the element of
+[a, b] with the largest ctz, and below the largest power of two < n every level is complete.
+
+* **Ring steps** (every rank to r + 1 and / or r - 1, :func:`ring_row`): every subtree is an
+  interval, so exactly one ring transfer leaves it and one enters it per direction of the ring:
+  every link carries the same load, and the longest route is 0 -> 1 (the tree's full depth).
+* **Digit steps** with a power-of-two stride s = 2^j and radix k = 2^r, k x s dividing n
+  (halving-doubling, recursive doubling, radix-2^r, ``direct`` = one digit of radix n;
+  :func:`digit_row`): the ranks fall into aligned blocks of P = k x s; a block's first rank a sits
+  above the complete subtree of the other P - 1, whose loads are a function of the level c only
+  (``_digit_levels``), and every link above a block carries the k - 1 transfers of its first rank.
+  A transfer's route length and busiest link then follow from (ctz of its ends, ctz of their common
+  ancestor), of which there are O(r^3 + j r) classes; transfers to or from a block's first rank
+  are longest in the block of rank 0 (its route climbs every level to the root).
 """
 
 from __future__ import annotations
@@ -89,27 +107,192 @@ def inorder_tree(n: int) -> Tree:
     return Tree(np.concatenate([[-1], below]).astype(np.int64))
 
 
+def inorder_parent(v: np.ndarray, n: int) -> np.ndarray:
+    """The parent of each node v >= 1 of :func:`inorder_tree` (n), by NCCL's rule."""
+    low = v & -v
+    up = (v ^ low) | (low << 1)
+    return np.where(up < n, up, v ^ low)
+
+
+def inorder_lca(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The lowest common ancestor of each pair in :func:`inorder_tree` (any n > both): the element
+    of [lo, hi] with the most trailing zero bits. With h the highest bit where lo and hi differ,
+    that is hi with its bits below h cleared, unless lo's bits up to h are all zero (then lo)."""
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    h = np.frexp((lo ^ hi).astype(float))[1] - 1  # (exact: ranks < 2^53)
+    h = np.maximum(h, 0)
+    top = (hi >> h) << h
+    return np.where((lo == hi) | (lo & ((2 << h) - 1) == 0), lo, top)
+
+
+def climb(ends: np.ndarray, top: np.ndarray, nbytes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per transfer climbing from ``ends`` up to its ancestor ``top`` in :func:`inorder_tree` (n):
+    the largest load (bytes of all these climbs) on the links it crosses, and how many it crosses.
+    Walks the routes level by level, parents by arithmetic: O(links crossed) and no tree arrays,
+    where :meth:`Tree.subtree_sums` + :meth:`Tree.path_max` cost O(n log depth) per step."""
+    load = np.zeros(n)
+    walked = []
+    idx = np.flatnonzero(ends != top)
+    v = ends[idx]
+    while len(idx):
+        walked.append((idx, v))
+        np.add.at(load, v, nbytes[idx])
+        v = inorder_parent(v, n)
+        keep = v != top[idx]
+        idx, v = idx[keep], v[keep]
+    peak = np.zeros(len(ends))
+    links = np.zeros(len(ends), dtype=np.int64)
+    for idx, v in walked:  # a transfer appears at most once per level: plain fancy assignment is safe
+        peak[idx] = np.maximum(peak[idx], load[v])
+        links[idx] += 1
+    return peak, links
+
+
+def inorder_hops(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+    """Links on the route from ``src`` to ``dst`` in :func:`inorder_tree` (n), without its arrays."""
+    top = inorder_lca(src, dst)
+    return climb(src, top, np.zeros(len(src)), n)[1] + climb(dst, top, np.zeros(len(src)), n)[1]
+
+
 def tree_hops(tree: Tree, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Links on the route from ``src`` to ``dst``."""
     top = tree.depth[tree.lca(src, dst)]
     return tree.depth[src] + tree.depth[dst] - 2 * top
 
 
-def tree_compiled(pats: Patterns, tree: Tree, bandwidth: float, latency: float, params: PricingParams
-                  ) -> CompiledSchedule:
-    """A :class:`CompiledSchedule` of ``pats`` (ranks = the first nodes) on ``tree``, every link
-    ``bandwidth`` per direction and ``latency``."""
+Row = tuple[np.ndarray, np.ndarray, float]
+
+
+def _power(x: int) -> int | None:
+    """log2(x) if x is a power of two, else None."""
+    return x.bit_length() - 1 if x > 0 and x & (x - 1) == 0 else None
+
+
+def _received(reduced: float, times: int) -> float:
+    """``reduced`` summed ``times`` times in order (as np.bincount sums a receiver's transfers)."""
+    total = 0.0
+    for _ in range(times):
+        total += reduced
+    return total
+
+
+def _row(hops: list[int], peaks: list[float], nbytes: float, bandwidth: float, latencies: np.ndarray,
+         params: PricingParams, red: float) -> Row:
+    """A step row from per-class (links, busiest link load in transfers of ``nbytes``)."""
+    return (params.alpha_s + latencies[np.array(hops, dtype=np.int64)],
+            np.array(peaks, dtype=float) * nbytes / bandwidth, red * params.gamma)
+
+
+def ring_row(step, n: int, bandwidth: float, latencies: np.ndarray, params: PricingParams) -> Row | None:
+    """The row of a ring step over the whole n-node tree (a step a shift by one rank maps onto
+    itself, whose rank 0 sends only to ranks 1 and / or n - 1), else None. A subtree is an interval
+    of ranks: one forward transfer leaves it (its last rank's, or n - 1's to 0) and one enters (to
+    its first rank), likewise backward, so every link carries the forward plus the backward bytes
+    and every transfer's busiest link carries that; the longest route is 0 <-> 1, through every
+    level (depth of 1 = floor(log2(n - 1)) + 1)."""
+    if step.shape is not None or step.period != 1 or n < 3:
+        return None
+    src, dst, size, red = step.first(1)
+    if not len(src) or (src != 0).any() or not np.isin(dst, (1, n - 1)).all() or len(dst) > 2 or (
+            len(dst) == 2 and dst[0] == dst[1]):
+        return None
+    received = 0.0
+    for r in red:
+        received += float(r)
+    return _row([(n - 1).bit_length()], [1.0], float(size.sum()), bandwidth, latencies, params, received)
+
+
+def _digit_levels(j: int, r: int) -> list[int]:
+    """Transfers on the up- (= down-) link of a node of ctz c < j + r inside a block, for a digit step
+    of stride 2^j and radix k = 2^r: its subtree is an aligned block of 2^(c+1) ranks minus the first;
+    below the stride all its ranks' k - 1 partners are outside, above it the partners whose digit
+    differs in a bit above c are, plus one transfer from each of its ranks with low part 0 to the
+    block's first rank."""
+    k = 1 << r
+    out = []
+    for c in range(j + r):
+        width = (1 << (c + 1)) - 1
+        inside = 1 << max(0, c + 1 - j)  # digit values within the aligned block
+        out.append(width * (k - inside) + inside - 1)
+    return out
+
+
+def digit_row(step, n: int, bandwidth: float, latencies: np.ndarray, params: PricingParams) -> Row | None:
+    """The row of a digit step (shape ``("digit", n, stride, k, size, red)``) over the whole n-node
+    tree with power-of-two stride and k, k x stride dividing n (see the module docstring), else None.
+
+    Classes (levels: ctz inside a block of P = k x stride = 2^p; a node's links are those up to
+    its parent, a route climbs levels ctz(end) .. ctz(lca) - 1 on each side):
+
+    * ends with the same nonzero low part q (ctz cq < j) and digits differing highest at bit h:
+      both at level cq, their ancestor at j + h;
+    * low part 0, both digits nonzero (digit ctz cd, ce): the ancestor is one of them (level
+      max(cd, ce), cd != ce) or above both (any level up to r - 1);
+    * low part 0 and one digit 0 (the block's first rank a): the route climbs from the other end's
+      level to the block's top (p - 1) and on through the levels above the block to a; longest
+      for a = 0 (every level p .. floor(log2(n - 1)) exists, then the root)."""
+    shape = step.shape
+    if shape is None or shape[0] != "digit" or shape[1] != n:
+        return None
+    _, _, stride, k, nbytes, reduced = shape
+    j, r = _power(stride), _power(k)
+    if j is None or r is None or r == 0 or n % (k * stride):
+        return None
+    p = j + r
+    load = _digit_levels(j, r)
+    hops, peaks = [], []
+
+    def add(cx: int, cy: int, cz: int, extra: int = 0) -> None:
+        hops.append(2 * cz - cx - cy + extra)
+        peaks.append(max(load[min(cx, cy):cz]))
+
+    for cq in range(j):
+        for h in range(r):
+            add(cq, cq, j + h)
+    for cz in range(r):
+        for cd in range(cz + 1):
+            for ce in range(cz + 1):
+                if (cd == cz) + (ce == cz) != 2:  # the ancestor is one end (the other below) or above both
+                    add(j + cd, j + ce, j + cz)
+    above = max(0, (n - 1).bit_length() - p)  # levels p .. floor(log2(n - 1)), each one link
+    for co in range(r):
+        hops.append(p - (j + co) + above)
+        peaks.append(max(load[j + co:p]))
+    return _row(hops, peaks, nbytes, bandwidth, latencies, params, _received(reduced, k - 1))
+
+
+def tree_depth(n: int) -> int:
+    """The depth of :func:`inorder_tree` (n): rank 1's, below every level 1 .. floor(log2(n - 1))."""
+    return (n - 1).bit_length()
+
+
+def tree_compiled(pats: Patterns, nodes: int, bandwidth: float, latency: float, params: PricingParams,
+                  group: int = 0) -> CompiledSchedule:
+    """A :class:`CompiledSchedule` of ``pats`` (ranks = the first nodes) on :func:`inorder_tree`
+    (``nodes``), every link ``bandwidth`` per direction and ``latency``. ``group`` = ``nodes`` (the
+    whole tree): ring and digit steps are priced from their shape (:func:`ring_row`,
+    :func:`digit_row`); the tree's arrays are built only for other steps."""
     from estimator.topology.analytic import _compiled
 
     def loads(src, dst, nbytes, period):
+        if len(src) <= nodes:  # at most one transfer per node on average: walk the routes
+            top = inorder_lca(src, dst)
+            (up, rise), (down, fall) = climb(src, top, nbytes, nodes), climb(dst, top, nbytes, nodes)
+            return np.maximum(up, down), rise + fall
+        tree = inorder_tree(nodes)
         top = tree.lca(src, dst)
+        rise, fall = tree.depth[src] - tree.depth[top], tree.depth[dst] - tree.depth[top]
         up = tree.subtree_sums(np.bincount(src, weights=nbytes, minlength=tree.n)
                                - np.bincount(top, weights=nbytes, minlength=tree.n))
         down = tree.subtree_sums(np.bincount(dst, weights=nbytes, minlength=tree.n)
                                  - np.bincount(top, weights=nbytes, minlength=tree.n))
-        rise, fall = tree.depth[src] - tree.depth[top], tree.depth[dst] - tree.depth[top]
         peak = np.maximum(tree.path_max(src, rise, up), tree.path_max(dst, fall, down))
         return peak, rise + fall
 
-    longest = 2 * int(tree.depth.max(initial=0))
-    return _compiled(pats, loads, bandwidth, latency, longest, params)
+    def shaped(step, latencies):
+        if group != nodes:
+            return None
+        return (digit_row(step, nodes, bandwidth, latencies, params)
+                or ring_row(step, nodes, bandwidth, latencies, params))
+
+    return _compiled(pats, loads, bandwidth, latency, 2 * tree_depth(nodes), params, shaped=shaped)
