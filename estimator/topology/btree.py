@@ -154,6 +154,21 @@ def inorder_hops(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
     return climb(src, top, np.zeros(len(src)), n)[1] + climb(dst, top, np.zeros(len(src)), n)[1]
 
 
+WALK_LINKS = 4  # walk a step's routes if they cross < this x n links in all (else subtree sums, O(n log depth))
+
+
+def _walk_cheaper(src: np.ndarray, dst: np.ndarray, top: np.ndarray, n: int) -> bool:
+    """True if walking the routes (:func:`climb`) should beat the subtree sums: their links crossed,
+    estimated from about 256 evenly spaced transfers, are < :data:`WALK_LINKS` x n. Only speed
+    depends on it (both are exact)."""
+    if len(src) > WALK_LINKS * n:
+        return False
+    pick = np.arange(0, len(src), max(1, len(src) // 256))
+    zero = np.zeros(len(pick))
+    links = climb(src[pick], top[pick], zero, n)[1].sum() + climb(dst[pick], top[pick], zero, n)[1].sum()
+    return links * len(src) < WALK_LINKS * n * len(pick)
+
+
 def tree_hops(tree: Tree, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Links on the route from ``src`` to ``dst``."""
     top = tree.depth[tree.lca(src, dst)]
@@ -272,15 +287,26 @@ def tree_compiled(pats: Patterns, nodes: int, bandwidth: float, latency: float, 
     (``nodes``), every link ``bandwidth`` per direction and ``latency``. ``group`` = ``nodes`` (the
     whole tree): ring and digit steps are priced from their shape (:func:`ring_row`,
     :func:`digit_row`); the tree's arrays are built only for other steps."""
-    from estimator.topology.analytic import _compiled
+    from estimator.topology.analytic import MEMO_TRANSFERS, _compiled
+
+    reversed_steps: dict[tuple, tuple] = {}  # a tree's links go both ways alike: a step's reverse (a
+    # broadcast level after the reduce level) has the same per-transfer peaks and route lengths
 
     def loads(src, dst, nbytes, period):
-        if len(src) <= nodes:  # at most one transfer per node on average: walk the routes
-            top = inorder_lca(src, dst)
+        key = (src.tobytes(), dst.tobytes(), nbytes.tobytes()) if len(src) <= MEMO_TRANSFERS else None
+        if key is not None and (key[1], key[0], key[2]) in reversed_steps:
+            return reversed_steps[key[1], key[0], key[2]]
+        out = routed_loads(src, dst, nbytes)
+        if key is not None:
+            reversed_steps[key] = out
+        return out
+
+    def routed_loads(src, dst, nbytes):
+        top = inorder_lca(src, dst)
+        if _walk_cheaper(src, dst, top, nodes):
             (up, rise), (down, fall) = climb(src, top, nbytes, nodes), climb(dst, top, nbytes, nodes)
             return np.maximum(up, down), rise + fall
         tree = inorder_tree(nodes)
-        top = tree.lca(src, dst)
         rise, fall = tree.depth[src] - tree.depth[top], tree.depth[dst] - tree.depth[top]
         up = tree.subtree_sums(np.bincount(src, weights=nbytes, minlength=tree.n)
                                - np.bincount(top, weights=nbytes, minlength=tree.n))
