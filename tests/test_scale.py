@@ -3,6 +3,7 @@ pruning, and a fixed grid whose prices must not change."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from estimator.errors import EstimatorError
@@ -341,3 +342,20 @@ def test_equal_rounds_cost_is_rounds_cost_bit_for_bit():
         for per_byte in (1.0 / 65536 / 1.6e11, 1 / 3e9, 0.1):
             rounds = [(per_byte, i == 0) for i in range(count)]
             assert equal_rounds_cost(7e-7, 3.7e-6, per_byte, count) == rounds_cost(7e-7, 3.7e-6, rounds)
+
+
+def test_sparse_arc_loads_equal_the_dense_ones(monkeypatch):
+    """Few arcs on a long ring (a tree's upper levels): loads from the arcs' ends only, bit-identical
+    to the difference array over every link (random arcs, 1-3 rings, both directions, ties)."""
+    import estimator.topology.analytic as analytic
+
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        size, rings, count = int(rng.integers(3, 120)), int(rng.integers(1, 4)), int(rng.integers(1, 10))
+        args = (rng.integers(0, rings, count), rng.integers(0, size, count), rng.integers(0, size, count),
+                rng.random(count) < 0.5, rng.uniform(0.1, 3.0, count) if trial % 2 else np.full(count, 1 / 3))
+        monkeypatch.setattr(analytic, "SPARSE_ARCS", 0)  # always the arcs' ends
+        sparse = analytic.arc_max_loads(*args, rings, size)
+        monkeypatch.setattr(analytic, "SPARSE_ARCS", 10**9)  # never
+        dense = analytic.arc_max_loads(*args, rings, size)
+        assert np.array_equal(sparse, dense), (size, rings, args)

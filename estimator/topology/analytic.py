@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from estimator.collectives.patterns import Patterns, StepPattern
+from estimator.collectives.patterns import Patterns, StepPattern, _distinct
 from estimator.collectives.pricing import CompiledSchedule, PricingParams, pareto
 from estimator.topology import shift_steps
 from estimator.topology.partial import repeat_sum
@@ -57,6 +57,9 @@ def arc_max_loads(ring: np.ndarray, start: np.ndarray, hops: np.ndarray, forward
         if not sel.any():
             continue
         base = ring[sel] * 2 * size + start[sel]  # each ring doubled: an arc never leaves its block
+        if SPARSE_ARCS * len(base) < rings * size:  # few arcs (a tree's upper levels): their ends only
+            out[sel] = _sparse_arc_max(base, hops[sel], nbytes[sel], size)
+            continue
         cells = rings * 2 * size + 1
         diff = (np.bincount(base, weights=nbytes[sel], minlength=cells)
                 - np.bincount(base + hops[sel], weights=nbytes[sel], minlength=cells))
@@ -64,6 +67,35 @@ def arc_max_loads(ring: np.ndarray, start: np.ndarray, hops: np.ndarray, forward
         load = cum[:, 0] + cum[:, 1]
         out[sel] = _range_max(np.concatenate([load, load], axis=1).ravel(), base, hops[sel])
     return out
+
+
+SPARSE_ARCS = 8  # arc_max_loads works on the arcs' ends when there are < 1/8 as many arcs as ring links
+
+
+def _sparse_arc_max(base: np.ndarray, hops: np.ndarray, nbytes: np.ndarray, size: int) -> np.ndarray:
+    """:func:`arc_max_loads`' computation for one direction on the arcs' end points only: the
+    loads are piecewise constant between them, so the difference array, its running sum (the
+    same additions in the same order: bit-identical) and the range maxima run over O(arcs) points,
+    not O(rings x size) links. ``base``: each arc's first position in the doubled rings."""
+    period = 2 * size
+    ends = base + hops
+    cuts = _distinct(np.concatenate([base, ends, (base // period) * period]))  # + each ring's start
+    diff = (np.bincount(np.searchsorted(cuts, base), weights=nbytes, minlength=len(cuts))
+            - np.bincount(np.searchsorted(cuts, ends), weights=nbytes, minlength=len(cuts)))
+    total = np.cumsum(diff)
+
+    def cum(at: np.ndarray) -> np.ndarray:  # the running sum at positions ``at``
+        return total[np.searchsorted(cuts, at, side="right") - 1]
+
+    first = (cuts // period) * period
+    x = (cuts - first) % size  # where a ring's link load may change (each end, folded onto its ring)
+    points = _distinct(np.concatenate([first + x, first + x + size]))
+    ring0 = (points // period) * period
+    x = (points - ring0) % size
+    load = cum(ring0 + x) + cum(ring0 + size + x)  # a link's two doubled copies, as arc_max_loads adds them
+    lo = np.searchsorted(points, base, side="right") - 1
+    hi = np.searchsorted(points, base + hops - 1, side="right") - 1
+    return _range_max(load, lo, hi - lo + 1)
 
 
 def _arc(src: np.ndarray, dst: np.ndarray, size: int, bidirectional: bool
