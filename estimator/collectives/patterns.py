@@ -269,8 +269,16 @@ def _trees(coll: str, n: int, size: float, trees: tuple[bool, ...], chunks: int 
         if not edges:
             parts = [_tree_edges(n, x) for x in trees]
             edges.append(tuple(np.concatenate([e[i] for e in parts]) for i in range(3)))
-        child, parent, level = edges[0]
-        on = (level <= t) & (t < level + chunks)
+            if chunks == 1:  # one level per step: the edges grouped by level (stable: in edge order)
+                order = np.argsort(edges[0][2], kind="stable")
+                edges.append(tuple(x[order] for x in edges[0][:2]))
+                edges.append(np.searchsorted(edges[0][2][order], np.arange(tree_height(n) + 2)))
+        if chunks == 1:
+            (child, parent), at = edges[1], edges[2]
+            on = slice(at[t], at[t + 1])
+        else:
+            child, parent, level = edges[0]
+            on = (level <= t) & (t < level + chunks)
         return _arrays(child[on], parent[on], size, size) if up else _arrays(parent[on], child[on], size, 0.0)
 
     levels: dict[int, tuple[np.ndarray, np.ndarray]] = {}

@@ -336,11 +336,23 @@ def ring_compiled(pats: Patterns, size: int, bidirectional: bool, bandwidth: flo
                   params: PricingParams, group: int | None = None) -> CompiledSchedule:
     """A :class:`CompiledSchedule` of ``pats`` (ranks = the first endpoints) on the ring; ``group``
     ranks (default: the whole ring, where periodic steps fold, :func:`folded_max_loads`)."""
+    reversed_steps: dict[tuple, tuple] = {}  # a step whose reverse was priced (a tree's broadcast level
+    # after its reduce level): on a bidirectional ring every reversed arc runs over the same positions
+    # the other way, so each transfer's busiest link carries the same, unless a route is a tie (n/2
+    # links, both taken forward)
+
     def loads(src, dst, nbytes, period):
         start, hops, forward = _arc(src, dst, size, bidirectional)
         if period:
             return folded_max_loads(start, hops, forward, nbytes, period), hops
-        return arc_max_loads(np.zeros(len(src), dtype=np.int64), start, hops, forward, nbytes, 1, size), hops
+        mirror = bidirectional and len(src) <= MEMO_TRANSFERS and not (size % 2 == 0 and (2 * hops == size).any())
+        key = (src.tobytes(), dst.tobytes(), nbytes.tobytes()) if mirror else None
+        if key is not None and (key[1], key[0], key[2]) in reversed_steps:
+            return reversed_steps[key[1], key[0], key[2]]
+        out = arc_max_loads(np.zeros(len(src), dtype=np.int64), start, hops, forward, nbytes, 1, size), hops
+        if key is not None:
+            reversed_steps[key] = out
+        return out
 
     whole = group is None or group == size
 
