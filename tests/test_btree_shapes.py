@@ -14,6 +14,7 @@ from estimator.collectives.patterns import patterns
 from estimator.collectives.pricing import PricingParams
 from estimator.errors import EstimatorError
 from estimator.fabrics.registry import make_fabric
+from estimator.topology import btree_shift
 from tests.schedule_checks import check_analytic_equals_graph, check_floors_below_price
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all")
@@ -21,16 +22,17 @@ PRICING = PricingParams(alpha_s=1e-6, memory_bandwidth_Bps=1e11)
 
 
 def _shaped_calls(monkeypatch) -> dict[str, int]:
-    used = {"digit_row": 0, "ring_row": 0}
+    used = {"digit_row": 0, "ring_row": 0, "shift_row": 0}
     for name in used:
-        real = getattr(bt, name)
+        module = btree_shift if name == "shift_row" else bt
+        real = getattr(module, name)
 
         def counted(*args, _real=real, _name=name):
             row = _real(*args)
             used[_name] += row is not None
             return row
 
-        monkeypatch.setattr(bt, name, counted)
+        monkeypatch.setattr(module, name, counted)
     return used
 
 
@@ -46,6 +48,7 @@ def test_shaped_rows_equal_the_graph(monkeypatch, nodes):
     assert used["ring_row"] > 0
     if nodes & (nodes - 1) == 0:
         assert used["digit_row"] > 0 and {a for _, a, _ in checked} >= {"halving_doubling", "recursive_doubling"}
+        assert used["shift_row"] > 0 and ("all_to_all", "pairwise", nodes) in checked
 
 
 @pytest.mark.parametrize("nodes", [256, 384, 1024])
@@ -69,7 +72,7 @@ def test_shaped_rows_equal_the_array_path(monkeypatch, nodes):
                 assert fast.time(m) == pytest.approx(slow.time(m), rel=1e-12), (coll, algo)
             compared += 1
     assert compared >= 10 and used["ring_row"] > 0
-    assert used["digit_row"] > 0 or nodes & (nodes - 1)
+    assert (used["digit_row"] > 0 and used["shift_row"] > 0) or nodes & (nodes - 1)
 
 
 def test_digit_row_rejects_what_it_cannot_price():
@@ -137,3 +140,28 @@ def test_btree_floors_never_exceed_the_schedule_price(nodes):
     f = make_fabric({"name": "ocs", "nodes": nodes, "topology": "btree"})
     assert f.route_bounds(np.array([0]), np.array([1])) is not None
     assert check_floors_below_price(f, COLLECTIVES) > 10
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 5, 7])
+def test_pair_classes_equal_the_tree(m):
+    """(ctz lo, ctz hi, ancestor level) of every pair at every distance, against the tree's arrays."""
+    n = 1 << m
+    tree = bt.inorder_tree(n)
+    level = np.array([m] + [(x & -x).bit_length() - 1 for x in range(1, n)])
+    for d in range(1, n):
+        lo = np.arange(n - d)
+        top = tree.lca(lo, lo + d)
+        want = {(int(a), int(b), int(c)) for a, b, c in zip(level[lo], level[lo + d], level[top], strict=True)}
+        got = {tuple(int(v) for v in row) for row in btree_shift.pair_classes(m, d)}
+        assert got == want, d
+
+
+def test_shift_row_needs_the_whole_power_of_two_tree():
+    f = make_fabric({"name": "ocs", "nodes": 96, "topology": "btree"})
+    step = patterns("pairwise", "all_to_all", 96, f.algo_params(96))[0]
+    lat = np.arange(30.0)
+    assert btree_shift.uniform_shifts(step, 96) == ([(1, step.shape[3])], 0.0)
+    assert btree_shift.shift_row(step, 96, 1.0, lat, PRICING) is None  # not a power of two
+    step64 = patterns("pairwise", "all_to_all", 64, f.algo_params(64))[5]
+    assert btree_shift.shift_row(step64, 64, 1.0, lat, PRICING) is not None
+    assert btree_shift.shift_row(step64, 128, 1.0, lat, PRICING) is None  # a group of the tree

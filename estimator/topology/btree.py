@@ -37,6 +37,7 @@ import numpy as np
 
 from estimator.collectives.patterns import Patterns
 from estimator.collectives.pricing import CompiledSchedule, PricingParams
+from estimator.topology import btree_shift
 
 
 class Tree:
@@ -319,6 +320,7 @@ def tree_compiled(pats: Patterns, nodes: int, bandwidth: float, latency: float, 
         if group != nodes:
             return None
         return (digit_row(step, nodes, bandwidth, latencies, params)
-                or ring_row(step, nodes, bandwidth, latencies, params))
+                or ring_row(step, nodes, bandwidth, latencies, params)
+                or btree_shift.shift_row(step, nodes, bandwidth, latencies, params))
 
     return _compiled(pats, loads, bandwidth, latency, 2 * tree_depth(nodes), params, shaped=shaped)
