@@ -33,7 +33,7 @@ class StepPattern:
 
     Large steps are built lazily: ``shape`` names a step a fabric may price without arrays
     (``("digit", n, stride, k, size, red)``: :func:`digit_step`; ``("dimwise", n, k, size, red)``:
-    every digit at once; ``("shift", n, by, size)``: every rank r to r + by mod n), :meth:`first` gives the transfers
+    every digit at once; ``("shift", n, by, size, red)``: every rank r to r + by mod n, reducing red), :meth:`first` gives the transfers
     out of ranks 0..P-1 only and :meth:`sample` a small subset of the transfers (used for lower
     bounds: every bound of :meth:`LibraryFabric.pattern_floor` only grows with more transfers)."""
 
@@ -117,7 +117,8 @@ def ring_step(rings: int, k: int, chunk: float, reduce: bool, bidirectional: boo
     """One step of ``rings`` rings of length k >= 2 run concurrently over ranks 0..rings*k-1: the
     rows of the rings x k grid of ranks (ring i = i*k, ..., i*k + k-1), or with ``across`` its
     columns read as rings (ring i = i, i + rings, ..., i + (k-1)*rings). It repeats k-1 times.
-    ``period``: the rank shift that maps it onto itself, if the caller knows one. Built on first use."""
+    ``period``: the rank shift that maps it onto itself, if the caller knows one. Built on first use;
+    a one-way ring over all ranks, or one-way rings across, is a shift step (shape ``("shift", ...)``)."""
     if k < 2:
         return None
     r = chunk if reduce else 0.0
@@ -133,7 +134,9 @@ def ring_step(rings: int, k: int, chunk: float, reduce: bool, bidirectional: boo
         dst = np.stack([step(ranks, 1), step(ranks, -1)], axis=1).ravel()
         return _arrays(np.repeat(ranks, 2), dst, chunk / 2, r / 2)
 
-    return _by_rank(rings * k, out_of, k - 1, period)
+    one_shift = not bidirectional and (rings == 1 or across)  # every rank r to r + 1 (or + rings) mod n
+    shape = ("shift", rings * k, rings if across else 1, chunk, r) if one_shift else None
+    return _by_rank(rings * k, out_of, k - 1, 1 if one_shift else period, shape)
 
 
 def _ring(coll: str, n: int, bidir: bool) -> Patterns:
@@ -356,9 +359,9 @@ def all_pairs(n: int, size: float, red: float) -> StepPattern:
 
 
 def _shift(n: int, by: int, size: float) -> StepPattern:
-    """Every rank r to r + ``by`` (mod n); shape ``("shift", n, by, size)`` (priced without arrays
+    """Every rank r to r + ``by`` (mod n); shape ``("shift", n, by, size, 0.0)`` (priced without arrays
     by :mod:`estimator.topology.shift_steps`)."""
-    return _by_rank(n, lambda r: _arrays(r, (r + by) % n, size, 0.0), period=1, shape=("shift", n, by, size))
+    return _by_rank(n, lambda r: _arrays(r, (r + by) % n, size, 0.0), period=1, shape=("shift", n, by, size, 0.0))
 
 
 def _binomial(coll: str, n: int) -> Patterns:

@@ -206,16 +206,11 @@ def ring_row(step, n: int, bandwidth: float, latencies: np.ndarray, params: Pric
     its first rank), likewise backward, so every link carries the forward plus the backward bytes
     and every transfer's busiest link carries that; the longest route is 0 <-> 1, through every
     level (depth of 1 = floor(log2(n - 1)) + 1)."""
-    if step.shape is not None or step.period != 1 or n < 3:
+    shifts = btree_shift.uniform_shifts(step, n) if n >= 3 else None
+    if shifts is None or any(by not in (1, n - 1) for by, _ in shifts[0]):
         return None
-    src, dst, size, red = step.first(1)
-    if not len(src) or (src != 0).any() or not np.isin(dst, (1, n - 1)).all() or len(dst) > 2 or (
-            len(dst) == 2 and dst[0] == dst[1]):
-        return None
-    received = 0.0
-    for r in red:
-        received += float(r)
-    return _row([(n - 1).bit_length()], [1.0], float(size.sum()), bandwidth, latencies, params, received)
+    moves, received = shifts
+    return _row([(n - 1).bit_length()], [1.0], sum(size for _, size in moves), bandwidth, latencies, params, received)
 
 
 def _digit_levels(j: int, r: int) -> list[int]:

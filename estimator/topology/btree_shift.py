@@ -68,7 +68,7 @@ def uniform_shifts(step, n: int) -> tuple[list[tuple[int, float]], float] | None
     if shape is not None:
         if shape[0] != "shift" or shape[1] != n:
             return None
-        return ([(shape[2] % n, float(shape[3]))], 0.0) if shape[2] % n else None
+        return ([(shape[2] % n, float(shape[3]))], float(shape[4])) if shape[2] % n else None
     if step.period != 1:
         return None
     src, dst, size, red = step.first(1)

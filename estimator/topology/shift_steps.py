@@ -1,8 +1,10 @@
 """Closed-form rows of shift steps (pairwise all-to-all) on the analytic topologies, without arrays.
 
-A shift step (:func:`estimator.collectives.patterns._shift`, shape ``("shift", n, by, size)``)
-sends ``size`` bytes per byte of M from every rank i < n to rank (i + by) mod n; pairwise
-all-to-all is the n - 1 shifts by 1..n-1. Priced from its transfers' arrays a step costs O(n), a
+A shift step (:func:`estimator.collectives.patterns._shift`, shape ``("shift", n, by, size, red)``)
+sends ``size`` bytes per byte of M from every rank i < n to rank (i + by) mod n, which reduces
+``red`` of them; pairwise all-to-all is the n - 1 shifts by 1..n-1 (red 0), a one-way ring's step
+a shift by 1 and a torus's column rings one by the row length
+(:func:`estimator.collectives.patterns.ring_step`). Priced from its transfers' arrays a step costs O(n), a
 schedule O(n^2) (268 M transfers at 16,384 ranks); here each step costs O(1) and gives the row
 (candidate (c0, c1) pairs, reduction slope) :func:`estimator.topology.analytic._step_row` gives
 from the arrays (tested equal to the graph compile, ``tests/test_shift_steps.py``). What makes it
@@ -49,9 +51,16 @@ def block_widths(n: int, width: int) -> list[int]:
     return ([width] if n >= width else []) + ([n % width] if n % width else [])
 
 
-def _row(pairs: list[tuple[float, float]]) -> Row:
-    """A row from (c0, c1) pairs (no reductions: a shift step only moves data)."""
-    return np.array([a for a, _ in pairs]), np.array([b for _, b in pairs]), 0.0
+def received(step, params: PricingParams) -> float:
+    """The reduction slope of a shift step: every rank receives one transfer, reducing the shape's
+    ``red`` bytes (a ring's reduce-scatter step; 0 for pairwise all-to-all, which only moves data)."""
+    shape = step.shape
+    return (float(shape[4]) if len(shape) > 4 else 0.0) * params.gamma
+
+
+def _row(pairs: list[tuple[float, float]], reduction: float) -> Row:
+    """A row from (c0, c1) pairs and the step's reduction slope."""
+    return np.array([a for a, _ in pairs]), np.array([b for _, b in pairs]), reduction
 
 
 def star_row(step, n: int, bandwidth: float, latencies: np.ndarray, params: PricingParams) -> Row | None:
@@ -59,7 +68,7 @@ def star_row(step, n: int, bandwidth: float, latencies: np.ndarray, params: Pric
     shift = shift_of(step, n)
     if shift is None or shift[0] == 0:
         return None
-    return _row([(params.alpha_s + latencies[1], shift[1] / bandwidth)])
+    return _row([(params.alpha_s + latencies[1], shift[1] / bandwidth)], received(step, params))
 
 
 def fat_tree_row(step, n: int, half: int, bandwidth: float, latencies: np.ndarray, params: PricingParams
@@ -81,7 +90,7 @@ def fat_tree_row(step, n: int, half: int, bandwidth: float, latencies: np.ndarra
     leave_edge, leave_pod = leaving(half), leaving(half * half)
     traversals = [h for h, present in ((1, leave_edge < n), (3, leave_edge > leave_pod), (5, leave_pod > 0))
                   if present]
-    return _row([(params.alpha_s + latencies[h], size / bandwidth) for h in traversals])
+    return _row([(params.alpha_s + latencies[h], size / bandwidth) for h in traversals], received(step, params))
 
 
 def leaf_spine_row(step, n: int, per_leaf: int, spines: int, endpoint_bw: float, uplink_bw: float,
@@ -105,7 +114,7 @@ def leaf_spine_row(step, n: int, per_leaf: int, spines: int, endpoint_bw: float,
             return None
         uplink = max(size * x for x in leaving) / spines / uplink_bw  # (size x count: within an ulp per term)
         pairs.append((params.alpha_s + latencies[2], max(port, uplink)))
-    return _row(pairs)
+    return _row(pairs, received(step, params))
 
 
 # ---- rings and tori ---------------------------------------------------------------------------
@@ -159,14 +168,14 @@ def ring_row(step, n: int, size: int, bidirectional: bool, bandwidth: float, lat
     by, nbytes = shift
     if n == size:  # the whole ring: every rank goes the same way, every link of it carries h arcs
         h, _ = _ring_hops(by, size, bidirectional)
-        return _row([(params.alpha_s + latencies[h], h * nbytes / bandwidth)])
+        return _row([(params.alpha_s + latencies[h], h * nbytes / bandwidth)], received(step, params))
     runs = []
     for first, count, ahead in ((0, n - by, by), (n - by, by, by - n)):
         if count:
             runs.append((first, count, *_ring_hops(ahead, size, bidirectional)))
     peaks = ring_runs_peak(tuple(runs), size)
     return _row([(params.alpha_s + latencies[h], peak * nbytes / bandwidth)
-                 for (_, _, h, _), peak in zip(runs, peaks, strict=True)])
+                 for (_, _, h, _), peak in zip(runs, peaks, strict=True)], received(step, params))
 
 
 def torus_row(step, rows: int, cols: int, bandwidth: float, latencies: np.ndarray, params: PricingParams
@@ -181,19 +190,19 @@ def torus_row(step, rows: int, cols: int, bandwidth: float, latencies: np.ndarra
     if shift is None or shift[0] == 0:
         return None
     if n < rows * cols:
-        return _torus_part_row(*shift, n, rows, cols, bandwidth, latencies, params)
+        return _torus_part_row(*shift, n, rows, cols, bandwidth, latencies, params, received(step, params))
     (q, t), nbytes = divmod(shift[0], cols), shift[1]
     x, _ = _ring_hops(t, cols, True)
     pairs = []
     for carry in ((0, 1) if t else (0,)):
         y, _ = _ring_hops(q + carry, rows, True)
         pairs.append((params.alpha_s + latencies[x + y], max(x, y) * nbytes / bandwidth))
-    return _row(pairs)
+    return _row(pairs, received(step, params))
 
 
 
 def _torus_part_row(by: int, nbytes: float, n: int, rows: int, cols: int, bandwidth: float,
-                    latencies: np.ndarray, params: PricingParams) -> Row:
+                    latencies: np.ndarray, params: PricingParams, reduction: float) -> Row:
     """A shift over the first n < rows x cols endpoints of the torus: ranks below n - by move
     ``by`` (run A), the others ``by - n`` (run B); each run moves t columns (its offset mod cols)
     and q or q + 1 rows (with the carry): up to four classes (run, carry), each with one route.
@@ -236,7 +245,8 @@ def _torus_part_row(by: int, nbytes: float, n: int, rows: int, cols: int, bandwi
         for (cls, _, _), peak in zip(groups, peaks, strict=True):
             y_peak[cls] = max(y_peak.get(cls, 0), peak)
     return _row([(params.alpha_s + latencies[x_route[cls[0]][0] + y_route[cls][0]],
-                  max(peak, y_peak.get(cls, 0)) * nbytes / bandwidth) for cls, peak in sorted(x_peak.items())])
+                  max(peak, y_peak.get(cls, 0)) * nbytes / bandwidth) for cls, peak in sorted(x_peak.items())],
+                reduction)
 
 
 def shift_class(step, n: int, period: int) -> tuple | None:
@@ -248,9 +258,10 @@ def shift_class(step, n: int, period: int) -> tuple | None:
     if shift is None:
         return None
     by, size = shift
+    red = step.shape[4] if len(step.shape) > 4 else 0.0
     if period <= by <= n - period:
-        return ("bulk", by % period, size)
-    return ("edge", by, size)
+        return ("bulk", by % period, size, red)
+    return ("edge", by, size, red)
 
 
 
@@ -280,4 +291,4 @@ def bcube_row(step, radix: int, levels: int, bandwidth: float, latencies: np.nda
     while by % radix == 0:
         by //= radix
         d0 += 1
-    return _row([(params.alpha_s + latencies[levels - d0], size / bandwidth)])
+    return _row([(params.alpha_s + latencies[levels - d0], size / bandwidth)], received(step, params))
