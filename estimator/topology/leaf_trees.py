@@ -82,19 +82,21 @@ def tree_compiled(base: str, collective: str, n: int, chunks: int, host_bw: floa
         c, p, k = child[lo:hi], parent[lo:hi], leaves[lo:hi]
         sends, recvs = np.bincount(c, minlength=n), np.bincount(p, minlength=n)
         busiest = np.maximum(sends[c], recvs[p])  # per transfer: its host links' counts
+        far = np.flatnonzero(k)  # the (few) transfers leaving their innermost group
+        cf, pf, kf = c[far], p[far], k[far]
         c0, c1 = [], []
-        group_loads = []  # per level: (out, in) counts of transfers leaving each group, per transfer
+        group_loads = []  # per level: (out, in) counts of transfers leaving each group, per far transfer
         for lv, (group, _, _) in enumerate(levels):
-            away = k > lv
+            away = kf > lv
             groups = -(-n // group)
-            out = np.bincount(c[away] // group, minlength=groups)
-            inn = np.bincount(p[away] // group, minlength=groups)
-            group_loads.append(np.maximum(out[c // group], inn[p // group]))
+            out = np.bincount(cf[away] // group, minlength=groups)
+            inn = np.bincount(pf[away] // group, minlength=groups)
+            group_loads.append(np.maximum(out[cf // group], inn[pf // group]))
         for cls in range(len(levels) + 1):
-            mine = k == cls
+            mine = k == 0 if cls == 0 else kf == cls
             if not mine.any():
                 continue
-            peak = repeat_sum(size, int(busiest[mine].max())) / host_bw
+            peak = repeat_sum(size, int((busiest if cls == 0 else busiest[far])[mine].max())) / host_bw
             for lv in range(cls):
                 _, links, bw = levels[lv]
                 peak = max(peak, repeat_sum(size, int(group_loads[lv][mine].max())) / links / bw)
