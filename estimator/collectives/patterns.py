@@ -88,7 +88,7 @@ def _arrays(src: np.ndarray, dst: np.ndarray, size: float | np.ndarray, red: flo
     return src, np.asarray(dst, dtype=np.int64), per_transfer(size), per_transfer(red)
 
 
-def _distinct(a: np.ndarray) -> np.ndarray:
+def distinct(a: np.ndarray) -> np.ndarray:
     """Sorted distinct values (not np.unique: its first call imports numpy.ma, ~20 ms)."""
     a = np.sort(a)
     return a[np.concatenate([[True], a[1:] != a[:-1]])] if len(a) else a
@@ -106,7 +106,7 @@ def _by_rank(n: int, out_of, count: int = 1, period: int = 0, shape: tuple | Non
     :data:`SAMPLE_RANKS` ranks) without the others."""
     def sample():
         w = min(n, SAMPLE_RANKS)
-        return out_of(_distinct(np.concatenate([np.arange(w), np.arange(n - w, n)])))
+        return out_of(distinct(np.concatenate([np.arange(w), np.arange(n - w, n)])))
 
     return StepPattern(count=count, period=period, build=lambda: out_of(np.arange(n)),
                        first=lambda p: out_of(np.arange(min(p, n))), sample=sample, shape=shape)
@@ -163,7 +163,7 @@ def digit_step(n: int, stride: int, k: int, size: float, red: float) -> StepPatt
             w = SAMPLE_RANKS // 2
             return out_of(np.arange(min(n, SAMPLE_RANKS)), sorted({*range(1, w + 1), *range(k - w, k)}))
         w = min(stride, SAMPLE_RANKS)
-        r = _distinct(np.concatenate([np.arange(min(n, SAMPLE_RANKS)),
+        r = distinct(np.concatenate([np.arange(min(n, SAMPLE_RANKS)),
                                       (np.arange(k)[:, None] * stride + np.arange(w)).ravel()]))
         return out_of(r[r < n])
 
@@ -244,7 +244,7 @@ def _neighbor_exchange(coll: str, n: int) -> Patterns:
 
 
 # ---- trees ----------------------------------------------------------------------------------
-def _tree_parents(n: int, b: np.ndarray, second: bool) -> tuple[np.ndarray, np.ndarray]:
+def tree_parents(n: int, b: np.ndarray, second: bool) -> tuple[np.ndarray, np.ndarray]:
     """(child rank, parent rank) of positions ``b`` >= 1 of the in-order tree (NCCL's rule, as
     :func:`~estimator.collectives.trees.inorder_parents`) or of its double-tree twin."""
     low = b & -b
@@ -258,11 +258,11 @@ def _tree_parents(n: int, b: np.ndarray, second: bool) -> tuple[np.ndarray, np.n
 def _tree_edges(n: int, second: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(child rank, parent rank, send step) of every edge of the in-order tree (or its double-tree twin)."""
     b = np.arange(1, n)
-    child, parent = _tree_parents(n, b, second)
+    child, parent = tree_parents(n, b, second)
     return child, parent, np.log2(b & -b).astype(np.int64)
 
 
-def _trees(coll: str, n: int, size: float, trees: tuple[bool, ...], chunks: int = 1) -> Patterns:
+def tree_patterns(coll: str, n: int, size: float, trees: tuple[bool, ...], chunks: int = 1) -> Patterns:
     """Level-by-level (chunks = 1) or pipelined trees: reduce steps, then the mirrored broadcast.
     Steps are built on first use; a step's sample is the edges of the first and last
     :data:`SAMPLE_EDGES` positions of each level it sends."""
@@ -289,9 +289,9 @@ def _trees(coll: str, n: int, size: float, trees: tuple[bool, ...], chunks: int 
     def level(lv: int) -> tuple[np.ndarray, np.ndarray]:  # sampled (child, parent) edges sending at lv
         if lv not in levels:
             count = (((n - 1) >> lv) + 1) // 2  # positions (2m+1) 2**lv < n
-            m = _distinct(np.concatenate([np.arange(min(count, SAMPLE_EDGES)),
+            m = distinct(np.concatenate([np.arange(min(count, SAMPLE_EDGES)),
                                           np.arange(max(0, count - SAMPLE_EDGES), count)]))
-            pairs = [_tree_parents(n, (2 * m + 1) << lv, x) for x in trees]
+            pairs = [tree_parents(n, (2 * m + 1) << lv, x) for x in trees]
             levels[lv] = (np.concatenate([c for c, _ in pairs]), np.concatenate([p for _, p in pairs]))
         return levels[lv]
 
@@ -336,7 +336,7 @@ def _hierarchical(n: int, p: AlgoParams, tree: bool) -> Patterns:
 
         inter = [StepPattern(count=st.count, build=lambda st=st: spread(st.arrays),
                              sample=lambda st=st: spread(st.sample()))
-                 for st in _trees("all_reduce", nodes, 1 / (2 * g), (False, True))]
+                 for st in tree_patterns("all_reduce", nodes, 1 / (2 * g), (False, True))]
     else:
         inter = [ring_step(g, nodes, 1 / n, True, across=True), ring_step(g, nodes, 1 / n, False, across=True)]
     return [x for x in (intra_rs, *inter, intra_ag) if x is not None]
@@ -495,19 +495,19 @@ def _patterns(name: str, collective: str, n: int, p: AlgoParams) -> Patterns | N
     if base == "pipelined_tree":
         if p.chunks < 1:
             raise EstimatorError(f"algorithm 'pipelined_tree' needs chunks >= 1, got {p.chunks}")
-        return _trees("broadcast", n, 1 / p.chunks, (False,), p.chunks)
+        return tree_patterns("broadcast", n, 1 / p.chunks, (False,), p.chunks)
     if base == "spanning_tree":
         return _spanning(n, p.radix)
     if base == "neighbor_exchange":
         return _neighbor_exchange(collective, n)
     if base == "binary_tree":
-        return _trees(collective, n, 1.0, (False,))
+        return tree_patterns(collective, n, 1.0, (False,))
     if base == "double_binary_tree":
-        return _trees(collective, n, 0.5, (False, True))
+        return tree_patterns(collective, n, 0.5, (False, True))
     if base == "pipelined_dbt":
         if p.chunks < 1:
             raise EstimatorError(f"algorithm 'pipelined_dbt' needs chunks >= 1, got {p.chunks}")
-        return _trees(collective, n, 1 / (2 * p.chunks), (False, True), p.chunks)
+        return tree_patterns(collective, n, 1 / (2 * p.chunks), (False, True), p.chunks)
     if base == "torus2d":
         return _torus2d(collective, n, p)
     if base == "hierarchical":

@@ -44,7 +44,7 @@ from estimator.collectives.pricing import CompiledSchedule, PricingParams
 from estimator.errors import EstimatorError
 from estimator.fabrics.base import CollectiveCost, FabricConfig
 from estimator.fabrics.optical.base import ZERO, Affine, OpticalFabric
-from estimator.topology.analytic import _compiled as analytic_compiled
+from estimator.topology.analytic import compiled_from_loads
 from estimator.topology.graph import Topology
 
 
@@ -272,4 +272,4 @@ class OpsquareFabric(OpticalFabric):
             return np.maximum(load[up], load[down]), np.ones(len(src), dtype=np.int64)
 
         params = PricingParams(alpha_s=c.host_overhead_s)
-        return analytic_compiled(pats, loads, c.transceiver_bps / 8, self.hop_s, 1, params)
+        return compiled_from_loads(pats, loads, c.transceiver_bps / 8, self.hop_s, 1, params)

@@ -24,8 +24,7 @@ import numpy as np
 
 from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.params import AlgoParams, is_power, local_size
-from estimator.collectives.patterns import _trees as tree_patterns
-from estimator.collectives.patterns import patterns
+from estimator.collectives.patterns import patterns, tree_patterns
 from estimator.collectives.pricing import CompiledSchedule, PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import FabricConfig

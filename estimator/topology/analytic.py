@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from estimator.collectives.patterns import Patterns, StepPattern, _distinct
+from estimator.collectives.patterns import Patterns, StepPattern, distinct
 from estimator.collectives.pricing import CompiledSchedule, PricingParams, pareto
 from estimator.topology import shift_steps
 from estimator.topology.partial import repeat_sum
@@ -79,7 +79,7 @@ def _sparse_arc_max(base: np.ndarray, hops: np.ndarray, nbytes: np.ndarray, size
     not O(rings x size) links. ``base``: each arc's first position in the doubled rings."""
     period = 2 * size
     ends = base + hops
-    cuts = _distinct(np.concatenate([base, ends, (base // period) * period]))  # + each ring's start
+    cuts = distinct(np.concatenate([base, ends, (base // period) * period]))  # + each ring's start
     diff = (np.bincount(np.searchsorted(cuts, base), weights=nbytes, minlength=len(cuts))
             - np.bincount(np.searchsorted(cuts, ends), weights=nbytes, minlength=len(cuts)))
     total = np.cumsum(diff)
@@ -89,7 +89,7 @@ def _sparse_arc_max(base: np.ndarray, hops: np.ndarray, nbytes: np.ndarray, size
 
     first = (cuts // period) * period
     x = (cuts - first) % size  # where a ring's link load may change (each end, folded onto its ring)
-    points = _distinct(np.concatenate([first + x, first + x + size]))
+    points = distinct(np.concatenate([first + x, first + x + size]))
     ring0 = (points // period) * period
     x = (points - ring0) % size
     load = cum(ring0 + x) + cum(ring0 + size + x)  # a link's two doubled copies, as arc_max_loads adds them
@@ -286,7 +286,7 @@ def _latencies(latency: float, longest: int) -> np.ndarray:
 MEMO_TRANSFERS = 1 << 16  # steps of at most this many transfers share their link loads within one schedule
 
 
-def _compiled(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams,
+def compiled_from_loads(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams,
               fold: int = 0, shaped=None, sym: int = 1, route_latency: np.ndarray | None = None) -> CompiledSchedule:
     """``shaped(step, latencies)``: the step's row without its arrays, or None (then ``loads``).
     ``fold`` (the group covers the whole fabric, which a rank shift by ``sym`` maps onto itself):
@@ -361,7 +361,7 @@ def ring_compiled(pats: Patterns, size: int, bidirectional: bool, bandwidth: flo
             return shift_steps.ring_row(step, group or size, size, bidirectional, bandwidth, latencies, params)
         return _digit_row(step, size, size, 1, bidirectional, bandwidth, latencies, params) if whole else None
 
-    return _compiled(pats, loads, bandwidth, latency, size, params, size if whole else 0, shaped)
+    return compiled_from_loads(pats, loads, bandwidth, latency, size, params, size if whole else 0, shaped)
 
 
 def folded_max_loads(start: np.ndarray, hops: np.ndarray, forward: np.ndarray, nbytes: np.ndarray, period: int
@@ -411,7 +411,7 @@ def torus_compiled(pats: Patterns, rows: int, cols: int, bandwidth: float, laten
                 or _torus_digit_row(step, rows, cols, bandwidth, latencies, params))
 
     fold = rows * cols if group == rows * cols and rows >= 3 else 0
-    return _compiled(pats, loads, bandwidth, latency, rows + cols, params, fold, shaped, cols)
+    return compiled_from_loads(pats, loads, bandwidth, latency, rows + cols, params, fold, shaped, cols)
 
 
 def folded_column_loads(ring: np.ndarray, start: np.ndarray, hops: np.ndarray, forward: np.ndarray,
@@ -504,7 +504,7 @@ def fat_tree_compiled(pats: Patterns, half: int, bandwidth: float, latency: floa
         return fat_tree_all_pairs_row(step.shape, n, half, bandwidth, latencies, params) if (
             is_all_pairs(step.shape, n) and (group is None or n == group)) else None
 
-    return _compiled(pats, loads, bandwidth, latency, 5, params, fold, shaped, sym=pod)
+    return compiled_from_loads(pats, loads, bandwidth, latency, 5, params, fold, shaped, sym=pod)
 
 
 def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic: float, latency: float,
@@ -565,7 +565,7 @@ def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic:
             shift_rows[key] = _step_row(step, loads, 1.0, latencies, params, fold, g)
         return shift_rows.get(key)
 
-    return _compiled(pats, loads, 1.0, latency, 3, params, fold, shaped, sym=g)  # peaks are already seconds per byte of M
+    return compiled_from_loads(pats, loads, 1.0, latency, 3, params, fold, shaped, sym=g)  # peaks are already seconds per byte of M
 
 
 def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, latency: float, params: PricingParams
@@ -616,7 +616,7 @@ def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, la
         return row if row is not None else shaped(step, latencies)
 
     # a shift by r^(levels-1) adds 1 to the top digit (mod r): it maps BCube onto itself
-    return _compiled(pats, loads, bandwidth, latency, levels, params, radix**levels, shaped_or_shift,
+    return compiled_from_loads(pats, loads, bandwidth, latency, levels, params, radix**levels, shaped_or_shift,
                      radix ** (levels - 1))
 
 
@@ -693,7 +693,7 @@ def hamming_compiled(pats: Patterns, radix: int, levels: int, n: int, channel_bw
     chain = _relayed_chain(pats, radix, levels, channel_bw, hop_s, params, per_peer=True)
     if chain is not None:
         return chain
-    return _compiled(pats, loads, channel_bw, hop_s, levels, params, n if whole else 0, shaped,
+    return compiled_from_loads(pats, loads, channel_bw, hop_s, levels, params, n if whole else 0, shaped,
                      radix ** (levels - 1))
 
 
@@ -795,7 +795,7 @@ def star_compiled(pats: Patterns, n: int, bandwidth: float, latency: float, para
     def shaped(step, latencies):  # shift steps (pairwise all-to-all): one transfer per port
         return shift_steps.star_row(step, n, bandwidth, latencies, params)
 
-    return _compiled(pats, loads, bandwidth, latency, 1, params, n, shaped)
+    return compiled_from_loads(pats, loads, bandwidth, latency, 1, params, n, shaped)
 
 
 def leaf_spine_compiled(pats: Patterns, n: int, per_leaf: int, spines: int, endpoint_bw: float, uplink_bw: float,
@@ -830,7 +830,7 @@ def leaf_spine_compiled(pats: Patterns, n: int, per_leaf: int, spines: int, endp
         return row if row is not None or not (fold and spines) else shaped(step, lat)
 
     fold = n if spines == 0 or n % per_leaf == 0 else 0  # whole leaves: a shift by a leaf maps it onto itself
-    return _compiled(pats, loads, 1.0, 0.0, 2, params, fold, shaped_or_shift, per_leaf if spines else 1,
+    return compiled_from_loads(pats, loads, 1.0, 0.0, 2, params, fold, shaped_or_shift, per_leaf if spines else 1,
                      route_latency)
 
 

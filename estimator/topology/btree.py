@@ -102,9 +102,9 @@ class Tree:
 @lru_cache(maxsize=8)
 def inorder_tree(n: int) -> Tree:
     """:func:`estimator.collectives.trees.inorder_parents` as a :class:`Tree`."""
-    from estimator.collectives.patterns import _tree_parents
+    from estimator.collectives.patterns import tree_parents
 
-    below = _tree_parents(n, np.arange(1, n, dtype=np.int64), False)[1]  # the parents of positions 1..n-1
+    below = tree_parents(n, np.arange(1, n, dtype=np.int64), False)[1]  # the parents of positions 1..n-1
     return Tree(np.concatenate([[-1], below]).astype(np.int64))
 
 
@@ -283,7 +283,7 @@ def tree_compiled(pats: Patterns, nodes: int, bandwidth: float, latency: float, 
     (``nodes``), every link ``bandwidth`` per direction and ``latency``. ``group`` = ``nodes`` (the
     whole tree): ring and digit steps are priced from their shape (:func:`ring_row`,
     :func:`digit_row`); the tree's arrays are built only for other steps."""
-    from estimator.topology.analytic import MEMO_TRANSFERS, _compiled
+    from estimator.topology.analytic import MEMO_TRANSFERS, compiled_from_loads
 
     reversed_steps: dict[tuple, tuple] = {}  # a tree's links go both ways alike: a step's reverse (a
     # broadcast level after the reduce level) has the same per-transfer peaks and route lengths
@@ -318,4 +318,4 @@ def tree_compiled(pats: Patterns, nodes: int, bandwidth: float, latency: float, 
                 or ring_row(step, nodes, bandwidth, latencies, params)
                 or btree_shift.shift_row(step, nodes, bandwidth, latencies, params))
 
-    return _compiled(pats, loads, bandwidth, latency, 2 * tree_depth(nodes), params, shaped=shaped)
+    return compiled_from_loads(pats, loads, bandwidth, latency, 2 * tree_depth(nodes), params, shaped=shaped)

@@ -4,7 +4,7 @@ priced from per-rank transfer counts instead of per-transfer float loads.
 In a tree step every transfer moves the same bytes s, so a link's load is a count of transfers
 times s: a GPU's up-link carries what it sends (one edge per tree at most), its down-link what it
 receives, a leaf's uplinks (ECMP over the spines) the transfers leaving it. A step is the edges
-whose send step falls in a window of levels (:func:`estimator.collectives.patterns._trees`); with
+whose send step falls in a window of levels (:func:`estimator.collectives.patterns.tree_patterns`); with
 all edges sorted by level a window is one slice, and its row needs integer counts per rank and
 per leaf (bincounts of ints) and two maxima: the busiest transfer that stays under its leaf and
 the busiest that crosses the spines. The reverse (broadcast) step of a window puts the same counts
@@ -56,7 +56,7 @@ def tree_compiled(base: str, collective: str, n: int, chunks: int, host_bw: floa
     first; a transfer leaving its level-L group leaves every inner one, and its busiest link is
     the largest of its host links and, per level it leaves, its source group's out-load and its
     destination group's in-load. ``route_latency[k]``: the latency of a route leaving k levels."""
-    from estimator.collectives.patterns import _tree_parents
+    from estimator.collectives.patterns import tree_parents
 
     if base not in TREES or collective not in ("all_reduce", "reduce", "broadcast") or n < 2 or chunks < 1:
         return None
@@ -67,7 +67,7 @@ def tree_compiled(base: str, collective: str, n: int, chunks: int, host_bw: floa
     edges = []  # (child, parent) of every edge, by level (the send step): positions (2m+1) 2^lv < n
     for lv in range(height):
         b = (2 * np.arange((((n - 1) >> lv) + 1) // 2) + 1) << lv
-        edges += [_tree_parents(n, b, second) for second in trees]
+        edges += [tree_parents(n, b, second) for second in trees]
     child = np.concatenate([e[0] for e in edges]).astype(np.int32)
     parent = np.concatenate([e[1] for e in edges]).astype(np.int32)
     starts = np.concatenate([[0], np.cumsum([len(e[0]) for e in edges])])[:: len(trees)]
