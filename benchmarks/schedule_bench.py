@@ -4,7 +4,8 @@
                                         [--collectives all_reduce,...] [--algorithms ring,direct]
 
 For every fabric (default: every registered one but ``custom``, plus ``ocs_torus`` / ``ocs_btree`` = the OCS
-wired as a 2D torus / binary tree; ``custom_<shape>`` names from ``scale_bench.py`` are accepted), every collective it offers
+wired as a 2D torus / binary tree, ``leafspine_alpha`` and the ``custom_<shape>`` builder files of
+``scale_bench.py``), every collective it offers
 and every algorithm it offers for it (``fabric.algorithms(collective)``), a FRESH subprocess builds
 the fabric (sizes as in ``scale_bench.params_for``: the nearest valid size, shown; BCube radix 16 at 4,096
 and 65,536) and times the first
@@ -25,7 +26,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale_bench import params_for  # noqa: E402
+from scale_bench import CUSTOM_SHAPES, params_for  # noqa: E402
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "gather", "all_to_all")
 TARGETS = ((2048, 1.0), (1 << 62, 10.0))  # (largest asked size, seconds): <= 1 s at ~1,024, <= 10 s beyond
@@ -68,7 +69,8 @@ def params_at(fabric: str, n: int) -> dict:
 def fabrics_default() -> list[str]:
     from estimator.fabrics.registry import available
 
-    return [f for f in available() if f != "custom"] + ["ocs_torus", "ocs_btree"]
+    return ([f for f in available() if f != "custom"] + ["ocs_torus", "ocs_btree", "leafspine_alpha"]
+            + [f"custom_{shape}" for shape in CUSTOM_SHAPES])
 
 
 def offers(params: dict, collectives: tuple[str, ...]) -> dict[str, list[str]]:
