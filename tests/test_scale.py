@@ -359,3 +359,21 @@ def test_sparse_arc_loads_equal_the_dense_ones(monkeypatch):
         monkeypatch.setattr(analytic, "SPARSE_ARCS", 10**9)  # never
         dense = analytic.arc_max_loads(*args, rings, size)
         assert np.array_equal(sparse, dense), (size, rings, args)
+
+
+def test_overall_arc_max_is_the_busiest_transfers_peak(monkeypatch):
+    """``overall=True`` (a step whose routes all have one length: only its busiest link counts) is
+    the maximum of the per-transfer peaks, dense and sparse, including zero-byte arcs and empty ones."""
+    import estimator.topology.analytic as analytic
+
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        size, rings, count = int(rng.integers(3, 120)), int(rng.integers(1, 4)), int(rng.integers(1, 12))
+        nbytes = rng.uniform(0.1, 3.0, count) * (rng.random(count) < 0.8)  # some arcs carry nothing
+        args = (rng.integers(0, rings, count), rng.integers(0, size, count), rng.integers(0, size, count),
+                rng.random(count) < 0.5, nbytes)
+        for sparse in (0, 10**9):
+            monkeypatch.setattr(analytic, "SPARSE_ARCS", sparse)
+            each = analytic.arc_max_loads(*args, rings, size)
+            overall = analytic.arc_max_loads(*args, rings, size, overall=True)
+            assert overall.shape == (1,) and overall[0] == each.max(), (trial, sparse, args)

@@ -46,33 +46,42 @@ def _range_max(values: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.
 
 
 def arc_max_loads(ring: np.ndarray, start: np.ndarray, hops: np.ndarray, forward: np.ndarray, nbytes: np.ndarray,
-                  rings: int, size: int) -> np.ndarray:
+                  rings: int, size: int, overall: bool = False) -> np.ndarray:
     """Per transfer: the largest load (bytes) on its arc, where transfer t walks ``hops[t]`` links
     of ring ``ring[t]`` (``rings`` rings of ``size`` nodes) from link ``start[t]`` on, forward
     (link i: i -> i+1) or backward (link i: i+1 -> i); every transfer's bytes load every link of
-    its arc. 0 for an empty arc."""
-    out = np.zeros(len(start))
+    its arc. 0 for an empty arc. ``overall``: only the largest of those (one value): the busiest
+    link's load, as loads are >= 0 and a link no arc covers carries 0 (no range maxima)."""
+    out = np.zeros(1 if overall else len(start))
     for direction in (True, False):
         sel = (forward == direction) & (hops > 0)
         if not sel.any():
             continue
         base = ring[sel] * 2 * size + start[sel]  # each ring doubled: an arc never leaves its block
         if SPARSE_ARCS * len(base) < rings * size:  # few arcs (a tree's upper levels): their ends only
-            out[sel] = _sparse_arc_max(base, hops[sel], nbytes[sel], size)
+            peak = _sparse_arc_max(base, hops[sel], nbytes[sel], size, overall)
+            if overall:
+                out[0] = max(out[0], peak.max())
+            else:
+                out[sel] = peak
             continue
         cells = rings * 2 * size + 1
         diff = (np.bincount(base, weights=nbytes[sel], minlength=cells)
                 - np.bincount(base + hops[sel], weights=nbytes[sel], minlength=cells))
         cum = np.cumsum(diff[:-1]).reshape(rings, 2, size)
         load = cum[:, 0] + cum[:, 1]
-        out[sel] = _range_max(np.concatenate([load, load], axis=1).ravel(), base, hops[sel])
+        if overall:
+            out[0] = max(out[0], load.max())
+        else:
+            out[sel] = _range_max(np.concatenate([load, load], axis=1).ravel(), base, hops[sel])
     return out
 
 
 SPARSE_ARCS = 8  # arc_max_loads works on the arcs' ends when there are < 1/8 as many arcs as ring links
 
 
-def _sparse_arc_max(base: np.ndarray, hops: np.ndarray, nbytes: np.ndarray, size: int) -> np.ndarray:
+def _sparse_arc_max(base: np.ndarray, hops: np.ndarray, nbytes: np.ndarray, size: int, overall: bool = False
+                    ) -> np.ndarray:
     """:func:`arc_max_loads`' computation for one direction on the arcs' end points only: the
     loads are piecewise constant between them, so the difference array, its running sum (the
     same additions in the same order: bit-identical) and the range maxima run over O(arcs) points,
@@ -93,6 +102,8 @@ def _sparse_arc_max(base: np.ndarray, hops: np.ndarray, nbytes: np.ndarray, size
     ring0 = (points // period) * period
     x = (points - ring0) % size
     load = cum(ring0 + x) + cum(ring0 + size + x)  # a link's two doubled copies, as arc_max_loads adds them
+    if overall:  # the busiest link: loads >= 0, so the links no arc covers never exceed it
+        return load
     lo = np.searchsorted(points, base, side="right") - 1
     hi = np.searchsorted(points, base + hops - 1, side="right") - 1
     return _range_max(load, lo, hi - lo + 1)
@@ -349,7 +360,10 @@ def ring_compiled(pats: Patterns, size: int, bidirectional: bool, bandwidth: flo
         key = (src.tobytes(), dst.tobytes(), nbytes.tobytes()) if mirror else None
         if key is not None and (key[1], key[0], key[2]) in reversed_steps:
             return reversed_steps[key[1], key[0], key[2]]
-        out = arc_max_loads(np.zeros(len(src), dtype=np.int64), start, hops, forward, nbytes, 1, size), hops
+        uniform = len(hops) > 1 and hops.min() == hops.max()  # every route alike (a tree level on the ring):
+        # only the busiest link matters to the step's row
+        out = arc_max_loads(np.zeros(len(src), dtype=np.int64), start, hops, forward, nbytes, 1, size,
+                            overall=uniform), hops[:1] if uniform else hops
         if key is not None:
             reversed_steps[key] = out
         return out
