@@ -74,16 +74,15 @@ def resnet_table(fabrics: list[str], sizes: tuple[int, int], timeout: float, run
     for fabric in fabrics:
         got = []
         for n in sizes:
-            best = float("nan")
+            times = []
             for _ in range(runs):
                 try:
                     out = subprocess.run([sys.executable, "-c", RESNET, json.dumps(resnet_point(fabric, n))],
                                          capture_output=True, text=True, timeout=timeout, check=True)
                 except (subprocess.TimeoutExpired, subprocess.CalledProcessError):
                     continue
-                s = json.loads(out.stdout.strip().splitlines()[-1])["s"]
-                best = s if not best <= s else best
-            got.append(best)
+                times.append(json.loads(out.stdout.strip().splitlines()[-1])["s"])
+            got.append(min(times, default=float("nan")))
         print(f"{fabric:<22}{got[0] * 1e3:>14.3f}{got[1] * 1e3:>16.3f}{got[1] / got[0]:>7.2f}x", flush=True)
 
 

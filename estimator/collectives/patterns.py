@@ -164,7 +164,7 @@ def digit_step(n: int, stride: int, k: int, size: float, red: float) -> StepPatt
             return out_of(np.arange(min(n, SAMPLE_RANKS)), sorted({*range(1, w + 1), *range(k - w, k)}))
         w = min(stride, SAMPLE_RANKS)
         r = distinct(np.concatenate([np.arange(min(n, SAMPLE_RANKS)),
-                                      (np.arange(k)[:, None] * stride + np.arange(w)).ravel()]))
+                                     (np.arange(k)[:, None] * stride + np.arange(w)).ravel()]))
         return out_of(r[r < n])
 
     return StepPattern(count=1, period=k * stride if n % (k * stride) == 0 else 0,
@@ -290,7 +290,7 @@ def tree_patterns(coll: str, n: int, size: float, trees: tuple[bool, ...], chunk
         if lv not in levels:
             count = (((n - 1) >> lv) + 1) // 2  # positions (2m+1) 2**lv < n
             m = distinct(np.concatenate([np.arange(min(count, SAMPLE_EDGES)),
-                                          np.arange(max(0, count - SAMPLE_EDGES), count)]))
+                                         np.arange(max(0, count - SAMPLE_EDGES), count)]))
             pairs = [tree_parents(n, (2 * m + 1) << lv, x) for x in trees]
             levels[lv] = (np.concatenate([c for c, _ in pairs]), np.concatenate([p for _, p in pairs]))
         return levels[lv]

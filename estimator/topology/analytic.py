@@ -297,8 +297,9 @@ def _latencies(latency: float, longest: int) -> np.ndarray:
 MEMO_TRANSFERS = 1 << 16  # steps of at most this many transfers share their link loads within one schedule
 
 
-def compiled_from_loads(pats: Patterns, loads, bandwidth: float, latency: float, longest: int, params: PricingParams,
-              fold: int = 0, shaped=None, sym: int = 1, route_latency: np.ndarray | None = None) -> CompiledSchedule:
+def compiled_from_loads(pats: Patterns, loads, bandwidth: float, latency: float, longest: int,
+                        params: PricingParams, fold: int = 0, shaped=None, sym: int = 1,
+                        route_latency: np.ndarray | None = None) -> CompiledSchedule:
     """``shaped(step, latencies)``: the step's row without its arrays, or None (then ``loads``).
     ``fold`` (the group covers the whole fabric, which a rank shift by ``sym`` maps onto itself):
     periodic steps fold (:func:`_step_row`) and a step that is another shifted by a multiple of
@@ -360,8 +361,8 @@ def ring_compiled(pats: Patterns, size: int, bidirectional: bool, bandwidth: flo
         key = (src.tobytes(), dst.tobytes(), nbytes.tobytes()) if mirror else None
         if key is not None and (key[1], key[0], key[2]) in reversed_steps:
             return reversed_steps[key[1], key[0], key[2]]
-        uniform = len(hops) > 1 and hops.min() == hops.max()  # every route alike (a tree level on the ring):
-        # only the busiest link matters to the step's row
+        uniform = hops.min() == hops.max()  # every route alike (a tree level on the ring): only the
+        # busiest link matters to the step's row
         out = arc_max_loads(np.zeros(len(src), dtype=np.int64), start, hops, forward, nbytes, 1, size,
                             overall=uniform), hops[:1] if uniform else hops
         if key is not None:
@@ -579,7 +580,8 @@ def rail_compiled(pats: Patterns, per_node: int, nodes: int, nvlink: float, nic:
             shift_rows[key] = _step_row(step, loads, 1.0, latencies, params, fold, g)
         return shift_rows.get(key)
 
-    return compiled_from_loads(pats, loads, 1.0, latency, 3, params, fold, shaped, sym=g)  # peaks are already seconds per byte of M
+    # peaks are already seconds per byte of M
+    return compiled_from_loads(pats, loads, 1.0, latency, 3, params, fold, shaped, sym=g)
 
 
 def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, latency: float, params: PricingParams
@@ -631,7 +633,7 @@ def bcube_compiled(pats: Patterns, radix: int, levels: int, bandwidth: float, la
 
     # a shift by r^(levels-1) adds 1 to the top digit (mod r): it maps BCube onto itself
     return compiled_from_loads(pats, loads, bandwidth, latency, levels, params, radix**levels, shaped_or_shift,
-                     radix ** (levels - 1))
+                               radix ** (levels - 1))
 
 
 def _relayed_chain(pats: Patterns, radix: int, levels: int, bandwidth: float, latency: float, params: PricingParams,
@@ -708,7 +710,7 @@ def hamming_compiled(pats: Patterns, radix: int, levels: int, n: int, channel_bw
     if chain is not None:
         return chain
     return compiled_from_loads(pats, loads, channel_bw, hop_s, levels, params, n if whole else 0, shaped,
-                     radix ** (levels - 1))
+                               radix ** (levels - 1))
 
 
 def relayed_loads(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, radix: int, levels: int, period: int = 0,
@@ -845,7 +847,7 @@ def leaf_spine_compiled(pats: Patterns, n: int, per_leaf: int, spines: int, endp
 
     fold = n if spines == 0 or n % per_leaf == 0 else 0  # whole leaves: a shift by a leaf maps it onto itself
     return compiled_from_loads(pats, loads, 1.0, 0.0, 2, params, fold, shaped_or_shift, per_leaf if spines else 1,
-                     route_latency)
+                               route_latency)
 
 
 def _leaf_spine_digit_row(step: StepPattern, n: int, per_leaf: int, spines: int, endpoint_bw: float,
