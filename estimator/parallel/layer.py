@@ -45,7 +45,9 @@ What is captured and how:
   k, causal flash attention (no ``s x s`` tensor in HBM), the output GEMM, residual add, fused
   RMSNorm, one fc1 GEMM of width ``2 ffn / tp`` (Megatron-core's gated linear unit), fused SwiGLU,
   fc2, residual add. With ``precision=fp8`` (``fp8=True``) every Linear's input and output
-  gradient pass through TE's cast-transpose kernel.
+  gradient pass through TE's cast-transpose kernel; the QKV and fc1 inputs are cast right after
+  their norm, on the rank's own tokens before the sequence-parallel gather (TE's LayerNormLinear
+  gathers FP8).
 * Context parallelism (``cp`` > 1, ``te`` only: Megatron-core's ring attention runs through TE):
   each rank holds ``seq / cp`` tokens (Megatron's load-balanced split), so every op runs on those
   tokens, and the attention kernel covers the rank's queries against all keys (FLOPs / cp of the
@@ -161,20 +163,25 @@ def _modules():
         def _scatter(self, x):
             return _Resize.apply(x, self.seq // self.tp) if self.sp and self.tp > 1 else x
 
-        def _linear(self, linear, x):  # a TE Linear: with fp8, operands cast to FP8 each way
+        def _linear(self, linear, x, cast_input: bool = True):  # a TE Linear: with fp8, operands cast to FP8 each way
             if not self.fp8:
                 return linear(x)
-            return Fp8GradOutput.apply(linear(Fp8Input.apply(x)))
+            return Fp8GradOutput.apply(linear(Fp8Input.apply(x) if cast_input else x))
+
+        def _norm_gather(self, norm, x):  # TE's LayerNormLinear: the norm writes FP8, sequence-parallel gathers FP8
+            y = torch.ops.te.rmsnorm(x, norm.weight, 1e-5)
+            return self._gather(Fp8Input.apply(y) if self.fp8 else y)
 
         def _te(self, x):  # Llama layer as Megatron-core + Transformer Engine run it (module docstring)
             te = torch.ops.te
-            y = self._gather(te.rmsnorm(x, self.norm1.weight, 1e-5))
+            y = self._norm_gather(self.norm1, x)
             s, b, _ = y.shape
-            q, k, v = self._linear(self.qkv, y).view(s, b, self.nh + 2 * self.nkv, self.d).split((self.nh, self.nkv, self.nkv), 2)
+            qkv = self._linear(self.qkv, y, cast_input=False).view(s, b, self.nh + 2 * self.nkv, self.d)
+            q, k, v = qkv.split((self.nh, self.nkv, self.nkv), 2)
             ctx = self.core(te.rope(q), te.rope(k), v).view(s, b, self.nh * self.d)
             x = x + self._scatter(self._linear(self.proj, ctx))
-            y = self._gather(te.rmsnorm(x, self.norm2.weight, 1e-5))
-            return x + self._scatter(self._linear(self.fc2, te.swiglu(self._linear(self.fc1, y))))
+            y = self._norm_gather(self.norm2, x)
+            return x + self._scatter(self._linear(self.fc2, te.swiglu(self._linear(self.fc1, y, cast_input=False))))
 
         def _rotary(self, x):  # Llama: rotate half the head dimensions by position-dependent angles
             s, d = x.shape[-2], x.shape[-1]
