@@ -214,6 +214,16 @@ def test_zero3_exposed_gathers_grow_with_the_data_parallel_degree(framework):
     assert large > 1.5 * small and large > 0.005  # ring gathers: latency and exposure grow with the group
 
 
+def test_zero3_working_set_follows_the_prefetch_window():
+    def profile(name):
+        return Framework.from_cfg(estimator.resolve_config(["parallelism=hybrid", f"framework={name}"])["framework"])
+
+    ds, fsdp = profile("deepspeed"), profile("fsdp")
+    assert ds.zero3_live(1e7) == 1e7 + 5e7  # small modules: the running one + stage3_prefetch_bucket_size ahead
+    assert ds.zero3_live(6e8) == 1e9  # two 600M-parameter modules: capped at stage3_max_live_parameters
+    assert fsdp.zero3_live(3e9) == 6e9  # one FSDP unit running, the next prefetched
+
+
 def test_framework_profiles_change_what_they_say():
     base = ("fabric.nodes=64", "parallelism.tp=8", "parallelism.pp=4", "parallelism.global_batch=64", "precision=bf16",
             "parallelism.sequence_parallel=true", "parallelism.recompute=none", "parallelism.zero=1")

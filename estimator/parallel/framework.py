@@ -18,6 +18,11 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   block) or ``module`` (DeepSpeed's parameter coordinator fetches per submodule: each Linear).
 * ``reduce_bucket_params`` — ZeRO-2/3 gradient reduce-scatter bucket (parameters; null = one per
   ZeRO-3 unit / one per microbatch).
+* ``zero3_prefetch_params`` / ``zero3_max_live_params`` — how many parameters ZeRO-3 gathers ahead of
+  use (null = one unit ahead) and at most keeps gathered (null = no cap): the gathered working set
+  is the running unit plus the prefetched ones, within the cap (memory). The gathers run one after
+  another on one communication stream, so a deeper prefetch cannot hide a gather slower than the
+  compute it overlaps: the step's exposure is per unit (:func:`~estimator.parallel.step.zero3_layer`).
 
 A config without a ``framework`` subtree (a hand-built dict) gets ``conf/framework/megatron.yaml``.
 """
@@ -32,6 +37,7 @@ from typing import Any
 from estimator.errors import EstimatorError
 
 ZERO3_UNITS = ("layer", "module")
+OPTIONAL = ("reduce_bucket_params", "zero3_prefetch_params", "zero3_max_live_params")  # parameter counts; null = none
 DEFAULT = "megatron"
 
 
@@ -46,6 +52,8 @@ class Framework:
     fp32_grads_with_bf16: bool
     zero3_unit: str
     reduce_bucket_params: float | None = None
+    zero3_prefetch_params: float | None = None
+    zero3_max_live_params: float | None = None
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any] | None) -> Framework:
@@ -54,7 +62,7 @@ class Framework:
         unknown = sorted(set(data) - known)
         if unknown:
             raise EstimatorError(f"framework: unknown key(s) {unknown}; known: {sorted(known)}")
-        missing = sorted(k for k in known - set(data) if k != "reduce_bucket_params")
+        missing = sorted(k for k in known - set(data) if k not in OPTIONAL)
         if missing:
             raise EstimatorError(f"framework {data.get('name')!r}: missing key(s) {missing}")
         for f in fields(cls):
@@ -63,10 +71,16 @@ class Framework:
                 raise EstimatorError(f"framework.{f.name} must be true or false, got {value!r}")
         if data["zero3_unit"] not in ZERO3_UNITS:
             raise EstimatorError(f"framework.zero3_unit must be one of {', '.join(ZERO3_UNITS)}, got {data['zero3_unit']!r}")
-        bucket = data.get("reduce_bucket_params")
-        if bucket is not None and (isinstance(bucket, bool) or not isinstance(bucket, int | float) or bucket <= 0):
-            raise EstimatorError(f"framework.reduce_bucket_params must be a positive number or null, got {bucket!r}")
+        for key in OPTIONAL:
+            value = data.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+                raise EstimatorError(f"framework.{key} must be a positive number of parameters or null, got {value!r}")
         return cls(**{**data, "name": str(data["name"])})
+
+    def zero3_live(self, unit: float) -> float:
+        """Parameters ZeRO-3 holds gathered when units of ``unit`` parameters run (see the module doc)."""
+        live = unit + max(unit, self.zero3_prefetch_params or 0.0)
+        return min(live, max(unit, self.zero3_max_live_params)) if self.zero3_max_live_params else live
 
     def grad_bytes(self, precision: str) -> int:
         """Bytes per gradient element in the buffer and on the wire."""

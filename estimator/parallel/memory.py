@@ -5,8 +5,8 @@
   :class:`~estimator.parallel.framework.Framework`), 12 bytes of fp32 master weights + momentum +
   variance per parameter; ZeRO-1 shards the 12, ZeRO-2 also the gradients, ZeRO-3 also the weights
   over the ``dp x cp`` ranks holding a copy (expert parameters over ``dp x cp / ep``). ZeRO-3
-  holds two gathered units at a time (the one running and the one prefetched, see
-  :func:`zero3_units`).
+  also holds the gathered weights of the unit running and of those prefetched
+  (:func:`zero3_units`, ``Framework.zero3_live``).
 * Parameters of stage ``i``: its decoder layers (``Layout.stage_layers``) / tp, plus the
   embedding on the first stage and the LM head on the last (a tied head is a second copy when
   ``pp`` > 1); experts further split over ``ep``.
@@ -46,6 +46,7 @@
 
 from __future__ import annotations
 
+from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout
 from estimator.parallel.spec import TransformerSpec
 
@@ -130,7 +131,7 @@ def layers_in_flight(layout: Layout, stage: int, layers: int) -> float:
 
 
 def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: int = 2,
-                 zero3_unit: str = "layer") -> dict[str, float]:
+                 framework: Framework | None = None) -> dict[str, float]:
     """Bytes per GPU of pipeline stage ``stage``: weights, gradients, optimizer state, activations, total."""
     dense, expert = stage_param_split(spec, layout, stage)
     replicas = layout.dp * layout.cp
@@ -141,8 +142,9 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
         return dense * per_param / replicas + expert * per_param / (replicas // layout.ep)
 
     weights, grads, optim = sharded(WEIGHT_BYTES, 3), sharded(grad_bytes, 2), sharded(ADAM_BYTES, 1)
-    if layout.zero == 3:  # the unit running and the one prefetched, gathered
-        weights += 2 * max(zero3_units(spec, layout, zero3_unit)) * WEIGHT_BYTES
+    if layout.zero == 3:  # the unit running and those prefetched, gathered
+        fw = framework or Framework.from_cfg(None)
+        weights += fw.zero3_live(max(zero3_units(spec, layout, fw.zero3_unit))) * WEIGHT_BYTES
     per_layer = activation_bytes_per_layer(spec, layout)
     if spec.experts and layout.recompute != "full":
         per_layer += moe_mlp_bytes(spec, layout) - dense_mlp_bytes(spec, layout)
@@ -154,9 +156,9 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
             "total": weights + grads + optim + acts}
 
 
-def memory(spec: TransformerSpec, layout: Layout, grad_bytes: int = 2, zero3_unit: str = "layer") -> dict[str, float]:
+def memory(spec: TransformerSpec, layout: Layout, grad_bytes: int = 2, framework: Framework | None = None) -> dict[str, float]:
     """The stage that needs the most: its bytes per GPU (``stage_memory``) plus ``stage`` (its index)."""
-    stages = [stage_memory(spec, layout, i, grad_bytes, zero3_unit) for i in range(layout.pp)]
+    stages = [stage_memory(spec, layout, i, grad_bytes, framework) for i in range(layout.pp)]
     peak = max(range(layout.pp), key=lambda i: stages[i]["total"])
     return {**stages[peak], "stage": peak}
 
