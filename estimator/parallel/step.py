@@ -182,6 +182,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         one = pricer.price("tp", "all_reduce", act, L.tp, per_step * (4 + n_rc))
     tp_f, tp_b = 2 * one, (2 + n_rc) * one
     tp_emb = pricer.price("tp", "all_reduce", act, L.tp, m)
+    tp_layer = tp_f + tp_b  # all of it, exposed or not
     if fw.tp_comm_overlap:  # hidden behind the layer's GEMMs
         tp_f, tp_b = max(0.0, tp_f - layer.fwd_gemm), max(0.0, tp_b - layer.bwd_gemm)
     # ---- expert parallelism: dispatch + combine all-to-all of each MoE layer, in forward and backward
@@ -261,11 +262,12 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     comp_b = n_s * (layer.bwd + rc) + ends_b[slowest]
     compute = m * (comp_f + comp_b) + optimizer
     ep_comm = m * n_s * (4 + n_rc) * ep_one
-    tp_comm = m * (n_s * (tp_f + tp_b) + (tp_emb if slowest == 0 else 0.0))
+    tp_comm = m * (n_s * tp_layer + (tp_emb if slowest == 0 else 0.0))
+    tp_exposed = m * (n_s * (tp_f + tp_b) + (tp_emb if slowest == 0 else 0.0))
     cp_exposed = m * n_s * (cp_f + cp_b)
     zero3 = m * (n_s * (z3[0] + z3[1]) + z3[2] + z3[3])
     p2p = (m + (L.pp - 1) / v) * 2 * v * t_p2p
-    exposed = tp_comm + ep_comm + p2p + dp_exposed + cp_exposed + zero3 + circuits.reconfig_s
+    exposed = tp_exposed + ep_comm + p2p + dp_exposed + cp_exposed + zero3 + circuits.reconfig_s
     gb = L.global_batch
     scale = gb * L.tp * L.cp / L.micro_batch_size  # captured FLOPs are per rank and microbatch
     model_flops = scale * (n_layers * (layer.fwd_flops + layer.bwd_flops) + emb.fwd_flops + emb.bwd_flops
