@@ -71,8 +71,12 @@ class Estimate:
 
 
 def estimate_config(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The estimate-relevant subset of a resolved config (what the hash covers)."""
-    return {k: cfg.get(k) for k in ESTIMATE_KEYS}
+    """The estimate-relevant subset of a resolved config (what the hash covers); a hybrid layout's
+    also holds its training framework's profile (``framework=``, only composed with parallelism=hybrid)."""
+    sub = {k: cfg.get(k) for k in ESTIMATE_KEYS}
+    if is_hybrid(sub) and cfg.get("framework") is not None:
+        sub["framework"] = cfg["framework"]
+    return sub
 
 
 def workload_path(cfg: dict[str, Any]) -> Path:
@@ -183,7 +187,7 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
         from estimator.parallel.estimate import estimate_hybrid
 
         metrics, colls = estimate_hybrid(sub)
-        metrics = {"workload_name": (sub["model"] or {}).get("name"), "nodes": metrics["tp"] * metrics["pp"] * metrics["dp"],
+        metrics = {"workload_name": (sub["model"] or {}).get("name"), "nodes": metrics["tp"] * metrics.get("cp", 1) * metrics["pp"] * metrics["dp"],
                    "batch_size_per_device": metrics["micro_batch_size"], **metrics}
         return Estimate(sub, config_hash(sub), metrics, colls)
     fabric, device, policy = shared_fabric(sub["fabric"] or {}), device_profile(sub["device"]), bucket_policy(sub["parallelism"])

@@ -221,7 +221,8 @@ def test_precisions_pick_their_peaks(traces):
     [
         (["device=v100", "precision=tf32"], "device v100 has no tf32"),
         (["device=v100", "precision=bf16"], "device v100 has no bf16"),
-        (["precision=fp8"], "precision must be one of"),
+        (["precision=fp8"], "device a100 has no fp8"),  # FP8 tensor cores start with Hopper
+        (["precision=fp4"], "precision must be one of"),
         (["parallelism.grad_accum=0"], "parallelism.grad_accum must be a positive integer"),
         (["parallelism.comm_interference=-1"], "parallelism.comm_interference"),
     ],

@@ -13,7 +13,8 @@ from estimator.errors import EstimatorError
 from estimator.estimate import estimate
 from estimator.parallel.estimate import validate_hybrid
 from estimator.parallel.layer import capture_parts
-from estimator.parallel.layout import Layout, memory
+from estimator.parallel.layout import Layout
+from estimator.parallel.memory import memory
 from estimator.parallel.placement import group_cost
 from estimator.parallel.spec import TransformerSpec
 

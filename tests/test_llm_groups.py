@@ -14,7 +14,8 @@ from estimator.errors import EstimatorError
 from estimator.estimate import estimate
 from estimator.parallel.circuits import plan
 from estimator.parallel.concurrent import concurrent_cost
-from estimator.parallel.layout import Layout, dense_mlp_bytes, memory
+from estimator.parallel.layout import Layout
+from estimator.parallel.memory import dense_mlp_bytes, memory
 from estimator.parallel.placement import group_cost, p2p_cost
 from estimator.parallel.spec import TransformerSpec
 

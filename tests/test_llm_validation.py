@@ -16,7 +16,8 @@ import pytest
 import estimator
 from estimator.errors import EstimatorError
 from estimator.estimate import estimate
-from estimator.parallel.layout import Layout, memory
+from estimator.parallel.layout import Layout
+from estimator.parallel.memory import memory
 from estimator.parallel.spec import TransformerSpec
 from estimator.validation import load_rows, predict
 from estimator.validation.llm import COLUMNS, megatron_flops
@@ -30,7 +31,7 @@ TABLE1 = [r for r in LLM_ROWS if r.id.startswith("megatron-sc21-")]
 def test_llm_rows_are_loaded_with_sources():
     assert len(TABLE1) == 10 and len(LLM_ROWS) >= 11
     for r in LLM_ROWS:
-        assert re.search(r"NVIDIA/Megatron-LM@[0-9a-f]{40}:", r.source), r.id
+        assert re.search(r"NVIDIA/[\w.-]+@[0-9a-f]{40}:", r.source), r.id  # repo@commit:path
         assert r.layout["tp"] * r.layout["pp"] <= r.gpus and r.gpus % (r.layout["tp"] * r.layout["pp"]) == 0
 
 

@@ -94,6 +94,10 @@ def test_rows_match_the_recorded_rows_from_before(per_estimate_rows):
 # Config keys added after the recording (they change config_json / config_hash and add a column,
 # not any result): device.memory_bytes (device capacity for large-model layouts, issue #14).
 ADDED_SINCE_RECORDING = {"device": ["memory_bytes"]}
+# Nested config entries added since (path -> its flattened columns): A100's explicit bf16 efficiencies
+# (issue #23: bf16 no longer borrows fp16's silently; the values are fp16's, this grid runs amp and fp32).
+ADDED_PATHS = {("device", "compute_efficiency", "bf16"): ["device_compute_efficiency_bf16_conv",
+                                                          "device_compute_efficiency_bf16_matmul"]}
 # Config values changed after the recording that change no result of this grid (ResNet-50, whose
 # GEMM is one small fc layer): the BERT-calibrated GEMM efficiencies re-fitted on branch `kernels`
 # when the capture started pricing GPU kernel bytes. Path in the config -> (recorded, current).
@@ -110,6 +114,7 @@ def since_recording(rows: dict) -> dict:
     recorded = json.loads(FIXTURE.read_text())["estimates"]["rows"]
     old_hash = {r["config_json"]: r["config_hash"] for r in recorded}
     dropped = {f"{group}_{key}" for group, keys in ADDED_SINCE_RECORDING.items() for key in keys}
+    dropped |= {col for cols in ADDED_PATHS.values() for col in cols}
     remap = {}
     est = rows["estimates"]
     for r in est["rows"]:
@@ -117,6 +122,11 @@ def since_recording(rows: dict) -> dict:
         for group, keys in ADDED_SINCE_RECORDING.items():
             for key in keys:
                 cfg.get(group, {}).pop(key, None)
+        for path in ADDED_PATHS:
+            parent = cfg
+            for key in path[:-1]:
+                parent = parent.get(key, {})
+            parent.pop(path[-1], None)
         for path, (then, now) in CHANGED_SINCE_RECORDING.items():
             parent = cfg
             for key in path[:-1]:

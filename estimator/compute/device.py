@@ -10,20 +10,30 @@ next to it). Per op of class ``c`` (``estimator.workloads.flops.OP_CLASSES``):
 
 * **Precision** (``precision=``): ``fp32`` — every op on the FP32 (CUDA-core) peak; ``tf32`` —
   conv/matmul on the TF32 tensor-core peak, the rest FP32, tensors stay 32-bit; ``fp16`` (alias
-  ``amp``, PyTorch autocast mixed precision) and ``bf16`` — conv/matmul on that 16-bit tensor-core
-  peak and activations move as 16-bit values (half the bytes of the fp32 CPU capture), while the
-  optimizer step keeps fp32 master weights and state (its bytes are not halved). A device without
-  a peak for a precision (``peak_flops_tf32: null``, e.g. V100) rejects it.
+  ``amp``, PyTorch autocast mixed precision) and ``bf16`` — conv/matmul/attention on that 16-bit
+  tensor-core peak and activations move as 16-bit values (half the bytes of the fp32 CPU capture),
+  while the optimizer step keeps fp32 master weights and state (its bytes are not halved); ``fp8``
+  — Transformer Engine's recipe (NVIDIA Transformer Engine docs, "Using FP8 with Transformer
+  Engine"): the GEMMs of its Linear layers (op class ``matmul``) run on the FP8 tensor-core peak,
+  everything else — attention (TE's dot-product attention stays BF16 unless ``NVTE_FP8_DPA=1``),
+  convolutions, pointwise ops — runs as ``bf16`` with bf16's peaks and efficiencies; activations
+  stay 16-bit in memory. The casts FP8 needs are ops of the captured layer
+  (``estimator.compute.te_kernels``), not a factor here. A device without a peak for a precision
+  (``peak_flops_tf32: null``, e.g. V100; ``peak_flops_fp8`` on anything before Hopper) rejects it.
 * **Peaks**: ``peak_flops`` is the dense FP16 tensor-core rate, ``peak_flops_fp32`` the FP32 rate,
-  ``peak_flops_tf32`` / ``peak_flops_bf16`` the TF32 / BF16 tensor-core rates (null = absent).
-  Ops of other classes have no FLOP formula (they count 0 FLOPs, see ``flops.py``) and are priced
-  by their bytes.
+  ``peak_flops_tf32`` / ``peak_flops_bf16`` / ``peak_flops_fp8`` the TF32 / BF16 / FP8 tensor-core
+  rates (null = absent). Ops of other classes have no FLOP formula (they count 0 FLOPs, see
+  ``flops.py``) and are priced by their bytes.
 * **Efficiency per op class**: ``compute_efficiency`` (fraction of the FLOP peak reached by conv /
   matmul / attention kernels) and ``memory_efficiency`` (fraction of HBM bandwidth reached by each
   class's kernels), each one number, a mapping class -> fraction, or a mapping precision (fp32,
-  tf32, fp16, bf16) -> class -> fraction, because the same convolution reaches a different share
-  of the CUDA-core, TF32 and FP16 peaks (cuDNN picks other kernels and layouts). Lookup order:
-  (precision, class), (precision, default), (class), (default); bf16 falls back to fp16.
+  tf32, fp16, bf16, fp8) -> class -> fraction, because the same convolution reaches a different
+  share of the CUDA-core, TF32 and FP16 peaks (cuDNN picks other kernels and layouts). Lookup
+  order: (precision, class), (precision, default), (class), (default); an ``attention`` op (a fused
+  attention kernel: tensor-core GEMMs) without an ``attention`` entry uses ``matmul``'s. Every
+  precision stands on its own: a table that names precisions must name each 16/8-bit tensor-core
+  precision the device has a peak for (fp16, bf16, fp8; tf32), so bf16 never borrows fp16's values
+  silently (a one-line error names the missing one).
 * **Kernel launches** (``launch_s``): PyTorch eager launches one or more kernels per op
   asynchronously; a kernel shorter than the host's per-op dispatch + launch time cannot keep the
   GPU busy, so no op finishes faster than ``launch_s``.
@@ -57,11 +67,23 @@ PRECISIONS = {
     "fp16": ("peak_flops", 0.5),
     "amp": ("peak_flops", 0.5),  # alias: PyTorch autocast fp16 mixed precision
     "bf16": ("peak_flops_bf16", 0.5),
+    "fp8": ("peak_flops_fp8", 0.5),  # Transformer Engine: Linear GEMMs in FP8, the rest BF16 (module doc)
 }
+FP8_CLASSES = frozenset({"matmul"})  # op classes Transformer Engine runs in FP8 (its Linear layers' GEMMs)
 EFFICIENCY_KEYS = (*OP_CLASSES, "attention", "default")
 
 
-PRECISION_KEYS = ("fp32", "tf32", "fp16", "bf16")
+PRECISION_KEYS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+# tensor-core precisions an efficiency table that names precisions must name when the device has their peak
+OWN_VALUES = {"tf32": "peak_flops_tf32", "fp16": "peak_flops", "bf16": "peak_flops_bf16", "fp8": "peak_flops_fp8"}
+
+
+def op_precision(precision: str, op_class: str) -> str:
+    """The precision an op of ``op_class`` runs at under ``precision`` (fp8: only FP8_CLASSES, the rest bf16)."""
+    prec = "fp16" if precision == "amp" else precision
+    if prec == "fp8" and op_class not in FP8_CLASSES:
+        return "bf16"
+    return prec
 
 
 def _fraction(frac, where: str) -> float:
@@ -107,6 +129,7 @@ class DeviceProfile:
     peak_flops_fp32: float | None = None
     peak_flops_tf32: float | None = None
     peak_flops_bf16: float | None = None
+    peak_flops_fp8: float | None = None
     replay: bool = False
     compute_efficiency: float | Mapping | tuple = 0.5
     memory_efficiency: float | Mapping | tuple = 0.7
@@ -118,13 +141,18 @@ class DeviceProfile:
     def __post_init__(self) -> None:
         positive(self.peak_flops, f"device.peak_flops ({self.name})")
         positive(self.mem_bw_Bps, f"device.mem_bw_Bps ({self.name})")
-        for key in ("peak_flops_fp32", "peak_flops_tf32", "peak_flops_bf16"):
+        for key in ("peak_flops_fp32", "peak_flops_tf32", "peak_flops_bf16", "peak_flops_fp8"):
             if getattr(self, key) is not None:
                 positive(getattr(self, key), f"device.{key} ({self.name})")
         if self.memory_bytes is not None:
             positive(self.memory_bytes, f"device.memory_bytes ({self.name})")
         for key in ("compute_efficiency", "memory_efficiency"):
             object.__setattr__(self, key, _efficiency(getattr(self, key), key, self.name))
+            named = {p for p, _c, _f in getattr(self, key) if p != "*"}
+            missing = [p for p, peak in OWN_VALUES.items() if named and p not in named and getattr(self, peak) is not None]
+            if missing:
+                raise EstimatorError(f"device.{key} ({self.name}) names {', '.join(sorted(named))} but not "
+                                     f"{', '.join(missing)}, which the device has a peak for: give each its own values")
         for key in ("launch_s", "op_overhead_s"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
@@ -145,12 +173,13 @@ class DeviceProfile:
 
     def efficiency(self, key: str, op_class: str, precision: str = "fp16") -> float:
         """The ``key`` efficiency of ``op_class`` at ``precision``: the most specific entry of
-        (precision, class), (precision, default), (any, class), (any, default)."""
+        (precision, class), (precision, default), (any, class), (any, default); an ``attention``
+        class without its own entry takes ``matmul``'s. Under fp8, classes outside FP8_CLASSES
+        use bf16's entries (they run in bf16)."""
         table = {(p, c): f for p, c, f in getattr(self, key)}
-        prec = "fp16" if precision == "amp" else precision
-        if prec == "bf16" and not any(p == "bf16" for p, _ in table):
-            prec = "fp16"  # bf16 runs on the same tensor cores at the same rate: fp16 values
-        for probe in ((prec, op_class), (prec, "default"), ("*", op_class), ("*", "default")):
+        prec = op_precision(precision, op_class)
+        classes = (op_class, "matmul") if op_class == "attention" else (op_class,)
+        for probe in (*((prec, c) for c in classes), (prec, "default"), *(("*", c) for c in classes), ("*", "default")):
             if probe in table:
                 return table[probe]
         return 1.0
@@ -184,13 +213,16 @@ def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp"
     classes = [x.op_class for x in workload.nodes]
     tensor = np.fromiter((c in TENSOR_CORE_CLASSES for c in classes), bool, n)
     fp32 = device.peak_flops_fp32 or device.peak_flops
-    tensor_peak = (getattr(device, PRECISIONS[precision][0]) or device.peak_flops) if replay else device.tensor_peak(precision)
     kinds = set(classes)
+    if replay:
+        peak_of = {c: getattr(device, PRECISIONS[precision][0]) or device.peak_flops for c in kinds}
+    else:
+        peak_of = {c: device.tensor_peak(op_precision(precision, c)) for c in kinds}
     ceff_of = {c: device.efficiency("compute_efficiency", c, precision) for c in kinds}
     meff_of = {c: device.efficiency("memory_efficiency", c, precision) for c in kinds}
     ceff = np.fromiter((ceff_of[c] for c in classes), float, n)
     meff = np.fromiter((meff_of[c] for c in classes), float, n)
-    peak = np.where(tensor, tensor_peak, fp32) * ceff
+    peak = np.where(tensor, np.fromiter((peak_of[c] for c in classes), float, n), fp32) * ceff
     scale = PRECISIONS[precision][1]
     byte_scale = np.fromiter((1.0 if c == "optimizer" else scale for c in classes), float, n)
     if scale < 1.0:  # 16-bit training: pointwise ops fused into their neighbours

@@ -7,14 +7,14 @@ rank belongs to one group of each parallel dimension, so the circuits of all dim
 compete for its ports. Our plan (simple and stated, not an optimum):
 
 * the dimensions are taken in order of how often a step switches to them (``phases`` per step,
-  most first; ties in the order tp, ep, pp, dp, edp); each keeps its circuits wired for the whole
+  most first; ties in the order tp, cp, ep, pp, dp, edp); each keeps its circuits wired for the whole
   job while the ports still hold them (``resident``, wired once at job start, not charged per step);
 * a dimension that does not fit is ``rewired``: each of its phases pays two reconfigurations, to
   its circuits and back to the resident ones (a MEMS switch carries no traffic on the ports it
   switches, and the step waits for it: the time is exposed).
 
 Phases per step (1F1B, :mod:`~estimator.parallel.step`): TP one per collective (they sit between
-the layer's GEMMs); EP one per dispatch + combine pair (the expert MLP in between needs no circuits);
+the layer's GEMMs); CP one per ring step (each K/V exchange); EP one per dispatch + combine pair (the expert MLP in between needs no circuits);
 PP one per send (forward activations and backward gradients of each microbatch and virtual stage);
 DP one (the gradient reduction and the updated-weight all-gather after the flush), plus one per
 ZeRO-3 weight all-gather; expert-DP one.
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from estimator.fabrics.base import Fabric
 
-ORDER = ("tp", "ep", "pp", "dp", "edp")
+ORDER = ("tp", "cp", "ep", "pp", "dp", "edp")
 
 
 @dataclass(frozen=True)

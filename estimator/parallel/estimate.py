@@ -1,9 +1,10 @@
-"""``parallelism=hybrid``: a decoder-only model on tp x pp x dp GPUs, from a resolved config.
+"""``parallelism=hybrid``: a decoder-only model on tp x cp x pp x dp GPUs, from a resolved config.
 
 ``estimator estimate model=gpt3_175b parallelism=hybrid system=dgx_a100 fabric.nodes=1024
-parallelism.tp=8 parallelism.pp=16`` (dp follows from ``fabric.nodes``); ``parallelism.placement
-=auto`` searches the layouts (``search``). A layout that needs more memory than the device has
-is an error naming how much more.
+parallelism.tp=8 parallelism.pp=16`` (dp follows from ``fabric.nodes``); ``framework=megatron|
+deepspeed|fsdp`` picks the training framework's profile (:mod:`~estimator.parallel.framework`);
+``parallelism.placement=auto`` searches the layouts (``search``). A layout whose largest pipeline
+stage needs more memory than the device has is an error naming how much more.
 """
 
 from __future__ import annotations
@@ -14,13 +15,23 @@ from typing import Any
 from estimator.compute.device import DeviceProfile
 from estimator.errors import EstimatorError
 from estimator.fabrics.registry import shared_fabric
-from estimator.parallel.layout import Layout, device_memory, memory
+from estimator.parallel.framework import Framework
+from estimator.parallel.layout import Layout
+from estimator.parallel.memory import device_memory, memory
 from estimator.parallel.search import search
 from estimator.parallel.spec import TransformerSpec
 from estimator.parallel.step import step_time
 
-HYBRID_KEYS = {"strategy", "tp", "pp", "dp", "ep", "micro_batch_size", "microbatches", "global_batch", "zero",
-               "sequence_parallel", "recompute", "order", "placement", "dp_overlap", "device_memory_bytes", "virtual_stages"}
+HYBRID_KEYS = {"strategy", "tp", "cp", "pp", "dp", "ep", "micro_batch_size", "microbatches", "global_batch", "zero",
+               "sequence_parallel", "recompute", "order", "placement", "dp_overlap", "device_memory_bytes", "virtual_stages",
+               "first_stage_layers", "last_stage_layers", "fp32_grads"}
+
+
+def _bool_or_null(par: dict[str, Any], key: str) -> bool | None:
+    value = par.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise EstimatorError(f"parallelism.{key} must be true, false or null, got {value!r}")
+    return value
 
 
 def _setup(cfg: dict[str, Any]):
@@ -31,37 +42,44 @@ def _setup(cfg: dict[str, Any]):
     spec = TransformerSpec.from_cfg(cfg.get("model") or {})
     fabric = shared_fabric(cfg.get("fabric") or {})
     device = DeviceProfile.from_dict(dict(cfg.get("device") or {}))
+    framework = Framework.from_cfg(cfg.get("framework"))
     precision = str(cfg.get("precision") or "amp")
     device.tensor_peak(precision)
+    fp32 = _bool_or_null(par, "fp32_grads")
+    if fp32 is not None:  # the published run's own choice (e.g. Llama 3: FP32 gradient reduce-scatter)
+        framework = replace(framework, fp32_grads_with_bf16=fp32)
     placement = str(par.get("placement", "fixed"))
     if placement not in ("fixed", "auto"):
         raise EstimatorError(f"parallelism.placement must be fixed or auto, got {placement!r}")
     if placement == "auto":  # tp/pp/dp/microbatches are searched: start from a valid layout of the GPU count
         global_batch = par.get("global_batch")
-        layout = Layout.from_cfg({**par, "tp": 1, "pp": 1, "dp": None, "microbatches": 1}, spec, fabric.nodes)
+        layout = Layout.from_cfg({**par, "tp": 1, "pp": 1, "dp": None, "microbatches": 1, "first_stage_layers": None,
+                                  "last_stage_layers": None}, spec, fabric.nodes)
         if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
             raise EstimatorError(f"parallelism.global_batch must be a positive integer for placement=auto, got {global_batch!r}")
         layout = replace(layout, microbatches=global_batch)  # search() reads the global batch from here
     else:
         layout = Layout.from_cfg(par, spec, fabric.nodes)
+    if layout.virtual_stages > 1 and not framework.interleaved_schedule:
+        raise EstimatorError(f"parallelism.virtual_stages={layout.virtual_stages}: framework {framework.name}'s pipeline "
+                             "has no interleaved schedule; use virtual_stages=1")
     capacity = device_memory(device.memory_bytes, par.get("device_memory_bytes"))
-    overlap = par.get("dp_overlap", True)
-    if not isinstance(overlap, bool):
-        raise EstimatorError(f"parallelism.dp_overlap must be true or false, got {overlap!r}")
-    return spec, fabric, device, precision, layout, placement, capacity, overlap
+    overlap = _bool_or_null(par, "dp_overlap")
+    return spec, fabric, device, precision, layout, placement, capacity, overlap, framework
 
 
 def validate_hybrid(cfg: dict[str, Any]) -> None:
-    spec, _f, _d, _p, layout, placement, capacity, _o = _setup(cfg)
+    spec, _f, _d, precision, layout, placement, capacity, _o, framework = _setup(cfg)
     if placement == "fixed":
-        _check_fits(spec, layout, capacity)
+        _check_fits(spec, layout, capacity, framework, precision)
 
 
-def _check_fits(spec: TransformerSpec, layout: Layout, capacity: float | None) -> None:
-    mem = memory(spec, layout)
+def _check_fits(spec: TransformerSpec, layout: Layout, capacity: float | None, framework: Framework, precision: str) -> None:
+    mem = memory(spec, layout, framework.grad_bytes(precision), framework)
     if capacity and mem["total"] > capacity:
+        where = f" on pipeline stage {mem['stage']}" if layout.pp > 1 else ""
         raise EstimatorError(
-            f"parallelism: layout {layout.label()} needs {mem['total'] / 1e9:.1f} GB per GPU "
+            f"parallelism: layout {layout.label()} needs {mem['total'] / 1e9:.1f} GB per GPU{where} "
             f"(weights {mem['weights'] / 1e9:.1f}, gradients {mem['gradients'] / 1e9:.1f}, optimizer {mem['optimizer'] / 1e9:.1f}, "
             f"activations {mem['activations'] / 1e9:.1f}) but the device has {capacity / 1e9:.1f} GB: "
             f"{(mem['total'] - capacity) / 1e9:.1f} GB too much")
@@ -69,14 +87,15 @@ def _check_fits(spec: TransformerSpec, layout: Layout, capacity: float | None) -
 
 def estimate_hybrid(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(metrics, collectives) of one hybrid-parallel training step."""
-    spec, fabric, device, precision, layout, placement, capacity, overlap = _setup(cfg)
+    spec, fabric, device, precision, layout, placement, capacity, overlap, framework = _setup(cfg)
     algorithm = str(cfg.get("algorithm") or "default")
     if placement == "auto":
-        metrics, colls, n = search(spec, layout, layout.microbatches, fabric, device, precision, algorithm, capacity, overlap)
+        metrics, colls, n = search(spec, layout, layout.microbatches, fabric, device, precision, algorithm, capacity,
+                                   overlap, framework)
         metrics["layouts_evaluated"] = n
     else:
-        _check_fits(spec, layout, capacity)
-        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, overlap)
+        _check_fits(spec, layout, capacity, framework, precision)
+        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, overlap, framework)
     metrics["placement"] = placement
     metrics["device_memory_bytes"] = capacity or 0.0
     return metrics, colls

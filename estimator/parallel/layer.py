@@ -37,9 +37,21 @@ What is captured and how:
   attention dropout as ``nn.Dropout``, the QKV split on the last dimension of the
   [s, b, heads, 3d] projection (its gradient needs no permute copy), the output and second MLP
   GEMMs without bias followed by ``bias_dropout_add``, the first MLP GEMM without bias followed by
-  ``bias_gelu``. Only the GPT family: Megatron-LM's Llama recipes fuse other kernels (SwiGLU,
-  RoPE, flash attention) that this capture does not model, so Llama configs use ``none``.
-  Parameters are the same either way (the biases stay, they are added inside the fused kernels).
+  ``bias_gelu``. Only the GPT family. Parameters are the same either way (the biases stay, they
+  are added inside the fused kernels). ``te`` captures a Llama layer as Megatron-core runs it with
+  Transformer Engine (the stack of NVIDIA's NeMo Llama recipes; kernels and sources in
+  ``estimator.compute.te_kernels``): fused RMSNorm, the QKV GEMM (grouped-query attention native:
+  ``heads / tp`` query and ``max(1, kv_heads / tp)`` KV heads, no repeated K/V), fused RoPE on q and
+  k, causal flash attention (no ``s x s`` tensor in HBM), the output GEMM, residual add, fused
+  RMSNorm, one fc1 GEMM of width ``2 ffn / tp`` (Megatron-core's gated linear unit), fused SwiGLU,
+  fc2, residual add. With ``precision=fp8`` (``fp8=True``) every Linear's input and output
+  gradient pass through TE's cast-transpose kernel; the QKV and fc1 inputs are cast right after
+  their norm, on the rank's own tokens before the sequence-parallel gather (TE's LayerNormLinear
+  gathers FP8).
+* Context parallelism (``cp`` > 1, ``te`` only: Megatron-core's ring attention runs through TE):
+  each rank holds ``seq / cp`` tokens (Megatron's load-balanced split), so every op runs on those
+  tokens, and the attention kernel covers the rank's queries against all keys (FLOPs / cp of the
+  whole causal attention).
 * Captured at one sequence per microbatch and scaled linearly to the microbatch size (every op
   of a layer is linear in the number of sequences at a fixed sequence length; the attention
   score ops stay quadratic in the sequence length because the capture uses the real one). A
@@ -49,6 +61,7 @@ What is captured and how:
 * Backward is ``out.backward(grad)`` with a given output gradient, so no loss op is attributed to
   a layer; the LM head part includes the vocabulary-parallel cross-entropy (its three small
   all-reduces of per-token values are left out of the communication model).
+* The capture is a pure function of ``(spec, tp, sp, cp, fp8)`` (cacheable by those arguments).
 """
 
 from __future__ import annotations
@@ -69,6 +82,7 @@ def _modules():
     from torch.nn import functional as F
 
     import estimator.compute.megatron_kernels  # noqa: F401  (registers torch.ops.megatron.*)
+    from estimator.compute.te_kernels import Fp8GradOutput, Fp8Input
 
     class _Resize(torch.autograd.Function):
         """Stand-in for a sequence-parallel all-gather / reduce-scatter: a fresh tensor of the
@@ -89,14 +103,18 @@ def _modules():
     class CoreAttention(nn.Module):
         """softmax(mask(q k^T / sqrt(d))) v on this rank's heads; q, k, v: [b, heads, s, d]."""
 
-        def __init__(self, spec: TransformerSpec):
+        def __init__(self, spec: TransformerSpec, cp: int = 1):
             super().__init__()
             self.gpt = spec.family == "gpt"
             s = spec.seq_len
             self.fused = spec.fused == "megatron"
+            self.flash = spec.fused == "te"
+            self.cp = cp
             self.fused_softmax = self.fused and 16 < s <= 2048 and s % 4 == 0  # fused_softmax.py constraint
 
         def forward(self, q, k, v):
+            if self.flash:  # q: [s, b, heads, d], k/v: [s, b, kv heads, d]
+                return torch.ops.te.flash_attention(q, k, v, self.cp)
             if self.fused:
                 return self._megatron(q, k, v)
             s = q.shape[-2]
@@ -120,10 +138,11 @@ def _modules():
             return torch.bmm(probs, v3).view(b, nh, s, d)
 
     class LayerShard(nn.Module):
-        def __init__(self, spec: TransformerSpec, tp: int, sp: bool):
+        def __init__(self, spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False):
             super().__init__()
             h, d, bias = spec.hidden, spec.head_dim, spec.family == "gpt"
-            self.spec, self.tp, self.sp = spec, tp, sp
+            self.spec, self.tp, self.sp, self.fp8 = spec, tp, sp, fp8
+            self.seq = spec.seq_len // cp  # this rank's tokens (context parallelism)
             self.nh, self.nkv, self.d = spec.heads // tp, max(1, spec.kv_heads // tp), d
             self.norm1, self.norm2 = norm(spec, h), norm(spec, h)
             self.qkv = nn.Linear(h, (self.nh + 2 * self.nkv) * d, bias=bias)
@@ -132,15 +151,37 @@ def _modules():
             self.router = nn.Linear(h, spec.experts, bias=False) if spec.experts else None
             if spec.family == "gpt":
                 self.fc1, self.fc2 = nn.Linear(h, f), nn.Linear(f, h)
+            elif spec.fused == "te":  # Megatron-core: gate and up as one fc1 GEMM (gated linear unit)
+                self.fc1, self.fc2 = nn.Linear(h, 2 * f, bias=False), nn.Linear(f, h, bias=False)
             else:
                 self.gate, self.up, self.down = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False), nn.Linear(f, h, bias=False)
-            self.core = CoreAttention(spec)
+            self.core = CoreAttention(spec, cp)
 
         def _gather(self, x):
-            return _Resize.apply(x, self.spec.seq_len) if self.sp and self.tp > 1 else x
+            return _Resize.apply(x, self.seq) if self.sp and self.tp > 1 else x
 
         def _scatter(self, x):
-            return _Resize.apply(x, self.spec.seq_len // self.tp) if self.sp and self.tp > 1 else x
+            return _Resize.apply(x, self.seq // self.tp) if self.sp and self.tp > 1 else x
+
+        def _linear(self, linear, x, cast_input: bool = True):  # a TE Linear: with fp8, operands cast to FP8 each way
+            if not self.fp8:
+                return linear(x)
+            return Fp8GradOutput.apply(linear(Fp8Input.apply(x) if cast_input else x))
+
+        def _norm_gather(self, norm, x):  # TE's LayerNormLinear: the norm writes FP8, sequence-parallel gathers FP8
+            y = torch.ops.te.rmsnorm(x, norm.weight, 1e-5)
+            return self._gather(Fp8Input.apply(y) if self.fp8 else y)
+
+        def _te(self, x):  # Llama layer as Megatron-core + Transformer Engine run it (module docstring)
+            te = torch.ops.te
+            y = self._norm_gather(self.norm1, x)
+            s, b, _ = y.shape
+            qkv = self._linear(self.qkv, y, cast_input=False).view(s, b, self.nh + 2 * self.nkv, self.d)
+            q, k, v = qkv.split((self.nh, self.nkv, self.nkv), 2)
+            ctx = self.core(te.rope(q), te.rope(k), v).view(s, b, self.nh * self.d)
+            x = x + self._scatter(self._linear(self.proj, ctx))
+            y = self._norm_gather(self.norm2, x)
+            return x + self._scatter(self._linear(self.fc2, te.swiglu(self._linear(self.fc1, y, cast_input=False))))
 
         def _rotary(self, x):  # Llama: rotate half the head dimensions by position-dependent angles
             s, d = x.shape[-2], x.shape[-1]
@@ -150,6 +191,8 @@ def _modules():
             return x * cos + half * sin
 
         def forward(self, x):  # x: [s (or s/tp with SP), b, h]
+            if self.spec.fused == "te":
+                return self._te(x)
             if self.spec.fused == "megatron":
                 return self._megatron(x)
             y = self._gather(self.norm1(x))
@@ -199,7 +242,6 @@ def _modules():
 
         def __init__(self, spec: TransformerSpec, tp: int):
             super().__init__()
-            self.spec = spec
             self.tokens = nn.Embedding(spec.padded_vocab(tp) // tp, spec.hidden)
             self.positions = nn.Embedding(spec.seq_len, spec.hidden) if spec.family == "gpt" else None
 
@@ -272,22 +314,29 @@ def _capture(name: str, module, make_inputs, fused: str, grad_output: bool = Tru
 
 
 @lru_cache(maxsize=64)
-def capture_parts(spec: TransformerSpec, tp: int, sp: bool) -> dict[str, Workload]:
+def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False) -> dict[str, Workload]:
     """The per-rank ``layer``, ``attention`` (core attention only, for selective recompute),
-    ``embedding`` and ``head`` workloads of ``spec`` at tensor-parallel degree ``tp`` (one
-    sequence; scale with ``Workload.scaled_to_batch``)."""
+    ``embedding`` and ``head`` workloads of ``spec`` at tensor-parallel degree ``tp`` and
+    context-parallel degree ``cp`` (one sequence of ``seq / cp`` tokens; scale with
+    ``Workload.scaled_to_batch``); ``fp8``: the layer's Linears as Transformer Engine FP8 GEMMs."""
     torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard = _modules()
-    s = spec.seq_len
-    nh, d = spec.heads // tp, spec.head_dim
+    s = spec.seq_len // cp
+    nh, nkv, d = spec.heads // tp, max(1, spec.kv_heads // tp), spec.head_dim
     with torch.device("meta"):
-        layer, emb, head = LayerShard(spec, tp, sp), EmbeddingShard(spec, tp), HeadShard(spec, tp)
-        core = CoreAttention(spec)
-        tag = f"{spec.name}.tp{tp}{'.sp' if sp else ''}{'.megatron' if spec.fused == 'megatron' else ''}"
+        layer, emb, head = LayerShard(spec, tp, sp, cp, fp8), EmbeddingShard(spec, tp), HeadShard(spec, tp)
+        core = CoreAttention(spec, cp)
+        tag = (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}"
+               f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}")
+        if spec.fused == "te":  # flash attention takes [s, b, heads, d] with kv_heads for k and v
+            def core_inputs(b):
+                return tuple(torch.empty(s, b, n, d, requires_grad=True) for n in (nh, nkv, nkv))
+        else:
+            def core_inputs(b):
+                return tuple(torch.empty(b, nh, s, d, requires_grad=True) for _ in range(3))
         return {
             "layer": _capture(f"{tag}.layer", layer,
                               lambda b: (torch.empty(s // tp if sp and tp > 1 else s, b, spec.hidden, requires_grad=True),), spec.fused),
-            "attention": _capture(f"{tag}.attention", core,
-                                  lambda b: tuple(torch.empty(b, nh, s, d, requires_grad=True) for _ in range(3)), spec.fused),
+            "attention": _capture(f"{tag}.attention", core, core_inputs, spec.fused),
             "embedding": _capture(f"{tag}.embedding", emb, lambda b: (torch.zeros(s, b, dtype=torch.long),), spec.fused),
             "head": _capture(f"{tag}.head", head,
                              lambda b: (torch.empty(s, b, spec.hidden, requires_grad=True), torch.zeros(s, b, dtype=torch.long)),

@@ -1,8 +1,8 @@
 """Where each parallel group sits on the fabric, and what its collectives cost there.
 
-Ranks are numbered by the layout's ``order`` (innermost first; default ``tp-dp-pp`` as
-Megatron-LM: a TP group is ``tp`` consecutive ranks, a DP group strides by ``tp``, a PP group by
-``tp x dp``). Fabric endpoint ``i`` is rank ``i`` (GPUs numbered node by node).
+Ranks are numbered by the layout's ``order`` (innermost first; default ``tp-cp-dp-pp`` as
+Megatron-core: a TP group is ``tp`` consecutive ranks, a CP group strides by ``tp``, a DP group by
+``tp x cp``, a PP group by ``tp x cp x dp``). Fabric endpoint ``i`` is rank ``i`` (GPUs numbered node by node).
 
 Pricing a group of ``size`` ranks with ``stride`` between neighbours (:func:`group_cost`):
 
@@ -53,10 +53,14 @@ def _with_wavelengths(cls: type, config_items: tuple, wavelengths: int) -> Fabri
     return cls(cls.Config(**{**dict(config_items), "wavelengths": wavelengths}))
 
 
-def strides(order: str, tp: int, dp: int, pp: int) -> dict[str, int]:
-    """Rank stride of each parallel dimension for a rank order listed innermost first."""
-    sizes, out, step = {"tp": tp, "dp": dp, "pp": pp}, {}, 1
-    for dim in order.split("-"):
+def strides(order: str, tp: int, dp: int, pp: int, cp: int = 1) -> dict[str, int]:
+    """Rank stride of each parallel dimension for a rank order listed innermost first (an order
+    without ``cp`` has it right inside ``dp``)."""
+    dims = order.split("-")
+    if "cp" not in dims:
+        dims.insert(dims.index("dp"), "cp")
+    sizes, out, step = {"tp": tp, "cp": cp, "dp": dp, "pp": pp}, {}, 1
+    for dim in dims:
         out[dim] = step
         step *= sizes[dim]
     return out

@@ -1,10 +1,11 @@
 """``parallelism.placement=auto``: every layout that fits memory, fastest first.
 
 Searched: tp in the divisors of ``gpus_per_node`` (or 1..8 on fabrics without nodes) that divide
-the heads; pp dividing the layers and the GPU count; dp = GPUs / (tp x pp); micro-batch sizes
+the heads; pp dividing the layers and the GPU count; dp = GPUs / (tp x cp x pp) with the configured
+context-parallel degree cp; micro-batch sizes
 ``search_micro_batch_sizes``; rank orders tp-dp-pp and tp-pp-dp; for MoE models the
 expert-parallel degree ep (powers of two dividing dp and the expert count). The global batch, ZeRO stage,
-sequence parallelism and recompute stay as configured. A layout is skipped when the global batch
+sequence parallelism, recompute and cp stay as configured. A layout is skipped when the global batch
 does not split into whole microbatches or it does not fit the device memory.
 """
 
@@ -16,11 +17,13 @@ from typing import Any
 from estimator.compute.device import DeviceProfile
 from estimator.errors import EstimatorError
 from estimator.fabrics.base import Fabric
-from estimator.parallel.layout import Layout, memory
+from estimator.parallel.framework import Framework
+from estimator.parallel.layout import Layout
+from estimator.parallel.memory import memory
 from estimator.parallel.spec import TransformerSpec
 from estimator.parallel.step import step_time
 
-ORDERS = ("tp-dp-pp", "tp-pp-dp")
+ORDERS = ("tp-cp-dp-pp", "tp-pp-cp-dp")
 
 
 def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, global_batch: int, mbs_options) -> list[Layout]:
@@ -28,8 +31,8 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
     for tp in (t for t in (1, 2, 4, 8, 16) if t <= max_tp and spec.heads % t == 0 and spec.ffn % t == 0 and gpus % t == 0):
         if base.sequence_parallel and spec.seq_len % tp:
             continue
-        for pp in (p for p in range(1, spec.layers + 1) if spec.layers % p == 0 and (gpus // tp) % p == 0):
-            dp = gpus // (tp * pp)
+        for pp in (p for p in range(1, spec.layers + 1) if spec.layers % p == 0 and (gpus // (tp * base.cp)) % p == 0):
+            dp = gpus // (tp * base.cp * pp)
             eps = [e for e in (1, 2, 4, 8, 16, 32, 64) if dp % e == 0 and spec.experts % e == 0] if spec.experts else [1]
             for mbs, ep in ((mb, e) for mb in mbs_options for e in eps):
                 if global_batch % (dp * mbs):
@@ -46,16 +49,17 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
 
 
 def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, device: DeviceProfile, precision: str, algorithm: str,
-           capacity: float | None, dp_overlap: bool, mbs_options=(1, 2, 4)) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+           capacity: float | None, dp_overlap: bool | None, framework: Framework,
+           mbs_options=(1, 2, 4)) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
     """(metrics, collectives, layouts evaluated) of the fastest layout that fits."""
     gpus = base.gpus
     max_tp = getattr(fabric.config, "gpus_per_node", 8) or 8
     best = None
     evaluated = 0
     for layout in candidates(spec, base, gpus, max_tp, global_batch, mbs_options):
-        if capacity and memory(spec, layout)["total"] > capacity:
+        if capacity and memory(spec, layout, framework.grad_bytes(precision), framework)["total"] > capacity:
             continue
-        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap)
+        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap, framework)
         evaluated += 1
         if best is None or metrics["iter_time_s"] < best[0]["iter_time_s"]:
             best = (metrics, colls)

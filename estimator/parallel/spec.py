@@ -26,7 +26,7 @@ from typing import Any
 from estimator.errors import EstimatorError
 
 FAMILIES = ("gpt", "llama")
-FUSED_KERNELS = ("none", "megatron")  # model.fused_kernels (estimator/parallel/layer.py)
+FUSED_KERNELS = ("none", "megatron", "te")  # model.fused_kernels (estimator/parallel/layer.py)
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class TransformerSpec:
     seq_len: int
     experts: int = 0  # 0 = dense; >0 = mixture-of-experts MLP in every layer
     top_k: int = 1
-    fused: str = "none"  # model.fused_kernels: none | megatron (estimator/parallel/layer.py)
+    fused: str = "none"  # model.fused_kernels: none | megatron | te (estimator/parallel/layer.py)
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> TransformerSpec:
@@ -72,7 +72,10 @@ class TransformerSpec:
             raise EstimatorError(f"model.fused_kernels must be one of {', '.join(FUSED_KERNELS)}, got {fused!r}")
         if fused == "megatron" and (family != "gpt" or kv != ints["num_heads"]):
             raise EstimatorError(f"{where}: model.fused_kernels=megatron models Megatron-LM's GPT layer fusions only "
-                                 "(family_variant gpt, no grouped-query attention); use model.fused_kernels=none")
+                                 "(family_variant gpt, no grouped-query attention); use model.fused_kernels=none or te")
+        if fused == "te" and (family != "llama" or experts):
+            raise EstimatorError(f"{where}: model.fused_kernels=te models Megatron-core / Transformer Engine's dense Llama "
+                                 "layer (family_variant llama, no experts); use model.fused_kernels=none")
         return cls(str(cfg.get("name")), family, ints["hidden_size"], ints["num_layers"], ints["num_heads"], int(kv),
                    ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k, fused)
 

@@ -1,38 +1,57 @@
-"""Step time of a hybrid-parallel layout: per-rank compute from the layer capture, Megatron-LM
-communication priced where each group sits, 1F1B pipeline.
+"""Step time of a hybrid-parallel layout: per-rank compute from the layer capture, communication
+priced where each group sits, the 1F1B pipeline paced by its slowest stage.
 
-Model (each line is an assumption; sources in the module docstrings of ``layer``/``layout``):
+Model (each line is an assumption; sources in the module docstrings of ``layer``/``memory``/
+``framework`` and in ``conf/framework/*.yaml``):
 
-* Per microbatch and stage: ``layers / pp`` captured layers forward and backward, plus the
-  embedding (first stage) or the LM head and loss (last stage) — the slower stage sets the
-  pace; with ``pp = 1`` one rank runs both. Recompute adds one more forward of each layer
-  (``full``) or of its core attention (``selective``) to the backward.
+* Per microbatch and stage ``i``: its ``n_i`` captured layers (``Layout.stage_layers``) forward and
+  backward, plus the embedding (first stage) and the LM head and loss (last stage); with ``pp = 1``
+  one rank runs both. Recompute adds one more forward of each layer (``full``) or of its core
+  attention (``selective``) to the backward. Under ``precision=fp8`` the decoder layers' Linears
+  run as Transformer Engine FP8 GEMMs and the embedding and LM head stay BF16 (Megatron's output
+  layer is not a TE module).
 * Tensor parallelism (Megatron-LM, Shoeybi et al. 2019 Sec. 3): per layer 2 all-reduces of the
-  ``s x b x h`` activations in forward and 2 in backward (and 2 more when full recompute reruns
-  the forward), 1 in the embedding's forward; with sequence parallelism each all-reduce becomes
-  a reduce-scatter + all-gather pair of the same buffer (Korthikanti et al. 2022 Sec. 4.2.2).
-  TP communication is not overlapped with compute (Megatron-LM 2021 runs it synchronously).
-* Pipeline (Narayanan et al. 2021 Sec. 2.2, non-interleaved 1F1B): step = (m + pp - 1) x
-  (t_fwd + t_bwd + 2 t_p2p) — the bubble is (pp - 1) of those slots, i.e. (pp - 1)/m of the
-  work; each boundary sends ``s x b x h / tp`` 16-bit values per microbatch each way (the
-  scatter/gather optimisation, Sec. 4.1), all boundaries at once. Interleaved 1F1B with ``v``
-  virtual stages (Sec. 2.2.2): the bubble shrinks to (pp - 1)/v slots and each rank sends ``v``
-  times as many activations, so step = (m + (pp - 1)/v) x (t_fwd + t_bwd + 2 v t_p2p).
-* Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer sends its
-  tokens to their top-k experts and back — an all-to-all of ``s x b x k x h / tp`` 16-bit values
-  per rank over the ``ep`` group (ep consecutive ranks of a DP group; tokens split over the TP
-  ranks as sequence parallelism, which Megatron-core requires for MoE with tp > 1) for dispatch
-  and one for combine, in forward, in backward and again in a full recompute; not overlapped.
-  Expert gradients are reduced over the ``dp / ep`` ranks holding the same experts, after the
-  dense gradients over ``dp``.
-* Data parallelism: fp16/bf16 gradients of the rank's stage (``zero`` 0: one all-reduce; 1 and 2:
-  reduce-scatter of gradients + all-gather of updated weights after the step; 3: in addition
-  the weights of every layer are all-gathered before its forward and backward, prefetched one
-  layer ahead so only what exceeds a layer's compute is exposed). With ``dp_overlap`` the
-  gradient reduction overlaps the last microbatch's backward (Megatron-core
-  ``--overlap-grad-reduce``); without it (Megatron-LM 2021) it follows the pipeline flush.
+  ``s/cp x b x h`` activations in forward and 2 in backward (2 more when full recompute reruns the
+  forward), 1 in the embedding's forward; with sequence parallelism each all-reduce becomes a
+  reduce-scatter + all-gather pair of the same buffer (Korthikanti et al. 2022 Sec. 4.2.2). Not
+  overlapped, unless the framework overlaps TP communication with the layer's GEMMs
+  (``tp_comm_overlap``: exposed = what exceeds the GEMMs' time).
+* Context parallelism (``cp`` > 1; Megatron-core's ring attention through Transformer Engine,
+  ``AttnFuncWithCPAndKVP2P``): each layer's attention runs in ``cp`` steps; between steps every
+  rank sends its current K/V chunk (``2 x s/cp x b x kv_heads/tp x d`` 16-bit values) to the next
+  rank of the CP ring while computing on the chunk it holds, so each of the ``cp - 1`` exchanges is
+  exposed only beyond one step's attention compute (``attention / cp``). Backward: the K/V chunks
+  travel the ring again together with their partial gradients dK/dV (the ring reduce-scatter of
+  the K/V gradients): twice the bytes per step, against ``attention backward / cp``. The sends
+  are priced as pipeline-style point-to-point transfers of all CP rings at once where the CP group
+  sits (:func:`~estimator.parallel.placement.p2p_cost`).
+* Pipeline (Narayanan et al. 2021 Sec. 2.2, 1F1B): stage ``i``'s slot is ``t_f,i + t_b,i + 2 v
+  t_p2p``; the slowest slot paces the steady state and every stage's slot passes once through the
+  fill and drain: step = ``m x max_i slot_i + (sum_i slot_i - max_i slot_i) / v`` (with equal
+  stages: ``(m + (pp - 1)/v) x slot``, the classic bubble of ``(pp - 1)/v`` slots; interleaved 1F1B
+  with ``v`` virtual stages needs equal stages). A boundary sends ``s/cp x b x h`` 16-bit values
+  per microbatch each way, split over the TP ranks when the framework scatters/gathers them
+  (``p2p_scatter_gather``), all boundaries at once.
+* Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer's dispatch and
+  combine all-to-alls of ``s x b x k x h / tp`` 16-bit values per rank over the ``ep`` group, in
+  forward, backward and again in a full recompute; not overlapped. Expert gradients are reduced
+  over the ``dp / ep`` ranks holding the same experts, after the dense gradients.
+* Data parallelism (gradients of ``framework.grad_bytes`` per element, over the ``dp x cp`` ranks
+  holding the same weights): ``zero`` 0: one all-reduce after the last microbatch; 1: a
+  reduce-scatter, then the updated 16-bit weights' all-gather; with ``grad_reduce_overlap`` the
+  reduction overlaps the last microbatch's backward, with ``param_gather_overlap`` the all-gather
+  overlaps the next step's first forward (exposed: what exceeds them). ``zero`` 2: the gradients
+  are sharded, so every microbatch's gradients are reduce-scattered during its backward (exposed
+  beyond that backward's compute), and the weights' all-gather follows the step. ``zero`` 3
+  (:func:`zero3_layer`): the weights are also sharded and gathered unit by unit
+  (``framework.zero3_unit``) right before use, in forward and in backward, one unit ahead; a
+  unit's gather hides behind the compute of one unit's share of the layer, the backward's link
+  also carries the gradients' reduce-scatter (in ``framework.reduce_bucket_params`` buckets), and
+  the first unit of each pass is exposed whole. Gathers are priced as collectives over the
+  ``dp x cp`` group, so their latency grows with the group (a ring all-gather takes ``n - 1``
+  steps) and their exposure grows with scale instead of being hidden.
 * Optimizer: fused Adam streams 32 bytes per (unsharded) parameter through HBM (fp32 master,
-  momentum and variance read and written, fp16 gradient read, fp16 weight written).
+  momentum and variance read and written, 16-bit gradient read, 16-bit weight written).
 * Circuits (fabrics whose groups get their own circuits, the OCS): the step pays the
   reconfigurations of its circuit plan (:mod:`~estimator.parallel.circuits`), exposed.
 """
@@ -48,12 +67,15 @@ import numpy as np
 from estimator.compute.device import DeviceProfile, node_times
 from estimator.fabrics.base import Fabric
 from estimator.parallel.circuits import plan
+from estimator.parallel.framework import Framework
 from estimator.parallel.layer import capture_parts
-from estimator.parallel.layout import Layout, memory, stage_param_split
+from estimator.parallel.layout import Layout
+from estimator.parallel.memory import memory, stage_param_split, zero3_units
 from estimator.parallel.placement import group_cost, p2p_cost, p2p_pricing, strides
 from estimator.parallel.spec import TransformerSpec
 
 ACT_BYTES = 2  # 16-bit activations on the wire
+WEIGHT_BYTES = 2  # 16-bit weights gathered by ZeRO
 ADAM_STEP_BYTES = 32  # per parameter, see the module docstring
 
 
@@ -63,135 +85,227 @@ class PartTimes:
     bwd: float
     fwd_flops: float
     bwd_flops: float
+    fwd_gemm: float  # seconds of tensor-core ops (what TP communication can hide behind)
+    bwd_gemm: float
 
 
 @lru_cache(maxsize=1024)
-def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: DeviceProfile, precision: str) -> dict[str, PartTimes]:
+def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: DeviceProfile, precision: str,
+               cp: int = 1) -> dict[str, PartTimes]:
     out = {}
-    for name, w in capture_parts(spec, tp, sp).items():
+    fp8 = precision == "fp8"
+    for name, w in capture_parts(spec, tp, sp, cp, fp8).items():
         scaled = w.scaled_to_batch(mbs)
-        t = node_times(scaled, device, precision)
+        t = node_times(scaled, device, "bf16" if fp8 and name in ("embedding", "head") else precision)
         phase = np.array([n.phase for n in scaled.nodes])
         flops = np.array([n.flops for n in scaled.nodes])
+        gemm = np.array([n.op_class in ("matmul", "attention") for n in scaled.nodes])
         fw, bw = phase == "forward", phase == "backward"
-        out[name] = PartTimes(float(t[fw].sum()), float(t[bw].sum()), float(flops[fw].sum()), float(flops[bw].sum()))
+        out[name] = PartTimes(float(t[fw].sum()), float(t[bw].sum()), float(flops[fw].sum()), float(flops[bw].sum()),
+                              float(t[fw & gemm].sum()), float(t[bw & gemm].sum()))
     return out
 
 
-def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
-              algorithm: str = "default", dp_overlap: bool = True) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(metrics, collectives) of one training step."""
-    L = layout
-    parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision)
-    layer, attn, emb, head = parts["layer"], parts["attention"], parts["embedding"], parts["head"]
-    stride = strides(L.order, L.tp, L.dp, L.pp)
-    stride.update(ep=stride["dp"], edp=stride["dp"] * L.ep)  # an EP group: ep consecutive ranks of a DP group
-    colls: list[dict[str, Any]] = []
+class _Pricer:
+    """Prices collectives of the parallel groups where they sit and records them (the ``collectives`` rows)."""
 
-    def price(group: str, collective: str, nbytes: float, size: int, count: float) -> float:
-        t, algo, how = group_cost(fabric, collective, nbytes, size, stride[group] if group in stride else 1, algorithm)
+    def __init__(self, fabric: Fabric, stride: dict[str, int], algorithm: str):
+        self.fabric, self.stride, self.algorithm = fabric, stride, algorithm
+        self.colls: list[dict[str, Any]] = []
+
+    def _record(self, group, collective, algo, nbytes, size, stride, count, how, t):
+        self.colls.append({"idx": len(self.colls), "group": group, "collective": collective, "algorithm": algo,
+                           "bytes": float(nbytes), "group_size": size, "stride": stride, "count_per_step": count,
+                           "pricing": how, "time_s": t, "ready_s": 0.0, "start_s": 0.0})
+
+    def price(self, group: str, collective: str, nbytes: float, size: int, count: float) -> float:
+        stride = self.stride.get(group, 1)
+        t, algo, how = group_cost(self.fabric, collective, nbytes, size, stride, self.algorithm)
         if size > 1 and nbytes > 0:
-            colls.append({"idx": len(colls), "group": group, "collective": collective, "algorithm": algo, "bytes": float(nbytes),
-                          "group_size": size, "stride": stride.get(group, 1), "count_per_step": count, "pricing": how,
-                          "time_s": t, "ready_s": 0.0, "start_s": 0.0})
+            self._record(group, collective, algo, nbytes, size, stride, count, how, t)
         return t
 
-    m, lps = L.microbatches, spec.layers // L.pp
-    act = spec.seq_len * L.micro_batch_size * spec.hidden * ACT_BYTES
-    # ---- tensor-parallel communication per layer and microbatch
-    if L.sequence_parallel:
-        one = price("tp", "reduce_scatter", act, L.tp, 0) + price("tp", "all_gather", act, L.tp, 0)
+    def p2p(self, group: str, nbytes: float, stages: int, count: float) -> float:
+        stride = self.stride[group]
+        t = p2p_cost(self.fabric, nbytes, stride, stages)
+        if stages > 1 and nbytes > 0:
+            self._record(group, "p2p", "direct", nbytes, 2, stride, count, p2p_pricing(self.fabric), t)
+        return t
+
+
+def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer, grad_bytes: int,
+                fwd: float, bwd: float, count: float) -> tuple[float, float, float, float, float]:
+    """ZeRO-3 per layer and microbatch (module docstring): (forward exposed, backward exposed, first
+    unit's forward gather, last unit's backward gather, communication time), ``fwd`` / ``bwd`` the
+    layer's compute."""
+    units = zero3_units(spec, L, fw.zero3_unit)
+    total = sum(units)
+    size = L.dp * L.cp
+    ag = {u: pricer.price("dp", "all_gather", u * WEIGHT_BYTES, size, 2 * count * units.count(u)) for u in sorted(set(units))}
+    if fw.reduce_bucket_params:  # buckets of reduce_bucket_params, each layer's share of them
+        bucket = min(fw.reduce_bucket_params, total * sum(L.stage_layers(spec.layers)) / L.pp)
+        rs_layer = pricer.price("dp", "reduce_scatter", bucket * grad_bytes, size, count * total / bucket) * total / bucket
+        rs = {u: rs_layer * u / total for u in units}
     else:
-        one = price("tp", "all_reduce", act, L.tp, 0)
+        rs = {u: pricer.price("dp", "reduce_scatter", u * grad_bytes, size, count * units.count(u)) for u in sorted(set(units))}
+    exp_f = sum(max(0.0, ag[u] - fwd * u / total) for u in units)
+    exp_b = sum(max(0.0, ag[u] + rs[u] - bwd * u / total) for u in units)
+    comm = sum(2 * ag[u] + rs[u] for u in units)
+    return exp_f, exp_b, ag[units[0]], ag[units[-1]], comm
+
+
+def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
+              algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None
+              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(metrics, collectives) of one training step."""
+    L = layout
+    fw = framework or Framework.from_cfg(None)
+    overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
+    grad_bytes = fw.grad_bytes(precision)
+    parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp)
+    layer, attn, emb, head = parts["layer"], parts["attention"], parts["embedding"], parts["head"]
+    stride = strides(L.order, L.tp, L.dp, L.pp, L.cp)
+    stride.update(ep=stride["dp"], edp=stride["dp"] * L.ep)  # an EP group: ep consecutive ranks of a DP group
+    stride["dpcp"] = stride["cp"] if L.cp > 1 else stride["dp"]  # the gradient group: dp x cp ranks (cp inside dp)
+    pricer = _Pricer(fabric, {**stride, "dp": stride["dpcp"]}, algorithm)
+    m, stages, v = L.microbatches, L.stage_layers(spec.layers), L.virtual_stages
+    n_layers = sum(stages)
+    tokens = spec.seq_len // L.cp
+    act = tokens * L.micro_batch_size * spec.hidden * ACT_BYTES
     n_rc = 2 if L.recompute == "full" else 0
+    per_step = m * max(stages)  # layer-microbatches per step on the busiest rank (collective counts are per rank)
+    # ---- tensor parallelism per layer and microbatch
+    if L.sequence_parallel:
+        one = pricer.price("tp", "reduce_scatter", act, L.tp, per_step * (4 + n_rc)) + \
+            pricer.price("tp", "all_gather", act, L.tp, per_step * (4 + n_rc))
+    else:
+        one = pricer.price("tp", "all_reduce", act, L.tp, per_step * (4 + n_rc))
     tp_f, tp_b = 2 * one, (2 + n_rc) * one
-    tp_emb = price("tp", "all_reduce", act, L.tp, m)
-    for c in colls:  # the per-layer TP collectives, recorded once with their count per step
-        if c["count_per_step"] == 0:
-            c["count_per_step"] = m * lps * (4 + n_rc)
+    tp_emb = pricer.price("tp", "all_reduce", act, L.tp, m)
+    tp_layer = tp_f + tp_b  # all of it, exposed or not
+    if fw.tp_comm_overlap:  # hidden behind the layer's GEMMs
+        tp_f, tp_b = max(0.0, tp_f - layer.fwd_gemm), max(0.0, tp_b - layer.bwd_gemm)
     # ---- expert parallelism: dispatch + combine all-to-all of each MoE layer, in forward and backward
     ep_one = 0.0
     if spec.experts and L.ep > 1:
-        a2a = spec.seq_len * L.micro_batch_size * spec.top_k * spec.hidden * ACT_BYTES / L.tp
-        ep_one = price("ep", "all_to_all", a2a, L.ep, m * lps * (4 + n_rc))
-    tp_f, tp_b = tp_f + 2 * ep_one, tp_b + (2 + n_rc) * ep_one
+        a2a = tokens * L.micro_batch_size * spec.top_k * spec.hidden * ACT_BYTES / L.tp
+        ep_one = pricer.price("ep", "all_to_all", a2a, L.ep, per_step * (4 + n_rc))
+    # ---- context parallelism: K/V ring exchange, each step hidden behind one step's attention
+    cp_f = cp_b = cp_comm = 0.0
+    if L.cp > 1:
+        kv = 2 * tokens * L.micro_batch_size * max(1, spec.kv_heads // L.tp) * spec.head_dim * ACT_BYTES
+        ring_f = pricer.p2p("cp", kv, L.cp, per_step * (L.cp - 1) * (1 + n_rc // 2))
+        ring_b = pricer.p2p("cp", 2 * kv, L.cp, per_step * (L.cp - 1))
+        cp_f = (L.cp - 1) * max(0.0, ring_f - attn.fwd / L.cp)
+        cp_b = (L.cp - 1) * max(0.0, ring_b - attn.bwd / L.cp) + n_rc // 2 * cp_f
+        cp_comm = (L.cp - 1) * ((1 + n_rc // 2) * ring_f + ring_b)
     rc = {"none": 0.0, "selective": attn.fwd, "full": layer.fwd}[L.recompute]
     rc_flops = {"none": 0.0, "selective": attn.fwd_flops, "full": layer.fwd_flops}[L.recompute]
-    first = (emb.fwd + tp_emb, emb.bwd)
-    last = (head.fwd, head.bwd)
-    ends_f = first[0] + last[0] if L.pp == 1 else max(first[0], last[0])
-    ends_b = first[1] + last[1] if L.pp == 1 else max(first[1], last[1])
-    comp_ends_f = emb.fwd + head.fwd if L.pp == 1 else max(emb.fwd, head.fwd)
-    comp_f, comp_b = lps * layer.fwd + comp_ends_f, lps * (layer.bwd + rc) + ends_b
-    t_f = lps * (layer.fwd + tp_f) + ends_f
-    t_b = lps * (layer.bwd + rc + tp_b) + ends_b
-    # ---- pipeline
+    f_layer = layer.fwd + tp_f + 2 * ep_one + cp_f
+    b_layer = layer.bwd + rc + tp_b + (2 + n_rc) * ep_one + cp_b
+    # ---- ZeRO-3: per-unit weight gathers (and gradient reduce-scatters) around each layer
+    z3 = (0.0, 0.0, 0.0, 0.0, 0.0)
+    if L.zero == 3 and L.dp * L.cp > 1:
+        z3 = zero3_layer(spec, L, fw, pricer, grad_bytes, layer.fwd, layer.bwd + rc, per_step)
+        f_layer, b_layer = f_layer + z3[0], b_layer + z3[1]
+    # ---- pipeline: per-stage slots, the slowest paces the steady state
     t_p2p = 0.0
     if L.pp > 1:
-        t_p2p = p2p_cost(fabric, act / L.tp, stride["pp"], L.pp)
-        colls.append({"idx": len(colls), "group": "pp", "collective": "p2p", "algorithm": "direct", "bytes": act / L.tp,
-                      "group_size": 2, "stride": stride["pp"], "count_per_step": 2 * m * L.virtual_stages, "time_s": t_p2p,
-                      "pricing": p2p_pricing(fabric), "ready_s": 0.0, "start_s": 0.0})
-    v = L.virtual_stages
-    slot = t_f + t_b + 2 * v * t_p2p
-    slots = m + (L.pp - 1) / v
-    pipeline = slots * slot
-    bubble = (L.pp - 1) / v * slot
-    # ---- data parallel / ZeRO
-    dense, expert = stage_param_split(spec, L)
-    n_local = dense + expert
-    edp = L.dp // L.ep  # data-parallel copies of an expert
-    grads = [("dp", n_local * 2, L.dp)] if L.ep == 1 else [("dp", dense * 2, L.dp), ("edp", expert * 2, edp)]
-    t_grad = t_after = 0.0
-    for group, nbytes, size in grads:  # the two groups' reductions one after the other (Megatron-core)
-        if L.zero == 0:
-            t_grad += price(group, "all_reduce", nbytes, size, 1)
-        else:
-            t_grad += price(group, "reduce_scatter", nbytes, size, 1)
-            t_after += price(group, "all_gather", nbytes, size, 1)  # updated 16-bit weights
-    zero3 = 0.0
-    if L.zero == 3 and L.dp > 1:
-        layer_w = (spec.layer_params() - spec.expert_layer_params() + spec.expert_layer_params() // L.ep) // L.tp * 2
-        ag = price("dp", "all_gather", layer_w, L.dp, m * lps * (2 + (1 if L.recompute == "full" else 0)))
-        zero3 = m * lps * (max(0.0, ag - layer.fwd) + max(0.0, ag - layer.bwd))
-    window = (layer.bwd + tp_b) * lps if dp_overlap else 0.0
-    dp_exposed = max(0.0, t_grad - window) + t_after
-    opt_params = dense / L.dp + expert / edp if L.zero >= 1 else n_local
+        boundary = act / (L.tp if fw.p2p_scatter_gather else 1)
+        t_p2p = pricer.p2p("pp", boundary, L.pp, 2 * m * v)
+    ends_f = [(emb.fwd + tp_emb if i == 0 else 0.0) + (head.fwd if i == L.pp - 1 else 0.0) for i in range(L.pp)]
+    ends_b = [(emb.bwd if i == 0 else 0.0) + (head.bwd if i == L.pp - 1 else 0.0) for i in range(L.pp)]
+    t_f = [n * f_layer + ends_f[i] + z3[2] for i, n in enumerate(stages)]
+    t_b = [n * b_layer + ends_b[i] + z3[3] for i, n in enumerate(stages)]
+    # ---- ZeRO-2: every microbatch's gradients reduce-scattered during its backward
+    dense = [stage_param_split(spec, L, i) for i in range(L.pp)]
+    edp = L.dp * L.cp // L.ep  # data-parallel copies of an expert
+    if L.zero == 2:
+        for i, (d, e) in enumerate(dense):
+            rs = pricer.price("dp", "reduce_scatter", (d + e) * grad_bytes, L.dp * L.cp, m)
+            t_b[i] += max(0.0, rs - (t_b[i] if overlap else 0.0))
+    slots = [t_f[i] + t_b[i] + 2 * v * t_p2p for i in range(L.pp)]
+    slowest = max(range(L.pp), key=lambda i: slots[i])
+    bubble = (sum(slots) - slots[slowest]) / v
+    pipeline = m * slots[slowest] + bubble
+    # ---- data parallel / ZeRO-0/1/2: after the last microbatch (per stage; the slowest sets the tail)
+    dp_exposed, t_dp = 0.0, 0.0
+    for i, (d, e) in enumerate(dense):
+        grads = [("dp", d * grad_bytes, L.dp * L.cp)] if L.ep == 1 else [("dp", d * grad_bytes, L.dp * L.cp), ("edp", e * grad_bytes, edp)]
+        t_grad = t_after = 0.0
+        for group, nbytes, size in grads:  # the two groups' reductions one after the other (Megatron-core)
+            if L.zero == 0:
+                t_grad += pricer.price(group, "all_reduce", nbytes, size, 1)
+            elif L.zero in (1, 2):
+                if L.zero == 1:
+                    t_grad += pricer.price(group, "reduce_scatter", nbytes, size, 1)
+                t_after += pricer.price(group, "all_gather", nbytes * WEIGHT_BYTES / grad_bytes, size, 1)  # 16-bit weights
+        window = stages[i] * (layer.bwd + tp_b + (2 + n_rc) * ep_one + cp_b) if overlap else 0.0  # the last backward (recompute not counted)
+        gather_window = t_f[i] if fw.param_gather_overlap else 0.0
+        dp_exposed = max(dp_exposed, max(0.0, t_grad - window) + max(0.0, t_after - gather_window))
+        t_dp = max(t_dp, t_grad + t_after)
+    pricer.colls[:] = _dedupe(pricer.colls)
+    n_local = sum(dense[slowest])
+    d_s, e_s = dense[slowest]
+    opt_params = d_s / (L.dp * L.cp) + e_s / edp if L.zero >= 1 else n_local
     optimizer = opt_params * ADAM_STEP_BYTES / (device.mem_bw_Bps * device.efficiency("memory_efficiency", "optimizer", precision))
     # ---- circuits: dimension -> (group size, phases per step), see estimator/parallel/circuits.py
-    counts = {g: sum(c["count_per_step"] for c in colls if c["group"] == g) for g in ("tp", "ep")}
-    z3_gathers = m * lps * (2 + (1 if L.recompute == "full" else 0)) if L.zero == 3 else 0
-    circuits = plan(fabric, {"tp": (L.tp, counts["tp"]), "ep": (L.ep, counts["ep"] / 2),
-                             "pp": (L.pp, 2 * m * L.virtual_stages), "dp": (L.dp, 1 + z3_gathers), "edp": (edp, 1 if L.ep > 1 else 0)})
-    total = pipeline + dp_exposed + zero3 + optimizer + circuits.reconfig_s
-    # ---- accounting
+    counts = {g: sum(c["count_per_step"] for c in pricer.colls if c["group"] == g) for g in ("tp", "ep", "cp")}
+    z3_gathers = 2 * per_step * len(zero3_units(spec, L, fw.zero3_unit)) if L.zero == 3 else 0
+    circuits = plan(fabric, {"tp": (L.tp, counts["tp"]), "cp": (L.cp, counts["cp"]), "ep": (L.ep, counts["ep"] / 2),
+                             "pp": (L.pp, 2 * m * v), "dp": (L.dp * L.cp, 1 + z3_gathers),
+                             "edp": (edp, 1 if L.ep > 1 else 0)})
+    total = pipeline + dp_exposed + optimizer + circuits.reconfig_s
+    # ---- accounting (per stage of the slowest pipeline rank)
+    n_s = stages[slowest]
+    comp_f = n_s * layer.fwd + ends_f[slowest] - (tp_emb if slowest == 0 else 0.0)
+    comp_b = n_s * (layer.bwd + rc) + ends_b[slowest]
     compute = m * (comp_f + comp_b) + optimizer
-    ep_comm = m * lps * (4 + n_rc) * ep_one
-    tp_comm = m * (lps * (tp_f + tp_b) + tp_emb) - ep_comm
-    p2p = slots * 2 * v * t_p2p
-    exposed = tp_comm + ep_comm + p2p + dp_exposed + zero3 + circuits.reconfig_s
+    ep_comm = m * n_s * (4 + n_rc) * ep_one
+    tp_comm = m * (n_s * tp_layer + (tp_emb if slowest == 0 else 0.0))
+    tp_exposed = m * (n_s * (tp_f + tp_b) + (tp_emb if slowest == 0 else 0.0))
+    cp_exposed = m * n_s * (cp_f + cp_b)
+    zero3 = m * (n_s * (z3[0] + z3[1]) + z3[2] + z3[3])
+    p2p = (m + (L.pp - 1) / v) * 2 * v * t_p2p
+    exposed = tp_exposed + ep_comm + p2p + dp_exposed + cp_exposed + zero3 + circuits.reconfig_s
     gb = L.global_batch
-    model_flops = gb * L.tp * (spec.layers * (layer.fwd_flops + layer.bwd_flops) + emb.fwd_flops + emb.bwd_flops
-                               + head.fwd_flops + head.bwd_flops) / L.micro_batch_size
-    hw_flops = model_flops + gb * L.tp * spec.layers * rc_flops / L.micro_batch_size
+    scale = gb * L.tp * L.cp / L.micro_batch_size  # captured FLOPs are per rank and microbatch
+    model_flops = scale * (n_layers * (layer.fwd_flops + layer.bwd_flops) + emb.fwd_flops + emb.bwd_flops
+                           + head.fwd_flops + head.bwd_flops)
+    hw_flops = model_flops + scale * n_layers * rc_flops
     peak = device.tensor_peak(precision)
-    mem = memory(spec, L)
+    mem = memory(spec, L, grad_bytes, fw)
     metrics = {
-        "layout": L.label(), "tp": L.tp, "pp": L.pp, "dp": L.dp, "ep": L.ep, "zero": L.zero,
+        "layout": L.label(), "tp": L.tp, "cp": L.cp, "pp": L.pp, "dp": L.dp, "ep": L.ep, "zero": L.zero,
         "micro_batch_size": L.micro_batch_size, "microbatches": m, "global_batch": gb,
         "sequence_parallel": L.sequence_parallel, "recompute": L.recompute, "placement_order": L.order,
-        "virtual_stages": L.virtual_stages,
+        "virtual_stages": v, "stage_layers": ",".join(str(n) for n in stages), "slowest_stage": slowest,
+        "framework": fw.name,
         "iter_time_s": total, "compute_time_s": compute, "exposed_comm_time_s": exposed,
         "exposed_comm_share": exposed / total, "bubble_time_s": bubble, "tp_comm_time_s": tp_comm,
-        "pp_p2p_time_s": p2p, "dp_comm_time_s": t_grad + t_after, "dp_exposed_time_s": dp_exposed,
-        "zero3_exposed_time_s": zero3, "optimizer_s": optimizer,
-        "forward_s": m * comp_f, "backward_s": m * comp_b, "comm_time_s": tp_comm + ep_comm + p2p + t_grad + t_after + zero3,
+        "pp_p2p_time_s": p2p, "dp_comm_time_s": t_dp, "dp_exposed_time_s": dp_exposed,
+        "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * n_s * z3[4], "optimizer_s": optimizer,
+        "cp_comm_time_s": m * n_s * cp_comm, "cp_exposed_time_s": cp_exposed,
+        "forward_s": m * comp_f, "backward_s": m * comp_b,
+        "comm_time_s": tp_comm + ep_comm + p2p + t_dp + m * n_s * (cp_comm + z3[4]),
         "ep_comm_time_s": ep_comm, "reconfig_time_s": circuits.reconfig_s,
         "circuit_reconfigs_per_step": circuits.reconfigs_per_step, "circuit_plan": circuits.label(),
         "tokens_per_s": gb * spec.seq_len / total, "samples_per_s": gb / total,
         "model_flops_per_step": model_flops, "mfu": model_flops / (total * L.gpus * peak),
         "tflops_per_gpu": hw_flops / total / L.gpus / 1e12,
-        "params": spec.params(),
-        **{f"memory_{k}_bytes": v for k, v in mem.items()},
+        "params": spec.params(), "memory_peak_stage": mem.pop("stage"),
+        **{f"memory_{k}_bytes": val for k, val in mem.items()},
     }
-    return metrics, colls
+    return metrics, pricer.colls
+
+
+def _dedupe(colls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per distinct (group, collective, bytes) priced (per-stage loops price the same
+    collective once per stage); counts are per step on one pipeline, so the first row stands."""
+    seen, out = set(), []
+    for c in colls:
+        key = (c["group"], c["collective"], c["bytes"], c["count_per_step"])
+        if key not in seen:
+            seen.add(key)
+            out.append({**c, "idx": len(out)})
+    return out

@@ -17,4 +17,4 @@ def _llm_batch(items: list[tuple[dict[str, Any], str]]) -> list[Any]:
     return [estimate(cfg) for cfg, _ in items]
 
 
-register(Kind("llm", _estimate_keys(), "estimates", _llm_batch, _write_estimates, _validate_estimate))
+register(Kind("llm", (*_estimate_keys(), "framework"), "estimates", _llm_batch, _write_estimates, _validate_estimate))

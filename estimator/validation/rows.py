@@ -34,10 +34,11 @@ COLUMNS = {
 MEASURED = {"nccl": "measured_busbw_GBps", "training": "measured_samples_per_s", "llm": _llm.MEASURED}
 METRIC = {"nccl": ("busbw", "GB/s"), "training": ("samples_per_s", "samples/s"), "llm": _llm.METRIC}
 
-ROLES = ("calibration", "holdout")
+# issue #23 item 7: calibration / same-source / independent (validation/README.md); holdout until relabelled
+ROLES = ("calibration", "same-source", "independent", "holdout")
 # nccl-tests binaries -> the project's collective names (``estimator collective collective=...``)
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
-PRECISIONS = ("fp32", "tf32", "fp16", "amp", "bf16")
+PRECISIONS = ("fp32", "tf32", "fp16", "amp", "bf16", "fp8")
 # Keys a row sets through its columns: its ``overrides`` may not set them again.
 COLUMN_KEYS = {
     "nccl": ("system", "fabric.nodes", "collective", "bytes", "sizes", "group_size", "output", "write"),

@@ -32,7 +32,8 @@ What is measured and how (each choice is an assumption the estimates inherit):
   - every other call: bytes of its distinct tensor arguments (read) + bytes of its outputs
     (written), an in-place op's self counted once read and once written;
   - ops registered in ``estimator.compute.megatron_kernels.BYTE_RULES`` (the fused CUDA kernels of
-    Megatron-LM, used by the decoder-layer capture) use the rule cited there.
+    Megatron-LM) or ``estimator.compute.te_kernels.BYTE_RULES`` (Megatron-core / Transformer
+    Engine), used by the decoder-layer capture, use the rule cited there.
 * Kernels that are one fused kernel on CUDA but decompose on the CPU are dispatched as on CUDA
   (:func:`cuda_dispatch`, active in every pass). ``F.dropout`` / ``torch.dropout`` in training
   with ``0 < p < 1`` runs ``aten::native_dropout``: ATen's ``dropout`` calls ``native_dropout``
@@ -167,7 +168,7 @@ WRITE_ONLY_OPS = frozenset({
     "aten::randint", "aten::randint_like", "aten::fill_", "aten::zero_", "aten::bernoulli_",
     "aten::uniform_", "aten::normal_", "aten::random_", "aten::exponential_",
 })  # fmt: skip
-KERNEL_NAMESPACES = ("aten::", "megatron::")  # top-level ops: aten and the fused Megatron kernels
+KERNEL_NAMESPACES = ("aten::", "megatron::", "te::")  # top-level ops: aten and the fused Megatron / TE kernels
 
 
 def tensor_bytes(tree) -> int:
@@ -186,12 +187,14 @@ def kernel_bytes(func, args: tuple, kwargs: dict, out) -> int:
     """Bytes the GPU kernel of one dispatched call ``func(*args, **kwargs) -> out`` moves (rules:
     module docstring)."""
     from estimator.compute.megatron_kernels import BYTE_RULES
+    from estimator.compute.te_kernels import BYTE_RULES as TE_BYTE_RULES
 
     name = func._schema.name
     if func.is_view or name in ALIAS_OPS or name in ALLOCATION_OPS:
         return 0
-    if name in BYTE_RULES:
-        return BYTE_RULES[name](args, kwargs, out)
+    rule = BYTE_RULES.get(name) or TE_BYTE_RULES.get(name)
+    if rule is not None:
+        return rule(args, kwargs, out)
     if name in WRITE_ONLY_OPS:
         return tensor_bytes(out)
     if name == "aten::copy_":
@@ -206,6 +209,7 @@ def _cost_mode():
     from torch.utils.flop_counter import flop_registry
 
     import estimator.compute.megatron_kernels  # noqa: F401  (registers the megatron:: ops)
+    import estimator.compute.te_kernels  # noqa: F401  (registers the te:: ops and their FLOP formulas)
 
     class CostMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):

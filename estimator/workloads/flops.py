@@ -21,6 +21,7 @@ _EXACT = {
     "embedding": "embedding", "embedding_backward": "embedding", "embedding_dense_backward": "embedding",
     "softmax": "softmax", "_softmax": "softmax", "log_softmax": "softmax", "_log_softmax": "softmax",
     "_softmax_backward_data": "softmax", "_log_softmax_backward_data": "softmax",
+    "flash_attention": "attention", "flash_attention_backward": "attention",  # te:: fused attention
 }  # fmt: skip
 _SUBSTRING_RULES = (
     ("conv", "conv"),
@@ -39,6 +40,7 @@ _ELEMENTWISE = {
     "nll_loss", "nll_loss_forward", "nll_loss_backward", "cross_entropy_loss", "mean", "sum",
     "clamp", "clamp_", "maximum", "minimum", "abs", "sign", "_foreach_add_", "_foreach_mul_",
     "bias_gelu", "bias_gelu_backward", "bias_dropout_add",  # megatron:: fused kernels
+    "rope", "rope_backward", "swiglu", "swiglu_backward", "fp8_cast_transpose",  # te:: fused kernels
 }  # fmt: skip
 
 
@@ -46,7 +48,7 @@ def op_class(op: str, phase: str = "") -> str:
     """The op class of an op name (``"aten::conv2d"``, ``"conv2d"``, ``"megatron::bias_gelu"``).
 
     Mapping: convolutions (forward and backward) -> conv; mm/addmm/bmm/linear/matmul/attention ->
-    matmul; batch/layer/group norm -> norm; pooling -> pool; embedding lookups -> embedding;
+    matmul, except the fused flash-attention kernels (``te::flash_attention``) -> attention; batch/layer/group norm -> norm; pooling -> pool; embedding lookups -> embedding;
     (log_)softmax -> softmax; pointwise arithmetic, activations, dropout, losses, copies ->
     elementwise; every op of the optimizer phase -> optimizer; anything else (views, reshapes,
     tensor creation, detach) -> other.

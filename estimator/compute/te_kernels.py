@@ -1,0 +1,276 @@
+"""The fused kernels of a Llama layer under Megatron-core with Transformer Engine, as PyTorch custom
+ops (namespace ``te``), so a captured decoder layer (``estimator.parallel.layer``,
+``model.fused_kernels=te``) records one op per kernel the GPU runs.
+
+Which kernels (each is one CUDA kernel per direction in the stack NVIDIA's NeMo/Megatron-core
+recipes run; sources per op):
+
+* ``rmsnorm`` — Transformer Engine's fused RMSNorm (``transformer_engine.pytorch.RMSNorm`` /
+  the norm inside ``LayerNormLinear``): forward reads x and the weight, writes y; backward reads
+  the gradient, x and the weight, writes dx and dweight. (The eager ``nn.RMSNorm`` is ~6 kernels.)
+* ``rope`` — TE's fused rotary embedding (``fused_apply_rotary_pos_emb``, used by Megatron-core
+  when ``apply_rope_fusion`` is on, as in NeMo's Llama recipes): one kernel reading q (or k) and
+  writing the rotated tensor; backward rotates the gradient back (no saved activation).
+* ``swiglu`` — Megatron-core's fused SwiGLU (megatron/core/fusions/fused_bias_swiglu.py,
+  ``bias_swiglu_impl``): forward reads the ``2f``-wide fc1 output, writes ``silu(a) * b``
+  (``f`` wide); backward reads the gradient and the fc1 output, writes the ``2f``-wide gradient.
+* ``flash_attention`` — causal dot-product attention as one fused kernel each way (TE's
+  ``DotProductAttention``; on Hopper TE prefers cuDNN's fused flash attention over Tri Dao's when
+  both apply: NVIDIA NeMo docs, memory_optimizations "Flash Attention", PR NVIDIA/NeMo#9188). No
+  ``s x s`` score or probability tensor ever reaches HBM. FLOPs as flash attention does them
+  (Dao 2023, FlashAttention-2, Sec. 3): forward QK^T and PV, ``4 b h_q s_q s_kv d``, halved by the
+  causal mask; backward five GEMMs of the same size (recomputing QK^T, then dV, dP, dQ, dK) =
+  2.5 x the forward. Grouped-query attention is native (k, v carry ``h_kv`` heads; no copies).
+  Context parallelism (``cp`` > 1, ring attention as TE's ``AttnFuncWithCPAndKVP2P``): the rank's
+  ``s_q = s / cp`` queries meet all ``s`` keys over ``cp`` ring steps, one flash kernel per step
+  on one KV chunk, so FLOPs are those of ``s_q x (cp s_q)`` (causal half, balanced by Megatron's
+  2cp-chunk split) and bytes ``cp`` x one step's; the KV exchange itself is communication
+  (priced in ``estimator.parallel.step``). Bytes: forward q, k, v, out and the fp32 log-sum-exp;
+  backward adds the output gradient, dq, dk, dv.
+* ``fp8_cast_transpose`` — with ``precision=fp8`` every FP8 GEMM needs its operands in FP8: TE's
+  fused cast-transpose (transformer_engine/common/transpose/cast_transpose.cu) reads the 16-bit
+  tensor once and writes it as FP8 and as a transposed FP8 copy (the one the other GEMM of the
+  backward consumes): 2 + 1 + 1 = 4 bytes per element. The layer applies it to the input of every
+  Linear in forward and to its output gradient in backward. Weights are cast once per step and
+  cached across microbatches (TE's ``is_first_microbatch``); that per-step cost and the amax
+  history / scaling-factor bookkeeping (per tensor, a few floats) are not modelled.
+
+Bytes per call are the generic rule of ``estimator.workloads.capture`` (distinct tensor inputs +
+outputs) except where ``BYTE_RULES`` says otherwise; the capture runs in fp32 on the meta device
+and the compute model halves activation bytes for 16-bit training, so a rule states fp32 bytes.
+FLOPs: only ``flash_attention`` has a formula (``torch.utils.flop_counter``); the rest count 0
+and are priced by their bytes. The CPU implementations compute the real result.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.utils.flop_counter import register_flop_formula
+
+LSE_BYTES = 4  # fp32 log-sum-exp per query row and head (the softmax statistics flash attention saves)
+
+
+def _nbytes(t: Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+# ---- RMSNorm --------------------------------------------------------------------------------------
+@torch.library.custom_op("te::rmsnorm", mutates_args=())
+def rmsnorm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+@rmsnorm.register_fake
+def _(x, weight, eps):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("te::rmsnorm_backward", mutates_args=())
+def rmsnorm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    with torch.enable_grad():
+        xr, wr = x.detach().requires_grad_(), weight.detach().requires_grad_()
+        dx, dw = torch.autograd.grad(xr * torch.rsqrt(xr.pow(2).mean(-1, keepdim=True) + eps) * wr, (xr, wr), grad)
+    return dx, dw
+
+
+@rmsnorm_backward.register_fake
+def _(grad, x, weight, eps):
+    return torch.empty_like(x), torch.empty_like(weight)
+
+
+def _rmsnorm_setup(ctx, inputs, output):
+    ctx.eps = inputs[2]
+    ctx.save_for_backward(inputs[0], inputs[1])
+
+
+def _rmsnorm_backward(ctx, grad):
+    x, weight = ctx.saved_tensors
+    dx, dw = torch.ops.te.rmsnorm_backward(grad, x, weight, ctx.eps)
+    return dx, dw, None
+
+
+rmsnorm.register_autograd(_rmsnorm_backward, setup_context=_rmsnorm_setup)
+
+
+# ---- rotary position embedding (rotate-half form, positions 0..s-1 of the local sequence) --------
+def _rotate(t: Tensor, sign: float) -> Tensor:
+    s, d = t.shape[0], t.shape[-1]
+    angle = torch.arange(s, device=t.device, dtype=t.dtype)[:, None] / (10000.0 ** (torch.arange(0, d, 2, device=t.device) / d))
+    cos = angle.cos().repeat(1, 2).view(s, *([1] * (t.dim() - 2)), d)
+    sin = angle.sin().repeat(1, 2).view(s, *([1] * (t.dim() - 2)), d)
+    half = torch.cat((-t[..., d // 2:], t[..., : d // 2]), -1)
+    return t * cos + sign * half * sin
+
+
+@torch.library.custom_op("te::rope", mutates_args=())
+def rope(t: Tensor) -> Tensor:
+    return _rotate(t, 1.0)
+
+
+@rope.register_fake
+def _(t):
+    return torch.empty_like(t, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("te::rope_backward", mutates_args=())
+def rope_backward(grad: Tensor) -> Tensor:
+    return _rotate(grad, -1.0)
+
+
+@rope_backward.register_fake
+def _(grad):
+    return torch.empty_like(grad, memory_format=torch.contiguous_format)
+
+
+rope.register_autograd(lambda ctx, grad: torch.ops.te.rope_backward(grad))
+
+
+# ---- SwiGLU ----------------------------------------------------------------------------------------
+@torch.library.custom_op("te::swiglu", mutates_args=())
+def swiglu(y: Tensor) -> Tensor:
+    a, b = y.chunk(2, -1)
+    return torch.nn.functional.silu(a) * b
+
+
+@swiglu.register_fake
+def _(y):
+    return y.new_empty((*y.shape[:-1], y.shape[-1] // 2))
+
+
+@torch.library.custom_op("te::swiglu_backward", mutates_args=())
+def swiglu_backward(grad: Tensor, y: Tensor) -> Tensor:
+    a, b = y.chunk(2, -1)
+    sig = torch.sigmoid(a)
+    return torch.cat((grad * b * sig * (1 + a * (1 - sig)), grad * a * sig), -1)
+
+
+@swiglu_backward.register_fake
+def _(grad, y):
+    return torch.empty_like(y)
+
+
+def _swiglu_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+swiglu.register_autograd(lambda ctx, grad: torch.ops.te.swiglu_backward(grad, ctx.saved_tensors[0]),
+                         setup_context=_swiglu_setup)
+
+
+# ---- causal flash attention (GQA-native; cp ring steps) -------------------------------------------
+def _expand(kv: Tensor, heads: int) -> Tensor:
+    return kv.repeat_interleave(heads // kv.shape[2], 2)
+
+
+@torch.library.custom_op("te::flash_attention", mutates_args=())
+def flash_attention(q: Tensor, k: Tensor, v: Tensor, cp: int) -> Tensor:
+    """q: [s, b, h_q, d]; k, v: [s, b, h_kv, d] (this rank's tokens). The CPU result is causal
+    attention over the local tokens (with cp > 1 the other ranks' keys live elsewhere)."""
+    qh, kh, vh = (t.permute(1, 2, 0, 3) for t in (q, _expand(k, q.shape[2]), _expand(v, q.shape[2])))
+    out = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, is_causal=True)
+    return out.permute(2, 0, 1, 3).contiguous()
+
+
+@flash_attention.register_fake
+def _(q, k, v, cp):
+    return torch.empty_like(q, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("te::flash_attention_backward", mutates_args=())
+def flash_attention_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, cp: int
+                             ) -> tuple[Tensor, Tensor, Tensor]:
+    with torch.enable_grad():
+        qr, kr, vr = (t.detach().requires_grad_() for t in (q, k, v))
+        dq, dk, dv = torch.autograd.grad(flash_attention(qr, kr, vr, cp), (qr, kr, vr), grad)
+    return dq, dk, dv
+
+
+@flash_attention_backward.register_fake
+def _(grad, q, k, v, out, cp):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _flash_setup(ctx, inputs, output):
+    ctx.cp = inputs[3]
+    ctx.save_for_backward(inputs[0], inputs[1], inputs[2], output)
+
+
+def _flash_backward(ctx, grad):
+    q, k, v, out = ctx.saved_tensors
+    dq, dk, dv = torch.ops.te.flash_attention_backward(grad, q, k, v, out, ctx.cp)
+    return dq, dk, dv, None
+
+
+flash_attention.register_autograd(_flash_backward, setup_context=_flash_setup)
+
+
+def flash_forward_flops(q_shape, cp: int) -> int:
+    """Causal forward FLOPs of one rank: QK^T and PV over ``s_q x (cp s_q)`` positions, halved."""
+    s, b, heads, d = q_shape
+    return 2 * b * heads * s * (s * cp) * d
+
+
+@register_flop_formula(torch.ops.te.flash_attention)
+def _flash_flops(q_shape, k_shape, v_shape, cp, *args, out_shape=None, **kwargs) -> int:
+    return flash_forward_flops(q_shape, cp)
+
+
+@register_flop_formula(torch.ops.te.flash_attention_backward)
+def _flash_backward_flops(grad_shape, q_shape, k_shape, v_shape, out_shape_in, cp, *args, out_shape=None, **kwargs) -> int:
+    return 5 * flash_forward_flops(q_shape, cp) // 2  # five GEMMs to the forward's two (FlashAttention-2 Sec. 3)
+
+
+def _lse_bytes(q: Tensor) -> int:
+    s, b, heads, _ = q.shape
+    return s * b * heads * LSE_BYTES
+
+
+# ---- FP8 cast + transpose --------------------------------------------------------------------------
+@torch.library.custom_op("te::fp8_cast_transpose", mutates_args=())
+def fp8_cast_transpose(x: Tensor) -> Tensor:
+    """The FP8 copy of ``x`` a GEMM consumes (values kept in x's dtype on the CPU; bytes: BYTE_RULES)."""
+    return x.clone()
+
+
+@fp8_cast_transpose.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class Fp8Input(torch.autograd.Function):
+    """Forward: the GEMM input cast to FP8; backward: its gradient passes through (no kernel)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.ops.te.fp8_cast_transpose(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Fp8GradOutput(torch.autograd.Function):
+    """Forward: nothing (a view); backward: the GEMM's output gradient cast to FP8."""
+
+    @staticmethod
+    def forward(ctx, y):
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.ops.te.fp8_cast_transpose(grad)
+
+
+# ---- bytes per call (fp32 capture units; see the module docstring) --------------------------------
+BYTE_RULES = {
+    "te::flash_attention": lambda args, kwargs, out: (
+        args[3] * (_nbytes(args[0]) + _nbytes(args[1]) + _nbytes(args[2]) + _nbytes(out)) + _lse_bytes(args[0])
+    ),
+    "te::flash_attention_backward": lambda args, kwargs, out: (
+        args[5] * (sum(_nbytes(t) for t in args[:5]) + sum(_nbytes(t) for t in out)) + _lse_bytes(args[1])
+    ),
+    # read 2 B, write 1 B FP8 + 1 B transposed FP8 per element = 4 B; the capture's fp32 element is
+    # halved for 16-bit training, so 2 x the fp32 tensor here
+    "te::fp8_cast_transpose": lambda args, kwargs, out: 2 * _nbytes(args[0]),
+}

@@ -1,0 +1,96 @@
+"""Training frameworks as data (``framework=megatron|deepspeed|fsdp``; ``conf/framework/<name>.yaml``).
+
+A profile says what a framework does that changes a step's time or memory, each item cited in its
+yaml next to the value; :mod:`~estimator.parallel.step` and :mod:`~estimator.parallel.layout` read
+only these fields (no per-framework branches elsewhere, no fitted factor):
+
+* ``grad_reduce_overlap`` — the data-parallel gradient reduction overlaps the last microbatch's
+  backward (else it runs after the pipeline flush); ``parallelism.dp_overlap`` overrides it.
+* ``param_gather_overlap`` — with ZeRO-1/2 the updated weights' all-gather overlaps the next
+  step's first forward (else it is exposed at the end of the step).
+* ``tp_comm_overlap`` — tensor-parallel collectives overlap the layer's GEMMs (up to their time).
+* ``p2p_scatter_gather`` — a pipeline boundary sends ``1 / tp`` of the activations per TP rank
+  (Narayanan et al. 2021 Sec. 4.1) instead of every TP rank sending the whole tensor.
+* ``interleaved_schedule`` — the pipeline engine supports virtual stages (interleaved 1F1B).
+* ``fp32_grads_with_bf16`` — with bf16/fp8 training the gradient buffer and its reduction are fp32
+  (4 bytes per parameter), else 16-bit.
+* ``zero3_unit`` — what ZeRO-3 all-gathers at a time: ``layer`` (an FSDP unit = one transformer
+  block) or ``module`` (DeepSpeed's parameter coordinator fetches per submodule: each Linear).
+* ``reduce_bucket_params`` — ZeRO-2/3 gradient reduce-scatter bucket (parameters; null = one per
+  ZeRO-3 unit / one per microbatch).
+* ``zero3_prefetch_params`` / ``zero3_max_live_params`` — how many parameters ZeRO-3 gathers ahead of
+  use (null = one unit ahead) and at most keeps gathered (null = no cap): the gathered working set
+  is the running unit plus the prefetched ones, within the cap (memory). The gathers run one after
+  another on one communication stream, so a deeper prefetch cannot hide a gather slower than the
+  compute it overlaps: the step's exposure is per unit (:func:`~estimator.parallel.step.zero3_layer`).
+
+A config without a ``framework`` subtree (a hand-built dict) gets ``conf/framework/megatron.yaml``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from functools import cache
+from typing import Any
+
+from estimator.errors import EstimatorError
+
+ZERO3_UNITS = ("layer", "module")
+OPTIONAL = ("reduce_bucket_params", "zero3_prefetch_params", "zero3_max_live_params")  # parameter counts; null = none
+DEFAULT = "megatron"
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    grad_reduce_overlap: bool
+    param_gather_overlap: bool
+    tp_comm_overlap: bool
+    p2p_scatter_gather: bool
+    interleaved_schedule: bool
+    fp32_grads_with_bf16: bool
+    zero3_unit: str
+    reduce_bucket_params: float | None = None
+    zero3_prefetch_params: float | None = None
+    zero3_max_live_params: float | None = None
+
+    @classmethod
+    def from_cfg(cls, cfg: Mapping[str, Any] | None) -> Framework:
+        data = dict(cfg) if cfg else _default()
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise EstimatorError(f"framework: unknown key(s) {unknown}; known: {sorted(known)}")
+        missing = sorted(k for k in known - set(data) if k not in OPTIONAL)
+        if missing:
+            raise EstimatorError(f"framework {data.get('name')!r}: missing key(s) {missing}")
+        for f in fields(cls):
+            value = data.get(f.name)
+            if f.type == "bool" and not isinstance(value, bool):
+                raise EstimatorError(f"framework.{f.name} must be true or false, got {value!r}")
+        if data["zero3_unit"] not in ZERO3_UNITS:
+            raise EstimatorError(f"framework.zero3_unit must be one of {', '.join(ZERO3_UNITS)}, got {data['zero3_unit']!r}")
+        for key in OPTIONAL:
+            value = data.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+                raise EstimatorError(f"framework.{key} must be a positive number of parameters or null, got {value!r}")
+        return cls(**{**data, "name": str(data["name"])})
+
+    def zero3_live(self, unit: float) -> float:
+        """Parameters ZeRO-3 holds gathered when units of ``unit`` parameters run (see the module doc)."""
+        live = unit + max(unit, self.zero3_prefetch_params or 0.0)
+        return min(live, max(unit, self.zero3_max_live_params)) if self.zero3_max_live_params else live
+
+    def grad_bytes(self, precision: str) -> int:
+        """Bytes per gradient element in the buffer and on the wire."""
+        return 4 if self.fp32_grads_with_bf16 and precision in ("bf16", "fp8") else 2
+
+
+@cache
+def _default() -> dict[str, Any]:
+    import yaml
+
+    from estimator.config import conf_dir
+
+    return dict(yaml.safe_load((conf_dir() / "framework" / f"{DEFAULT}.yaml").read_text()))

@@ -1,0 +1,171 @@
+"""Memory per GPU of a parallel layout, stage by stage; the largest stage must fit the device.
+
+* Model state, mixed-precision Adam (Rajbhandari et al. 2020, ZeRO, Sec. 3.1): 16-bit weights,
+  gradients of ``grad_bytes`` (2, or 4 where the framework keeps fp32 gradients:
+  :class:`~estimator.parallel.framework.Framework`), 12 bytes of fp32 master weights + momentum +
+  variance per parameter; ZeRO-1 shards the 12, ZeRO-2 also the gradients, ZeRO-3 also the weights
+  over the ``dp x cp`` ranks holding a copy (expert parameters over ``dp x cp / ep``). ZeRO-3
+  also holds the gathered weights of the unit running and of those prefetched
+  (:func:`zero3_units`, ``Framework.zero3_live``).
+* Parameters of stage ``i``: its decoder layers (``Layout.stage_layers``) / tp, plus the
+  embedding on the first stage and the LM head on the last (a tied head is a second copy when
+  ``pp`` > 1); experts further split over ``ep``.
+* Activations per layer and microbatch of ``s / cp`` tokens:
+
+  - eager and Megatron-LM GPT layers (``model.fused_kernels`` none / megatron): Korthikanti et al.
+    2022, "Reducing Activation Recomputation in Large Transformer Models", Sec. 4, Table 2 (s
+    sequence, b microbatch, h hidden, a heads, t tp): no parallelism ``sbh(34 + 5as/h)``; tensor
+    parallel ``sbh(10 + 24/t + 5as/(ht))``; + sequence parallel ``sbh(34 + 5as/h)/t``; selective
+    recompute drops the ``5as/h`` term.
+  - Megatron-core + Transformer Engine Llama layer (``te``; derived the same way from the tensors
+    each op saves for its backward, 16-bit, ``f`` = ffn, ``g`` = key/value width kv_heads x d per
+    TP rank): the two norms' inputs and outputs ``8h`` (TE's LayerNormLinear saves the norm input
+    and its output; split over t with sequence parallelism), q ``2h/t``, k and v ``4g``, the
+    attention output ``2h/t`` (also the output projection's input), the fc1 output ``4f/t`` (the
+    SwiGLU's input) and the SwiGLU output ``2f/t`` (fc2's input) — flash attention keeps no
+    ``s x s`` tensor (its softmax statistics, 4 bytes per head and token, are left out), RoPE's
+    fused backward needs no saved input, and selective recompute has nothing left to drop.
+  - full recompute keeps only the layer input ``2sbh`` (/t with sequence parallelism).
+  - MoE layers (:func:`moe_mlp_bytes`, derived like the dense ``19sbh``: 16-bit tensors saved for
+    the backward, masks 1 byte): the dense MLP's share of the formula (``3sbh + 16sbh/t``;
+    ``19sbh/t`` with sequence parallelism) is replaced by the router's input ``2sbh`` and fp32
+    router probabilities ``4sbE``, the dispatch buffer ``2ksbh``, the expert MLP's intermediates
+    on those ``ks b`` tokens (GeLU ``4ksbf``; SwiGLU ``6ksbf``), the experts' outputs before the
+    weighted combine ``2ksbh`` and the dropout mask ``sbh``; token-width tensors split over the
+    ``t`` tensor-parallel ranks (Megatron-core requires sequence parallelism for MoE with t > 1).
+
+* Microbatches in flight on stage ``i`` (Megatron's 1F1B schedule: the warm-up forwards plus the
+  one running; megatron/core/pipeline_parallel/schedules.py ``num_warmup_microbatches = pp - i - 1``
+  and, interleaved with ``v`` chunks, ``(pp - i - 1) x 2 + (v - 1) x pp``): ``min(m, pp - i)``
+  microbatches of the stage's layers; interleaved ``min(m v, 2(pp - i - 1) + (v - 1) pp + 1)``
+  chunks of ``layers / (pp v)`` layers (for stage 0 that is Korthikanti et al. Sec. 4.2.3's
+  ``pp (1 + (pp - 1)/(pp v))`` microbatches of ``layers / pp`` layers). The last stage also holds
+  the fp32 logits of one microbatch for the cross-entropy backward (``4 (s/cp) b V / t``); other
+  embedding-side activations and temporary buffers are not counted.
+"""
+
+from __future__ import annotations
+
+from estimator.parallel.framework import Framework
+from estimator.parallel.layout import Layout
+from estimator.parallel.spec import TransformerSpec
+
+ADAM_BYTES = 12  # fp32 master weights + Adam momentum + variance per parameter (ZeRO paper Sec. 3.1)
+WEIGHT_BYTES = 2  # fp16/bf16 weights
+LOGIT_BYTES = 4  # fp32 logits kept for the vocabulary-parallel cross-entropy's backward
+
+
+def stage_param_split(spec: TransformerSpec, layout: Layout, stage: int) -> tuple[int, int]:
+    """(parameters data-parallel over ``dp x cp``, expert parameters over ``dp x cp / ep``) one GPU
+    of pipeline stage ``stage`` holds."""
+    n = layout.stage_layers(spec.layers)[stage]
+    experts = n * spec.expert_layer_params() // (layout.tp * layout.ep)
+    layers = n * (spec.layer_params() - spec.expert_layer_params())
+    v = spec.padded_vocab(layout.tp)
+    emb = v * spec.hidden + (spec.embedding_params() - spec.vocab * spec.hidden)
+    head = v * spec.hidden + spec.head_params() - (0 if spec.tied else spec.vocab * spec.hidden)
+    if layout.pp == 1:
+        ends = emb + head - (v * spec.hidden if spec.tied else 0)
+    else:
+        ends = (emb if stage == 0 else 0) + (head if stage == layout.pp - 1 else 0)
+    return (layers + ends) // layout.tp, experts
+
+
+def zero3_units(spec: TransformerSpec, layout: Layout, unit: str) -> list[float]:
+    """Parameters (per TP rank) of each ZeRO-3 all-gather of one layer: ``layer`` = the whole
+    layer; ``module`` = each Linear (norm weights, below DeepSpeed's 1e5-element persistence
+    threshold, are not gathered; an MoE layer's experts are one unit)."""
+    t, h, d = layout.tp, spec.hidden, spec.head_dim
+    dense = spec.layer_params() - spec.expert_layer_params()
+    if unit == "layer":
+        return [dense / t + spec.expert_layer_params() / (t * layout.ep)]
+    qkv, proj = h * (spec.heads + 2 * spec.kv_heads) * d, h * h
+    if spec.experts:
+        mlp = [spec.expert_layer_params() / layout.ep]
+    elif spec.family == "gpt":
+        mlp = [h * spec.ffn, h * spec.ffn]
+    elif spec.fused == "te":
+        mlp = [2 * h * spec.ffn, h * spec.ffn]  # Megatron-core's fc1 (gate and up) and fc2
+    else:
+        mlp = [h * spec.ffn] * 3
+    return [p / t for p in (qkv, proj, *mlp)]
+
+
+def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout) -> float:
+    s, b, h, a, t = spec.seq_len // layout.cp, layout.micro_batch_size, spec.hidden, spec.heads, layout.tp
+    token_split = t if layout.sequence_parallel else 1
+    if layout.recompute == "full":
+        return 2 * s * b * h / token_split
+    if spec.fused == "te":
+        kv = 2 * max(1, spec.kv_heads // t) * spec.head_dim
+        return s * b * (8 * h / token_split + (4 * h + 6 * spec.ffn) / t + 2 * kv)
+    attn = 0.0 if layout.recompute == "selective" else 5 * a * s / h
+    if layout.sequence_parallel:
+        return s * b * h * (34 + attn) / t
+    return s * b * h * (10 + 24 / t + attn / t)
+
+
+def dense_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
+    """The MLP's share of Korthikanti et al.'s per-layer formula (Sec. 4.1: 19sbh with a 4h GeLU
+    MLP: input 2sbh, fc1 and GeLU outputs 16sbh, dropout mask sbh; t splits the 16sbh, or all of
+    it with sequence parallelism)."""
+    s, b, h, t = spec.seq_len // layout.cp, layout.micro_batch_size, spec.hidden, layout.tp
+    return s * b * h * 19 / t if layout.sequence_parallel else s * b * h * (3 + 16 / t)
+
+
+def moe_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
+    """Bytes one GPU saves for the backward of one MoE MLP per microbatch (the module docstring)."""
+    s, b, h, t, k = spec.seq_len // layout.cp, layout.micro_batch_size, spec.hidden, layout.tp, spec.top_k
+    inner = 6 if spec.family == "llama" else 4  # SwiGLU: 2f-wide fc1 output + its output; GeLU: fc1 + GeLU outputs
+    tokens = s * b / t
+    return tokens * (3 * h + 4 * spec.experts) + k * tokens * (4 * h + inner * spec.ffn)
+
+
+def layers_in_flight(layout: Layout, stage: int, layers: int) -> float:
+    """Layer-microbatches of activations stage ``stage`` holds at its peak (module docstring)."""
+    pp, m, v = layout.pp, layout.microbatches, layout.virtual_stages
+    if v == 1:
+        return min(m, pp - stage) * layers
+    chunks = min(m * v, 2 * (pp - stage - 1) + (v - 1) * pp + 1)
+    return chunks * layers / v
+
+
+def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: int = 2,
+                 framework: Framework | None = None) -> dict[str, float]:
+    """Bytes per GPU of pipeline stage ``stage``: weights, gradients, optimizer state, activations, total."""
+    dense, expert = stage_param_split(spec, layout, stage)
+    replicas = layout.dp * layout.cp
+
+    def sharded(per_param: float, zero_stage: int) -> float:  # ZeRO shards over the ranks that hold a copy
+        if layout.zero < zero_stage:
+            return (dense + expert) * per_param
+        return dense * per_param / replicas + expert * per_param / (replicas // layout.ep)
+
+    weights, grads, optim = sharded(WEIGHT_BYTES, 3), sharded(grad_bytes, 2), sharded(ADAM_BYTES, 1)
+    if layout.zero == 3:  # the unit running and those prefetched, gathered
+        fw = framework or Framework.from_cfg(None)
+        weights += fw.zero3_live(max(zero3_units(spec, layout, fw.zero3_unit))) * WEIGHT_BYTES
+    per_layer = activation_bytes_per_layer(spec, layout)
+    if spec.experts and layout.recompute != "full":
+        per_layer += moe_mlp_bytes(spec, layout) - dense_mlp_bytes(spec, layout)
+    n = layout.stage_layers(spec.layers)[stage]
+    acts = layers_in_flight(layout, stage, n) * per_layer
+    if stage == layout.pp - 1:
+        acts += LOGIT_BYTES * spec.seq_len // layout.cp * layout.micro_batch_size * spec.padded_vocab(layout.tp) / layout.tp
+    return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": acts,
+            "total": weights + grads + optim + acts}
+
+
+def memory(spec: TransformerSpec, layout: Layout, grad_bytes: int = 2, framework: Framework | None = None) -> dict[str, float]:
+    """The stage that needs the most: its bytes per GPU (``stage_memory``) plus ``stage`` (its index)."""
+    stages = [stage_memory(spec, layout, i, grad_bytes, framework) for i in range(layout.pp)]
+    peak = max(range(layout.pp), key=lambda i: stages[i]["total"])
+    return {**stages[peak], "stage": peak}
+
+
+def device_memory(device_memory_bytes: float | None, override: float | None) -> float | None:
+    """The capacity a layout must fit: ``parallelism.device_memory_bytes`` if set, else the device's
+    ``memory_bytes`` (conf/device/*.yaml, from its datasheet); None = unchecked."""
+    if override:
+        return float(override)
+    return device_memory_bytes

@@ -1,0 +1,254 @@
+"""Large models on H100-class clusters (issue #23 items 1-4): precisions, Transformer Engine layers,
+Llama 3 configs, context parallelism, uneven pipeline stages, per-stage memory, ZeRO-3 prefetch,
+framework profiles, DGX H200."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+import estimator
+from estimator.compute.device import DeviceProfile, node_times
+from estimator.errors import EstimatorError
+from estimator.estimate import estimate
+from estimator.parallel.estimate import validate_hybrid
+from estimator.parallel.framework import Framework
+from estimator.parallel.layer import capture_parts
+from estimator.parallel.layout import Layout
+from estimator.parallel.memory import layers_in_flight, memory, stage_memory
+from estimator.parallel.spec import TransformerSpec
+from estimator.parallel.step import part_times
+
+H100 = ["system=dgx_h100", "fabric.nvls=false"]
+
+
+def cfg(model, *overrides):
+    return estimator.resolve_config([f"model={model}", "parallelism=hybrid", *H100, *overrides])
+
+
+def spec(model, **kw):
+    return replace(TransformerSpec.from_cfg(estimator.resolve_config([f"model={model}"])["model"]), **kw)
+
+
+def device(name="h100"):
+    return DeviceProfile.from_dict(dict(estimator.resolve_config([f"device={name}"])["device"]))
+
+
+# ---- precisions ------------------------------------------------------------------------------------
+def test_bf16_has_its_own_efficiencies_and_a_missing_one_is_an_error():
+    h100 = device()
+    assert h100.efficiency("compute_efficiency", "matmul", "bf16") != h100.efficiency("compute_efficiency", "matmul", "fp16")
+    assert h100.efficiency("compute_efficiency", "attention", "fp8") == h100.efficiency("compute_efficiency", "attention", "bf16")
+    data = dict(estimator.resolve_config(["device=h100"])["device"])
+    data["compute_efficiency"] = {k: v for k, v in data["compute_efficiency"].items() if k != "bf16"}
+    with pytest.raises(EstimatorError, match=r"names fp16, fp32, fp8, tf32 but not bf16"):
+        DeviceProfile.from_dict(data)
+    with pytest.raises(EstimatorError, match="device a100 has no fp8"):
+        validate_hybrid(estimator.resolve_config(["model=llama3_8b", "parallelism=hybrid", "system=dgx_a100", "fabric.nodes=8",
+                                                  "parallelism.tp=1", "precision=fp8", "parallelism.global_batch=8"]))
+
+
+def test_fp8_runs_the_gemms_faster_and_pays_for_its_casts():
+    s = spec("llama3_70b")
+    bf16, fp8 = (part_times(s, 8, True, 1, device(), p) for p in ("bf16", "fp8"))
+    assert fp8["layer"].fwd_gemm < 0.75 * bf16["layer"].fwd_gemm  # FP8 peak 2x, fitted efficiency lower
+    assert fp8["layer"].fwd < bf16["layer"].fwd and fp8["layer"].bwd < bf16["layer"].bwd
+    assert fp8["head"] == bf16["head"]  # the LM head is not a TE Linear: BF16 either way
+    layer = capture_parts(s, 8, True, 1, True)["layer"]
+    casts = [n for n in layer.nodes if n.op == "te::fp8_cast_transpose"]
+    assert len(casts) == 8  # the input of 4 Linears in forward, their output gradients in backward
+    # read 2 B + write 1 B FP8 + 1 B transposed FP8 per element: 2x the fp32 capture's bytes (halved at 16 bit)
+    qkv_in, proj_in = [n for n in casts if n.phase == "forward"][:2]
+    assert qkv_in.mem_bytes == 2 * 4 * s.seq_len * s.hidden / 8  # the norm output, cast before the sequence-parallel gather
+    assert proj_in.mem_bytes == 2 * 4 * s.seq_len * s.hidden / 8  # the attention output: this rank's 64 / 8 heads
+
+
+# ---- Transformer Engine layer ---------------------------------------------------------------------
+def test_te_layer_is_fused_gqa_native_and_flash_flops():
+    s = spec("llama3_8b")
+    layer = capture_parts(s, 1, False)["layer"]
+    ops = [n.op for n in layer.nodes]
+    for op, count in (("te::rmsnorm", 2), ("te::rope", 2), ("te::swiglu", 1), ("te::flash_attention", 1),
+                      ("te::rmsnorm_backward", 2), ("te::swiglu_backward", 1), ("te::flash_attention_backward", 1)):
+        assert ops.count(op) == count, op
+    assert not any(o in ops for o in ("aten::softmax", "aten::repeat_interleave", "aten::silu", "aten::rsqrt"))
+    flash = next(n for n in layer.nodes if n.op == "te::flash_attention")
+    back = next(n for n in layer.nodes if n.op == "te::flash_attention_backward")
+    seq, d = s.seq_len, s.head_dim
+    assert flash.op_class == "attention" and flash.flops == 4 * s.heads * seq * seq * d / 2  # causal: half of QK^T + PV
+    assert back.flops == pytest.approx(2.5 * flash.flops)  # five GEMMs to the forward's two (FlashAttention-2)
+    assert flash.input_shapes[1] == (seq, 1, s.kv_heads, d)  # K with 8 KV heads, not repeated to 32
+    fwd = sum(n.flops for n in layer.nodes if n.phase == "forward")
+    h, f, kv = s.hidden, s.ffn, s.kv_heads * d
+    assert fwd == pytest.approx(2 * seq * (h * (h + 2 * kv) + h * h + 3 * h * f) + flash.flops)
+    assert layer.params == s.layer_params()
+
+
+def test_flash_attention_keeps_no_quadratic_traffic():
+    def layer_bytes(fused, seq):
+        s = spec("llama3_8b", seq_len=seq, fused=fused, layers=2)
+        return sum(n.mem_bytes - n.weight_bytes for n in capture_parts(s, 1, False)["layer"].nodes)  # activation traffic
+
+    te = layer_bytes("te", 8192) / layer_bytes("te", 4096)
+    eager = layer_bytes("none", 8192) / layer_bytes("none", 4096)
+    assert 1.9 < te < 2.1  # linear in the sequence: no s x s scores or probabilities in HBM
+    assert eager > 2.5  # the eager layer writes and reads s x s tensors
+
+
+@pytest.mark.parametrize("model, published", [("llama3_8b", 8_030_261_248), ("llama3_70b", 70_553_706_496),
+                                              ("llama3_405b", 405_853_388_800)])
+def test_llama3_configs_have_the_released_parameter_counts(model, published):
+    torch = pytest.importorskip("torch")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    s = spec(model)
+    assert s.params() == published and s.fused == "te" and s.kv_heads == 8 and s.vocab == 128256
+    if model == "llama3_8b":
+        with torch.device("meta"):
+            hf = LlamaForCausalLM(LlamaConfig(hidden_size=s.hidden, num_hidden_layers=s.layers, num_attention_heads=s.heads,
+                                              num_key_value_heads=s.kv_heads, intermediate_size=s.ffn, vocab_size=s.vocab))
+        assert sum(p.numel() for p in hf.parameters()) == published
+
+
+# ---- context parallelism ------------------------------------------------------------------------------
+def test_context_parallel_ring_moves_the_hand_computed_kv_bytes():
+    base = ("fabric.nodes=16", "parallelism.tp=2", "parallelism.pp=1", "parallelism.global_batch=16", "precision=bf16",
+            "parallelism.sequence_parallel=true", "parallelism.recompute=none")
+    one = estimate(cfg("llama3_8b", *base)).metrics
+    res = estimate(cfg("llama3_8b", *base, "parallelism.cp=4"))
+    four = res.metrics
+    s, cp, tp = spec("llama3_8b"), 4, 2
+    kv_chunk = 2 * (s.seq_len // cp) * 1 * (s.kv_heads // tp) * s.head_dim * 2  # K and V of s/cp tokens, 16-bit
+    ring = [c for c in res.collectives if c["group"] == "cp"]
+    assert sorted(c["bytes"] for c in ring) == [kv_chunk, 2 * kv_chunk]  # forward K/V; backward K/V + dK/dV
+    m = four["microbatches"]
+    assert {c["bytes"]: c["count_per_step"] for c in ring} == {kv_chunk: m * s.layers * (cp - 1), 2 * kv_chunk: m * s.layers * (cp - 1)}
+    assert all(c["stride"] == tp for c in ring)  # CP right inside TP in tp-cp-dp-pp
+    assert four["dp"] == one["dp"] // 4 and four["microbatches"] == 4 * one["microbatches"]
+    # per rank: a quarter of every token's work at a quarter of the batch per step -> the same tokens/s per GPU
+    assert four["tokens_per_s"] == pytest.approx(one["tokens_per_s"], rel=0.1)
+    assert four["cp_comm_time_s"] > 0 and four["memory_activations_bytes"] < 0.3 * one["memory_activations_bytes"] * 4
+
+
+@pytest.mark.parametrize("overrides, needle", [
+    (("model=gpt3_13b", "parallelism.cp=2"), "needs model.fused_kernels=te"),
+    (("model.seq_len=8190", "parallelism.cp=2"), "not divisible by 2 x cp"),
+    (("parallelism.cp=2", "parallelism.order=cp-tp-dp-pp"), "cp must sit directly inside dp"),
+    (("parallelism.fp32_grads=yes",), "fp32_grads must be true, false or null"),
+    (("parallelism.first_stage_layers=7", "parallelism.pp=4"), "does not split evenly"),
+    (("model.num_layers=30", "parallelism.virtual_stages=2", "parallelism.pp=4"), "interleaving needs even stages"),
+    (("framework=deepspeed", "parallelism.virtual_stages=2", "parallelism.pp=2"), "no interleaved schedule"),
+    (("framework.zero3_unit=block",), "framework.zero3_unit must be one of layer, module"),
+    (("+framework.overlap_everything=true",), "framework: unknown key"),
+])
+def test_bad_large_model_configs_are_one_line_errors(overrides, needle):
+    with pytest.raises(EstimatorError, match=needle) as err:
+        validate_hybrid(cfg("llama3_8b", "fabric.nodes=64", "parallelism.tp=1", "parallelism.global_batch=64", *overrides))
+    assert "\n" not in str(err.value)
+
+
+# ---- pipeline stages and memory ---------------------------------------------------------------------
+def test_uneven_stages_llama3_405b_split():
+    s = spec("llama3_405b")
+    lay = Layout(8, 16, 128, 1, 1, 16, 1, True, "none")
+    assert lay.stage_layers(126) == (7, *[8] * 14, 7)  # one layer fewer on the first and the last stage
+    assert replace(lay, first_stage_layers=6, last_stage_layers=8).stage_layers(126) == (6, *[8] * 15)
+    assert Layout(8, 4, 1, 1, 1, 4, 1, True, "none").stage_layers(10) == (2, 3, 3, 2)
+    with pytest.raises(EstimatorError, match="does not split evenly"):
+        replace(lay, first_stage_layers=5).stage_layers(126)
+    lay.check(s)
+
+
+def test_the_slowest_stage_sets_the_pace():
+    base = ("fabric.nodes=32", "parallelism.tp=8", "parallelism.pp=4", "parallelism.global_batch=32", "precision=bf16",
+            "parallelism.sequence_parallel=true", "parallelism.recompute=none", "model.num_layers=40")
+    even = estimate(cfg("llama3_70b", *base)).metrics
+    heavy = estimate(cfg("llama3_70b", *base, "parallelism.first_stage_layers=13", "parallelism.last_stage_layers=7")).metrics
+    assert even["stage_layers"] == "10,10,10,10" and heavy["stage_layers"] == "13,10,10,7"
+    assert heavy["slowest_stage"] == 0 and even["slowest_stage"] == 3  # even: the stage with the LM head
+    # the 13-layer stage paces every microbatch (13 layers + embedding vs 10 layers + the 128k-vocabulary head)
+    assert heavy["iter_time_s"] > 1.1 * even["iter_time_s"]
+
+
+def test_per_stage_memory_holds_pp_minus_i_microbatches():
+    s = spec("llama3_405b")
+    lay = Layout(8, 16, 128, 1, 1, 16, 1, True, "none")
+    assert [layers_in_flight(lay, i, n) for i, n in enumerate(lay.stage_layers(126))][:3] == [16 * 7, 15 * 8, 14 * 8]
+    assert layers_in_flight(lay, 15, 7) == 7  # the last stage: one microbatch at a time
+    stages = [stage_memory(s, lay, i)["activations"] for i in range(16)]
+    peak = memory(s, lay)
+    assert peak["stage"] == 1 and peak["activations"] == max(stages)  # 15 x 8 layers > 16 x 7
+    # Megatron-core + TE Llama layer: (12h + 6f)/t + 4 kv_heads/t d bytes per token (SP, TP 8, 16-bit)
+    per_layer = 8192 * (12 * 16384 / 8 + 6 * 53248 / 8 + 4 * 128)
+    assert stages[2] == pytest.approx(14 * 8 * per_layer)
+
+
+def test_llama3_405b_published_layout_fits_and_a_bigger_one_fails_with_one_line():
+    layout = ["model=llama3_405b", "parallelism=hybrid", "system=dgx_h100", "fabric.nodes=16384", "parallelism.tp=8",
+              "parallelism.pp=16", "parallelism.cp=1", "precision=bf16", "parallelism.global_batch=2048",
+              "parallelism.sequence_parallel=true", "parallelism.recompute=none"]
+    fits = estimator.resolve_config([*layout, "framework=fsdp"])  # Dubey et al. 2024 Table 4, 16,384 GPUs
+    validate_hybrid(fits)
+    assert memory(TransformerSpec.from_cfg(fits["model"]), Layout.from_cfg(fits["parallelism"], spec("llama3_405b"), 16384),
+                  2)["total"] < 80e9
+    out = subprocess.run([sys.executable, "-m", "estimator.cli", "estimate", *layout, "framework=megatron"],
+                         capture_output=True, text=True)  # Megatron's fp32 gradient buffer: 12.8 GB instead of 6.4
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "on pipeline stage 1" in out.stderr and "GB too much" in out.stderr and out.stderr.count("\n") == 1
+
+
+# ---- ZeRO-3 and frameworks --------------------------------------------------------------------------
+@pytest.mark.parametrize("framework", ["fsdp", "deepspeed"])
+def test_zero3_exposed_gathers_grow_with_the_data_parallel_degree(framework):
+    def exposed(n):
+        m = estimate(estimator.resolve_config([
+            "model=gpt3_13b", "parallelism=hybrid", "system=dgx_a100", f"fabric.nodes={n}", "parallelism.tp=1",
+            "parallelism.pp=1", "parallelism.zero=3", f"parallelism.global_batch={n}", "parallelism.recompute=full",
+            f"framework={framework}", "precision=fp16"])).metrics
+        return m["zero3_exposed_time_s"]
+
+    small, large = exposed(64), exposed(1024)
+    assert large > 1.5 * small and large > 0.005  # ring gathers: latency and exposure grow with the group
+
+
+def test_zero3_working_set_follows_the_prefetch_window():
+    def profile(name):
+        return Framework.from_cfg(estimator.resolve_config(["parallelism=hybrid", f"framework={name}"])["framework"])
+
+    ds, fsdp = profile("deepspeed"), profile("fsdp")
+    assert ds.zero3_live(1e7) == 1e7 + 5e7  # small modules: the running one + stage3_prefetch_bucket_size ahead
+    assert ds.zero3_live(6e8) == 1e9  # two 600M-parameter modules: capped at stage3_max_live_parameters
+    assert fsdp.zero3_live(3e9) == 6e9  # one FSDP unit running, the next prefetched
+
+
+def test_framework_profiles_change_what_they_say():
+    base = ("fabric.nodes=64", "parallelism.tp=8", "parallelism.pp=4", "parallelism.global_batch=64", "precision=bf16",
+            "parallelism.sequence_parallel=true", "parallelism.recompute=none", "parallelism.zero=1")
+    mega, ds = (estimate(cfg("llama3_70b", *base, f"framework={f}")) for f in ("megatron", "deepspeed"))
+    p2p = {name: next(c for c in r.collectives if c["group"] == "pp")["bytes"] for name, r in (("m", mega), ("d", ds))}
+    assert p2p["d"] == 8 * p2p["m"]  # DeepSpeed's pipe engine: every TP rank sends the whole activation
+    assert ds.metrics["dp_exposed_time_s"] > mega.metrics["dp_exposed_time_s"]  # reduction after the flush, gather exposed
+    assert ds.metrics["iter_time_s"] > mega.metrics["iter_time_s"]
+    fsdp = estimate(cfg("llama3_70b", *base, "framework=fsdp")).metrics  # bf16 reduce_dtype: half the gradient bytes
+    assert fsdp["memory_gradients_bytes"] == pytest.approx(mega.metrics["memory_gradients_bytes"] / 2)
+    assert Framework.from_cfg(None).name == "megatron"  # a config without a framework subtree
+
+
+def test_h200_is_h100_with_more_and_faster_memory():
+    h100, h200 = device("h100"), device("h200")
+    assert h200.peak_flops_bf16 == h100.peak_flops_bf16 and h200.peak_flops_fp8 == h100.peak_flops_fp8
+    assert h200.memory_bytes == 141e9 and h200.mem_bw_Bps == 4.8e12
+    a, b = (estimator.resolve_config([f"system={x}", "fabric.nodes=16"]) for x in ("dgx_h100", "dgx_h200"))
+    assert a["fabric"] == b["fabric"] and b["device"]["name"] == "h200"
+    layout = ("fabric.nodes=16", "parallelism.tp=8", "parallelism.pp=2", "parallelism.global_batch=8", "precision=bf16",
+              "parallelism.sequence_parallel=true", "parallelism.recompute=none")
+    with pytest.raises(EstimatorError, match="GB too much"):
+        validate_hybrid(cfg("llama3_70b", *layout))
+    validate_hybrid(estimator.resolve_config(["model=llama3_70b", "parallelism=hybrid", "system=dgx_h200", *layout]))
+    # memory-bound ops run faster on HBM3e: the layer is faster, its GEMMs are not
+    s = spec("llama3_8b")
+    t100, t200 = (node_times(capture_parts(s, 1, False)["layer"], d, "bf16") for d in (h100, h200))
+    assert t200.sum() < t100.sum()
