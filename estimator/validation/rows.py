@@ -80,11 +80,11 @@ class Row:
 
     @property
     def metric(self) -> str:
-        return METRIC[self.kind][0]
+        return _llm.metric(self.raw)[0] if self.kind == "llm" else METRIC[self.kind][0]
 
     @property
     def unit(self) -> str:
-        return METRIC[self.kind][1]
+        return _llm.metric(self.raw)[1] if self.kind == "llm" else METRIC[self.kind][1]
 
 
 def csv_files(folder: str | Path) -> list[Path]:
@@ -146,14 +146,14 @@ def read_file(path: Path) -> list[Row]:
 
 
 def _kind(name: str, header: list[str]) -> str:
-    matches = [k for k, m in MEASURED.items() if m in header]
+    matches = [k for k, m in MEASURED.items() if m in header or (k == "llm" and _llm.EXTENDED_MEASURED in header)]
     if len(matches) != 1:
         raise EstimatorError(
             f"{name}:1: header names neither {MEASURED['nccl']} (nccl-tests rows) nor {MEASURED['training']} "
             f"(training rows); see validation/README.md"
         )
     kind = matches[0]
-    want = COLUMNS[kind]
+    want = _llm.columns_for(header) if kind == "llm" else COLUMNS[kind]
     missing = [c for c in want if c not in header]
     extra = [c for c in header if c not in want]
     dup = sorted({c for c in header if header.count(c) > 1})
@@ -187,7 +187,7 @@ def _parse(name: str, line: int, kind: str, raw: dict[str, str], groups: dict[st
         known = ", ".join(groups.get("system", [])) or "none (conf/system/ is empty or missing)"
         raise bad("system", f"unknown system {system!r}; available: {known}")
     gpus = _integer(raw["gpus"], bad("gpus", f"{raw['gpus']!r} is not a positive integer"))
-    measured_col = MEASURED[kind]
+    measured_col = _llm.measured_column(raw) if kind == "llm" else MEASURED[kind]
     measured = _positive(raw[measured_col], bad(measured_col, f"{raw[measured_col]!r} is not a positive number"))
     try:
         overrides = tuple(shlex.split(raw["overrides"]))
