@@ -20,7 +20,8 @@ from estimator.parallel.spec import TransformerSpec
 from estimator.parallel.step import step_time
 
 HYBRID_KEYS = {"strategy", "tp", "pp", "dp", "ep", "micro_batch_size", "microbatches", "global_batch", "zero",
-               "sequence_parallel", "recompute", "order", "placement", "dp_overlap", "device_memory_bytes", "virtual_stages"}
+               "sequence_parallel", "recompute", "order", "placement", "dp_overlap", "device_memory_bytes", "virtual_stages",
+               "input"}  # input: the host's data-loading facts a system preset sets (data parallelism only)
 
 
 def _setup(cfg: dict[str, Any]):

@@ -74,13 +74,12 @@ def megatron_flops(model: dict[str, Any], global_batch: int) -> float:
     return 96.0 * batch * s * layers * h * h * (1 + s / (6 * h) + vocab / (16 * layers * h))
 
 
-def predict_row(row, tree: dict[str, Any]):
-    """``Result`` of one llm row from its composed config ``tree``."""
+def predict_row(row, tree: dict[str, Any]) -> tuple[float, str]:
+    """(predicted TFLOP/s per GPU, the layout run) of one llm row from its composed config ``tree``."""
     from estimator.parallel.estimate import estimate_hybrid
-    from estimator.validation.predict import Result
 
     metrics, _ = estimate_hybrid(tree)
     gb = int(metrics["global_batch"])
     flops = megatron_flops(tree["model"], gb)
     predicted = flops / float(metrics["iter_time_s"]) / row.gpus / 1e12
-    return Result(row, predicted, str(metrics["layout"]))
+    return predicted, str(metrics["layout"])
