@@ -139,7 +139,7 @@ SELECT system, gpus, role, count(*) AS rows,
        round(max(abs(error_pct)) FILTER (WHERE bytes >= {256 * 2**20}), 1) AS max_abs_error_pct_from_256MiB
 FROM validation
 WHERE kind = 'nccl'
-GROUP BY ALL
+GROUP BY system, gpus, role
 ORDER BY system, gpus, {ROLE_ORDER}
 """
 
