@@ -239,7 +239,8 @@ def estimate_with(sub: dict[str, Any], fabric: Any, device: DeviceProfile, polic
         if hasattr(fabric, "for_job"):  # a fabric that picks its configuration per job (OCS topology=auto)
             fabric, plans = fabric.for_job(profile, policy, batch, algorithm)
             choice = str(getattr(plans[0], "topology", "")) if plans else ""
-        result = simulate_data_parallel(profile, fabric, policy, batch, algorithm, buckets=buckets)
+        jpeg = not sub.get("workload") and (sub["model"] or {}).get("input") == "imagenet_jpeg"
+        result = simulate_data_parallel(profile, fabric, policy, batch, algorithm, buckets=buckets, jpeg=jpeg)
     else:
         choice = ""
         result = simulate_dag(_scaled(file, mtime, batch), fabric, device, algorithm, precision)

@@ -1,17 +1,15 @@
 """Every row of validation/training.csv through the Python API, with the error pinned.
 
 Public training throughput (NVIDIA DeepLearningExamples, see the csv's source column) against the
-estimate. Rows marked `calibration` set a constant (named in conf/device/*.yaml and
-conf/parallelism/data.yaml); `holdout` rows were never used to set anything. The errors are
-deterministic (FLOPs and bytes come from shapes, not from CPU timings), so pinning them is a
-legitimate regression test: a change that moves any row by more than PIN_MARGIN fails.
+estimate. Rows marked `calibration` set a constant (named in conf/device/*.yaml,
+conf/parallelism/data.yaml and conf/system/*.yaml); `same-source` rows share a table with one,
+`independent` rows share no source (validation/README.md). The errors are deterministic (FLOPs and
+bytes come from shapes, not from CPU timings), so pinning them is a legitimate regression test: a
+change that moves any row by more than PIN_MARGIN fails.
 
-The systems are composed with explicit overrides (until conf/system presets exist):
-dgx_a100 = device=a100 + an NVLink/NVSwitch leaf-spine with 8 GPUs per node at 300 GB/s per
-direction (NVLink3, 600 GB/s bidirectional) and 8 x 25 GB/s uplinks (8x HDR200 InfiniBand);
-dgx1_v100 = device=v100, 150 GB/s NVLink2 (6 links x 25 GB/s), 4 x 12.5 GB/s (4x EDR);
-dgx_h100 = the preset (system=dgx_h100; its rows are MLPerf v3.0 ResNet-50 logs, held out).
-Multi-GPU pins move when the collective model changes (re-pin then).
+The systems are the presets (system=dgx_a100 | dgx1_v100 | dgx_h100): device, fabric and the host's
+JPEG input pipeline (CPU cores x per-core decode rate). Multi-GPU pins move when the collective
+model changes (re-pin then).
 """
 
 from __future__ import annotations
@@ -29,13 +27,7 @@ from estimator.workloads.capture import ensure_workload
 from tests.conftest import REPO
 
 ROWS = {r["id"]: r for r in csv.DictReader((REPO / "validation" / "training.csv").open())}
-SYSTEMS = {
-    "dgx_a100": ["device=a100", "fabric=nvlink_leafspine", "fabric.gpus_per_node=8",
-                 "fabric.nvlink_bandwidth_Bps=300e9", "fabric.uplinks=8", "fabric.uplink_bandwidth_Bps=25e9"],
-    "dgx1_v100": ["device=v100", "fabric=nvlink_leafspine", "fabric.gpus_per_node=8",
-                  "fabric.nvlink_bandwidth_Bps=150e9", "fabric.uplinks=4", "fabric.uplink_bandwidth_Bps=12.5e9"],
-    "dgx_h100": ["system=dgx_h100"],  # added after the presets existed (conf/system/dgx_h100.yaml)
-}  # fmt: skip
+SYSTEMS = {name: [f"system={name}"] for name in ("dgx_a100", "dgx1_v100", "dgx_h100")}
 PIN_MARGIN = 1.0  # percentage points
 # predicted / measured - 1, in percent, as measured on branch `compute`; re-measured on branch `kernels` after
 # the capture priced GPU kernel bytes (dropout fused, views free) and the BERT GEMM efficiencies were re-fitted
@@ -43,15 +35,15 @@ PINNED_ERROR_PCT = {
     "rn50-dgxa100-tf32-1gpu": +0.1,
     "rn50-dgxa100-amp-1gpu": -0.1,
     "rn50-dgxa100-tf32-8gpu": -0.1,
-    "rn50-dgxa100-amp-8gpu": +0.0,
+    "rn50-dgxa100-amp-8gpu": +0.2,  # input bound: 128 cores x 130.1 img/s (EfficientNet-B0's cap; conf/system)
     "rn50-dgx1v16-fp32-1gpu": +0.0,
     "rn50-dgx1v16-amp-1gpu": +0.0,  # calibration since V100 fp16 conv is its own (was -12.7 with A100's)
     "rn50-dgx1v16-fp32-8gpu": -0.8,
-    "rn50-dgx1v16-amp-8gpu": +0.0,
+    "rn50-dgx1v16-amp-8gpu": -6.4,  # input bound: 40 cores x 194.7 (EfficientNet-B0's cap: AutoAugment, heavier)
     "rn50-dgx1v32-fp32-1gpu": +3.1,
     "rn50-dgx1v32-amp-1gpu": +3.8,
     "rn50-dgx1v32-fp32-8gpu": +2.4,
-    "rn50-dgx1v32-amp-8gpu": +3.3,  # input bound at the 16GB box's 8322 img/s (was +0.3 by luck)
+    "rn50-dgx1v32-amp-8gpu": -3.3,  # input bound at the DGX-1's 7788 img/s
     "bertl-dgxa100-tf32-1gpu": -0.0,
     "bertl-dgxa100-amp-1gpu": +0.0,
     "bertl-dgxa100-tf32-8gpu": +0.9,
@@ -123,9 +115,11 @@ def error_pct(row: dict, traces) -> float:
 def test_rows_are_well_formed():
     assert set(ROWS) == set(PINNED_ERROR_PCT)
     for r in ROWS.values():
-        assert r["role"] in ("calibration", "holdout") and r["source"] and r["measured_what"] and r["hardware"]
+        assert r["role"] in ("calibration", "same-source", "independent")
+        assert r["source"] and r["measured_what"] and r["hardware"]
         assert r["precision"] in ("fp32", "tf32", "fp16", "amp", "bf16") and int(r["gpus"]) >= 1
-    assert sum(r["role"] == "calibration" for r in ROWS.values()) == 10  # the rest never set a constant
+        assert "input_samples_per_s_per_node" not in r["overrides"]  # no row carries a measured loader rate
+    assert sum(r["role"] == "calibration" for r in ROWS.values()) == 8  # the rest never set a constant
 
 
 @pytest.mark.parametrize("row_id", sorted(PINNED_ERROR_PCT))
@@ -153,18 +147,28 @@ def scaling_points(rows, traces, one: str, many: str, n: int) -> float:
 def test_targets_data_parallel_scaling(traces):
     # 8-GPU scaling within 5 points (the V100 AMP ResNet-50 pairs since V100 fp16 conv efficiency is
     # calibrated on a V100 row: with A100's value their 1-GPU estimates were 9-13 % low and the
-    # 8-GPU data-loader limit never bound, so scaling looked 9-10 points too good)
+    # 8-GPU data-loader limit never bound, so scaling looked 9-10 points too good). The DGX A100
+    # AMP pair is input bound at the host's cores x per-core rate, a rate fitted on EfficientNet-B0,
+    # not on this row (the plain `estimator estimate model=resnet50 system=dgx_a100 ...` command).
     for one, many in (("rn50-dgxa100-amp-1gpu", "rn50-dgxa100-amp-8gpu"),
                       ("bertl-dgxa100-tf32-1gpu", "bertl-dgxa100-tf32-8gpu"),
                       ("bertl-dgxa100-amp-1gpu", "bertl-dgxa100-amp-8gpu"),
                       ("rn50-dgx1v16-fp32-1gpu", "rn50-dgx1v16-fp32-8gpu"),
                       ("bertl-dgx1v32-amp-1gpu", "bertl-dgx1v32-amp-8gpu"),
-                      ("bertl-dgx1v32-fp32-1gpu", "bertl-dgx1v32-fp32-8gpu"),
-                      ("rn50-dgx1v16-amp-1gpu", "rn50-dgx1v16-amp-8gpu"),
-                      ("rn50-dgx1v32-amp-1gpu", "rn50-dgx1v32-amp-8gpu")):  # fmt: skip
+                      ("bertl-dgx1v32-fp32-1gpu", "bertl-dgx1v32-fp32-8gpu")):  # fmt: skip
         assert abs(scaling_points(ROWS, traces, one, many, 8)) < 5, many
+    # DGX-1 AMP: its per-core rate comes from EfficientNet-B0 (AutoAugment + bicubic: more CPU per image
+    # than ResNet-50's pipeline), so the cap is low and the scaling 5.6-6.0 points pessimistic: a
+    # stated miss of issue #10's 5-point target (validation/README.md), pinned here
+    for one, many in (("rn50-dgx1v16-amp-1gpu", "rn50-dgx1v16-amp-8gpu"),
+                      ("rn50-dgx1v32-amp-1gpu", "rn50-dgx1v32-amp-8gpu")):  # fmt: skip
+        assert -6.5 < scaling_points(ROWS, traces, one, many, 8) < -5.0, many
+    dgx_a100 = 100 * predict(ROWS["rn50-dgxa100-amp-8gpu"], traces)["samples_per_s"] / (
+        8 * predict(ROWS["rn50-dgxa100-amp-1gpu"], traces)["samples_per_s"])
+    assert abs(dgx_a100 - 84.1) < 5  # the published 16621 / (8 x 2470) = 84.1 % (was 96.3 % without the cap)
     # multi-node, 1 -> 2..32 DGX A100 nodes: the scaling (throughput ratio) within 5 % (#10's target).
-    # The AMP rows are all held out; tf32-32node set BERT's straggler cv (validation/README.md).
+    # No AMP row set anything (same-source: their table holds the calibration rows); tf32-32node set BERT's
+    # straggler cv (validation/README.md).
     for p in ("amp", "tf32"):
         for nodes in (2, 4, 8, 16, 32):
             pct = scaling_points(ROWS, traces, f"bertl-dgxa100-{p}-1node", f"bertl-dgxa100-{p}-{nodes}node", nodes)
@@ -198,15 +202,18 @@ def test_grad_accum_gives_one_all_reduce_per_step_and_a_global_batch(traces):
 
 def test_interference_and_host_overhead_slow_the_iteration(traces):
     row = ROWS["rn50-dgxa100-amp-8gpu"]
-    base = predict(row, traces, ["parallelism.input_samples_per_s_per_node=null", "parallelism.comm_interference=0"])
-    more = predict(row, traces, ["parallelism.input_samples_per_s_per_node=null", "parallelism.comm_interference=1.0"])
+    free = ["parallelism.input.decode=none"]  # pre-decoded data: the host's loader is not a bound
+    base = predict(row, traces, [*free, "parallelism.comm_interference=0"])
+    more = predict(row, traces, [*free, "parallelism.comm_interference=1.0"])
     assert more["interference_s"] > 0 and more["iter_time_s"] > base["iter_time_s"]
-    host = predict(row, traces, ["parallelism.input_samples_per_s_per_node=null", "parallelism.host_overhead_s=0.01"])
+    host = predict(row, traces, [*free, "parallelism.host_overhead_s=0.01"])
     assert host["iter_time_s"] == pytest.approx(base["iter_time_s"] + 0.01 * (1 + host["straggler_s"] / host["iter_time_s"]), rel=1e-2)
-    limited = predict(row, traces)
-    per_node = float(dict(o.split("=", 1) for o in row["overrides"].split())["parallelism.input_samples_per_s_per_node"])
-    nodes = -(-int(row["gpus"]) // 8)  # 8 GPUs per DGX A100
-    assert limited["input_bound"] and limited["samples_per_s"] == pytest.approx(per_node * nodes)
+    limited = predict(row, traces)  # the preset's host: 128 cores x 130.1 img/s per DGX A100
+    assert limited["input_bound"] and limited["samples_per_s"] == pytest.approx(128 * 130.1)
+    fewer = predict(row, traces, ["parallelism.input.workers_per_gpu=4"])  # 32 workers on 128 cores
+    assert fewer["samples_per_s"] == pytest.approx(32 * 130.1)
+    bert = ROWS["bertl-dgxa100-amp-8gpu"]  # tokens, not JPEGs: the same host caps nothing
+    assert not predict(bert, traces)["input_bound"]
 
 
 def test_precisions_pick_their_peaks(traces):

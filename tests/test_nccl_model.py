@@ -43,6 +43,15 @@ PINNED_ERROR_PCT = {
     "h100x32-allreduce-16GiB": 2.0, "h100x64-allreduce-64MiB": 17.5, "h100x64-allreduce-256MiB": 5.0,
     "h100x64-allreduce-1GiB": 8.0, "h100x64-allreduce-8GiB": 15.0, "h100x32b-allreduce-64MiB": 3.5,
     "h100x32b-allreduce-1GiB": 8.5, "h100x32b-allreduce-8GiB": 14.5,
+    # Azure ND H200 v5, NCCL 2.20.5 (1 MiB set the >= 2.19 NVLS latency; the rest same-source)
+    "h200x8-allreduce-1MiB": 1.5, "h200x8-allreduce-2MiB": 5.5, "h200x8-allreduce-4MiB": 8.5,
+    "h200x8-allreduce-8MiB": 18.5, "h200x8-allreduce-16MiB": 14.5, "h200x8-allreduce-32MiB": 12.0,
+    "h200x8-allreduce-64MiB": 8.0, "h200x8-allreduce-128MiB": 6.0, "h200x8-allreduce-256MiB": 6.5,
+    "h200x8-allreduce-512MiB": 6.5, "h200x8-allreduce-1GiB": 2.5, "h200x8-allreduce-2GiB": 2.0,
+    "h200x8-allreduce-4GiB": 1.5, "h200x8-allreduce-8GiB": 1.5,
+    # nccl#1218: 2 GiB all-gather on 32 RoCE nodes; NCCL's own tuner (bwInter x channels) is as high as
+    # this model: not explained (validation/README.md, "Known misses")
+    "h100x256-allgather-2GiB": 58.0,
 }
 
 
@@ -69,7 +78,7 @@ def test_rows_follow_the_schema():
                                       "overrides", "hardware", "software", "source", "measured_what"]
     assert len({r["id"] for r in ROWS}) == len(ROWS)
     for r in ROWS:
-        assert r["role"] in ("calibration", "holdout") and r["source"].startswith("https://")
+        assert r["role"] in ("calibration", "same-source", "independent") and r["source"].startswith("https://")
         assert (ROOT / "conf" / "system" / f"{r['system']}.yaml").exists()
     calibration = [r for r in ROWS if r["role"] == "calibration"]
     assert 0 < len(calibration) < len(ROWS) / 4  # a minority, each naming the constant it set
@@ -82,8 +91,8 @@ def test_row_error_is_pinned(row):
 
 
 def test_issue_targets_on_8_gpu_a100_and_h100():
-    """busbw within 15 % at every size >= 16 MiB and within 30 % at 1 MiB, held-out rows included."""
-    errors = {"calibration": [], "holdout": []}
+    """busbw within 15 % at every size >= 16 MiB and within 30 % at 1 MiB, every row included."""
+    errors = {"calibration": [], "same-source": [], "independent": []}
     for r in ROWS:
         if int(r["gpus"]) != 8 or r["collective"] != "all_reduce":
             continue
@@ -94,8 +103,8 @@ def test_issue_targets_on_8_gpu_a100_and_h100():
         elif size == MIB:
             assert e <= 30.0, r["id"]
         errors[r["role"]].append(e)
-    hold = errors["holdout"]
-    assert len(hold) >= 20 and sum(hold) / len(hold) < 7.0  # mean held-out |error| (measured 5.2 %)
+    hold = errors["same-source"] + errors["independent"]  # not fitted on (8-GPU rows: mostly same curve)
+    assert len(hold) >= 30 and sum(hold) / len(hold) < 7.5  # mean |error| of the rows not fitted on (6.0 %)
 
 
 # ---- the model -----------------------------------------------------------------------------------
@@ -173,6 +182,46 @@ def test_auto_is_nccls_choice_and_reports_the_protocol():
     assert ideal.collective_cost("all_reduce", MIB, "auto").protocol == ""
     with pytest.raises(EstimatorError, match="NCCL runs no nvls"):
         a100.collective_cost("all_reduce", MIB, "nvls")
+
+
+def test_ll128_across_nodes_follows_the_gpu_nic_path():
+    """tuning.cc (v2.18.5-1 l.285 ... v2.28.9-1 l.482-487): LL128 between nodes only when the GPU -> NIC
+    path is at most PXB, or PXN on Hopper; inside one node the path does not matter."""
+    assert [nccl.ll128_across_nodes("hopper", p) for p in nccl.GPU_NIC_PATHS] == [True, True, True, False, False]
+    assert [nccl.ll128_across_nodes("ampere", p) for p in nccl.GPU_NIC_PATHS] == [True, True, False, False, False]
+    big = 2**31  # the 2 GiB all-gather of nccl#1218 on 32 H100 nodes
+    dgx = preset("dgx_h100", 256).collective_cost("all_gather", big, "auto")
+    assert (dgx.algorithm, dgx.protocol) == ("ring", "ll128")  # NCCL's tuner picks LL128 here too
+    phb = preset("dgx_h100", 256, "fabric.gpu_nic_path=phb").collective_cost("all_gather", big, "auto")
+    assert (phb.algorithm, phb.protocol) == ("ring", "simple") and phb.time_s != dgx.time_s
+    # Ampere through a peer GPU's NIC (PXN): no LL128 across nodes; one node: LL128 still runs
+    pxn = preset("dgx_a100", 32, "fabric.gpu_nic_path=pxn")
+    assert pxn.collective_cost("all_reduce", 4 * MIB, "auto").protocol != "ll128"
+    assert preset("dgx_a100", 32).collective_cost("all_reduce", 4 * MIB, "auto").protocol == "ll128"
+    one = preset("dgx_a100", 8, "fabric.gpu_nic_path=sys").collective_cost("all_reduce", 4 * MIB, "auto")
+    assert one.protocol == "ll128"
+    with pytest.raises(EstimatorError, match="fabric.gpu_nic_path must be one of"):
+        preset("dgx_h100", 16, "fabric.gpu_nic_path=nvlink")
+
+
+def test_nccl_version_selects_the_executed_nvls_latency():
+    """NCCL >= 2.19 runs a one-node NVLS all-reduce with a shorter latency than 2.18 (each fitted on one
+    row: h100x8-allreduce-1MiB at 2.18.5, h200x8-allreduce-1MiB at 2.20.5); nothing else changes."""
+    old = preset("dgx_h100", 8, "fabric.nccl_version=2.18.5").collective_cost("all_reduce", MIB, "auto")
+    new = preset("dgx_h100", 8, "fabric.nccl_version=2.20.5").collective_cost("all_reduce", MIB, "auto")
+    assert old.algorithm == new.algorithm == "nvls"
+    assert old.time_s - new.time_s == pytest.approx(37.1e-6 - 29.8e-6, rel=1e-6)
+    assert preset("dgx_h100", 8).config.nccl_version == "2.26.2"  # the preset assumes a current NCCL
+    far = [preset("dgx_h100", 8, f"fabric.nccl_version={v}").collective_cost("all_reduce", 2**33, "auto").time_s
+           for v in ("2.18.5", "2.28.9")]
+    assert far[0] == pytest.approx(far[1], rel=1e-3)  # large sizes: the bandwidth, not the latency
+    ring_a100 = [preset("dgx_a100", 8, f"fabric.nccl_version={v}").collective_cost("all_reduce", MIB, "auto").time_s
+                 for v in ("2.18.5", "2.20.5")]
+    assert ring_a100[0] == ring_a100[1]  # no NVLS on A100: the version changes nothing
+    assert nccl.parse_version("2.20.5-1") == (2, 20) and nccl.parse_version("2.9.9") < nccl.NVLS_REWORK_VERSION
+    for bad, needle in (("2.2", "major.minor.patch"), ("x.y.z", "must look like 2.18.5"), ("1.3.4", "NCCL 2")):
+        with pytest.raises(EstimatorError, match=needle):
+            preset("dgx_h100", 8, f"fabric.nccl_version={bad}").collective_cost("all_reduce", MIB, "auto")
 
 
 def test_ib_sharp_is_an_option_off_by_default():

@@ -92,8 +92,12 @@ def test_rows_match_the_recorded_rows_from_before(per_estimate_rows):
 
 
 # Config keys added after the recording (they change config_json / config_hash and add a column,
-# not any result): device.memory_bytes (device capacity for large-model layouts, issue #14).
-ADDED_SINCE_RECORDING = {"device": ["memory_bytes"]}
+# not any result): device.memory_bytes (device capacity for large-model layouts, issue #14);
+# model.input and parallelism.input (the JPEG input pipeline: no host without a system preset, so
+# no cap here) and fabric.nccl_version / gpu_nic_path / nvls_latency_v219_s (defaults keep NCCL
+# 2.18's latency and LL128 across nodes), issue #23.
+ADDED_SINCE_RECORDING = {"device": ["memory_bytes"], "model": ["input"], "parallelism": ["input"],
+                         "fabric": ["nccl_version", "gpu_nic_path", "nvls_latency_v219_s"]}
 # Nested config entries added since (path -> its flattened columns): A100's explicit bf16 efficiencies
 # (issue #23: bf16 no longer borrows fp16's silently; the values are fp16's, this grid runs amp and fp32).
 ADDED_PATHS = {("device", "compute_efficiency", "bf16"): ["device_compute_efficiency_bf16_conv",
@@ -121,7 +125,9 @@ def since_recording(rows: dict) -> dict:
         cfg = json.loads(r["config_json"])
         for group, keys in ADDED_SINCE_RECORDING.items():
             for key in keys:
-                cfg.get(group, {}).pop(key, None)
+                value = cfg.get(group, {}).pop(key, None)
+                if isinstance(value, dict):  # a nested key is stored as one column per sub-key
+                    dropped |= {f"{group}_{key}_{sub}" for sub in value}
         for path in ADDED_PATHS:
             parent = cfg
             for key in path[:-1]:
@@ -138,8 +144,8 @@ def since_recording(rows: dict) -> dict:
         r["config_json"] = json.dumps(cfg)
         remap[r["config_hash"]] = old_hash.get(r["config_json"], r["config_hash"])
         r["config_hash"] = remap[r["config_hash"]]
-        for col in dropped:
-            r.pop(col, None)
+        for col in [c for c in r if c in dropped]:
+            r.pop(col)
     est["types"] = {c: t for c, t in est["types"].items() if c not in dropped}
     est["rows"].sort(key=lambda r: r["config_hash"])
     colls = rows["collectives"]["rows"]

@@ -109,3 +109,68 @@ def test_interference_stragglers_accumulation_and_input_limit_by_hand():
     assert lim.input_bound and lim.samples_per_s == pytest.approx(2 * 1000.0)  # 2 nodes of 4 GPUs
     with pytest.raises(EstimatorError, match="grad_accum"):
         BucketPolicy(grad_accum=0)
+
+
+def test_input_pipeline_cap_is_host_cores_times_the_per_core_rate():
+    """Item 10: a JPEG pipeline decoded on the host delivers min(workers, cores) x rate per node; DALI
+    delivers gpus x its per-GPU rate; data that are not JPEGs, or decode=none, have no cap."""
+    host = {"cpu_cores": 16, "cpu_decode_per_core_per_s": 100.0}
+    cpu = BucketPolicy.from_dict({"gpus_per_node": 4, "input": {"decode": "cpu", **host}})
+    assert cpu.input_cap_per_node(jpeg=True) == pytest.approx(1600.0)  # 16 cores x 100 img/s
+    assert cpu.input_cap_per_node(jpeg=False) is None  # tokens: nothing to decode
+    few = BucketPolicy.from_dict({"gpus_per_node": 4, "input": {"workers_per_gpu": 2, **host}})
+    assert few.input_cap_per_node(jpeg=True) == pytest.approx(800.0)  # 8 workers on 16 cores
+    many = BucketPolicy.from_dict({"gpus_per_node": 4, "input": {"workers_per_gpu": 8, **host}})
+    assert many.input_cap_per_node(jpeg=True) == pytest.approx(1600.0)  # 32 workers share 16 cores
+    gpu = BucketPolicy.from_dict({"gpus_per_node": 4, "input": {"decode": "gpu", "gpu_decode_per_gpu_per_s": 3000, **host}})
+    assert gpu.input_cap_per_node(jpeg=True) == pytest.approx(12000.0)
+    assert BucketPolicy.from_dict({"input": {"decode": "gpu", **host}}).input_cap_per_node(jpeg=True) is None
+    assert BucketPolicy.from_dict({"input": {"decode": "none", **host}}).input_cap_per_node(jpeg=True) is None
+    assert BucketPolicy.from_dict({"input": {"decode": "cpu"}}).input_cap_per_node(jpeg=True) is None  # no host
+    measured = BucketPolicy.from_dict({"input_samples_per_s_per_node": 500.0, "input": {"decode": "none"}})
+    assert measured.input_cap_per_node(jpeg=False) == 500.0  # your own measured loader rate wins
+
+    # in the timeline: 8 GPUs x batch 2 every 6 ms (5 ms compute + the last all-reduce) = 2667 samples/s; 2 nodes of 4 GPUs with
+    # 2 cores x 500 img/s each deliver 2000: input bound at exactly that
+    w = chain_workload([1e-3], [1e-3] * 4, 0.0, [10**6] * 4)
+    p = compute_profile(w, REPLAY)
+    small = BucketPolicy.from_dict({"bucketing": "none", "gpus_per_node": 4,
+                                    "input": {"cpu_cores": 2, "cpu_decode_per_core_per_s": 500.0}})
+    capped = simulate_data_parallel(p, linear_fabric(), small, batch_size=2, jpeg=True)
+    free = simulate_data_parallel(p, linear_fabric(), small, batch_size=2, jpeg=False)
+    assert capped.input_bound and capped.samples_per_s == pytest.approx(2 * 1000.0)
+    assert not free.input_bound and free.samples_per_s == pytest.approx(16 / 6e-3)
+
+
+@pytest.mark.parametrize("inp, needle", [
+    ({"decode": "dali"}, "parallelism.input.decode must be one of cpu, gpu, none"),
+    ({"cpu_cores": 0}, "parallelism.input.cpu_cores must be a positive integer"),
+    ({"workers_per_gpu": 2.5}, "parallelism.input.workers_per_gpu must be a positive integer"),
+    ({"cpu_decode_per_core_per_s": -1}, "parallelism.input.cpu_decode_per_core_per_s must be a positive number"),
+    ({"gpu_decode_per_gpu_per_s": "fast"}, "parallelism.input.gpu_decode_per_gpu_per_s must be a positive number"),
+    ({"cores": 8}, "parallelism.input: unknown key"),
+])
+def test_bad_input_pipeline_settings_are_one_line_errors(inp, needle):
+    with pytest.raises(EstimatorError, match=needle.replace(".", r"\.")) as err:
+        BucketPolicy.from_dict({"input": inp})
+    assert "\n" not in str(err.value)
+
+
+def test_system_presets_carry_the_host_and_resnet50_reads_jpegs():
+    """The plain ResNet-50 command on a DGX A100 is input bound at 8 GPUs (128 cores x 130.1 img/s) and
+    not at one; BERT (tokens) on the same box is never capped; hybrid layouts accept the preset."""
+    import estimator
+
+    def cfg(*ov):
+        return estimator.resolve_config(["system=dgx_a100", *ov])
+
+    a100 = BucketPolicy.from_dict(cfg()["parallelism"])
+    assert a100.input_cap_per_node(jpeg=True) == pytest.approx(128 * 130.1)
+    assert cfg("model=resnet50")["model"]["input"] == "imagenet_jpeg"
+    assert cfg("model=bert_large")["model"].get("input") is None
+    h100 = BucketPolicy.from_dict(estimator.resolve_config(["system=dgx_h100"])["parallelism"])
+    assert h100.input_cap_per_node(jpeg=True) == pytest.approx(112 * 130.1)
+    dali = BucketPolicy.from_dict(estimator.resolve_config(["system=dgx_h100", "parallelism.input.decode=gpu"])["parallelism"])
+    assert dali.input_cap_per_node(jpeg=True) is None  # DALI's GPU decoder: no published rate, not a bound
+    hybrid = estimator.resolve_config(["system=dgx_a100", "parallelism=hybrid"])
+    assert hybrid["parallelism"]["input"]["cpu_cores"] == 128  # composed after the group, accepted by hybrid

@@ -33,7 +33,7 @@ TRAIN_HEADER = ",".join(COLUMNS["training"])
 TAIL = "synthetic hw,none,https://example.org/synthetic,synthetic for a unit test"
 
 
-def nccl_row(ident="ar-64M", gpus=8, coll="all_reduce", nbytes=67108864, busbw=100, role="holdout",
+def nccl_row(ident="ar-64M", gpus=8, coll="all_reduce", nbytes=67108864, busbw=100, role="independent",
              overrides="device=a100 fabric=ideal", system=""):
     return f"{ident},{system},{gpus},{coll},{nbytes},{busbw},{role},{overrides},{TAIL}"
 
@@ -158,7 +158,7 @@ def test_training_prediction_is_estimate_samples_per_s(tmp_path, traces):
 
     over = f"device=a100 fabric=ideal traces_dir={traces}"
     folder = write(tmp_path / "v", "t.csv", TRAIN_HEADER,
-                   f"t8,,lenet5,amp,32,8,1000,holdout,{over},{TAIL}")
+                   f"t8,,lenet5,amp,32,8,1000,independent,{over},{TAIL}")
     (row,) = load_rows(folder)
     res = predict(row)
     cfg = to_container(compose(["model=lenet5", "fabric.nodes=8", "precision=amp", "batch_size=32",
@@ -241,22 +241,25 @@ def test_bad_pins_file_is_one_line(tmp_path):
 # --- summary and report --------------------------------------------------------------------------------
 
 
-def test_summary_separates_calibration_and_holdout(tmp_path, traces):
+def test_summary_and_report_keep_the_three_groups_apart(tmp_path, traces):
     store = tmp_path / "s.duckdb"
     over = f"device=a100 fabric=ideal traces_dir={traces}"
     folder = write(tmp_path / "v", "n.csv", NCCL_HEADER, nccl_row("cal", role="calibration", busbw=250),
-                   nccl_row("h1", busbw=200), nccl_row("h2", busbw=400))
-    write(folder, "t.csv", TRAIN_HEADER, f"t1,,lenet5,amp,32,1,1000,holdout,{over},{TAIL}",
-          f"t8,,lenet5,amp,32,8,7000,holdout,{over},{TAIL}", f"t16,,lenet5,amp,32,16,13000,holdout,{over},{TAIL}")
+                   nccl_row("s1", role="same-source", busbw=300), nccl_row("h1", busbw=200), nccl_row("h2", busbw=400))
+    write(folder, "t.csv", TRAIN_HEADER, f"t1,,lenet5,amp,32,1,1000,independent,{over},{TAIL}",
+          f"t8,,lenet5,amp,32,8,7000,independent,{over},{TAIL}", f"t16,,lenet5,amp,32,16,13000,independent,{over},{TAIL}")
     out = validate(folder, store)
     errs = {r["id"]: abs(r["error_pct"]) for r in out["rows"]}
     by = {(s["kind"], s["role"]): s for s in out["summary"]}
-    assert set(by) == {("nccl", "calibration"), ("nccl", "holdout"), ("training", "holdout")}
-    assert by["training", "holdout"]["count"] == 3
-    assert by["nccl", "calibration"]["count"] == 1
+    # calibration, same-source, independent: in that order per kind, never pooled
+    assert [(s["kind"], s["role"]) for s in out["summary"]] == [
+        ("nccl", "calibration"), ("nccl", "same-source"), ("nccl", "independent"), ("training", "independent")]
+    assert by["training", "independent"]["count"] == 3
+    assert by["nccl", "calibration"]["count"] == 1 and by["nccl", "same-source"]["count"] == 1
     assert by["nccl", "calibration"]["max_abs_error_pct"] == pytest.approx(errs["cal"])
-    assert by["nccl", "holdout"]["mean_abs_error_pct"] == pytest.approx((errs["h1"] + errs["h2"]) / 2)
-    assert by["nccl", "holdout"]["max_abs_error_pct"] == pytest.approx(max(errs["h1"], errs["h2"]))
+    assert by["nccl", "same-source"]["mean_abs_error_pct"] == pytest.approx(errs["s1"])
+    assert by["nccl", "independent"]["mean_abs_error_pct"] == pytest.approx((errs["h1"] + errs["h2"]) / 2)
+    assert by["nccl", "independent"]["max_abs_error_pct"] == pytest.approx(max(errs["h1"], errs["h2"]))
     assert summary([]) == []
 
     page = build_report(store, tmp_path / "rep").read_text()
@@ -266,15 +269,40 @@ def test_summary_separates_calibration_and_holdout(tmp_path, traces):
         assert (tmp_path / "rep" / "figures" / f"{fig}.png").stat().st_size > 0
     assert (tmp_path / "rep" / "figures" / "validation_nccl.sql").read_text().startswith("SELECT")
     assert "<td>nccl</td><td>calibration</td><td>1</td><td>cal</td>" in section  # which rows calibrated
-    assert "<td>nccl</td><td>holdout</td><td>2</td><td>h1, h2</td>" in section
+    assert "<td>nccl</td><td>same-source</td><td>1</td><td>s1</td>" in section
+    assert "<td>nccl</td><td>independent</td><td>2</td><td>h1, h2</td>" in section
+    # the summary table lists the groups in reading order, not alphabetically
+    summary_html = section[section.index("Errors per group"):]
+    assert summary_html.index("calibration") < summary_html.index("same-source") < summary_html.index("independent")
     assert f"<td>{round(errs['cal'], 1):.4g}</td>" in section
     assert "<a href='https://example.org/synthetic'>" in section
     assert "t8 vs t1" in section  # the 8-GPU row is paired with the 1-GPU row for scaling efficiency
     assert "t16 vs t8" in section  # the 2-node row with the one-node row for multi-node scaling
     pred = {r["id"]: r["predicted"] for r in out["rows"]}
     speedup_error = 100 * ((pred["t16"] / pred["t8"]) / (13000 / 7000) - 1)
-    assert "<td>t16</td><td>holdout</td><td>t8</td>" in section
+    assert "<td>t16</td><td>independent</td><td>t8</td>" in section
     assert f"<td>{round(speedup_error, 1):.4g}</td></tr>" in section
+
+
+def test_validate_text_summary_names_the_groups(tmp_path, capsys):
+    folder = write(tmp_path / "v", "n.csv", NCCL_HEADER, nccl_row("cal", role="calibration", busbw=250),
+                   nccl_row("s1", role="same-source", busbw=300), nccl_row("h1", busbw=200))
+    cli_run(["validate", f"validation.dir={folder}", f"store={tmp_path / 's.duckdb'}"])
+    text = capsys.readouterr().out
+    groups = [line.split()[1] for line in text.splitlines() if line.startswith("nccl ")]
+    assert groups == ["calibration", "same-source", "independent"]
+
+
+@pytest.mark.parametrize("role", ["holdout", "Independent", "same source", ""])
+def test_unknown_role_is_a_one_line_error(tmp_path, role):
+    folder = write(tmp_path / "v", "n.csv", NCCL_HEADER, nccl_row("x", role=role))
+    want = "empty" if not role else "is not one of calibration, same-source, independent"
+    with pytest.raises(EstimatorError, match=want) as err:
+        load_rows(folder)
+    assert str(err.value).startswith("v/n.csv:2: column role:") or "n.csv:2: column role:" in str(err.value)
+    assert "\n" not in str(err.value)
+    if role == "holdout":
+        assert "holdout is now same-source or independent" in str(err.value)
 
 
 def test_report_without_validation_table_says_run_validate(tmp_path):

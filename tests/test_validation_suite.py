@@ -26,7 +26,7 @@ REPIN = "run `estimator validate pin=true` and commit validation/pinned_errors.c
 def test_there_are_measurements():
     if not ROWS:
         pytest.skip("validation/ has no measurement rows yet")
-    assert {r.role for r in ROWS} <= {"calibration", "same-source", "independent", "holdout"}
+    assert {r.role for r in ROWS} <= {"calibration", "same-source", "independent"}
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])

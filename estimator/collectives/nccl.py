@@ -74,6 +74,25 @@ Additions (not in NCCL's tuner; they make the *executed* time, which is what we 
    one after another, each paying the full latency -- ASTRA-sim's ``preferred-dataset-splits``
    with one active chunk; see :meth:`estimator.fabrics.library.LibraryFabric.chunking`.
 
+**LL128 across nodes** (:func:`available`): NCCL enables LL128 only where it is tested. Across
+nodes the deciding path is the one from a GPU to the NIC its ring or tree uses (``typeInter``):
+LL128 runs when that path is at most PXB (PCIe switches only), or, on Hopper, at most PXN (a
+peer GPU's NIC reached over NVLink) -- ``src/graph/tuning.cc`` v2.18.5-1 l.285 and v2.26.2-1
+l.429 (``typeInter <= PATH_PXB || (minCompCap >= 90 && typeInter <= PATH_PXN)``), v2.27.3-1 l.460
+(PXN, or P2C with ``NCCL_LL128_C2C``), v2.28.9-1 l.482-487 (PXN with ``NCCL_LL128_C2C=1``, the
+default, else PXB). Nothing there singles out all-gather or reduce-scatter: on a DGX (each GPU
+behind the same PCIe switch as its NIC, PXB) NCCL's tuner does pick ring LL128 for a large
+all-gather across many nodes, as this model does. The path is ``gpu_nic_path`` of the system
+(``pix | pxb | pxn | phb | sys``; PHB and SYS -- through the CPU -- turn LL128 off across nodes).
+
+**NCCL version** (``version``, e.g. ``"2.18.5"``): the executed NVLS latency of one node differs
+between NCCL 2.18 and 2.19+ (the 2.19 release reworked collective enqueue and NVLS buffer
+handling: ``src/enqueue.cc`` changed in 1,500 lines between v2.18.5-1 and v2.20.5-1; the
+tuner's NVLS latency stayed 23 us, baseLat 23 in v2.18.5-1 l.58, hwLat[NVLINK][NVLS] 23 in
+v2.20.5-1 l.69), so each family has its own calibrated value: ``nvls_latency_s`` (<= 2.18) and
+``nvls_latency_v219_s`` (>= 2.19), see conf/fabric/nvlink_leafspine.yaml for the rows they were
+fitted on. The tuner constants above stay those of v2.18.5 for every version.
+
 NCCL's all-to-all, gather and point-to-point are not collectives of this model (NCCL runs them
 as grouped send/recv); fabrics price them on their topology.
 """
@@ -150,6 +169,29 @@ STEP_DATA_BYTES = {"ll": 8 * 512 * 16 / 2, "ll128": 120 * 640 * 8 * 15 / 16, "si
 NVLS_CHANNELS_SM90 = 16
 NVLS_CHUNK_BYTES = 128 * 1024
 NVLS_TREE_MAX_CHUNK_4_NODES = 64 * 1024
+# GPU -> NIC path types, closest first (NCCL src/graph/topo.h PATH_PIX ... PATH_SYS; PXN = a peer
+# GPU's NIC over NVLink, ranked between PXB and PHB as in topo.h)
+GPU_NIC_PATHS = ("pix", "pxb", "pxn", "phb", "sys")
+# First NCCL release with the reworked enqueue / NVLS path (module docstring, "NCCL version")
+NVLS_REWORK_VERSION = (2, 19)
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """(major, minor) of an NCCL version such as ``"2.18.5"``, ``"2.26"`` or ``"2.20.5-1"``."""
+    parts = str(text).split("-")[0].split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1])
+    except (ValueError, IndexError):
+        raise EstimatorError(f"NCCL version must look like 2.18.5, got {text!r}") from None
+    if major < 2 or minor < 0:
+        raise EstimatorError(f"NCCL version must be 2.x (the tuner constants are NCCL 2's), got {text!r}")
+    return major, minor
+
+
+def ll128_across_nodes(arch: str, gpu_nic_path: str) -> bool:
+    """Whether NCCL enables LL128 between nodes for this GPU -> NIC path (module docstring)."""
+    rank = GPU_NIC_PATHS.index(gpu_nic_path)
+    return rank <= GPU_NIC_PATHS.index("pxb") or (arch == "hopper" and rank <= GPU_NIC_PATHS.index("pxn"))
 
 
 def tier(nodes: int) -> int:
@@ -174,6 +216,7 @@ class NcclSystem:
     nvls_latency_s: float = 23e-6    # executed NVLS latency (NCCL 2.18 tuner: baseLat 23 us)
     cpu: str = "intel"               # intel | amd: NCCL's LL cap and NIC post overhead across nodes
     nics: int = 8                    # NICs per node: NVLS heads across nodes (one per NIC, at most ppn)
+    gpu_nic_path: str = "pxb"        # GPU -> NIC path (GPU_NIC_PATHS): LL128 across nodes or not
 
     def ll_max_Bps(self) -> float:
         row = self.arch if self.nodes == 1 else {"intel": "volta", "amd": "ampere"}[self.cpu]
@@ -208,6 +251,8 @@ def available(coll: str, algo: str, proto: str, s: NcclSystem) -> bool:
         return s.collnet and s.nodes > 1
     if proto == "ll128" and s.intra_link != "nvlink":
         return False  # LL128 needs NVLink (tuning.cc: enabled only up to PATH_NVB on NVLink systems)
+    if proto == "ll128" and s.nodes > 1 and not ll128_across_nodes(s.arch, s.gpu_nic_path):
+        return False  # tuning.cc: typeInter beyond PXB (PXN on Hopper) -- module docstring
     return True
 
 

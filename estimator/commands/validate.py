@@ -9,8 +9,8 @@
 Every row is checked first (a malformed row: one line naming file, line and column, exit 2,
 nothing written). nccl-tests rows are priced as ``estimator collective ... algorithm=auto`` and
 compared as nccl-tests bus bandwidth; training rows as ``estimator estimate ...`` samples/s. The
-results replace the DuckDB table ``validation`` in one transaction. Format and the
-calibration/holdout rule: validation/README.md.
+results replace the DuckDB table ``validation`` in one transaction. The summary gives mean and max
+|error| per kind and group (calibration / same-source / independent: validation/README.md).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def format_text(result: dict[str, Any]) -> str:
         flag = " !" if r["pin_pct"] is not None and abs(r["error_pct"]) > r["pin_pct"] else ""
         lines.append(f"{r['id']:<{width}}  {r['kind']:<8} {r['role']:<11} {r['measured']:>11.1f} "
                      f"{r['predicted']:>11.1f} {r['unit']:<9} {r['error_pct']:>+8.1f} {pin:>6}{flag}")
-    lines += ["", f"{'kind':<8} {'role':<11} {'count':>5} {'mean|err|%':>10} {'max|err|%':>9}"]
+    lines += ["", f"{'kind':<8} {'group':<11} {'count':>5} {'mean|err|%':>10} {'max|err|%':>9}"]
     for s in result["summary"]:
         lines.append(f"{s['kind']:<8} {s['role']:<11} {s['count']:>5} {s['mean_abs_error_pct']:>10.1f} "
                      f"{s['max_abs_error_pct']:>9.1f}")

@@ -99,6 +99,9 @@ class NvlinkLeafSpineConfig(FabricConfig):
     pipeline_bytes: float = 2.94e6
     nvls_efficiency: float = 0.739
     nvls_latency_s: float = 37.1e-6
+    nvls_latency_v219_s: float = 29.8e-6
+    nccl_version: str = "2.18.5"
+    gpu_nic_path: str = "pxb"
     chunks: int = 1
     chunk_bytes: float = 0.0
     leaf_buffer_bytes: float = 16.0e6
@@ -110,7 +113,7 @@ class NvlinkLeafSpineConfig(FabricConfig):
         for key in ("nvlink_bandwidth_Bps", "uplink_bandwidth_Bps", "nvls_efficiency"):
             positive(getattr(self, key), f"fabric.{key}")
         for key in ("switch_latency_s", "alpha_s", "memory_bandwidth_Bps", "leaf_buffer_bytes", "spine_buffer_bytes",
-                    "pipeline_bytes", "nvls_latency_s"):
+                    "pipeline_bytes", "nvls_latency_s", "nvls_latency_v219_s"):
             non_negative(getattr(self, key), f"fabric.{key}")
         for key in ("gpus_per_node", "uplinks", "nccl_channels"):
             if getattr(self, key) < 1:
@@ -127,10 +130,14 @@ class NvlinkLeafSpineConfig(FabricConfig):
             )
         choices = {"latency_model": ("nccl", "alpha", "nccl_hw"), "nccl_protocol": ("auto", *nccl.PROTOCOLS),
                    "gpu_arch": nccl.ARCHS, "cpu": nccl.CPUS, "nvlink_technology": tuple(nccl.LINK_EFFICIENCY),
-                   "uplink_technology": tuple(nccl.LINK_EFFICIENCY)}
+                   "uplink_technology": tuple(nccl.LINK_EFFICIENCY), "gpu_nic_path": nccl.GPU_NIC_PATHS}
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
                 raise EstimatorError(f"fabric.{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
+        if self.nccl_version.count(".") < 2:  # 2.20 on the command line is the number 2.2
+            raise EstimatorError(f"fabric.nccl_version must be major.minor.patch like 2.20.5 (quote it), "
+                                 f"got {self.nccl_version!r}")
+        nccl.parse_version(self.nccl_version)  # a malformed version is a one-line error here
         if self.nvls and self.gpu_arch != "hopper":
             raise EstimatorError(f"fabric.nvls=true needs gpu_arch=hopper (NVLink SHARP, NVSwitch gen3), got {self.gpu_arch!r}")
 
@@ -162,8 +169,14 @@ class NvlinkLeafSpineFabric(LibraryFabric):
             ranks=n, nodes=nodes, arch=c.gpu_arch, intra_Bps=self._bandwidths()[0],
             inter_Bps=c.uplinks * self._bandwidths()[1], intra_link="nvlink", channels=c.nccl_channels,
             nvls=c.nvls, collnet=c.collnet, nvls_efficiency=c.nvls_efficiency, pipeline_bytes=c.pipeline_bytes,
-            nvls_latency_s=c.nvls_latency_s, cpu=c.cpu, nics=c.uplinks,
+            nvls_latency_s=self._nvls_latency(), cpu=c.cpu, nics=c.uplinks, gpu_nic_path=c.gpu_nic_path,
         )
+
+    def _nvls_latency(self) -> float:
+        """The executed NVLS latency of the configured NCCL version (nccl.py docstring, "NCCL version")."""
+        c = self.config
+        new = nccl.parse_version(c.nccl_version) >= nccl.NVLS_REWORK_VERSION
+        return c.nvls_latency_v219_s if new else c.nvls_latency_s
 
     def _nccl_protocols(self) -> tuple[str, ...]:
         p = self.config.nccl_protocol

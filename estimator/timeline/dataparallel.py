@@ -28,9 +28,24 @@ Model (one replica per accelerator, all replicas identical, so one device is sim
    iteration of k independent micro-batches); the step waits ``compute x cv_iter x z(n)`` for
    the slowest of n replicas, with ``z(n)`` the expected maximum of n standard normals
    (Blom's approximation ``Phi^-1((n - 0.375) / (n + 0.25))``; ``z(1) = 0``).
-10. **Input pipeline**: a node (``gpus_per_node`` GPUs) loads and augments at most
-    ``input_samples_per_s_per_node`` samples per second (null = never the bottleneck), so
-    ``iter_time >= samples per iteration / (nodes x limit)``.
+10. **Input pipeline** (:meth:`BucketPolicy.input_cap_per_node`): a node (``gpus_per_node`` GPUs)
+    decodes and augments at most ``cap`` samples per second, so ``iter_time >= samples per
+    iteration / (nodes x cap)``. For a model whose training data are JPEG images
+    (``model.input: imagenet_jpeg``), ``input.decode`` says where they are decoded:
+
+    * ``cpu`` -- PyTorch DataLoader worker processes on the host (one single-threaded worker per
+      core): ``cap = min(workers_per_gpu x gpus_per_node, cpu_cores) x cpu_decode_per_core_per_s``
+      (``workers_per_gpu`` null = a worker on every core). Cores and the per-core rate are the
+      host's, from the system preset (conf/system/*.yaml: spec-sheet core count, per-core rate
+      with its calibration measurement);
+    * ``gpu`` -- DALI decoding on the GPU (nvJPEG, the A100/H100 hardware JPEG decoder):
+      ``cap = gpus_per_node x gpu_decode_per_gpu_per_s`` (null = not a bound);
+    * ``none`` -- pre-decoded or synthetic data: no cap.
+
+    Data that are not JPEG images (tokens) have no cap. ``input_samples_per_s_per_node`` (null by
+    default) replaces all of this with a rate you measured for your own loader. Assumed: the
+    per-core rate is the all-cores-busy rate (a lightly loaded CPU runs faster cores, which a
+    1-GPU run sees: not modelled) and does not depend on the batch or the model behind it.
 
 ``iter_time = max(input bound, (k-1) x (fwd + bwd) + max(backward_end + interference, comm_end) +
 optimizer + host_overhead + straggler wait)``; exposed communication is
@@ -52,6 +67,8 @@ from estimator.fabrics.base import Fabric
 from estimator.workloads.graph import Workload
 
 BUCKETINGS = ("ddp", "horovod", "none")
+INPUT_DECODES = ("cpu", "gpu", "none")
+INPUT_KEYS = ("decode", "workers_per_gpu", "cpu_cores", "cpu_decode_per_core_per_s", "gpu_decode_per_gpu_per_s")
 
 
 @dataclass(frozen=True)
@@ -71,6 +88,13 @@ class BucketPolicy:
     sync_jitter_cv: float = 0.0
     input_samples_per_s_per_node: float | None = None
     gpus_per_node: int = 8
+    # parallelism.input (item 10): where JPEGs are decoded and at what rate; the host fields come
+    # from the system preset (conf/system/*.yaml)
+    input_decode: str = "cpu"
+    input_workers_per_gpu: int | None = None
+    input_cpu_cores: int | None = None
+    input_cpu_decode_per_core_per_s: float | None = None
+    input_gpu_decode_per_gpu_per_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.bucketing not in BUCKETINGS:
@@ -94,11 +118,48 @@ class BucketPolicy:
             raise EstimatorError(f"parallelism.input_samples_per_s_per_node must be a positive number or null, got {limit!r}")
         if self.gradient_dtype_bytes not in (2, 4, 8):
             raise EstimatorError(f"parallelism.gradient_dtype_bytes must be 2, 4 or 8, got {self.gradient_dtype_bytes!r}")
+        if self.input_decode not in INPUT_DECODES:
+            raise EstimatorError(f"parallelism.input.decode must be one of {', '.join(INPUT_DECODES)}, "
+                                 f"got {self.input_decode!r}")
+        for key in ("workers_per_gpu", "cpu_cores"):
+            value = getattr(self, f"input_{key}")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise EstimatorError(f"parallelism.input.{key} must be a positive integer or null, got {value!r}")
+        for key in ("cpu_decode_per_core_per_s", "gpu_decode_per_gpu_per_s"):
+            value = getattr(self, f"input_{key}")
+            if value is not None and (isinstance(value, bool) or not (isinstance(value, int | float)
+                                                                       and 0 < value < math.inf)):
+                raise EstimatorError(f"parallelism.input.{key} must be a positive number or null, got {value!r}")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BucketPolicy:
         keys = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in keys})
+        fields = {k: v for k, v in data.items() if k in keys}
+        inp = data.get("input") or {}
+        if not isinstance(inp, dict):
+            raise EstimatorError(f"parallelism.input must be a mapping (decode, workers_per_gpu, cpu_cores, ...), "
+                                 f"got {inp!r}")
+        unknown = sorted(set(inp) - set(INPUT_KEYS))
+        if unknown:
+            raise EstimatorError(f"parallelism.input: unknown key(s) {unknown}; known: {', '.join(INPUT_KEYS)}")
+        fields.update({f"input_{k}": v for k, v in inp.items()})
+        return cls(**fields)
+
+    def input_cap_per_node(self, jpeg: bool) -> float | None:
+        """Samples/s one node's input pipeline delivers at most (module docstring, item 10); None =
+        no cap. ``jpeg``: the model trains on JPEG images."""
+        if self.input_samples_per_s_per_node is not None:
+            return float(self.input_samples_per_s_per_node)
+        if not jpeg or self.input_decode == "none":
+            return None
+        if self.input_decode == "gpu":
+            rate = self.input_gpu_decode_per_gpu_per_s
+            return None if rate is None else self.gpus_per_node * float(rate)
+        cores, rate = self.input_cpu_cores, self.input_cpu_decode_per_core_per_s
+        if cores is None or rate is None:
+            return None  # no host described (no system preset): the CPU is not a bound
+        workers = cores if self.input_workers_per_gpu is None else self.input_workers_per_gpu * self.gpus_per_node
+        return min(workers, cores) * float(rate)
 
 
 @dataclass
@@ -249,11 +310,13 @@ def simulate_data_parallel(
     algorithm: str = "default",
     nodes: int | None = None,
     buckets: list[Bucket] | None = None,
+    jpeg: bool = False,
 ) -> IterationResult:
     """One data-parallel iteration (one optimizer step) on ``nodes`` replicas (default: all fabric
     nodes); ``batch_size`` is the per-replica micro-batch. ``buckets`` are
     ``make_buckets(profile, policy)`` when the caller has them already (they do not depend on the
-    fabric, so a sweep computes them once per workload and policy)."""
+    fabric, so a sweep computes them once per workload and policy). ``jpeg``: the samples are JPEG
+    images the input pipeline decodes (item 10)."""
     n = fabric.nodes if nodes is None else nodes
     k = policy.grad_accum
     if buckets is None:
@@ -297,8 +360,9 @@ def simulate_data_parallel(
     iter_time = (k - 1) * micro + sync_end + profile.optimizer_s + policy.host_overhead_s + straggler
     samples = n * batch_size * k
     input_bound = False
-    if policy.input_samples_per_s_per_node is not None:
-        floor = samples / (math.ceil(n / policy.gpus_per_node) * policy.input_samples_per_s_per_node)
+    cap = policy.input_cap_per_node(jpeg)
+    if cap is not None:
+        floor = samples / (math.ceil(n / policy.gpus_per_node) * cap)
         input_bound = floor > iter_time
         iter_time = max(iter_time, floor)
     return IterationResult(

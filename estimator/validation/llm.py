@@ -171,15 +171,14 @@ def predicted_value(raw: Mapping[str, str], model: Mapping[str, Any], gpus: int,
     return FLOP_FORMULAS[formula](model, global_batch) / step_s / gpus / 1e12
 
 
-def predict_row(row, tree: dict[str, Any]):
-    """``Result`` of one llm row from its composed config ``tree``."""
+def predict_row(row, tree: dict[str, Any]) -> tuple[float, str]:
+    """(the row's predicted metric, the layout run) of one llm row from its composed config ``tree``."""
     from estimator.parallel.estimate import estimate_hybrid
-    from estimator.validation.predict import Result
 
     metrics, _ = estimate_hybrid(tree)
     gb = int(metrics["global_batch"])
     predicted = predicted_value(row.raw, tree["model"], row.gpus, gb, float(metrics["iter_time_s"]))
-    return Result(row, predicted, str(metrics["layout"]))
+    return predicted, str(metrics["layout"])
 
 
 # ---- which document a row's source cites (the same-source rule) ---------------------------------

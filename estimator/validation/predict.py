@@ -83,7 +83,7 @@ def _composed(overrides: tuple[str, ...]) -> dict[str, Any]:
 def predict(row: Row) -> Result:
     try:
         if row.kind == "llm":
-            return _llm.predict_row(row, copy.deepcopy(_composed(tuple(base_overrides(row)))))
+            return Result(row, *_llm.predict_row(row, copy.deepcopy(_composed(tuple(base_overrides(row))))))
         return _predict_nccl(row) if row.kind == "nccl" else _predict_training(row)
     except EstimatorError as exc:
         raise EstimatorError(f"{row.where}: row {row.id}: {exc}") from None

@@ -34,8 +34,11 @@ COLUMNS = {
 MEASURED = {"nccl": "measured_busbw_GBps", "training": "measured_samples_per_s", "llm": _llm.MEASURED}
 METRIC = {"nccl": ("busbw", "GB/s"), "training": ("samples_per_s", "samples/s"), "llm": _llm.METRIC}
 
-# issue #23 item 7: calibration / same-source / independent (validation/README.md); holdout until relabelled
-ROLES = ("calibration", "same-source", "independent", "holdout")
+# A row's group (validation/README.md, "Three groups"): ``calibration`` set a constant;
+# ``same-source`` is another point of the same curve, table or run as a calibration row (or as a
+# published measurement a constant was fitted on); ``independent`` shares no source with anything
+# the model was fitted on. Only the last group says how good the model is out of sample.
+ROLES = ("calibration", "same-source", "independent")
 # nccl-tests binaries -> the project's collective names (``estimator collective collective=...``)
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
 PRECISIONS = ("fp32", "tf32", "fp16", "amp", "bf16", "fp8")
@@ -181,7 +184,8 @@ def _parse(name: str, line: int, kind: str, raw: dict[str, str], groups: dict[st
     if not SLUG.match(raw["id"]):
         raise bad("id", f"{raw['id']!r} is not a slug (letters, digits, . _ + -)")
     if raw["role"] not in ROLES:
-        raise bad("role", f"{raw['role']!r} is not one of {', '.join(ROLES)}")
+        hint = " (holdout is now same-source or independent, see validation/README.md)" if raw["role"] == "holdout" else ""
+        raise bad("role", f"{raw['role']!r} is not one of {', '.join(ROLES)}{hint}")
     system = raw["system"]
     if system and system not in groups.get("system", []):
         known = ", ".join(groups.get("system", [])) or "none (conf/system/ is empty or missing)"

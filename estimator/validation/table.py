@@ -2,7 +2,7 @@
 
 Columns: id, kind (nccl | training), system, gpus, model, collective, bytes, precision,
 batch_per_gpu, metric (busbw | samples_per_s), unit (GB/s | samples/s), measured, predicted,
-error_pct (signed, 100 (predicted - measured) / measured), role (calibration | holdout),
+error_pct (signed, 100 (predicted - measured) / measured), role (calibration | same-source | independent),
 algorithm (what the model chose), source, hardware, software, measured_what, overrides, file,
 line, command (the CLI line that reproduces the prediction), version (the project's), created_at.
 

@@ -1,10 +1,13 @@
 """Against real hardware: the ``validation`` table (``estimator validate``) as figures and tables.
 
 Each measurement row of ``validation/*.csv`` is a public nccl-tests or training-throughput number;
-``role`` says whether a constant of the model was fitted/chosen on it (``calibration``) or it was
-only checked (``holdout``). The scatter plots draw the two roles with different markers; the
-summary reports their errors separately. The targets are issue #10's, checked on every row that
-matches them (calibration and holdout alike; the detail column gives the held-out part).
+``role`` says which group it is in (validation/README.md): ``calibration`` (a constant of the model
+was fitted or chosen on it), ``same-source`` (another point of the same curve, table or run as a
+calibration row: it was not fitted on, but it shares the calibration's setup and any error of the
+source) or ``independent`` (no source in common with anything the model was fitted on). The scatter
+plots draw the three groups with different markers; the summary reports their errors apart. The
+targets are issue #10's, checked on every row that matches them (the detail column gives the
+independent part).
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ from estimator.validation.llm import ERRORS_SQL as LLM_ERRORS_SQL
 
 BAND = 0.15  # the ±15 % band drawn around y = x (issue #10's accuracy target for large sizes)
 STYLE = {"calibration": {"marker": "s", "color": "C3", "label": "calibration (a constant was fitted on it)"},
-         "holdout": {"marker": "o", "color": "C0", "label": "held out (only checked)"}}
+         "same-source": {"marker": "^", "color": "C1", "label": "same source as a calibration row"},
+         "independent": {"marker": "o", "color": "C0", "label": "independent (shares no source)"}}
+# the groups in their reading order (SQL sorts them with this CASE, not alphabetically)
+ROLE_ORDER = "CASE role WHEN 'calibration' THEN 0 WHEN 'same-source' THEN 1 ELSE 2 END"
 
 
 def _scatter_sql(kind: str) -> str:
@@ -114,7 +120,7 @@ def _plot_errors(df: pl.DataFrame, ax) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.03, 1.0), borderaxespad=0)
 
 
-SUMMARY_SQL = """
+SUMMARY_SQL = f"""
 SELECT kind, role, count(*) AS rows,
        round(avg(abs(error_pct)), 1) AS mean_abs_error_pct,
        round(median(abs(error_pct)), 1) AS median_abs_error_pct,
@@ -122,7 +128,7 @@ SELECT kind, role, count(*) AS rows,
        count(*) FILTER (WHERE abs(error_pct) <= 15) AS within_15pct
 FROM validation
 GROUP BY kind, role
-ORDER BY kind, role
+ORDER BY kind, {ROLE_ORDER}
 """
 
 NCCL_BY_SCALE_SQL = f"""
@@ -133,15 +139,15 @@ SELECT system, gpus, role, count(*) AS rows,
        round(max(abs(error_pct)) FILTER (WHERE bytes >= {256 * 2**20}), 1) AS max_abs_error_pct_from_256MiB
 FROM validation
 WHERE kind = 'nccl'
-GROUP BY ALL
-ORDER BY system, gpus, role
+GROUP BY system, gpus, role
+ORDER BY system, gpus, {ROLE_ORDER}
 """
 
-ROLES_SQL = """
+ROLES_SQL = f"""
 SELECT kind, role, count(*) AS rows, string_agg(id, ', ' ORDER BY id) AS ids
 FROM validation
 GROUP BY kind, role
-ORDER BY kind, role
+ORDER BY kind, {ROLE_ORDER}
 """
 
 
@@ -189,15 +195,15 @@ MULTINODE_SQL = _scaling_sql(8)
 def _target(q: Query, what: str, target: str, where: str, limit: float):
     sql = f"""
 SELECT max(abs(error_pct)) AS worst, count(*) AS n,
-       max(abs(error_pct)) FILTER (WHERE role = 'holdout') AS worst_holdout,
-       count(*) FILTER (WHERE role = 'holdout') AS n_holdout,
+       max(abs(error_pct)) FILTER (WHERE role = 'independent') AS worst_independent,
+       count(*) FILTER (WHERE role = 'independent') AS n_independent,
        arg_max(id, abs(error_pct)) AS worst_id
 FROM validation WHERE {where}
 """
     r = rows(q, sql)[0]
     value = None if not r["n"] else r["worst"]
-    held = ("no held-out rows" if not r["n_holdout"]
-            else f"held out: max {r['worst_holdout']:.1f} % over {r['n_holdout']} rows")
+    held = ("no independent rows" if not r["n_independent"]
+            else f"independent: max {r['worst_independent']:.1f} % over {r['n_independent']} rows")
     shown = f"max |error| {value:.1f} % over {r['n']} rows (worst {r['worst_id']})" if value is not None else ""
     return claim(what, target, value, shown, lambda v: v <= limit, held)
 
@@ -235,9 +241,11 @@ SECTION = Section(
         "<code>validation/*.csv</code> with its source, run through the model by <code>estimator validate</code> "
         "into the <code>validation</code> table (if that table is missing below, run <code>estimator validate</code>). "
         "A <b>calibration</b> row (squares) is one a constant of the model was fitted or chosen on; a "
-        "<b>held-out</b> row (circles) set nothing and is only checked — its error is the honest one. "
+        "<b>same-source</b> row (triangles) set nothing but is another point of the same curve, table or run "
+        "as a calibration row; an <b>independent</b> row (circles) shares no source with anything the model was "
+        "fitted on — its error is the one that says how good the model is out of sample. "
         "error = (predicted − measured) / measured; the grey band is ±15 % around predicted = measured. "
-        "The claim rows check issue #10's accuracy targets on every matching row (the held-out part in the detail)."
+        "The claim rows check issue #10's accuracy targets on every matching row (the independent part in the detail)."
     ),
     figures=(
         Figure(name="validation_nccl", title="nccl-tests bus bandwidth: predicted vs measured", sql=NCCL_SQL,
@@ -253,15 +261,18 @@ SECTION = Section(
                caption="Signed error per row; the shaded band is ±15 %. The tables below name each row."),
     ),
     tables=(
-        Table(name="validation_summary", title="Errors: calibration vs held out", sql=SUMMARY_SQL,
-              caption="|error| in percent per kind and role; within_15pct counts rows with |error| <= 15 %."),
+        Table(name="validation_summary", title="Errors per group: calibration, same-source, independent",
+              sql=SUMMARY_SQL,
+              caption="|error| in percent per kind and group (role); within_15pct counts rows with |error| <= 15 %. "
+                      "Only the independent rows measure the model out of sample."),
         Table(name="validation_nccl_by_scale", title="nccl-tests errors per system and GPU count", sql=NCCL_BY_SCALE_SQL,
               caption="8 GPUs = one node (NVLink/NVSwitch only); more = several nodes over InfiniBand. Sizes below "
                       "256 MiB are where latency and pipelining matter, from 256 MiB on the bandwidths."),
-        Table(name="validation_roles", title="Which rows calibrated a constant and which were held out",
-              sql=ROLES_SQL,
+        Table(name="validation_roles", title="Which rows calibrated a constant, which share its source, which are "
+              "independent", sql=ROLES_SQL,
               caption="Calibration rows were used to fit or choose a constant (which constant: the comment next to "
-                      "it, see validation/README.md); held-out rows were never used to set anything."),
+                      "it, see validation/README.md); same-source rows come from the same curve, table or run as a "
+                      "calibration row; independent rows share no source with anything fitted."),
         Table(name="validation_nccl_errors", title="nccl-tests rows", sql=_errors_sql("nccl")),
         Table(name="validation_training_errors", title="Training rows", sql=_errors_sql("training")),
         Table(name="validation_llm_errors", title="Large-model training rows (tensor x pipeline x data parallel)",
