@@ -24,6 +24,7 @@ import os
 import pkgutil
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from estimator.errors import EstimatorError
@@ -33,10 +34,17 @@ from estimator.errors import EstimatorError
 _OVERRIDE = re.compile(r"^(\+{0,2}|~)[A-Za-z_][\w.@/-]*=|^~[A-Za-z_][\w.@/-]*$")
 
 
-def _commands() -> dict[str, Any]:
+def _commands() -> dict[str, Path]:
+    """Command name -> its module's source file, found without importing any command (a command
+    module may pull in matplotlib, Ray, DuckDB or torch: only the one that runs is imported)."""
     import estimator.commands as pkg
 
-    return {m.name: m for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")}
+    found = {}
+    for m in pkgutil.iter_modules(pkg.__path__):
+        if not m.name.startswith("_"):
+            folder = Path(m.module_finder.path)
+            found[m.name] = folder / m.name / "__init__.py" if m.ispkg else folder / f"{m.name}.py"
+    return found
 
 
 def _load_command(name: str) -> Any:
@@ -49,14 +57,27 @@ def _load_command(name: str) -> Any:
     return importlib.import_module(f"estimator.commands.{name}")
 
 
+#: a command's one-line help: a top-level ``HELP = "..."`` in its source
+_HELP = re.compile(r"^HELP\s*=\s*(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')", re.M)
+
+
+def help_line(source: Path) -> str:
+    """The ``HELP`` string of a command module, read from its source without importing it."""
+    try:
+        found = _HELP.search(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        found = None
+    if found is None:
+        return "(no help line)"
+    import ast
+
+    return ast.literal_eval(found.group(1))
+
+
 def _usage() -> str:
     lines = ["usage: estimator COMMAND [args] [key=value ...] [-m]", "", "commands:"]
-    for name in sorted(_commands()):
-        try:
-            doc = getattr(_load_command(name), "HELP", "")
-        except Exception:  # a broken optional command must not break --help
-            doc = "(unavailable)"
-        lines.append(f"  {name:<12} {doc}")
+    for name, source in sorted(_commands().items()):
+        lines.append(f"  {name:<12} {help_line(source)}")
     lines += [
         "",
         "examples:",
@@ -64,6 +85,7 @@ def _usage() -> str:
         "  estimator estimate -m fabric=ideal,nvlink_leafspine fabric.nodes=8,64",
         "  estimator collective fabric=ideal fabric.nodes=64 collective=all_reduce algorithm=ring bytes=67108864",
         "  estimator --cfg COMMAND [overrides]   print the composed config",
+        "  estimator COMMAND --help              what a command does and its keys",
     ]
     return "\n".join(lines)
 
