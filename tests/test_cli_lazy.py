@@ -33,9 +33,9 @@ def test_help_line_of_a_module_without_one(tmp_path):
 
 @pytest.mark.parametrize("argv", [["--help"], [], ["help"], ["estimate", "--help"]])
 def test_help_imports_no_command_module_but_the_one_asked(argv):
-    code = ("import sys, json\nfrom estimator.cli import run\nrun(%r)\n"
+    code = (f"import sys, json\nfrom estimator.cli import run\nrun({argv!r})\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('estimator.commands.') "
-            "or m.split('.')[0] in %r)))" % (argv, HEAVY))
+            f"or m.split('.')[0] in {HEAVY!r})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
     *printed, loaded = out.stdout.strip().splitlines()
