@@ -60,6 +60,7 @@ def run(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
         "fabric": fabric.get("name"),
         "device": (est.config["device"] or {}).get("name"),
         **est.metrics,
+        **est.notes,
         "config_hash": est.config_hash,
         "collectives": est.collectives,
     }
@@ -77,6 +78,9 @@ def format_text(result: dict[str, Any]) -> str:
         ("mfu", ""), ("tflops_per_gpu", "TFLOP/s"), ("memory_total_bytes", "B"), ("layouts_evaluated", ""),
     ]
     lines = []
+    if result.get("compute_pricing") == "replayed":  # said before any number it explains
+        lines.append(f"{'compute':<22} measured durations replayed (measured on {result['durations_measured_on']}): "
+                     f"{result['replay_reason']}")
     for key, unit in keys:
         if key in result:
             v = result[key]
