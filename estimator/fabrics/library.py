@@ -310,7 +310,7 @@ class LibraryFabric(Fabric):
     def priced_without_arrays(self, pats: list, n: int) -> bool:
         """True if :meth:`analytic_compiled` prices every step of ``pats`` (over n ranks) from its
         shape alone (e.g. digit steps on a whole ring or torus,
-        :func:`estimator.topology.analytic.ring_digits_only`); default False."""
+        :func:`estimator.topology.ring.ring_digits_only`); default False."""
         return False
 
     def port_bandwidth(self) -> float | None:

@@ -57,18 +57,11 @@ from estimator.fabrics.base import CollectiveCost, FabricConfig
 from estimator.fabrics.library import LibraryFabric
 from estimator.fabrics.optical.compile_cache import SharedCompiled
 from estimator.topology import builders
-from estimator.topology.analytic import (
-    fat_tree_compiled,
-    ring_compiled,
-    ring_digits_only,
-    ring_hops,
-    torus_compiled,
-    torus_digits_only,
-    torus_hops,
-    torus_links,
-)
 from estimator.topology.btree import inorder_hops, tree_compiled
+from estimator.topology.fat_tree import fat_tree_compiled
 from estimator.topology.graph import Topology
+from estimator.topology.ring import ring_compiled, ring_digits_only, ring_hops
+from estimator.topology.torus import torus_compiled, torus_digits_only, torus_hops, torus_links
 
 TOPOLOGIES = ("ring", "torus2d", "btree", "one_switch", "fattree")
 WIRED = ("ring", "torus2d", "btree")  # what the MEMS OCS wires; the other two are references
