@@ -33,6 +33,7 @@ from estimator.timeline.dataparallel import (
     make_buckets,
     simulate_data_parallel,
 )
+from estimator.timeline.job_topology import wire_for_job
 from estimator.workloads import io
 from estimator.workloads.graph import Workload
 
@@ -243,10 +244,9 @@ def estimate_with(sub: dict[str, Any], fabric: Any, device: DeviceProfile, polic
             raise EstimatorError(f"parallelism.strategy {par.get('strategy')!r} is not supported for single-replica workloads")
         profile = _profile(file, mtime, batch, device, policy.gradient_dtype_bytes, precision)
         buckets = list(_buckets(file, mtime, batch, device, policy, precision))
-        choice = ""
-        if hasattr(fabric, "for_job"):  # a fabric that picks its configuration per job (OCS topology=auto)
-            fabric, plans = fabric.for_job(profile, policy, batch, algorithm)
-            choice = str(getattr(plans[0], "topology", "")) if plans else ""
+        # a fabric that picks its wiring per job (the OCS with topology=auto) is wired for this one
+        fabric, plans = wire_for_job(fabric, profile, policy, batch, algorithm)
+        choice = plans[0].topology if plans else ""
         result = simulate_data_parallel(profile, fabric, policy, batch, algorithm, buckets=buckets)
     else:
         choice = ""
