@@ -11,6 +11,8 @@ Each command is a module ``estimator.commands.<command>`` that defines::
     RUN_WITH_OVERRIDES = True       # optional: run(cfg, overrides) also gets the override list
     def format_text(result) -> str  # optional: human-readable output (default: key: value lines)
 
+``estimator --cfg COMMAND ...`` prints the composed config; ``estimator --check COMMAND ...``
+composes and validates everything a run would check first, and runs nothing (see :func:`check`).
 Overrides use Hydra's grammar; ``-m``/``--multirun`` expands sweeps (``fabric.nodes=8,64``) and runs
 the command once per point. ``output=json`` prints one JSON object (a JSON array per line under
 ``-m``: one object per point). Errors a user can cause print one line to stderr and exit 2.
@@ -85,6 +87,7 @@ def _usage() -> str:
         "  estimator estimate -m fabric=ideal,nvlink_leafspine fabric.nodes=8,64",
         "  estimator collective fabric=ideal fabric.nodes=64 collective=all_reduce algorithm=ring bytes=67108864",
         "  estimator --cfg COMMAND [overrides]   print the composed config",
+        "  estimator --check COMMAND [args]      compose and validate only (nothing runs)",
         "  estimator COMMAND --help              what a command does and its keys",
     ]
     return "\n".join(lines)
@@ -146,11 +149,11 @@ def run(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0
-    show_cfg = False
-    if argv[0] == "--cfg":
-        show_cfg, argv = True, argv[1:]
+    show_cfg = check_only = False
+    if argv[0] in ("--cfg", "--check"):
+        show_cfg, check_only, flag, argv = argv[0] == "--cfg", argv[0] == "--check", argv[0], argv[1:]
         if not argv:
-            raise EstimatorError("--cfg needs a command")
+            raise EstimatorError(f"{flag} needs a command")
     command, rest = argv[0], argv[1:]
     module = _load_command(command)
     multirun = False
@@ -190,6 +193,11 @@ def run(argv: list[str]) -> int:
         for _, cfg in cfgs:
             print(OmegaConf.to_yaml(cfg))
         return 0
+    if check_only:
+        for point, cfg in cfgs:
+            check(module, names, cfg, point)
+        print(f"ok: estimator {command} composes and validates ({len(cfgs)} point{'s' * (len(cfgs) > 1)}; nothing run)")
+        return 0
     for point, cfg in cfgs:
         result = module.run(cfg, point) if getattr(module, "RUN_WITH_OVERRIDES", False) else module.run(cfg)
         if result is None:
@@ -202,6 +210,28 @@ def run(argv: list[str]) -> int:
             fmt = getattr(module, "format_text", _default_format)
             print(fmt(result))
     return 0
+
+
+#: positional arguments that name an input file (checked to exist by ``--check``)
+_FILE_ARGS = ("file", "workload")
+
+
+def check(module: Any, names: tuple[str, ...], cfg: Any, point: list[str]) -> None:
+    """``estimator --check COMMAND ...``: what a run checks before it does any work — the command
+    line, the composed config (unknown keys and groups fail in composition) and the shared keys,
+    which ``run`` already did — plus each positional input file existing and the command's own
+    ``check(cfg)`` hook (``check(cfg, overrides)`` for ``RUN_WITH_OVERRIDES`` commands): e.g. the
+    fabric, device and precision of an estimate, every point of a sweep. Nothing is captured,
+    estimated or written. Used by the docs test to fail stale command examples."""
+    from estimator.files import check_regular_file, resolve_input
+
+    for name in names:
+        value = cfg.get(name)
+        if name in _FILE_ARGS and value:
+            check_regular_file(resolve_input(str(value)), "input")
+    hook = getattr(module, "check", None)
+    if hook is not None:
+        hook(cfg, point) if getattr(module, "RUN_WITH_OVERRIDES", False) else hook(cfg)
 
 
 def _safe_message(text: str, limit: int = 400) -> str:

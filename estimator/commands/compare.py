@@ -134,6 +134,14 @@ def _ocs_job_choice(base: dict[str, Any], params: dict[str, Any]):
     return best
 
 
+def check(cfg: DictConfig) -> None:
+    """``--check``: the compare options and the shared workload/device settings."""
+    from estimator.estimate import validate
+
+    _options(cfg)
+    validate(to_container(cfg))
+
+
 def run(cfg: DictConfig) -> list[dict[str, Any]]:
     opts = _options(cfg)
     names = opts["fabrics"] or [f for f in available() if f not in SKIP]

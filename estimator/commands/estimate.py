@@ -42,6 +42,11 @@ def stale_trace(path) -> bool:
     return is_stale(load_workload(path))
 
 
+def check(cfg: DictConfig | dict[str, Any]) -> None:
+    """``--check``: the fabric, device, parallelism and precision, without capturing or estimating."""
+    validate(to_container(cfg))
+
+
 def run(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
     resolved = to_container(cfg)
     validate(resolved)  # a bad fabric/device fails before any capture

@@ -179,8 +179,9 @@ def _evaluate_items(kind_name: str, p: Plan, indices: Any) -> Any:
     return kinds.get(kind_name).evaluate(p.items(indices))
 
 
-def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
-    ray_cfg = to_container(cfg.ray)
+def _checked(cfg: DictConfig, overrides: list[str]) -> tuple[str, bool, dict[str, dict[str, Any]], dict[str, Plan]]:
+    """(label, experiment?, sweeps by name, planned non-packetsim sweeps): every sweep composed and
+    every point validated, nothing captured or run (what ``run`` checks first; ``--check``)."""
     exp = cfg.get("experiment")
     if exp:
         sweeps = to_container(exp.get("sweeps") or {})
@@ -203,6 +204,18 @@ def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
             checked[name] = plan(sweep, overrides, used, capture=False)  # a typo fails here, before any capture
         plans[name] = sweep
     grid.check_used(used, f"experiment {label}" if exp else f"sweep {label}")
+    return label, bool(exp), plans, checked
+
+
+def check(cfg: DictConfig, overrides: list[str]) -> None:
+    """``--check``: every sweep's grid and every point, as a run checks them before it starts
+    (``kind: packetsim`` sweeps check their points when they run); nothing runs."""
+    _checked(cfg, overrides)
+
+
+def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
+    ray_cfg = to_container(cfg.ray)
+    label, exp, plans, checked = _checked(cfg, overrides)
     results = []
     with RaySession(ray_cfg) as session:  # Ray starts at most once for all the sweeps
         for i, (name, sweep) in enumerate(plans.items(), 1):
