@@ -149,11 +149,12 @@ def run(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0
-    show_cfg = check_only = False
-    if argv[0] in ("--cfg", "--check"):
-        show_cfg, check_only, flag, argv = argv[0] == "--cfg", argv[0] == "--check", argv[0], argv[1:]
+    flag = argv[0] if argv[0] in ("--cfg", "--check") else None  # print the config / check only
+    if flag is not None:
+        argv = argv[1:]
         if not argv:
             raise EstimatorError(f"{flag} needs a command")
+    show_cfg, check_only = flag == "--cfg", flag == "--check"
     command, rest = argv[0], argv[1:]
     module = _load_command(command)
     multirun = False
@@ -230,8 +231,12 @@ def check(module: Any, names: tuple[str, ...], cfg: Any, point: list[str]) -> No
         if name in _FILE_ARGS and value:
             check_regular_file(resolve_input(str(value)), "input")
     hook = getattr(module, "check", None)
-    if hook is not None:
-        hook(cfg, point) if getattr(module, "RUN_WITH_OVERRIDES", False) else hook(cfg)
+    if hook is None:
+        return
+    if getattr(module, "RUN_WITH_OVERRIDES", False):
+        hook(cfg, point)
+    else:
+        hook(cfg)
 
 
 def _safe_message(text: str, limit: int = 400) -> str:
