@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 
@@ -129,7 +130,7 @@ def test_a_repeated_large_model_cli_estimate_reads_the_cache_without_torch(tmp_p
             "parallelism.tp=8", "output=json"]
     code = (f"import sys, json\nfrom estimator.cli import run\nrun({args!r})\n"
             "print(json.dumps('torch' in sys.modules))")
-    env = {"ESTIMATOR_CACHE": str(tmp_path), "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    env = {**os.environ, "ESTIMATOR_CACHE": str(tmp_path), "PYTHONPATH": str(REPO)}
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env,
                            timeout=600) for _ in range(2)]
     for out in runs:
