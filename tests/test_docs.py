@@ -80,15 +80,29 @@ def test_the_site_builds_strictly(tmp_path):
     assert (tmp_path / "site" / "usage" / "index.html").is_file()
 
 
-def test_a_broken_link_fails_the_strict_build(tmp_path):
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "index.md").write_text("# x\n\n[gone](missing.md) and [anchor](#no-such-heading)\n")
+def _tiny_site(tmp_path, page: str) -> subprocess.CompletedProcess:
+    """A one-page site under the repository's link rules (its hook and validation settings)."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text(page)
+    (tmp_path / "README.md").write_text("# a repository file outside docs/\n")
     validation = (REPO / "mkdocs.yml").read_text().split("\nvalidation:", 1)[1]  # the repository's rules
-    (tmp_path / "mkdocs.yml").write_text("site_name: x\nvalidation:" + validation)
-    out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert out.returncode != 0 and "missing.md" in out.stdout + out.stderr
+    (tmp_path / "mkdocs.yml").write_text(f"site_name: x\nhooks:\n  - {REPO / 'docs' / 'hooks' / 'repo_links.py'}\n"
+                                         f"validation:{validation}")
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("link", ["[gone](missing.md)", "[anchor](#no-such-heading)", "[gone](../missing.md)"])
+def test_a_broken_link_fails_the_strict_build(tmp_path, link):
+    out = _tiny_site(tmp_path, f"# x\n\n{link}\n")
+    assert out.returncode != 0, out.stdout + out.stderr
+    assert link.split("(")[1].rstrip(")") in out.stdout + out.stderr
+
+
+def test_a_link_to_a_repository_file_shows_its_path(tmp_path):
+    out = _tiny_site(tmp_path, "# x\n\nSee [the README](../README.md).\n")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "<code>README.md</code>" in (tmp_path / "site" / "index.html").read_text()
 
 
 def test_the_store_schema_page_is_current():
