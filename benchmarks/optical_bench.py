@@ -16,9 +16,9 @@ from __future__ import annotations
 import sys
 import time
 
-from estimator.fabrics.optical.ocs_job import trace_profile
 from estimator.fabrics.registry import make_fabric
 from estimator.timeline.dataparallel import BucketPolicy, simulate_data_parallel
+from estimator.timeline.job_topology import trace_profile
 
 FABRICS = {
     "lumorph": {"nodes": 256},

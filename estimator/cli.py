@@ -11,6 +11,8 @@ Each command is a module ``estimator.commands.<command>`` that defines::
     RUN_WITH_OVERRIDES = True       # optional: run(cfg, overrides) also gets the override list
     def format_text(result) -> str  # optional: human-readable output (default: key: value lines)
 
+``estimator --cfg COMMAND ...`` prints the composed config; ``estimator --check COMMAND ...``
+composes and validates everything a run would check first, and runs nothing (see :func:`check`).
 Overrides use Hydra's grammar; ``-m``/``--multirun`` expands sweeps (``fabric.nodes=8,64``) and runs
 the command once per point. ``output=json`` prints one JSON object (a JSON array per line under
 ``-m``: one object per point). Errors a user can cause print one line to stderr and exit 2.
@@ -24,6 +26,7 @@ import os
 import pkgutil
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from estimator.errors import EstimatorError
@@ -33,10 +36,17 @@ from estimator.errors import EstimatorError
 _OVERRIDE = re.compile(r"^(\+{0,2}|~)[A-Za-z_][\w.@/-]*=|^~[A-Za-z_][\w.@/-]*$")
 
 
-def _commands() -> dict[str, Any]:
+def _commands() -> dict[str, Path]:
+    """Command name -> its module's source file, found without importing any command (a command
+    module may pull in matplotlib, Ray, DuckDB or torch: only the one that runs is imported)."""
     import estimator.commands as pkg
 
-    return {m.name: m for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")}
+    found = {}
+    for m in pkgutil.iter_modules(pkg.__path__):
+        if not m.name.startswith("_"):
+            folder = Path(m.module_finder.path)
+            found[m.name] = folder / m.name / "__init__.py" if m.ispkg else folder / f"{m.name}.py"
+    return found
 
 
 def _load_command(name: str) -> Any:
@@ -49,14 +59,27 @@ def _load_command(name: str) -> Any:
     return importlib.import_module(f"estimator.commands.{name}")
 
 
+#: a command's one-line help: a top-level ``HELP = "..."`` in its source
+_HELP = re.compile(r"^HELP\s*=\s*(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')", re.M)
+
+
+def help_line(source: Path) -> str:
+    """The ``HELP`` string of a command module, read from its source without importing it."""
+    try:
+        found = _HELP.search(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        found = None
+    if found is None:
+        return "(no help line)"
+    import ast
+
+    return ast.literal_eval(found.group(1))
+
+
 def _usage() -> str:
     lines = ["usage: estimator COMMAND [args] [key=value ...] [-m]", "", "commands:"]
-    for name in sorted(_commands()):
-        try:
-            doc = getattr(_load_command(name), "HELP", "")
-        except Exception:  # a broken optional command must not break --help
-            doc = "(unavailable)"
-        lines.append(f"  {name:<12} {doc}")
+    for name, source in sorted(_commands().items()):
+        lines.append(f"  {name:<12} {help_line(source)}")
     lines += [
         "",
         "examples:",
@@ -64,6 +87,8 @@ def _usage() -> str:
         "  estimator estimate -m fabric=ideal,nvlink_leafspine fabric.nodes=8,64",
         "  estimator collective fabric=ideal fabric.nodes=64 collective=all_reduce algorithm=ring bytes=67108864",
         "  estimator --cfg COMMAND [overrides]   print the composed config",
+        "  estimator --check COMMAND [args]      compose and validate only (nothing runs)",
+        "  estimator COMMAND --help              what a command does and its keys",
     ]
     return "\n".join(lines)
 
@@ -124,11 +149,12 @@ def run(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0
-    show_cfg = False
-    if argv[0] == "--cfg":
-        show_cfg, argv = True, argv[1:]
+    flag = argv[0] if argv[0] in ("--cfg", "--check") else None  # print the config / check only
+    if flag is not None:
+        argv = argv[1:]
         if not argv:
-            raise EstimatorError("--cfg needs a command")
+            raise EstimatorError(f"{flag} needs a command")
+    show_cfg, check_only = flag == "--cfg", flag == "--check"
     command, rest = argv[0], argv[1:]
     module = _load_command(command)
     multirun = False
@@ -168,6 +194,11 @@ def run(argv: list[str]) -> int:
         for _, cfg in cfgs:
             print(OmegaConf.to_yaml(cfg))
         return 0
+    if check_only:
+        for point, cfg in cfgs:
+            check(module, names, cfg, point)
+        print(f"ok: estimator {command} composes and validates ({len(cfgs)} point{'s' * (len(cfgs) > 1)}; nothing run)")
+        return 0
     for point, cfg in cfgs:
         result = module.run(cfg, point) if getattr(module, "RUN_WITH_OVERRIDES", False) else module.run(cfg)
         if result is None:
@@ -180,6 +211,32 @@ def run(argv: list[str]) -> int:
             fmt = getattr(module, "format_text", _default_format)
             print(fmt(result))
     return 0
+
+
+#: positional arguments that name an input file (checked to exist by ``--check``)
+_FILE_ARGS = ("file", "workload")
+
+
+def check(module: Any, names: tuple[str, ...], cfg: Any, point: list[str]) -> None:
+    """``estimator --check COMMAND ...``: what a run checks before it does any work — the command
+    line, the composed config (unknown keys and groups fail in composition) and the shared keys,
+    which ``run`` already did — plus each positional input file existing and the command's own
+    ``check(cfg)`` hook (``check(cfg, overrides)`` for ``RUN_WITH_OVERRIDES`` commands): e.g. the
+    fabric, device and precision of an estimate, every point of a sweep. Nothing is captured,
+    estimated or written. Used by the docs test to fail stale command examples."""
+    from estimator.files import check_regular_file, resolve_input
+
+    for name in names:
+        value = cfg.get(name)
+        if name in _FILE_ARGS and value:
+            check_regular_file(resolve_input(str(value)), "input")
+    hook = getattr(module, "check", None)
+    if hook is None:
+        return
+    if getattr(module, "RUN_WITH_OVERRIDES", False):
+        hook(cfg, point)
+    else:
+        hook(cfg)
 
 
 def _safe_message(text: str, limit: int = 400) -> str:

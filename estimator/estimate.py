@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from estimator import __version__
-from estimator.compute.device import DeviceProfile, check_precision
+from estimator.compute.device import DeviceProfile, check_precision, replay_reason
 from estimator.config import config_hash, flatten
 from estimator.errors import EstimatorError
 from estimator.fabrics.registry import shared_fabric
@@ -33,6 +33,7 @@ from estimator.timeline.dataparallel import (
     make_buckets,
     simulate_data_parallel,
 )
+from estimator.timeline.job_topology import wire_for_job
 from estimator.workloads import io
 from estimator.workloads.graph import Workload
 
@@ -61,6 +62,9 @@ class Estimate:
     config_hash: str
     metrics: dict[str, Any]
     collectives: list[dict[str, Any]]
+    # how compute was priced (not stored): {"compute_pricing": "device model"} or "replayed" with
+    # where the durations were measured and why (:func:`compute_pricing`)
+    notes: dict[str, Any] = field(default_factory=dict)
 
     def row(self) -> dict[str, Any]:
         """The flat store row: identity, config columns (``fabric_nodes``...), metrics."""
@@ -189,12 +193,21 @@ def estimate(cfg: dict[str, Any], workload_file: str | Path | None = None) -> Es
         metrics, colls = estimate_hybrid(sub)
         metrics = {"workload_name": (sub["model"] or {}).get("name"), "nodes": metrics["tp"] * metrics.get("cp", 1) * metrics["pp"] * metrics["dp"],
                    "batch_size_per_device": metrics["micro_batch_size"], **metrics}
-        return Estimate(sub, config_hash(sub), metrics, colls)
+        return Estimate(sub, config_hash(sub), metrics, colls, {"compute_pricing": "device model"})
     fabric, device, policy = shared_fabric(sub["fabric"] or {}), device_profile(sub["device"]), bucket_policy(sub["parallelism"])
     checked_precision(sub, device)  # before the workload path (as before estimate_with existed)
     path = Path(workload_file) if workload_file else workload_path(cfg)
     metrics, collectives = estimate_with(sub, fabric, device, policy, path)
-    return Estimate(sub, config_hash(sub), metrics, collectives)
+    return Estimate(sub, config_hash(sub), metrics, collectives, compute_pricing(load_workload(path), device))
+
+
+def compute_pricing(workload: Workload, device: DeviceProfile) -> dict[str, Any]:
+    """How ``workload``'s compute ops were priced on ``device``: by the device model, or by
+    replaying the durations measured where the trace was taken (and why)."""
+    reason = replay_reason(workload, device)
+    if reason is None:
+        return {"compute_pricing": "device model"}
+    return {"compute_pricing": "replayed", "durations_measured_on": workload.capture_device, "replay_reason": reason}
 
 
 def workload_state(path: str | Path) -> tuple[str, float]:
@@ -235,10 +248,9 @@ def estimate_with(sub: dict[str, Any], fabric: Any, device: DeviceProfile, polic
             raise EstimatorError(f"parallelism.strategy {par.get('strategy')!r} is not supported for single-replica workloads")
         profile = _profile(file, mtime, batch, device, policy.gradient_dtype_bytes, precision)
         buckets = list(_buckets(file, mtime, batch, device, policy, precision))
-        choice = ""
-        if hasattr(fabric, "for_job"):  # a fabric that picks its configuration per job (OCS topology=auto)
-            fabric, plans = fabric.for_job(profile, policy, batch, algorithm)
-            choice = str(getattr(plans[0], "topology", "")) if plans else ""
+        # a fabric that picks its wiring per job (the OCS with topology=auto) is wired for this one
+        fabric, plans = wire_for_job(fabric, profile, policy, batch, algorithm)
+        choice = plans[0].topology if plans else ""
         jpeg = not sub.get("workload") and (sub["model"] or {}).get("input") == "imagenet_jpeg"
         result = simulate_data_parallel(profile, fabric, policy, batch, algorithm, buckets=buckets, jpeg=jpeg)
     else:

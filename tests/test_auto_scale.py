@@ -125,13 +125,13 @@ def test_ring_halving_doubling_digit_loads_equal_the_arc_loads(size):
     the largest arc loads of every transfer of the step."""
     import numpy as np
 
-    from estimator.topology.analytic import _arc, arc_max_loads, digit_ring_loads
+    from estimator.topology.arcs import arc_max_loads, digit_ring_loads, ring_arc
 
     for stride in (s for s in range(1, size // 2 + 1) if size % (2 * s) == 0):
         r = np.arange(size)
         digit = (r // stride) % 2
         dst = r + np.where(digit == 0, stride, -stride)
-        start, hops, forward = _arc(r, dst, size, True)
+        start, hops, forward = ring_arc(r, dst, size, True)
         loads = arc_max_loads(np.zeros(size, dtype=np.int64), start, hops, forward, np.ones(size), 1, size)
         want = tuple((int(hops[digit == d].max()), int(loads[digit == d].max())) for d in (0, 1))
         assert digit_ring_loads(size, stride, 2, True) == want, stride

@@ -226,7 +226,8 @@ def test_content_digest_ignores_timings_only():
 
     w, _, _ = _capture(model_cfg("lenet5"), 2)
     retimed = replace(w, nodes=tuple(replace(n, duration_s=(n.duration_s or 0) * 2 + 1e-3) for n in w.nodes),
-                      meta={**w.meta, "captured_at": "2000-01-01T00:00:00+00:00", "load_avg_1min": 9.0})
+                      meta={**w.meta, "captured_at": "2000-01-01T00:00:00+00:00", "load_avg_1min": 9.0,
+                            "torch_threads": w.meta["torch_threads"] + 3})
     assert content_digest(retimed) == content_digest(w)
     reshaped = replace(w, nodes=(replace(w.nodes[0], flops=w.nodes[0].flops + 1), *w.nodes[1:]))
     assert content_digest(reshaped) != content_digest(w)

@@ -4,10 +4,10 @@ import pytest
 
 from estimator.errors import EstimatorError
 from estimator.fabrics.ocs import ALL_REDUCE_7, PAPER_NAMES, OcsConfig, OcsFabric
-from estimator.fabrics.optical.ocs_job import plan_topology, trace_profile
 from estimator.fabrics.optical.paper_checks import OCS_MODELS
 from estimator.fabrics.registry import make_fabric
 from estimator.timeline.dataparallel import BucketPolicy
+from estimator.timeline.job_topology import plan_topology, trace_profile, wire_for_job
 
 # gradient bytes, batch, assumed compute seconds per iteration: see paper_checks.OCS_MODELS
 MODELS = OCS_MODELS
@@ -114,8 +114,10 @@ def test_for_job_hook_wires_one_topology():
     grad, batch, compute = MODELS["resnet50"]
     prof = trace_profile(grad, compute)
     auto = OcsFabric(OcsConfig(topology="auto"))
-    fab, plans = auto.for_job(prof, POLICY, batch, "recursive_doubling")
+    fab, plans = wire_for_job(auto, prof, POLICY, batch, "recursive_doubling")
     assert fab.cfg.topology == plans[0].topology == "torus2d"
     assert all(p.reconfig_s == pytest.approx(25e-3) for p in plans)  # current wiring unknown
     fixed = OcsFabric(OcsConfig(topology="ring"))
-    assert fixed.for_job(prof, POLICY, batch) == (fixed, [])
+    assert wire_for_job(fixed, prof, POLICY, batch) == (fixed, [])
+    ideal = make_fabric({"name": "ideal", "nodes": 8})  # a fabric that does not rewire: as it is
+    assert wire_for_job(ideal, prof, POLICY, batch) == (ideal, [])

@@ -38,6 +38,9 @@ def test_compare_table_all_fabrics(workload, capsys):
 
     rows = json.loads(capsys.readouterr().out)
     by = {r["fabric"]: r for r in rows}
+    times = [r["iter_time_s"] for r in rows if "iter_time_s" in r]
+    assert times == sorted(times) and len(set(times)) > 1  # fastest first
+    assert all("iter_time_s" in r for r in rows[: len(times)])  # fabrics that cannot run it come last
     for name in ("ideal", "lumorph", "sipac", "terarack", "opsquare", "ocs"):
         assert "iter_time_s" in by[name], by[name]
     # the ideal switch has the most bandwidth any fabric can give at this per-GPU bandwidth
@@ -51,6 +54,7 @@ def test_compare_table_all_fabrics(workload, capsys):
     run(["compare", f"workload={workload}", "device=cpu", "compare.nodes=96", "compare.fabrics=[sipac,lumorph]"])
     text = capsys.readouterr().out
     assert "sipac" in text and "n/a" in text and "lumorph" in text
+    assert text.index("lumorph") < text.index("sipac")  # the row that ran before the one that cannot
 
 
 def test_compare_bad_options():

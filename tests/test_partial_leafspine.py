@@ -9,7 +9,7 @@ import pytest
 from estimator.collectives.algorithms import algorithm as lookup
 from estimator.collectives.patterns import patterns
 from estimator.fabrics.registry import make_fabric
-from estimator.topology.analytic import leaf_spine_compiled
+from estimator.topology.leaf_spine import leaf_spine_compiled
 from tests.schedule_checks import check_analytic_equals_graph
 
 TREE_ALGOS = ("binary_tree", "double_binary_tree", "pipelined_dbt")

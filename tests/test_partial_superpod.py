@@ -9,7 +9,7 @@ import pytest
 
 from estimator.collectives.patterns import patterns
 from estimator.fabrics.registry import make_fabric
-from estimator.topology.analytic import rail_compiled
+from estimator.topology.rail import rail_compiled
 from tests.schedule_checks import check_analytic_equals_graph, check_floors_below_price
 
 PODS = [

@@ -81,8 +81,9 @@ def test_snakemake_dag_has_every_experiment_and_the_report():
     printed = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", "--cores", "2"],
                              capture_output=True, text=True, cwd=REPO, timeout=300).stdout
     for step in ("capture", "experiment", "validate", "report"):
-        assert re.search(rf"> results/logs/{step}\S*\.log 2>&1 \|\|", printed), step
-    assert re.search(r'echo "experiment \w+: \$\(tail -n 1 results/logs/experiment_\w+\.log\)', printed)
+        assert re.search(rf"2>&1 \| tee results/logs/{step}\S*\.log \| \{{ grep --line-buffered", printed), step
+    assert re.search(r"last=\$\(tail -n 1 results/logs/experiment_\w+\.log\)", printed)
+    assert re.search(r"sed -u 's\|\^\|experiment \w+: \|'", printed)  # progress lines on the terminal too
     # every capture job names a model `estimator capture` can build (a decoder-only model cannot)
     from estimator.workloads.zoo import ARCHITECTURES
 

@@ -274,7 +274,8 @@ def test_digit_steps_on_rings_and_tori_priced_without_arrays_equal_the_arrays():
     rows / columns is priced from its (stride, k) alone; it equals pricing its transfers."""
     from estimator.collectives.patterns import digit_step
     from estimator.collectives.pricing import PricingParams
-    from estimator.topology.analytic import _torus_plan, ring_compiled, torus_compiled
+    from estimator.topology.ring import ring_compiled
+    from estimator.topology.torus import torus_compiled, torus_plan
 
     params = PricingParams(alpha_s=1e-6, memory_bandwidth_Bps=1e11)
     checked = split = 0
@@ -302,7 +303,7 @@ def test_digit_steps_on_rings_and_tori_priced_without_arrays_equal_the_arrays():
                 for m in (1.0, 1e7):
                     assert fast.time(m) == pytest.approx(slow.time(m), rel=1e-12), (rows, cols, k, stride)
                 checked += 1
-                split += (_torus_plan(step, rows, cols) or ("",))[0] == "split"
+                split += (torus_plan(step, rows, cols) or ("",))[0] == "split"
                 stride *= k
     assert checked > 150 and split >= 5  # digits split between a row and a column: priced too
 
@@ -347,24 +348,24 @@ def test_equal_rounds_cost_is_rounds_cost_bit_for_bit():
 def test_sparse_arc_loads_equal_the_dense_ones(monkeypatch):
     """Few arcs on a long ring (a tree's upper levels): loads from the arcs' ends only, bit-identical
     to the difference array over every link (random arcs, 1-3 rings, both directions, ties)."""
-    import estimator.topology.analytic as analytic
+    import estimator.topology.arcs as arcs
 
     rng = np.random.default_rng(7)
     for trial in range(400):
         size, rings, count = int(rng.integers(3, 120)), int(rng.integers(1, 4)), int(rng.integers(1, 10))
         args = (rng.integers(0, rings, count), rng.integers(0, size, count), rng.integers(0, size, count),
                 rng.random(count) < 0.5, rng.uniform(0.1, 3.0, count) if trial % 2 else np.full(count, 1 / 3))
-        monkeypatch.setattr(analytic, "SPARSE_ARCS", 0)  # always the arcs' ends
-        sparse = analytic.arc_max_loads(*args, rings, size)
-        monkeypatch.setattr(analytic, "SPARSE_ARCS", 10**9)  # never
-        dense = analytic.arc_max_loads(*args, rings, size)
+        monkeypatch.setattr(arcs, "SPARSE_ARCS", 0)  # always the arcs' ends
+        sparse = arcs.arc_max_loads(*args, rings, size)
+        monkeypatch.setattr(arcs, "SPARSE_ARCS", 10**9)  # never
+        dense = arcs.arc_max_loads(*args, rings, size)
         assert np.array_equal(sparse, dense), (size, rings, args)
 
 
 def test_overall_arc_max_is_the_busiest_transfers_peak(monkeypatch):
     """``overall=True`` (a step whose routes all have one length: only its busiest link counts) is
     the maximum of the per-transfer peaks, dense and sparse, including zero-byte arcs and empty ones."""
-    import estimator.topology.analytic as analytic
+    import estimator.topology.arcs as arcs
 
     rng = np.random.default_rng(11)
     for trial in range(300):
@@ -373,7 +374,7 @@ def test_overall_arc_max_is_the_busiest_transfers_peak(monkeypatch):
         args = (rng.integers(0, rings, count), rng.integers(0, size, count), rng.integers(0, size, count),
                 rng.random(count) < 0.5, nbytes)
         for sparse in (0, 10**9):
-            monkeypatch.setattr(analytic, "SPARSE_ARCS", sparse)
-            each = analytic.arc_max_loads(*args, rings, size)
-            overall = analytic.arc_max_loads(*args, rings, size, overall=True)
+            monkeypatch.setattr(arcs, "SPARSE_ARCS", sparse)
+            each = arcs.arc_max_loads(*args, rings, size)
+            overall = arcs.arc_max_loads(*args, rings, size, overall=True)
             assert overall.shape == (1,) and overall[0] == each.max(), (trial, sparse, args)

@@ -87,7 +87,7 @@ def test_leaf_spine_digit_rows_equal_the_arrays(n, per_leaf, spines, monkeypatch
     from estimator.collectives.params import AlgoParams
     from estimator.collectives.patterns import patterns
     from estimator.collectives.pricing import PricingParams
-    from estimator.topology import analytic
+    from estimator.topology import leaf_spine
 
     params = PricingParams(alpha_s=0.7e-6, memory_bandwidth_Bps=1e12)
     args = (n, per_leaf, spines, 50e9, 25e9, (1e-6, 2e-6, 3e-6), params)
@@ -101,13 +101,13 @@ def test_leaf_spine_digit_rows_equal_the_arrays(n, per_leaf, spines, monkeypatch
                 continue
             if not pats:
                 continue
-            shaped_rows += sum(analytic._leaf_spine_digit_row(p, n, per_leaf, spines, 50e9, 25e9,
+            shaped_rows += sum(leaf_spine.leaf_spine_digit_row(p, n, per_leaf, spines, 50e9, 25e9,
                                                               np.array([0.0, 1e-6, 6e-6]), params) is not None
                                for p in pats)
-            fast = analytic.leaf_spine_compiled(pats, *args)
+            fast = leaf_spine.leaf_spine_compiled(pats, *args)
             with monkeypatch.context() as m:
-                m.setattr(analytic, "_leaf_spine_digit_row", lambda *a: None)
-                slow = analytic.leaf_spine_compiled(pats, *args)
+                m.setattr(leaf_spine, "leaf_spine_digit_row", lambda *a: None)
+                slow = leaf_spine.leaf_spine_compiled(pats, *args)
             for nbytes in (1e3, 1e6, 64 * 2**20):
                 assert fast.time(nbytes) == pytest.approx(slow.time(nbytes), rel=1e-12, abs=0), (name, coll)
     assert shaped_rows > 0

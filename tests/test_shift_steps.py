@@ -15,7 +15,7 @@ from estimator.collectives.patterns import patterns
 from estimator.collectives.pricing import PricingParams, compile_schedule
 from estimator.errors import EstimatorError
 from estimator.fabrics.registry import make_fabric
-from estimator.topology import analytic, shift_steps
+from estimator.topology import analytic, bcube, rail, shift_steps, torus
 from tests.schedule_checks import check_floors_below_price
 
 FABRICS = [
@@ -72,13 +72,14 @@ def _closed_form_only(f, n: int) -> bool:
 @pytest.mark.parametrize("params", FABRICS, ids=lambda p: f"{p['name']}{p['nodes']}{p.get('topology', '')}")
 def test_pairwise_equals_the_graph(params, monkeypatch):
     f = make_fabric(params)
-    original = analytic._step_row
+    original = analytic.step_row
 
     def arrays_only_where_expected(step, *args, **kwargs):
         assert step.shape is None or step.shape[0] != "shift" or not closed, step.shape
         return original(step, *args, **kwargs)
 
-    monkeypatch.setattr(analytic, "_step_row", arrays_only_where_expected)
+    for module in (analytic, rail):  # every caller of the per-step arrays
+        monkeypatch.setattr(module, "step_row", arrays_only_where_expected)
     checked = 0
     for n in _sizes(f):
         closed = _closed_form_only(f, n) and params["name"] != "superpod"  # (superpod: one fold per class)
@@ -115,10 +116,10 @@ def test_torus_rows_at_every_group_size_equal_the_arrays(rows, cols, monkeypatch
     params = PricingParams(alpha_s=1e-6)
     for n in range(2, rows * cols + 1):
         pats = patterns("pairwise", "all_to_all", n, AlgoParams())
-        fast = analytic.torus_compiled(pats, rows, cols, 50e9, 1e-6, params, n)
+        fast = torus.torus_compiled(pats, rows, cols, 50e9, 1e-6, params, n)
         with monkeypatch.context() as m:
             m.setattr(shift_steps, "torus_row", lambda *a: None)
-            slow = analytic.torus_compiled(pats, rows, cols, 50e9, 1e-6, params, n)
+            slow = torus.torus_compiled(pats, rows, cols, 50e9, 1e-6, params, n)
         for i in range(n - 1):
             for nbytes in (1e3, 1e9):
                 want = (slow.c0[i] + slow.c1[i] * nbytes).max()
@@ -132,9 +133,9 @@ def test_bcube_row_equals_relayed_loads(radix, levels, monkeypatch):
     params = PricingParams(alpha_s=2e-6)
     n = radix**levels
     pats = patterns("pairwise", "all_to_all", n, AlgoParams(radix=radix))
-    fast = analytic.bcube_compiled(pats, radix, levels, 50e9, 1e-6, params)
+    fast = bcube.bcube_compiled(pats, radix, levels, 50e9, 1e-6, params)
     monkeypatch.setattr(shift_steps, "bcube_row", lambda *a: None)
-    slow = analytic.bcube_compiled(pats, radix, levels, 50e9, 1e-6, params)
+    slow = bcube.bcube_compiled(pats, radix, levels, 50e9, 1e-6, params)
     for i in range(n - 1):
         for m in (1e3, 1e9):
             want = (slow.c0[i] + slow.c1[i] * m).max()

@@ -51,6 +51,20 @@ def _number(value: Any, name: str) -> float:
     return out
 
 
+def check(cfg: DictConfig) -> None:
+    """``--check``: the fabric, the collective and algorithm it offers, the sizes; nothing priced."""
+    tree = to_container(cfg)
+    fabric = make_fabric(tree.get("fabric") or {})
+    coll = collective_name(tree.get("collective") or "all_reduce")
+    algorithm = str(tree.get("algorithm") or "default")
+    resolve = getattr(fabric, "resolve", None)  # the collective library's fabrics: a name it offers
+    if algorithm not in ("default", "auto") and resolve is not None:
+        resolve(coll, algorithm, fabric.nodes)
+    sizes = tree.get("sizes")
+    for s in sizes if isinstance(sizes, list) else [tree.get("bytes")]:
+        _number(s, "sizes[]" if sizes is not None else "bytes")
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
     tree = to_container(cfg)
     fabric = make_fabric(tree.get("fabric") or {})

@@ -8,7 +8,8 @@ NVLink figure], mapped onto its own parameters (see :data:`BANDWIDTH`): e.g. a 2
 per link, an OCS server B/ports per port, a TeraRack node B/w per wavelength, a SiPAC CU B in
 total over its l+1 ports. The OCS is wired once for the whole job: the ring / torus2d / btree shape
 with the fastest iteration (its MEMS reconfiguration, paid once at job start, is in ``reconfig_s``). Fabrics whose shape cannot hold that many GPUs (SiPAC needs r^(l+1),
-OPSquare N x M, ...) are listed with the reason. Everything else (model, device, parallelism,
+OPSquare N x M, ...) are listed with the reason. Rows are sorted by iteration time, fastest
+first (fabrics that cannot run it last). Everything else (model, device, parallelism,
 ``algorithm``: ``auto`` lets each fabric pick its fastest) comes from the usual config.
 """
 
@@ -133,6 +134,14 @@ def _ocs_job_choice(base: dict[str, Any], params: dict[str, Any]):
     return best
 
 
+def check(cfg: DictConfig) -> None:
+    """``--check``: the compare options and the shared workload/device settings."""
+    from estimator.estimate import validate
+
+    _options(cfg)
+    validate(to_container(cfg))
+
+
 def run(cfg: DictConfig) -> list[dict[str, Any]]:
     opts = _options(cfg)
     names = opts["fabrics"] or [f for f in available() if f not in SKIP]
@@ -166,6 +175,7 @@ def run(cfg: DictConfig) -> list[dict[str, Any]]:
     ref = next((r["iter_time_s"] for r in ok if r["fabric"] == "ideal"), None)
     for r in ok:
         r["speedup_vs_ideal"] = ref / r["iter_time_s"] if ref else None
+    rows.sort(key=lambda r: (r.get("iter_time_s", math.inf), r["fabric"]))  # fastest first; n/a last, by name
     return rows
 
 

@@ -42,6 +42,11 @@ def stale_trace(path) -> bool:
     return is_stale(load_workload(path))
 
 
+def check(cfg: DictConfig | dict[str, Any]) -> None:
+    """``--check``: the fabric, device, parallelism and precision, without capturing or estimating."""
+    validate(to_container(cfg))
+
+
 def run(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
     resolved = to_container(cfg)
     validate(resolved)  # a bad fabric/device fails before any capture
@@ -60,6 +65,7 @@ def run(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
         "fabric": fabric.get("name"),
         "device": (est.config["device"] or {}).get("name"),
         **est.metrics,
+        **est.notes,
         "config_hash": est.config_hash,
         "collectives": est.collectives,
     }
@@ -79,6 +85,9 @@ def format_text(result: dict[str, Any]) -> str:
         ("layouts_evaluated", ""),
     ]
     lines = []
+    if result.get("compute_pricing") == "replayed":  # said before any number it explains
+        lines.append(f"{'compute':<22} measured durations replayed (measured on {result['durations_measured_on']}): "
+                     f"{result['replay_reason']}")
     for key, unit in keys:
         if key in result:
             v = result[key]

@@ -23,6 +23,16 @@ HELP = "packet-level OPSquare / NVLink leaf-spine simulation (throughput, latenc
 CONFIG_NAME = "packetsim"
 
 
+def check(cfg: DictConfig) -> None:
+    """``--check``: the simulation's parameters (every point of an experiment), nothing simulated."""
+    from estimator.packetsim import sweep
+
+    if cfg.get("experiment"):
+        sweep.points(cfg)
+    else:
+        sweep.spec_from_config(to_container(cfg))
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
     from estimator.packetsim import simulate, sweep
 

@@ -159,7 +159,7 @@ def _run_plan(name: str, p: Plan, store: str, session: RaySession, force: bool, 
     if pending:
         written += _write(p, store, pending, replace)
     elapsed = time.perf_counter() - t0
-    return {"sweep": name, "kind": kind.name, "points": g.size, "skipped": skipped, "written": written,
+    return {"sweep": name, "kind": kind.name, "table": kind.table, "points": g.size, "skipped": skipped, "written": written,
             "elapsed_s": elapsed, "ray": not (in_process or pool) and bool(len(todo)), "pool": pool and bool(len(todo))}
 
 
@@ -179,8 +179,9 @@ def _evaluate_items(kind_name: str, p: Plan, indices: Any) -> Any:
     return kinds.get(kind_name).evaluate(p.items(indices))
 
 
-def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
-    ray_cfg = to_container(cfg.ray)
+def _checked(cfg: DictConfig, overrides: list[str]) -> tuple[str, bool, dict[str, dict[str, Any]], dict[str, Plan]]:
+    """(label, experiment?, sweeps by name, planned non-packetsim sweeps): every sweep composed and
+    every point validated, nothing captured or run (what ``run`` checks first; ``--check``)."""
     exp = cfg.get("experiment")
     if exp:
         sweeps = to_container(exp.get("sweeps") or {})
@@ -193,8 +194,8 @@ def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
             if ov.startswith(NOT_COMPOSED):
                 key, value = grid._parse_override(ov)
                 sweep[key.split(".", 1)[1]] = value
-        sweeps = {str(cfg.sweep.name): sweep}
-        label = str(cfg.sweep.name)
+        label = sweep_label(str(cfg.sweep.name), overrides)
+        sweeps = {label: sweep}
     plans: dict[str, dict[str, Any]] = {}
     used: dict[str, bool] = {}
     checked: dict[str, Plan] = {}
@@ -203,6 +204,18 @@ def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
             checked[name] = plan(sweep, overrides, used, capture=False)  # a typo fails here, before any capture
         plans[name] = sweep
     grid.check_used(used, f"experiment {label}" if exp else f"sweep {label}")
+    return label, bool(exp), plans, checked
+
+
+def check(cfg: DictConfig, overrides: list[str]) -> None:
+    """``--check``: every sweep's grid and every point, as a run checks them before it starts
+    (``kind: packetsim`` sweeps check their points when they run); nothing runs."""
+    _checked(cfg, overrides)
+
+
+def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
+    ray_cfg = to_container(cfg.ray)
+    label, exp, plans, checked = _checked(cfg, overrides)
     results = []
     with RaySession(ray_cfg) as session:  # Ray starts at most once for all the sweeps
         for i, (name, sweep) in enumerate(plans.items(), 1):
@@ -218,9 +231,9 @@ def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
                 r = run_sweep(f"{label}/{name}" if exp else name, sweep, overrides, str(cfg.store), ray_cfg,
                               bool(cfg.get("sweep_force")), session)
             results.append(r)
-            # one line per finished sweep on the terminal (and in a Snakemake log)
-            print(f"[{i}/{len(plans)}] {r['sweep']}: {r['points'] - r['skipped']} of {r['points']} points computed, "
-                  f"{r['skipped']} already stored, {r.get('elapsed_s', 0):.1f} s", file=sys.stderr, flush=True)
+            if len(plans) > 1:  # progress: one line per finished sweep (the summary comes once, at the end)
+                print(f"[{i}/{len(plans)}] {r['sweep']}: {r['points'] - r['skipped']} of {r['points']} points computed, "
+                      f"{r['skipped']} already stored, {r.get('elapsed_s', 0):.1f} s", file=sys.stderr, flush=True)
     return {
         "experiment" if exp else "sweep": label,
         "store": str(cfg.store),
@@ -238,13 +251,35 @@ def plan_workloads(p: Plan) -> Plan:
     return Plan(p.kind, p.grid, paths, p.columnar)
 
 
+def sweep_label(name: str, overrides: list[str]) -> str:
+    """What a sweep is called in its output: the configured sweep's name, unless the command line
+    replaced its grid (``sweep.grid={...}``: "command-line grid") or changed it
+    (``sweep.grid.fabric=[...]``: "<name> (grid changed on the command line)")."""
+    if any(o.startswith(NOT_COMPOSED) for o in overrides):
+        return "command-line grid"
+    if any(o.lstrip("+~").startswith(("sweep.grid.", "sweep.zip")) for o in overrides):
+        return f"{name} (grid changed on the command line)"
+    return name
+
+
+def _in_words(points: int, skipped: int, sweeps: list[dict[str, Any]]) -> str:
+    """"807 points: 807 computed, 0 already in the store; 843 rows written (estimates 800, ...)"."""
+    tables: dict[str, int] = {}
+    for r in sweeps:
+        table = r.get("table") or r.get("kind") or "rows"
+        tables[table] = tables.get(table, 0) + r["written"]
+    written = sum(tables.values())
+    where = ", ".join(f"{t} {n}" for t, n in tables.items())
+    return (f"{points} points: {points - skipped} computed, {skipped} already in the store; "
+            f"{written} rows written ({where})")
+
+
 def format_text(result: dict[str, Any]) -> str:
-    """One sentence per sweep and a total, in words (rows include per-collective rows)."""
-    label = result.get("experiment") or result.get("sweep")
-    lines = [f"{'experiment' if 'experiment' in result else 'sweep'} {label} -> {result['store']}"]
-    for r in result["sweeps"]:
-        lines.append(f"  {r['sweep']}: {r['points']} points, {r['points'] - r['skipped']} computed "
-                     f"({r['written']} rows written), {r['skipped']} already stored, {r.get('elapsed_s', 0):.1f} s")
-    lines.append(f"total: {result['points']} points, {result['skipped']} already stored, "
-                 f"{result['written']} rows written")
-    return "\n".join(lines)
+    """The summary, once: one line for a sweep, one for an experiment (its sweeps were reported as
+    each finished). Rows are store rows per table (a point can write several)."""
+    sweeps = result["sweeps"]
+    what = "experiment" if "experiment" in result else "sweep"
+    elapsed = sum(r.get("elapsed_s", 0.0) for r in sweeps)
+    parts = f"{len(sweeps)} sweeps, " if len(sweeps) > 1 else ""
+    return (f"{what} {result[what]}: {parts}{_in_words(result['points'], result['skipped'], sweeps)} "
+            f"in {result['store']}, {elapsed:.1f} s")

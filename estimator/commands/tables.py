@@ -20,11 +20,14 @@ HELP = "list every table and column of the results store, with units"
 
 #: (pattern on the column name, unit), first match wins
 UNITS = (
-    (r"_per_s$", "1/s (rate)"), (r"samples_per_s", "samples/s"), (r"_Bps$", "bytes/s"), (r"_bps$", "bits/s"),
+    (r"samples_per_s", "samples/s"), (r"tokens_per_s", "tokens/s"), (r"^tflops_per_gpu$", "TFLOP/s per GPU"),
+    (r"_per_s$", "1/s (rate)"), (r"_Bps$", "bytes/s"), (r"_bps$", "bits/s"),
     (r"_GBps$", "GB/s"), (r"_ms$", "ms"), (r"_us$", "µs"), (r"_ns$", "ns"), (r"(^|_)s$|_s$", "s"),
     (r"bytes", "bytes"), (r"flops", "FLOP"), (r"_hash$", "identity (hash of the resolved config)"),
-    (r"(^|_)(nodes|devices|gpus|ranks|steps|tensors|idx|count|num_\w+|points|depth|seed|batch\w*)$", "count"),
-    (r"(share|ratio|load|locality|efficiency|utili[sz]ation|speedup|throughput)", "fraction / ratio"),
+    (r"(^|_)(nodes|devices|gpus|ranks|steps|tensors|idx|count|num_\w+|points|depth|seed|batch\w*|group_size|stride"
+     r"|count_per_step|tp|pp|dp|ep|zero|microbatches|virtual_stages|grad_accum|params|requests|placed|rejected\w*"
+     r"|capacity|overallocated|max_size|wavelengths|k_star|k_best|sent|received|lost|packets\w*)$", "count"),
+    (r"(^|_)(share|ratio|load|locality|efficiency|utili[sz]ation|speedup|throughput|offered|mfu)(_|$)", "fraction / ratio"),
     (r"_json$", "JSON text"), (r"created_at", "UTC time"),
 )
 

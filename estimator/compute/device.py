@@ -201,6 +201,17 @@ def check_precision(precision: str) -> None:
         raise EstimatorError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
 
 
+def replay_reason(workload: Workload, device: DeviceProfile) -> str | None:
+    """Why :func:`node_times` replays ``workload``'s measured durations instead of pricing its ops
+    on ``device`` (None when it prices them): the device is the capture device (``replay: true``),
+    or no node carries FLOPs or bytes (an imported trace with durations only: nothing to price)."""
+    if device.replay:
+        return f"device {device.name} replays the durations measured on the capture device"
+    if not any(n.flops or n.mem_bytes for n in workload.nodes):
+        return f"the trace has durations but no FLOPs or bytes per op, so device {device.name} cannot price them"
+    return None
+
+
 def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp") -> np.ndarray:
     """Seconds per node of ``workload`` (in node order); 0 for communication nodes."""
     check_precision(precision)
@@ -209,7 +220,7 @@ def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp"
     mem = np.fromiter((x.mem_bytes for x in workload.nodes), float, n)
     is_compute = np.fromiter((x.kind == "compute" for x in workload.nodes), bool, n)
     measured = np.fromiter((np.nan if x.duration_s is None else x.duration_s for x in workload.nodes), float, n)
-    replay = device.replay or not (flops.any() or mem.any())
+    replay = replay_reason(workload, device) is not None
     classes = [x.op_class for x in workload.nodes]
     tensor = np.fromiter((c in TENSOR_CORE_CLASSES for c in classes), bool, n)
     fp32 = device.peak_flops_fp32 or device.peak_flops

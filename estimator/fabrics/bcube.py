@@ -22,7 +22,7 @@ from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.electrical import LinkFabric, offers_with
 from estimator.fabrics.unit_compiled import UnitCompiled
-from estimator.topology.analytic import bcube_compiled
+from estimator.topology.bcube import bcube_compiled
 from estimator.topology.builders import bcube
 from estimator.topology.graph import Topology
 
@@ -84,7 +84,7 @@ class BCubeFabric(UnitCompiled, LinkFabric):
 
     def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
         """Steps whose transfers each cross one digit, on the whole BCube: analytic routing
-        (:func:`estimator.topology.analytic.bcube_compiled`); others compile on the graph."""
+        (:func:`estimator.topology.bcube.bcube_compiled`); others compile on the graph."""
         c = self.config
         pats = patterns(algorithm, collective, n, self.algo_params(n)) if n == c.nodes else None
         if not pats:

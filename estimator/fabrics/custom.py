@@ -11,7 +11,7 @@ the named fabric configured with the file's sizes, link bandwidths and latencies
 config's ``alpha_s`` / ``memory_bandwidth_Bps`` (ring -> ``ring``, torus2d -> ``torus2d``,
 fat_tree -> ``fattree``, bcube -> ``bcube``, rail_optimized -> ``superpod``, star -> the switch
 formula with α + the link latency, as ``ideal`` / the OCS's ``one_switch``; leaf_spine -> analytic
-ECMP routing, :func:`~estimator.topology.analytic.leaf_spine_compiled`). The graph is built
+ECMP routing, :func:`~estimator.topology.leaf_spine.leaf_spine_compiled`). The graph is built
 only if a schedule without analytic routing needs it. The algorithms keep this fabric's
 parameters (:class:`AlgoParams` defaults): where a twin's own differ for an algorithm (a torus
 whose rows x cols is not the most square factorisation, under ``torus2d``; BCube's radix, under
@@ -43,9 +43,10 @@ from estimator.fabrics.superpod import SuperPodConfig, SuperPodFabric
 from estimator.fabrics.torus2d import Torus2dConfig, Torus2dFabric
 from estimator.fabrics.unit_compiled import UNIT, _remember
 from estimator.files import resolve_input
-from estimator.topology.analytic import bcube_compiled, leaf_spine_compiled
+from estimator.topology.bcube import bcube_compiled
 from estimator.topology.builders import leaf_spine, star
 from estimator.topology.graph import Topology
+from estimator.topology.leaf_spine import leaf_spine_compiled
 from estimator.topology.loader import BUILDERS, TopologySpec, load_spec, load_topology
 
 # algorithm families that read AlgoParams.radix / .local (the rest read neither, or fix them)
@@ -120,7 +121,7 @@ class TorusShape(Torus2dFabric):
 class RailShape(SuperPodFabric):
     """A ``rail_optimized`` file's twin: ``superpod``'s hooks, plus the ``ring`` algorithm over
     whole servers (at least two, of at least two GPUs) in closed form, from the ECMP shares of
-    :func:`estimator.topology.analytic.rail_compiled`: every step, a GPU inside a server sends its
+    :func:`estimator.topology.rail.rail_compiled`: every step, a GPU inside a server sends its
     M/n over its NVLink to the next (one switch), and the last GPU of each server sends to the
     first of the next server over three switches, half through its NVSwitch and the first GPU's
     rail, a quarter over the spine, a quarter through the next server's last GPU; its busiest
@@ -157,7 +158,7 @@ class LeafSpineConfig(FabricConfig):
 
 
 class LeafSpineShape(LinkFabric):
-    """A ``leaf_spine`` file's twin: analytic ECMP routing (:func:`estimator.topology.analytic.leaf_spine_compiled`)."""
+    """A ``leaf_spine`` file's twin: analytic ECMP routing (:func:`estimator.topology.leaf_spine.leaf_spine_compiled`)."""
 
     name = "leaf_spine"
     Config = LeafSpineConfig

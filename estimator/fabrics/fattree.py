@@ -4,7 +4,7 @@ Assumes every link has ``link_bandwidth_Bps`` per direction, every switch traver
 ``link_latency_s`` (on the link leaving the switch), per-hop ECMP over equal-cost next hops, the
 first ``nodes`` hosts of a k-ary tree (``k = 0``: the smallest even k with k^3/4 >= nodes).
 The tree is rearrangeably non-blocking but ECMP can still collide; algorithms with a step pattern
-are priced by analytic up/down routing (:func:`estimator.topology.analytic.fat_tree_compiled`,
+are priced by analytic up/down routing (:func:`estimator.topology.fat_tree.fat_tree_compiled`,
 tested equal to the compiled schedule), the others (all-to-all, ...) from their schedules; the
 following have closed forms (tested equal to the schedule):
 
@@ -37,8 +37,8 @@ from estimator.collectives.pricing import CompiledSchedule
 from estimator.errors import EstimatorError
 from estimator.fabrics.electrical import GENERIC_OFFERS, LinkConfig, LinkFabric
 from estimator.fabrics.unit_compiled import UnitCompiled
-from estimator.topology.analytic import fat_tree_compiled
 from estimator.topology.builders import fat_tree, fat_tree_pair_traversals, fat_tree_traversals
+from estimator.topology.fat_tree import fat_tree_compiled
 from estimator.topology.graph import Topology
 from estimator.topology.leaf_trees import TREES, fat_tree_tree_compiled
 

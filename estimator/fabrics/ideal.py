@@ -17,9 +17,9 @@ from estimator.collectives.pricing import CompiledSchedule, PricingParams
 from estimator.errors import non_negative, positive
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.library import LibraryFabric, check_chunking
-from estimator.topology.analytic import star_compiled
 from estimator.topology.builders import star
 from estimator.topology.graph import Topology
+from estimator.topology.star import star_compiled
 
 SWITCH_OFFERS: dict[str, tuple[str, ...]] = {
     "all_reduce": ("ring", "double_binary_tree", "pipelined_dbt", "halving_doubling", "recursive_doubling", "radix4", "bidir_ring",

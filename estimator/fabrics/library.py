@@ -223,9 +223,10 @@ class LibraryFabric(Fabric):
                 else:
                     errors.append((i, f"{name}: no auto candidate on {n} ranks here (all pairs); name it: algorithm={name}"))
                 continue
-            if best is not None and i not in fast and self._loses(collective, name, n, float(nbytes), floors.get(i), best):
-                continue  # its lower bound already loses: never compile its schedule
-            try:
+            try:  # a candidate that does not fit n raises (in its bound or its price): auto skips it
+                if best is not None and i not in fast and self._loses(collective, name, n, float(nbytes),
+                                                                      floors.get(i), best):
+                    continue  # its lower bound already loses: never compile its schedule
                 cost = self._price(collective, name, n, float(nbytes), explicit, fast.get(i))
             except EstimatorError as exc:
                 if len(names) == 1:
@@ -282,7 +283,10 @@ class LibraryFabric(Fabric):
                 fast[i] = found
                 cheap.append(i)
                 continue
-            floor = self.auto_floor(collective, name, n, nbytes)
+            try:
+                floor = self.auto_floor(collective, name, n, nbytes)
+            except EstimatorError:
+                floor = None  # does not fit n: _price raises it again, in order
             if floor is not None:
                 floors[i] = floor
             rest.append(i)
@@ -306,7 +310,7 @@ class LibraryFabric(Fabric):
     def priced_without_arrays(self, pats: list, n: int) -> bool:
         """True if :meth:`analytic_compiled` prices every step of ``pats`` (over n ranks) from its
         shape alone (e.g. digit steps on a whole ring or torus,
-        :func:`estimator.topology.analytic.ring_digits_only`); default False."""
+        :func:`estimator.topology.ring.ring_digits_only`); default False."""
         return False
 
     def port_bandwidth(self) -> float | None:

@@ -52,9 +52,9 @@ from estimator.collectives.pricing import CompiledSchedule, PricingParams
 from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import CollectiveCost, FabricConfig
 from estimator.fabrics.library import LibraryFabric, check_chunking, server_cut_bytes
-from estimator.topology.analytic import leaf_spine_compiled
 from estimator.topology.builders import leaf_spine
 from estimator.topology.graph import Topology
+from estimator.topology.leaf_spine import leaf_spine_compiled
 from estimator.topology.leaf_trees import TREES, leaf_spine_tree_compiled
 
 TREE_ALGOS = {"binary_tree", "double_binary_tree", "pipelined_dbt", "hierarchical_tree", "binomial_tree"}

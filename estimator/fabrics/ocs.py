@@ -24,7 +24,7 @@ PSLike = ``ps``, Torus = ``torus2d``, DBTree = ``double_binary_tree``, RD = ``re
 
 Reconfiguration: changing the topology costs ``reconfig_s`` (MEMS switching, 25 ms, Polatis
 datasheet). ``topology=auto`` prices a collective on every OCS-wired shape (ring, torus2d, btree) and keeps the fastest
-(no reconfiguration charged: that is a job-level decision, see :mod:`.optical.ocs_job`, which
+(no reconfiguration charged: that is a job-level decision, see :mod:`estimator.timeline.job_topology`, which
 counts one reconfiguration at job start).
 
 Circuits per parallel group (hybrid parallelism, :mod:`estimator.parallel`): the MEMS switch
@@ -57,18 +57,11 @@ from estimator.fabrics.base import CollectiveCost, FabricConfig
 from estimator.fabrics.library import LibraryFabric
 from estimator.fabrics.optical.compile_cache import SharedCompiled
 from estimator.topology import builders
-from estimator.topology.analytic import (
-    fat_tree_compiled,
-    ring_compiled,
-    ring_digits_only,
-    ring_hops,
-    torus_compiled,
-    torus_digits_only,
-    torus_hops,
-    torus_links,
-)
 from estimator.topology.btree import inorder_hops, tree_compiled
+from estimator.topology.fat_tree import fat_tree_compiled
 from estimator.topology.graph import Topology
+from estimator.topology.ring import ring_compiled, ring_digits_only, ring_hops
+from estimator.topology.torus import torus_compiled, torus_digits_only, torus_hops, torus_links
 
 TOPOLOGIES = ("ring", "torus2d", "btree", "one_switch", "fattree")
 WIRED = ("ring", "torus2d", "btree")  # what the MEMS OCS wires; the other two are references
@@ -172,17 +165,11 @@ class OcsFabric(SharedCompiled, LibraryFabric):
             hit = self._variants[topology] = OcsFabric(OcsConfig(**params))
         return hit
 
-    def for_job(self, profile, policy, batch_size: int, algorithm: str = "default", iterations: int = 1000,
-                current: str | None = None):
-        """The hook for a job-level ``topology=auto``: ``(fabric wired as the best topology for the
-        whole job, its plans)``; one reconfiguration at job start is counted (see
-        :func:`estimator.fabrics.optical.ocs_job.plan_topology`). A fixed topology returns itself."""
-        if self.cfg.topology != "auto":
-            return self, []
-        from estimator.fabrics.optical.ocs_job import plan_topology
-
-        plans = plan_topology(self, profile, policy, batch_size, algorithm, iterations, current)
-        return self.with_topology(plans[0].topology), plans
+    @property
+    def wires_per_job(self) -> bool:
+        """``topology=auto``: the job-level planner (:mod:`estimator.timeline.job_topology`) wires
+        the OCS once per job as the shape with the fastest job, one reconfiguration counted."""
+        return self.cfg.topology == "auto"
 
     # ---- LibraryFabric hooks ---------------------------------------------------------------
     def build_topology(self, algorithm: str) -> Topology:

@@ -19,9 +19,9 @@ from estimator.collectives.pricing import CompiledSchedule
 from estimator.fabrics.electrical import LinkConfig, LinkFabric, offers_with
 from estimator.fabrics.library import check_chunking
 from estimator.fabrics.unit_compiled import UnitCompiled
-from estimator.topology.analytic import ring_compiled, ring_digits_only, ring_hops
 from estimator.topology.builders import ring
 from estimator.topology.graph import Topology
+from estimator.topology.ring import ring_compiled, ring_digits_only, ring_hops
 
 RS_AR_AG = ("all_reduce", "reduce_scatter", "all_gather")
 

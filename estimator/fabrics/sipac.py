@@ -68,8 +68,8 @@ from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import CollectiveCost, FabricConfig
 from estimator.fabrics.library import LibraryFabric
 from estimator.fabrics.optical.compile_cache import SharedCompiled
-from estimator.topology.analytic import hamming_compiled
 from estimator.topology.graph import Topology
+from estimator.topology.hamming import hamming_compiled
 
 MULTICAST_SPLITS = ("wavelengths", "full")
 
@@ -178,7 +178,7 @@ class SipacFabric(SharedCompiled, LibraryFabric):
 
     def analytic_compiled(self, collective: str, algorithm: str, n: int) -> CompiledSchedule | None:
         """Explicit schedules with a step pattern, routed analytically over correction orders
-        (:func:`estimator.topology.analytic.hamming_compiled`; equal to the graph compile, tested)."""
+        (:func:`estimator.topology.hamming.hamming_compiled`; equal to the graph compile, tested)."""
         if algorithm == "multicast":
             return None
         pats = patterns(algorithm, collective, n, self.algo_params(n))

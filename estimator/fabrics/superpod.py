@@ -30,10 +30,11 @@ from estimator.errors import EstimatorError, non_negative, positive
 from estimator.fabrics.base import FabricConfig
 from estimator.fabrics.electrical import LinkFabric, offers_with
 from estimator.fabrics.library import server_cut_bytes
-from estimator.topology.analytic import rail_compiled, star_compiled
 from estimator.topology.builders import rail_optimized
 from estimator.topology.graph import Topology
 from estimator.topology.partial import stack_compiled
+from estimator.topology.rail import rail_compiled
+from estimator.topology.star import star_compiled
 
 XOR_EXCHANGES = ("halving_doubling", "recursive_doubling")
 

@@ -20,9 +20,9 @@ from estimator.collectives.pricing import CompiledSchedule
 from estimator.errors import EstimatorError
 from estimator.fabrics.electrical import LinkConfig, LinkFabric, offers_with
 from estimator.fabrics.unit_compiled import UnitCompiled
-from estimator.topology.analytic import torus_compiled, torus_digits_only, torus_hops, torus_links
 from estimator.topology.builders import torus2d
 from estimator.topology.graph import Topology
+from estimator.topology.torus import torus_compiled, torus_digits_only, torus_hops, torus_links
 
 RS_AR_AG = ("all_reduce", "reduce_scatter", "all_gather")
 

@@ -70,6 +70,7 @@ import math
 from functools import lru_cache
 
 from estimator.parallel.spec import TransformerSpec
+from estimator.workloads.capture_cache import disk_cached
 from estimator.workloads.graph import Node, Workload
 
 DROPOUT = 0.1  # GPT-3 / Megatron-LM default hidden and attention dropout (Llama-2 uses none)
@@ -314,6 +315,7 @@ def _capture(name: str, module, make_inputs, fused: str, grad_output: bool = Tru
 
 
 @lru_cache(maxsize=64)
+@disk_cached  # kept between processes, keyed by every argument and this capture's sources
 def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False) -> dict[str, Workload]:
     """The per-rank ``layer``, ``attention`` (core attention only, for selective recompute),
     ``embedding`` and ``head`` workloads of ``spec`` at tensor-parallel degree ``tp`` and

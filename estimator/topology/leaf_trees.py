@@ -9,7 +9,7 @@ all edges sorted by level a window is one slice, and its row needs integer count
 per leaf (bincounts of ints) and two maxima: the busiest transfer that stays under its leaf and
 the busiest that crosses the spines. The reverse (broadcast) step of a window puts the same counts
 on the mirrored links, so its transfers' peaks are the same. Loads are summed as ``s`` added
-count times, in order, as :func:`estimator.topology.analytic.leaf_spine_compiled` sums equal
+count times, in order, as :func:`estimator.topology.leaf_spine.leaf_spine_compiled` sums equal
 weights: the rows are that function's, bit for bit (tested), at a fraction of its cost.
 """
 
@@ -39,11 +39,11 @@ def fat_tree_tree_compiled(base: str, collective: str, n: int, chunks: int, half
                            latency: float, params: PricingParams) -> CompiledSchedule | None:
     """The same on the k-ary fat tree (``half`` = k/2, ranks = the first hosts): edge switches of
     k/2 hosts whose up-links take 1/(k/2) of what leaves them, pods of (k/2)^2 hosts whose core
-    links take 1/(k/2)^2 (:func:`estimator.topology.analytic.fat_tree_compiled`); a route crosses
+    links take 1/(k/2)^2 (:func:`estimator.topology.fat_tree.fat_tree_compiled`); a route crosses
     1, 3 or 5 switches, ``latency`` each."""
-    from estimator.topology.analytic import _latencies
+    from estimator.topology.analytic import route_latencies
 
-    latencies = _latencies(latency, 5)
+    latencies = route_latencies(latency, 5)
     return tree_compiled(base, collective, n, chunks, bandwidth, ((half, half, bandwidth), (half * half, half * half,
                          bandwidth)), latencies[[1, 3, 5]], params)
 

@@ -52,7 +52,7 @@ def fat_tree_all_pairs_row(shape: tuple, n: int, half: int, bandwidth: float, la
                            params: PricingParams) -> tuple[np.ndarray, np.ndarray, float]:
     """The row (c0, c1 per route length, reduction slope) of an all-pairs step over the first ``n``
     hosts of :func:`estimator.topology.builders.fat_tree` priced as
-    :func:`estimator.topology.analytic.fat_tree_compiled` routes it: a host link carries (n-1)
+    :func:`estimator.topology.fat_tree.fat_tree_compiled` routes it: a host link carries (n-1)
     transfers; an edge switch of c ranks sends and receives c(n-c) of them, 1/(k/2) on each of its
     up- and down-links; a pod of m ranks m(n-m), 1/(k/2)^2 on each core link. Transfers under
     one edge switch (1 traversal) load host links only; within a pod (3) also both edges'

@@ -6,7 +6,7 @@ sends ``size`` bytes per byte of M from every rank i < n to rank (i + by) mod n,
 a shift by 1 and a torus's column rings one by the row length
 (:func:`estimator.collectives.patterns.ring_step`). Priced from its transfers' arrays a step costs O(n), a
 schedule O(n^2) (268 M transfers at 16,384 ranks); here each step costs O(1) and gives the row
-(candidate (c0, c1) pairs, reduction slope) :func:`estimator.topology.analytic._step_row` gives
+(candidate (c0, c1) pairs, reduction slope) :func:`estimator.topology.analytic.step_row` gives
 from the arrays (tested equal to the graph compile, ``tests/test_shift_steps.py``). What makes it
 closed form:
 
@@ -120,7 +120,7 @@ def leaf_spine_row(step, n: int, per_leaf: int, spines: int, endpoint_bw: float,
 # ---- rings and tori ---------------------------------------------------------------------------
 def _ring_hops(ahead: int, size: int, bidirectional: bool) -> tuple[int, bool]:
     """(links, forward?) of the route ``ahead`` positions further round a ring of ``size`` (the
-    shorter way, a tie forward, as :func:`estimator.topology.analytic._arc`)."""
+    shorter way, a tie forward, as :func:`estimator.topology.arcs.ring_arc`)."""
     ahead %= size
     if not bidirectional or ahead <= size - ahead:
         return ahead, True
@@ -267,7 +267,7 @@ def shift_class(step, n: int, period: int) -> tuple | None:
 
 def bcube_row(step, radix: int, levels: int, bandwidth: float, latencies: np.ndarray, params: PricingParams
               ) -> Row | None:
-    """On the whole BCube (ECMP over digit-correction orders, :func:`~estimator.topology.analytic.
+    """On the whole BCube (ECMP over digit-correction orders, :func:`~estimator.topology.relayed.
     relayed_loads`) every transfer's busiest link carries exactly one transfer's bytes b, and the
     longest routes correct every digit from the lowest nonzero digit d0 of ``by`` up (L - d0 switches).
 

@@ -5,13 +5,13 @@ transfers j -> j+1 with j <= t <= j + c - 1 (a window of at most c consecutive t
 steps, nearly all distinct windows, so pricing them one by one costs O(n c) routing work, too much
 at 65,536 ranks. But a transfer's routes are the same in every step; only which other transfers
 share its links changes. So from the (transfer, link, bytes) terms of the whole chain (each
-transfer's routes, e.g. :func:`estimator.topology.analytic.relayed_terms`), a link's load over the
+transfer's routes, e.g. :func:`estimator.topology.relayed.relayed_terms`), a link's load over the
 steps is piecewise constant: a user j's bytes count for t in [j, j + c - 1]. Every term (i, link)
 gives, for each constant piece inside its transfer's own steps [i, i + c - 1], a segment of steps
 where transfer i sees that load on that link. A step's busiest load per route length is then the
 largest segment covering it (a range "max-assign" done offline with a sparse table pushed down),
 and its row the Pareto front of (α + route latency, load / bandwidth) over route lengths: what
-pricing each step's transfers gives (:func:`estimator.topology.analytic._step_row`), since a
+pricing each step's transfers gives (:func:`estimator.topology.analytic.step_row`), since a
 transfer's busiest link is the largest load on its routes and, within one route length, only the
 busiest transfer survives the Pareto front. Identical rows are merged.
 """
@@ -22,6 +22,7 @@ import numpy as np
 
 from estimator.collectives.patterns import Patterns
 from estimator.collectives.pricing import CompiledSchedule, PricingParams, pareto
+from estimator.topology.analytic import rows_compiled
 
 
 def chain_of(pats: Patterns) -> tuple[int, int] | None:
@@ -98,8 +99,6 @@ def chain_compiled(n: int, c: int, terms: list[tuple[np.ndarray, np.ndarray, np.
                    bandwidth: float, latencies: np.ndarray, params: PricingParams) -> CompiledSchedule:
     """The chain of ``n`` ranks and ``c`` chunks priced from ``terms`` (transfer j = j -> j+1, bytes
     per byte of the buffer on each link of its routes) and ``hops`` (route length per transfer)."""
-    from estimator.topology.analytic import rows_compiled
-
     steps = n + c - 2
     i, lo, hi, load = _segments(terms, c)
     best = _max_cover(hops[i], lo, hi, load, int(hops.max()) + 1, steps, c)

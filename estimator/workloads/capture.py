@@ -63,7 +63,7 @@ What is measured and how (each choice is an assumption the estimates inherit):
 * A re-capture whose content is unchanged leaves the trace file alone (so its timestamp, and every
   Snakemake job downstream of it, stay valid). "Content" is everything but the fields that differ
   between two captures of the same model on the same machine: per-op ``duration_s`` and the
-  wall-clock meta fields in ``VOLATILE_META`` (see :func:`content_digest`). The kept trace's timings
+  wall-clock, load and thread-count meta fields in ``VOLATILE_META`` (see :func:`content_digest`). The kept trace's timings
   are an equally valid sample of the same measurement; ``capture.force=true`` rewrites them.
 """
 
@@ -89,12 +89,14 @@ _COST_TAG = "##cost:"
 _GRAD_TAG = "##grad:"
 OPTIMIZER = {"name": "SGD", "lr": 0.01, "momentum": 0.9, "foreach": False}
 FALLBACK_ELEMENT_BYTES = 4  # unmatched ops: float32 inputs assumed
-# meta fields that change from one capture to the next of the same model on the same machine
 # The byte rule a capture was priced with (meta.mem_bytes_estimate). A trace this project captured
 # under another rule is stale: ensure_workload re-captures it instead of estimating with old bytes.
 MEM_BYTES_RULE = ("GPU kernel bytes per call (capture.kernel_bytes): distinct tensor inputs + outputs; "
                   "views, aliases, allocations 0; fills write only; dropout as CUDA's fused native_dropout")
-VOLATILE_META = ("captured_at", "iteration_wall_s", "capture_wall_s", "load_avg_1min")
+# meta fields that change from one capture to the next of the same model on the same machine: wall
+# clock, load, and torch's intra-op thread count (Snakemake runs a capture with OMP_NUM_THREADS=1, a
+# hand capture uses every core; the ops, shapes, FLOPs and bytes are the same, only timings differ)
+VOLATILE_META = ("captured_at", "iteration_wall_s", "capture_wall_s", "load_avg_1min", "torch_threads")
 
 
 @dataclass
@@ -566,8 +568,8 @@ def summary(workload: Workload) -> dict[str, Any]:
 def content_digest(workload: Workload) -> str:
     """SHA-256 of the workload without its volatile parts (per-op measured durations and the
     ``VOLATILE_META`` fields): equal for two captures of the same model, batch, seed, torch
-    version and machine (thread and CPU count stay in), different when any op, shape, FLOP or byte
-    count, gradient or setting differs."""
+    version and machine whatever torch's thread count (the CPU count stays in), different when any
+    op, shape, FLOP or byte count, gradient or setting differs."""
     import hashlib
     import json
 

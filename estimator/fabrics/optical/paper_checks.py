@@ -107,8 +107,8 @@ def sipac_ratios(patterns: tuple[str, ...] = ("incast", "broadcast")) -> list[Ch
 def ocs_best_topologies() -> list[Check]:
     """Best wired topology per (model, algorithm) at 32 nodes, seed 001's trace model."""
     from estimator.fabrics.ocs import ALL_REDUCE_7, PAPER_NAMES, OcsConfig, OcsFabric
-    from estimator.fabrics.optical.ocs_job import plan_topology, trace_profile
     from estimator.timeline.dataparallel import BucketPolicy
+    from estimator.timeline.job_topology import plan_topology, trace_profile
 
     policy = BucketPolicy(bucketing="horovod", fusion_threshold_bytes=MB, cycle_time_s=10e-6)  # Table I
     base = OcsFabric(OcsConfig())

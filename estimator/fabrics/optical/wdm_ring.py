@@ -13,7 +13,7 @@ At scale the same slots are counted from the schedules' step patterns
 :func:`pattern_slots`: a step that a shift by P ranks maps onto itself (P even, so the parity rule
 for antipodal pairs is shifted too) has link loads of period P, so only the transfers out of ranks
 0..P-1 are routed and their arcs wrapped onto a P-link circle
-(:func:`estimator.topology.analytic.folded_max_loads`). A 16,384-node one-stage all-to-all is
+(:func:`estimator.topology.arcs.folded_max_loads`). A 16,384-node one-stage all-to-all is
 then 2 x 16,383 transfers, not 2.7e8 (equal to :func:`schedule_slots`, tested).
 """
 
@@ -26,7 +26,7 @@ import numpy as np
 from estimator.collectives.patterns import StepPattern, digit_step
 from estimator.collectives.schedule import Schedule, Step, Transfer
 from estimator.errors import EstimatorError
-from estimator.topology.analytic import folded_max_loads
+from estimator.topology.arcs import folded_max_loads
 
 
 def _clockwise(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

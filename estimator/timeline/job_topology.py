@@ -1,7 +1,10 @@
-"""Job-level topology choice on the reconfigurable OCS (``topology=auto`` for a training job).
+"""Job-level topology choice on a reconfigurable fabric (the OCS with ``topology=auto``).
 
 The OCS paper (seed 001) reconfigures the optical layer once per job to the topology that suits
-the job's all-reduce algorithm and model. :func:`plan_topology` simulates one data-parallel
+the job's all-reduce algorithm and model. This is job-level logic, so it lives above the fabrics:
+a fabric only says whether it wires per job (``wires_per_job``), which shapes it can wire
+(``candidate_topologies``), what a rewiring costs (``reconfiguration_s``) and gives itself wired
+as one of them (``with_topology``). :func:`plan_topology` simulates one data-parallel
 iteration (the lead's :func:`estimator.timeline.dataparallel.simulate_data_parallel`) on every
 candidate topology, charges one MEMS reconfiguration at job start when the topology differs from
 the one currently wired (``current``; ``None`` = always charged), and ranks the topologies by job
@@ -15,13 +18,25 @@ runs), split into tensors of ``tensor_bytes`` all ready when backward ends.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from estimator.errors import EstimatorError
-from estimator.fabrics.ocs import OcsFabric
+from estimator.fabrics.base import Fabric
 from estimator.timeline.dataparallel import BucketPolicy, ComputeProfile, simulate_data_parallel
+
+
+class Rewirable(Protocol):
+    """What a fabric that wires itself per job offers (:class:`estimator.fabrics.ocs.OcsFabric`)."""
+
+    wires_per_job: bool
+
+    def candidate_topologies(self, references: bool = False) -> tuple[str, ...]: ...
+
+    def with_topology(self, topology: str) -> Fabric: ...
+
+    def reconfiguration_s(self, current: str | None, target: str) -> float: ...
 
 
 def trace_profile(grad_bytes: float, compute_s: float, tensor_bytes: float = 2**20) -> ComputeProfile:
@@ -47,7 +62,7 @@ class TopologyPlan:
 
 
 def plan_topology(
-    fabric: OcsFabric,
+    fabric: Rewirable,
     profile: ComputeProfile,
     policy: BucketPolicy,
     batch_size: int,
@@ -75,6 +90,18 @@ def plan_topology(
     if not plans:
         raise EstimatorError(f"fabric 'ocs': algorithm {algorithm!r} runs on no candidate topology")
     return sorted(plans, key=lambda p: (p.job_time_s, p.topology))
+
+
+def wire_for_job(fabric: Fabric, profile: ComputeProfile, policy: BucketPolicy, batch_size: int,
+                 algorithm: str = "default", iterations: int = 1000, current: str | None = None
+                 ) -> tuple[Fabric, list[TopologyPlan]]:
+    """``(fabric wired as the best topology for the whole job, its plans)`` for a fabric that
+    wires per job (one reconfiguration at job start counted, see :func:`plan_topology`); any other
+    fabric, or one with a fixed topology, as it is, with no plans."""
+    if not getattr(fabric, "wires_per_job", False):
+        return fabric, []
+    plans = plan_topology(fabric, profile, policy, batch_size, algorithm, iterations, current)  # type: ignore[arg-type]
+    return fabric.with_topology(plans[0].topology), plans  # type: ignore[attr-defined]
 
 
 def plans_table(plans: list[TopologyPlan]) -> list[dict[str, Any]]:

@@ -1,0 +1,46 @@
+"""`estimator --check COMMAND ...`: compose and validate as a run would, run nothing (the docs test
+uses it to fail stale command examples)."""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator import cli
+from estimator.errors import EstimatorError
+
+
+@pytest.mark.parametrize("argv", [
+    ["estimate", "model=resnet50", "fabric=ideal", "fabric.nodes=8", "device=a100", "output=json"],
+    ["estimate", "-m", "fabric=ideal,nvlink_leafspine", "fabric.nodes=8,64"],
+    ["sweep", "experiment=foundation"],
+    ["collective", "fabric=ideal", "fabric.nodes=64", "algorithm=ring", "bytes=67108864"],
+    ["import", "traces/reference/lenet5_gloo.kineto.json", "importer.ranks=8"],
+    ["packetsim", "network=opsquare", "nodes=256", "load=0.6", "locality=0.5"],
+])
+def test_a_valid_command_checks_ok(argv, capsys):
+    assert cli.run(["--check", *argv]) == 0
+    assert capsys.readouterr().out.startswith(f"ok: estimator {argv[0]} composes and validates")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["estimate", "fabric.nodez=3"], "nodez"),  # a renamed key
+    (["estimate", "fabric=bogus"], "bogus"),  # a removed fabric
+    (["estimate", "device=h100", "precision=tf64"], "precision"),
+    (["sweep", "experiment=foundation", "fabric.alpha_s=-1"], "alpha_s"),  # a bad point of the grid
+    (["collective", "fabric=ideal", "algorithm=nope", "bytes=1"], "nope"),
+    (["import", "traces/no_such.kineto.json"], "no_such"),
+    (["estimat", "model=resnet50"], "unknown command"),
+    (["estimate", "unexpected_positional"], "unexpected argument"),
+])
+def test_a_stale_command_fails(argv, needle):
+    with pytest.raises(EstimatorError, match=needle):
+        cli.run(["--check", *argv])
+
+
+def test_check_runs_nothing(tmp_path, capsys):
+    """A model with no trace in traces_dir is not captured by --check (a run would capture it)."""
+    assert cli.run(["--check", "estimate", "model=lenet5", f"traces_dir={tmp_path}"]) == 0
+    assert not any(tmp_path.iterdir())
+    store = tmp_path / "s.duckdb"
+    assert cli.run(["--check", "sweep", "experiment=foundation", f"store={store}"]) == 0
+    assert not store.exists()
