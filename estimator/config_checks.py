@@ -123,6 +123,20 @@ def _can_create_in(folder: Path) -> bool:
         return False
 
 
+def check_output_dir(value: str, key: str) -> Path:
+    """An output folder that exists and is writable, or can be created under a writable parent;
+    checked before any work is done."""
+    path = Path(value)
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe == path and not path.is_dir():
+        raise EstimatorError(f"{key}: {value!r} exists and is not a folder")
+    if not probe.is_dir() or not _can_create_in(probe):
+        raise EstimatorError(f"{key}: cannot write to {str(path)[:80]!r} (not a writable folder)")
+    return path
+
+
 def check_output_file(value: str, key: str, suffixes: tuple[str, ...] = ()) -> Path:
     """An output file path whose folder exists (or can be created under a writable parent) and is
     writable, with one of ``suffixes``; checked before any work is done."""
