@@ -38,19 +38,48 @@ def resolve_input(path: str | os.PathLike[str]) -> Path:
 @contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` (same suffix, so tools infer the format); rename
-    it to ``path`` when the block succeeds, delete it when it fails."""
+    it to ``path`` when the block succeeds, delete it when it fails — also when SIGTERM or SIGHUP
+    ends the process meanwhile (see :func:`_signals_unwind`); a SIGKILL's temporary is removed by
+    the next atomic write into that folder (:func:`remove_stale_temps`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _clean_once(path.parent)  # temporaries of killed writers (their pid is in the name)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.{os.getpid()}.", suffix=path.suffix or ".tmp")
     os.close(fd)
     try:
-        yield Path(tmp)
+        with _signals_unwind():
+            yield Path(tmp)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+@contextmanager
+def _signals_unwind() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP that would end the process silently (their
+    default action) raise ``KeyboardInterrupt`` instead, so ``finally`` blocks run and no
+    temporary is left behind (the process still ends: the CLI exits 130). Other handlers stay."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            previous[sig] = signal.signal(sig, interrupt)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
