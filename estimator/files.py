@@ -82,6 +82,23 @@ def _signals_unwind() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+@contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """Silence file descriptor 2 (where C++ libraries such as Ray's core log) for the block."""
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
     """Write ``data`` (text is UTF-8 encoded) to ``path`` atomically. A file that already holds
     exactly these bytes is not touched (its mtime stays, so Snakemake reruns nothing)."""

@@ -43,7 +43,9 @@ def _init_ray(address: str, num_cpus: int | None) -> bool:
         kwargs.update(address="local", num_cpus=int(num_cpus or os.cpu_count() or 1), _node_ip_address="127.0.0.1")
         _enable_token_auth()
     else:
-        kwargs.update(address=address)
+        from estimator.sweep.ray_address import check_address
+
+        kwargs.update(address=check_address(address))  # one line within seconds when it cannot be joined
     try:
         ray.init(**kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
