@@ -17,7 +17,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from test_hardening_cli import cli, one_line_error
 
 GRID = "sweep.grid={fabric.nodes:[8,16]}"
