@@ -39,6 +39,9 @@ class Limits:
     sim_packets: int = 100_000_000
     #: grid points of one sweep.
     sweep_points: int = 2_000_000
+    #: files one ``estimator export`` writes (one Chakra ET file per device; ASTRA-sim runs of
+    #: the papers' sizes use up to a few thousand ranks).
+    export_files: int = 4096
     #: points of one ``-m`` command line (each is composed and run as its own command, ~0.3 s
     #: uncached; 1,000 is minutes: a larger grid is a sweep, which runs ~10^3-10^4 points/s).
     multirun_points: int = 1000
