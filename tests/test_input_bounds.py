@@ -126,3 +126,47 @@ def test_input_bench_generators_make_valid_files(tmp_path):
         assert len(data) >= 10_000, fmt  # about the asked size
         if fmt != "topology":
             json.loads(data)
+
+
+def test_fuzz_harness_sees_hangs_crashes_and_memory_blowups(tmp_path):
+    """The fuzzer's worker is killed on a time limit (a hang), notices a dead worker (a crash) and
+    runs under an address-space limit (a blow-up is a MemoryError failure, not a stalled run)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fuzz_bench", Path(__file__).resolve().parents[1] / "benchmarks"
+                                                  / "fuzz_inputs.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    class Fake(bench.Worker):
+        def __init__(self, code: str) -> None:
+            super().__init__(512, 1.0)
+            self.code = code
+
+        def _start(self):
+            return subprocess.Popen([sys.executable, "-c", self.code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    text=True, preexec_fn=bench._limits(self.memory_mb))
+
+    hang = Fake("import time; time.sleep(60)")
+    assert hang.run("workload", tmp_path / "x").startswith("hang") and hang.restarts == 1
+    crash = Fake("import sys; sys.stdin.readline(); sys.exit(3)")
+    assert crash.run("workload", tmp_path / "x").startswith("crash")
+    blowup = Fake("import json, sys\nsys.stdin.readline()\ntry:\n    b = bytearray(1 << 30)\n    p = None\n"
+                  "except MemoryError:\n    p = 'MemoryError'\nprint(json.dumps({'problem': p}), flush=True)")
+    assert blowup.run("workload", tmp_path / "x") == "MemoryError"
+    real = bench.Worker(2048, 60.0)
+    try:
+        good = tmp_path / "w.workload.json"
+        good.write_text(json.dumps({"format": "estimator.workload", "format_version": 1, "name": "w", "devices": 1,
+                                    "batch_size": 1, "nodes": [{"id": 0, "name": "a"}]}))
+        assert real.run("workload", good) is None
+        bad = tmp_path / "b.workload.json"
+        bad.write_text('{"format": "estimator.workload", "nodes": [{"id": 0, "deps": [Infinity]}]}')
+        assert real.run("workload", bad) is None  # a one-line EstimatorError is the right outcome
+    finally:
+        real.stop()
