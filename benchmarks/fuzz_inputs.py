@@ -44,15 +44,16 @@ def _worker() -> None:
 
     for line in sys.stdin:
         req = json.loads(line)
+        outcome = "refused"
         try:
             loader(req["fmt"])(Path(req["path"]))
-            problem = None
+            problem, outcome = None, "loaded"
         except EstimatorError as exc:
             msg = str(exc)
             problem = f"error message not one short line: {msg[:200]!r}" if "\n" in msg or len(msg) > 600 else None
         except BaseException as exc:  # noqa: BLE001 - any other exception is what the fuzzer looks for
             problem = f"{type(exc).__name__}: {str(exc)[:200]}"
-        print(json.dumps({"problem": problem}), flush=True)
+        print(json.dumps({"problem": problem, "outcome": outcome}), flush=True)
 
 
 def _limits(memory_mb: int):
@@ -68,6 +69,7 @@ class Worker:
     def __init__(self, memory_mb: int, timeout: float) -> None:
         self.memory_mb, self.timeout, self.proc = memory_mb, timeout, None
         self.restarts = 0
+        self.outcomes: dict[str, int] = {}
 
     def _start(self) -> subprocess.Popen:
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONWARNINGS="ignore")
@@ -76,6 +78,8 @@ class Worker:
                                 preexec_fn=_limits(self.memory_mb))
 
     def run(self, fmt: str, path: Path) -> str | None:
+        """The problem loading ``path`` as ``fmt`` (None: loaded, or refused in one line; which
+        of the two is counted in :attr:`outcomes`)."""
         if self.proc is None or self.proc.poll() is not None:
             self.proc = self._start()
         self.proc.stdin.write(json.dumps({"fmt": fmt, "path": str(path)}) + "\n")
@@ -87,7 +91,10 @@ class Worker:
             self.stop()
             self.restarts += 1
             return f"hang (more than {self.timeout:g} s)" if hung else "crash (the loader process died)"
-        return json.loads(line)["problem"]
+        answer = json.loads(line)
+        outcome = answer.get("outcome", "refused")
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        return answer["problem"]
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -101,10 +108,11 @@ def fuzz_inputs(per_format: int, rng: random.Random, worker: Worker) -> int:
 
     pool = seeds()
     others = [b for f in pool.values() for b, _ in f]
-    print(f"{'format':<10} {'tried':>6} {'failures':>9} {'hangs':>6} {'wall_s':>7}")
+    print(f"{'format':<10} {'tried':>6} {'loaded':>7} {'refused':>8} {'failures':>9} {'hangs':>6} {'wall_s':>7}")
     total = 0
     for fmt, items in pool.items():
         t0, failures = time.perf_counter(), []
+        worker.outcomes = {}
         for k in range(per_format):
             cls = CLASSES[k % len(CLASSES)]
             data, suffix = items[k % len(items)]
@@ -120,7 +128,8 @@ def fuzz_inputs(per_format: int, rng: random.Random, worker: Worker) -> int:
                 failures.append(f"{cls}: {problem}")
         hangs = sum("hang" in f for f in failures)
         total += len(failures)
-        print(f"{fmt:<10} {per_format:>6} {len(failures):>9} {hangs:>6} {time.perf_counter() - t0:>7.1f}", flush=True)
+        print(f"{fmt:<10} {per_format:>6} {worker.outcomes.get('loaded', 0):>7} {worker.outcomes.get('refused', 0):>8} "
+              f"{len(failures):>9} {hangs:>6} {time.perf_counter() - t0:>7.1f}", flush=True)
         for f in failures[:3]:
             print(f"    {f}")
     return total
@@ -223,7 +232,8 @@ def fuzz_overrides(n: int, rng: random.Random, timeout: float, memory_mb: int, w
                 failures.append(f"{' '.join(args)}: exit {out.returncode}, stderr {out.stderr.strip()[-200:]!r}")
             elif left:
                 failures.append(f"{' '.join(args)}: left {left}")
-    print(f"{'overrides':<10} {len(cases):>6} {len(failures):>9} {hangs:>6} {time.perf_counter() - t0:>7.1f}")
+    print(f"{'overrides':<10} {len(cases):>6} {0:>7} {len(cases) - len(failures):>8} {len(failures):>9} {hangs:>6} "
+          f"{time.perf_counter() - t0:>7.1f}")
     for f in failures[:5]:
         print(f"    {f}")
     return len(failures)
