@@ -81,7 +81,8 @@ def _topology(target: int) -> bytes:
         size += len(line)
         i += 1
     switches = ", ".join(f"s{j}" for j in range(i // 64 + 1))
-    return (f"name: big\nendpoints: {i}\nswitches: [{switches}]\nlinks:\n" + "".join(lines)).encode()
+    return (f"name: big\ndefaults: {{bandwidth_Bps: 1.0e9, latency_s: 1.0e-6}}\nendpoints: {i}\nswitches: [{switches}]\n"
+            "links:\n" + "".join(lines)).encode()
 
 
 def _horovod(target: int) -> bytes:
