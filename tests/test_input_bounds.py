@@ -170,3 +170,27 @@ def test_fuzz_harness_sees_hangs_crashes_and_memory_blowups(tmp_path):
         assert real.run("workload", bad) is None  # a one-line EstimatorError is the right outcome
     finally:
         real.stop()
+
+
+def test_binary_formats_count_while_decoding(tmp_path):
+    from test_export_chakra import COMP, et_node
+    from test_import_topoopt import small_graph
+
+    from estimator.workloads.importers import import_file
+    from estimator.workloads.importers.chakra_schema import GlobalMetadata, write_messages
+    from estimator.workloads.importers.topoopt_schema import build_taskgraph
+
+    et = tmp_path / "t.0.et"
+    et.write_bytes(write_messages([GlobalMetadata(version="0.0.4"),
+                                   *(et_node(i, f"n{i}", COMP, duration=5) for i in range(1, 21))]))
+    fbuf = tmp_path / "g.fbuf"
+    fbuf.write_bytes(build_taskgraph(small_graph()))
+    assert import_file(et)[0].nodes and import_file(fbuf)[0].nodes
+    limits.configure({"graph_nodes": 3})
+    try:
+        with pytest.raises(EstimatorError, match="more than 3 node messages"):
+            import_file(et)
+        with pytest.raises(EstimatorError, match="limits.graph_nodes = 3"):
+            import_file(fbuf)
+    finally:
+        limits.configure({"graph_nodes": limits.Limits().graph_nodes})
