@@ -175,7 +175,7 @@ def run(argv: list[str]) -> int:
         raise EstimatorError(f"estimator {command}: unexpected argument {positionals[len(names)]!r}")
 
     from estimator import config, limits
-    from estimator.config_checks import check_common, check_overrides
+    from estimator.config_checks import check_common, check_override_values, check_overrides
 
     check_overrides(overrides)
     config_name = getattr(module, "CONFIG_NAME", "config")
@@ -187,6 +187,10 @@ def run(argv: list[str]) -> int:
             _set_key(cfg, name, value)
         limits.configure(cfg.get("limits"))
         check_common(cfg, command)  # every point's shared settings before any point runs
+        choices = config.group_choices(point)
+        values = [o for o in _command_level(module, point) if o not in choices]
+        if values:  # each value against its key's default (the same group choices, composed without values)
+            check_override_values(values, cfg, _compose(module, choices, config_name, plain=not (multirun or show_cfg)))
         cfgs.append((point, cfg))
     if show_cfg:
         from omegaconf import OmegaConf

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import os
 import re
 from collections.abc import Iterable
@@ -18,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from estimator.errors import EstimatorError
+from estimator.errors import EstimatorError, did_you_mean
 from estimator.files import REPO_ROOT
 
 if TYPE_CHECKING:  # omegaconf costs ~0.13 s to import: only where a DictConfig is built
@@ -52,12 +53,16 @@ def _check_group_choices(overrides: Iterable[str]) -> None:
             continue
         for choice in value.split(","):
             if choice and choice not in groups[key] and choice != "null":
-                from estimator.config_checks import did_you_mean
-
                 raise EstimatorError(
                     f"unknown {key} {choice!r}{did_you_mean(choice, groups[key])}; "
                     f"available: {', '.join(groups[key]) or 'none'}"
                 )
+
+
+def group_choices(overrides: Iterable[str]) -> list[str]:
+    """The overrides that choose a config group option (``fabric=lumorph``, ``+experiment=ocs``)."""
+    groups = config_groups()
+    return [o for o in overrides if "=" in o and o.partition("=")[0].lstrip("+~") in groups]
 
 
 def compose(overrides: list[str] | tuple[str, ...] = (), config_name: str = "config") -> DictConfig:
@@ -126,6 +131,11 @@ def _from_cache(path: Path | None) -> DictConfig | None:
     return cfg if isinstance(cfg, DictConfig) else None
 
 
+#: compositions kept in the cache; beyond it the oldest written are evicted (a ``-m`` run of
+#: many points writes one per point: the cache stays a few MB)
+CACHE_FILES = 512
+
+
 def _to_cache(path: Path | None, cfg: DictConfig) -> None:
     if path is None:
         return
@@ -137,8 +147,26 @@ def _to_cache(path: Path | None, cfg: DictConfig) -> None:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(text)
         os.replace(tmp, path)
+        _evict(path.parent)
     except (OSError, ValueError, TypeError):  # a read-only home or an unencodable value: no cache
         pass
+
+
+def _evict(folder: Path, keep: int | None = None) -> None:
+    """Delete the oldest cached compositions once there are more than ``keep`` (default
+    :data:`CACHE_FILES`), down to ``keep / 2``. Runs after each cache write, which follows a Hydra
+    composition (~0.3 s): listing a folder of at most ``keep`` files costs far less."""
+    keep = CACHE_FILES if keep is None else keep
+    with os.scandir(folder) as it:
+        entries = [e for e in it if e.name.endswith(".json") and not e.name.startswith(".")]
+    if len(entries) <= keep:
+        return
+    entries.sort(key=lambda e: e.stat().st_mtime_ns)
+    for entry in entries[: len(entries) - keep // 2]:
+        try:
+            os.unlink(entry.path)
+        except OSError:
+            pass
 
 
 @cache
@@ -166,7 +194,7 @@ def _hydra_compose(overrides: tuple[str, ...], config_name: str) -> DictConfig:
             cfg = hydra_compose(config_name=config_name, overrides=list(overrides))
     except Exception as exc:  # Hydra raises several exception types; all mean a bad override/config
         message = _one_line_hydra_error(exc, overrides)
-        raise EstimatorError(message + _suggest_key(message, overrides, config_name)) from None
+        raise EstimatorError(_unknown_key(message, overrides, config_name) or message) from None
     finally:
         GlobalHydra.instance().clear()
     OmegaConf.set_readonly(cfg, False)
@@ -196,23 +224,34 @@ def _one_line_hydra_error(exc: Exception, overrides: Iterable[str]) -> str:
     return f"bad configuration ({' '.join(overrides)}): {first}"
 
 
-def _suggest_key(message: str, overrides: tuple[str, ...], config_name: str) -> str:
-    """A did-you-mean for ``unknown parameter 'nodez' (no such parameter in fabric)``: compose
-    without the bad override and look for close keys at that level."""
-    m = re.search(r"unknown parameter '([^']+)' \(no such parameter in ([\w.]+)\)", message)
+def _unknown_key(message: str, overrides: tuple[str, ...], config_name: str) -> str | None:
+    """For ``unknown parameter 'nodez' (no such parameter in fabric)`` (or a top-level
+    ``'fabirc'``): compose without the bad override, find the first component of the dotted key
+    that is not in the config and name it with a did-you-mean among the keys at its level
+    (``bad override fabirc.nodes: unknown parameter 'fabirc' (did you mean 'fabric'?)``)."""
+    m = re.search(r"unknown parameter '([^']+)'(?: \(no such parameter in ([\w.]+)\))?", message)
     if not m:
-        return ""
+        return None
     leaf, parent = m.groups()
-    from omegaconf import DictConfig, OmegaConf
+    dotted = f"{parent}.{leaf}" if parent else leaf
+    from omegaconf import DictConfig
 
-    rest = tuple(o for o in overrides if not o.lstrip("+~").startswith(f"{parent}.{leaf}"))
+    rest = tuple(o for o in overrides if not o.lstrip("+~").startswith(dotted))
     try:
-        node = OmegaConf.select(_compose_cached(rest, config_name), parent)
+        node: Any = _compose_cached(rest, config_name)
     except EstimatorError:
-        return ""
-    from estimator.config_checks import did_you_mean
-
-    return did_you_mean(leaf, list(node.keys())) if isinstance(node, DictConfig) else ""
+        return None
+    seen: list[str] = []
+    for part in dotted.split("."):
+        if not isinstance(node, DictConfig):
+            return None
+        if part not in node:
+            where = f" in {'.'.join(seen)}" if seen else ""
+            keys = list(node.keys()) + ([] if seen else list(config_groups()))
+            return f"bad override {dotted}: unknown parameter {part!r}{where}{did_you_mean(part, keys)}"
+        node = node[part]
+        seen.append(part)
+    return None
 
 
 def expand_multirun(overrides: list[str]) -> list[list[str]]:
@@ -225,6 +264,7 @@ def expand_multirun(overrides: list[str]) -> list[list[str]]:
         parsed = OverridesParser.create().parse_overrides(overrides=overrides)
     except Exception as exc:
         raise EstimatorError(f"bad override: {str(exc).splitlines()[0]}") from None
+    _check_multirun_size(parsed)
     axes: list[list[str]] = []
     for ov in parsed:
         key = ov.get_key_element()
@@ -233,6 +273,36 @@ def expand_multirun(overrides: list[str]) -> list[list[str]]:
         else:
             axes.append([ov.input_line])
     return [list(combo) for combo in itertools.product(*axes)] if axes else [[]]
+
+
+def _check_multirun_size(parsed: list[Any]) -> None:
+    """Refuse a ``-m`` expansion of more than ``limits.multirun_points`` points (each point is
+    composed and run as its own command; a larger grid is a sweep) before any point is listed.
+    The limit comes from a ``limits.multirun_points=N`` override or the default."""
+    from estimator import limits
+
+    cap = limits.get().multirun_points
+    points = 1
+    for ov in parsed:
+        if not ov.is_sweep_override():
+            if ov.get_key_element().lstrip("+~") == "limits.multirun_points":
+                cap = limits.check_count(ov.value(), "sweep_points", "limits.multirun_points")
+            continue
+        value = ov.value()
+        if hasattr(value, "step"):  # range(start, stop, step)
+            step = value.step or 1
+            points *= max(0, math.ceil((value.stop - value.start) / step))
+        elif hasattr(value, "list"):
+            points *= len(value.list)
+        elif hasattr(value, "include"):  # glob(...) over a group's options
+            points *= len(list(ov.sweep_string_iterator()))
+        else:
+            raise EstimatorError(f"bad override {ov.input_line}: -m takes lists, range() and glob(), not "
+                                 f"{type(value).__name__}")
+    if points > cap:
+        raise EstimatorError(f"-m expands to {points} points, more than limits.multirun_points = {cap} (each point runs "
+                             "as its own command; a larger grid is a sweep: estimator sweep 'sweep.grid={...}', or "
+                             "raise limits.multirun_points=N)")
 
 
 _MISSING = object()

@@ -1,13 +1,24 @@
-"""Checks of the top-level settings every command shares, run by the CLI right after composing and
-before any command runs (so nothing is captured or written on a bad value), plus the refusal of
-environment interpolation in command-line values and did-you-mean suggestions.
+"""Checks of the command line and of the top-level settings every command shares, run by the CLI
+before any command runs (so nothing is captured, imported or written on a bad value), plus
+did-you-mean suggestions.
+
+* :func:`check_overrides` (before composing): no interpolation (``${...}``) in any command-line
+  value — a value given on the command line is data, never a request to read the environment,
+  the clock, Hydra's runtime or another key — and no ``hydra.*`` settings (the CLI composes
+  configs itself: nothing of Hydra's runtime, such as ``hydra.run.dir`` or ``hydra.searchpath``,
+  is used, so they are refused rather than silently ignored).
+* :func:`check_override_values` (after composing): every overridden value has the type of the
+  key's default (a boolean is ``true`` or ``false``, a number a number) and lies in the key's range
+  (:data:`RANGES`, :data:`COUNTS`); ``model.name`` names a model option or an existing trace. The
+  sweep grid applies :func:`check_value` to every axis value too.
+* :func:`check_common`: the shared top-level keys of a composed config.
 
 Each problem is one :class:`~estimator.errors.EstimatorError` line naming the key.
 """
 
 from __future__ import annotations
 
-import difflib
+import math
 import os
 import re
 from collections.abc import Iterable
@@ -15,28 +26,129 @@ from pathlib import Path
 from typing import Any
 
 from estimator import limits
-from estimator.errors import EstimatorError
+from estimator.errors import EstimatorError, did_you_mean
+
+__all__ = ["did_you_mean", "check_overrides", "check_override_values", "check_value", "check_common",
+           "check_output_file", "check_output_dir"]
 
 OUTPUTS = ("text", "json")
 #: a name that becomes a file name (model names, export prefixes): no path separators, no "..".
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,119}")
-#: OmegaConf resolvers that read the process environment or evaluate text.
-_ENV_INTERPOLATION = re.compile(r"\$\{\s*(oc\.env|oc\.decode|env)\s*:")
 
-
-def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """``" (did you mean 'x'?)"`` for the closest choice, or nothing."""
-    close = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+#: numeric keys with a lower bound: key -> (lowest allowed value, whole numbers only)
+RANGES: dict[str, tuple[float, bool]] = {
+    "sql_rows": (1, True),
+    "ray.in_process_below": (0, True),
+    "validation.margin_pct": (0, False),
+    "bytes": (0, False),
+    "capture.warmup_iters": (0, True),
+}
+#: counts bounded by a configurable limit: key -> name in :class:`estimator.limits.Limits`
+COUNTS: dict[str, str] = {
+    "batch_size": "batch", "capture.batch": "capture_batch", "fabric.nodes": "devices", "compare.nodes": "devices",
+    "allocation.gpus": "devices", "group_size": "devices", "ray.batch_size": "sweep_points",
+    "ray.num_cpus": "sweep_points",
+}
 
 
 def check_overrides(overrides: Iterable[str]) -> None:
-    """Refuse ``${oc.env:...}``-style interpolation in command-line values: a value given on the
-    command line is data, never a request to read the environment."""
+    """Refuse interpolation in command-line values and Hydra runtime settings (see the module
+    docstring); runs before anything is composed."""
     for ov in overrides:
-        if _ENV_INTERPOLATION.search(ov):
-            raise EstimatorError(f"override {ov.partition('=')[0]}: environment interpolation "
-                                 "(${oc.env:...}) is not allowed in command-line values")
+        key, _, value = ov.partition("=")
+        bare = key.lstrip("+~")
+        if bare == "hydra" or bare.startswith(("hydra.", "hydra/")):
+            raise EstimatorError(f"override {bare}: Hydra's runtime settings are not used (estimator composes the "
+                                 "configs itself and writes no outputs/ folder; another conf/ folder: $ESTIMATOR_CONF)")
+        if "${" in value:
+            raise EstimatorError(f"override {bare}: interpolation (${{...}}) is not allowed in command-line values "
+                                 "(environment, clock, Hydra or other keys); give the value itself")
+
+
+_MISSING = object()
+
+
+def _lookup(cfg: Any, dotted: str) -> Any:
+    """``cfg[a][b]`` for ``"a.b"`` (a DictConfig or a plain dict), or :data:`_MISSING`."""
+    if not isinstance(cfg, dict):
+        from omegaconf import OmegaConf
+
+        return OmegaConf.select(cfg, dotted, default=_MISSING, throw_on_missing=False)
+    from estimator.config import dotted_get
+
+    return dotted_get(cfg, dotted, _MISSING)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_value(key: str, value: Any, default: Any, where: str = "") -> None:
+    """``value`` for ``key`` has the type of the key's ``default`` (a boolean ``true``/``false``;
+    a finite number for a numeric default — whole numbers where :data:`RANGES` or :data:`COUNTS`
+    say so; ``null`` only where the default is ``null``) and lies in the key's range. ``where``
+    prefixes the key in the message (``"sweep.grid "``)."""
+    label = f"{where}{key}"
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise EstimatorError(f"{label} must be true or false, got {_short(value)}")
+        return
+    if isinstance(default, int | float) and key not in COUNTS:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise EstimatorError(f"{label} must be a number, got {_short(value)}")
+    if key in RANGES and value is not None:
+        lowest, whole = RANGES[key]
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        what = f"a {'non-negative ' if lowest == 0 else ''}{'whole ' if whole else ''}number" + \
+            (f" >= {lowest:g}" if lowest else "")
+        if not number or not math.isfinite(value) or (whole and not float(value).is_integer()) or value < lowest:
+            raise EstimatorError(f"{label} must be {what}, got {_short(value)}")
+    if key in COUNTS and (value is not None or default is not None):
+        limits.check_count(value, COUNTS[key], label)
+
+
+def check_override_values(overrides: Iterable[str], cfg: Any, defaults: Any) -> None:
+    """Every ``key=value`` override that was composed into ``cfg`` against the key's value in
+    ``defaults`` (the same config group choices without the value overrides): see :func:`check_value`;
+    ``model.name`` must keep the model option's name or name an existing trace."""
+    from estimator.config import config_groups
+
+    groups = config_groups()
+    for ov in overrides:
+        key, sep, _ = ov.partition("=")
+        bare = key.lstrip("+")
+        if not sep or key.startswith("~") or bare in groups:
+            continue
+        default = _lookup(defaults, bare)
+        value = _lookup(cfg, bare)
+        if default is _MISSING or value is _MISSING:
+            continue
+        check_value(bare, value, default)
+        if bare == "model.name" and value != default:
+            check_model_name(cfg, default)
+
+
+def check_model_name(cfg: Any, option_name: Any) -> None:
+    """``model.name`` other than the model option's own names the trace to read
+    (``<traces_dir>/<name>.workload.json``): it must exist, or the capture would record the
+    option's model under another name."""
+    from estimator.files import resolve_input
+
+    name = _get(cfg, "model.name")
+    if name is None or _get(cfg, "workload"):
+        return
+    if not SAFE_NAME.fullmatch(str(name)):
+        raise EstimatorError(f"model.name must be a plain name (letters, digits, ._-), got {str(name)[:40]!r}")
+    trace = Path(str(_get(cfg, "traces_dir") or "traces")) / f"{name}.workload.json"
+    if resolve_input(trace).is_file():
+        return
+    from estimator.config import config_groups
+
+    models = config_groups().get("model", [])
+    raise EstimatorError(f"model.name={str(name)!r}: no trace {trace} to read, and capturing would record model "
+                         f"{option_name!r} under that name; choose a model with model=NAME"
+                         f"{did_you_mean(str(name), models)} (available: {', '.join(models)}) or import the trace first")
 
 
 def _get(cfg: Any, dotted: str) -> Any:
@@ -72,15 +184,12 @@ def check_common(cfg: Any, command: str = "") -> None:
     output = cfg.get("output", "text")
     if output not in OUTPUTS:
         raise EstimatorError(f"output must be one of {', '.join(OUTPUTS)}, got {output!r}{did_you_mean(output, OUTPUTS)}")
-    _optional_count(cfg, "batch_size", "batch")
-    _optional_count(cfg, "capture.batch", "capture_batch")
-    _optional_count(cfg, "fabric.nodes", "devices")
-    _optional_count(cfg, "compare.nodes", "devices")
-    _optional_count(cfg, "allocation.gpus", "devices")
-    for key in ("ray.batch_size", "ray.num_cpus"):
+    for key, limit in COUNTS.items():
+        _optional_count(cfg, key, limit)
+    for key in RANGES:
         value = _get(cfg, key)
         if value is not None:
-            limits.check_count(value, "sweep_points", key)
+            check_value(key, value, None)
     name = _get(cfg, "model.name")
     if name is not None and not SAFE_NAME.fullmatch(str(name)):
         raise EstimatorError(f"model.name must be a plain name (letters, digits, ._-), got {str(name)[:40]!r}")
@@ -121,6 +230,20 @@ def _can_create_in(folder: Path) -> bool:
             return True
     except OSError:
         return False
+
+
+def check_output_dir(value: str, key: str) -> Path:
+    """An output folder that exists and is writable, or can be created under a writable parent;
+    checked before any work is done."""
+    path = Path(value)
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe == path and not path.is_dir():
+        raise EstimatorError(f"{key}: {value!r} exists and is not a folder")
+    if not probe.is_dir() or not _can_create_in(probe):
+        raise EstimatorError(f"{key}: cannot write to {str(path)[:80]!r} (not a writable folder)")
+    return path
 
 
 def check_output_file(value: str, key: str, suffixes: tuple[str, ...] = ()) -> Path:

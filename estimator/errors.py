@@ -6,12 +6,22 @@ message that names the input and the problem. The CLI prints it and exits with s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class EstimatorError(Exception):
     """A user-caused error: one line, naming the input and what is wrong with it."""
 
     def __init__(self, message: str):
         super().__init__(" ".join(str(message).split()))
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest choice, or nothing."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def require(condition: bool, message: str) -> None:

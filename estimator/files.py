@@ -38,19 +38,65 @@ def resolve_input(path: str | os.PathLike[str]) -> Path:
 @contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` (same suffix, so tools infer the format); rename
-    it to ``path`` when the block succeeds, delete it when it fails."""
+    it to ``path`` when the block succeeds, delete it when it fails — also when SIGTERM or SIGHUP
+    ends the process meanwhile (see :func:`_signals_unwind`); a SIGKILL's temporary is removed by
+    the next atomic write into that folder (:func:`remove_stale_temps`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _clean_once(path.parent)  # temporaries of killed writers (their pid is in the name)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.{os.getpid()}.", suffix=path.suffix or ".tmp")
     os.close(fd)
     try:
-        yield Path(tmp)
+        with _signals_unwind():
+            yield Path(tmp)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+@contextmanager
+def _signals_unwind() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP that would end the process silently (their
+    default action) raise ``KeyboardInterrupt`` instead, so ``finally`` blocks run and no
+    temporary is left behind (the process still ends: the CLI exits 130). Other handlers stay."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            previous[sig] = signal.signal(sig, interrupt)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """Silence file descriptor 2 (where C++ libraries such as Ray's core log) for the block."""
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
@@ -68,9 +114,10 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
     return path
 
 
-def check_regular_file(path: str | os.PathLike[str], what: str = "input") -> int:
-    """The size of ``path`` if it is a regular file; otherwise one error line. Never opens the
-    file, so a FIFO or a device (``/dev/zero``) cannot block or flood the reader."""
+def check_regular_file(path: str | os.PathLike[str], what: str = "input", limit: str = "input_mb") -> int:
+    """The size of ``path`` if it is a regular file of at most ``limits.<limit>`` MiB; otherwise
+    one error line. Never opens the file, so a FIFO or a device (``/dev/zero``) cannot block or
+    flood the reader."""
     path = Path(path)
     try:
         st = os.stat(path)
@@ -82,27 +129,28 @@ def check_regular_file(path: str | os.PathLike[str], what: str = "input") -> int
         raise EstimatorError(f"{path}: is a directory, not a {what} file")
     if not stat.S_ISREG(st.st_mode):
         raise EstimatorError(f"{path}: not a regular file (a FIFO, socket or device); {what} must be a file")
-    limit = int(limits.get().input_mb * 2**20)
-    if st.st_size > limit:
+    mb = getattr(limits.get(), limit)
+    if st.st_size > int(mb * 2**20):
         raise EstimatorError(f"{path}: {st.st_size / 2**20:.1f} MiB exceeds the {what} size limit of "
-                             f"{limits.get().input_mb:g} MiB (raise limits.input_mb if this is real)")
+                             f"{mb:g} MiB (raise limits.{limit} if this is real)")
     return st.st_size
 
 
-def read_input(path: str | os.PathLike[str], what: str = "input") -> bytes:
+def read_input(path: str | os.PathLike[str], what: str = "input", limit: str = "input_mb") -> bytes:
     """All bytes of a regular input file, size-checked before reading (see :func:`check_regular_file`)."""
-    check_regular_file(path, what)
-    limit = int(limits.get().input_mb * 2**20)
+    check_regular_file(path, what, limit)
+    mb = getattr(limits.get(), limit)
+    cap = int(mb * 2**20)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # swapped after the check
                 raise EstimatorError(f"{path}: not a regular file; {what} must be a file")
-            data = fh.read(limit + 1)
+            data = fh.read(cap + 1)
     except OSError as exc:
         raise EstimatorError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    if len(data) > limit:
-        raise EstimatorError(f"{path}: exceeds the {what} size limit of {limits.get().input_mb:g} MiB")
+    if len(data) > cap:
+        raise EstimatorError(f"{path}: exceeds the {what} size limit of {mb:g} MiB (limits.{limit})")
     return data
 
 
@@ -214,9 +262,29 @@ def _exchange(a: Path, b: Path) -> bool:
 INT_LIMIT = 2**63 - 1
 
 
+#: JSON objects and arrays a document may hold, per node of ``limits.graph_nodes`` (a node or an
+#: event with its argument objects and shape lists). Bounds the memory of a parse: a file of empty
+#: objects (``{},{},...``) would otherwise make ~64 bytes of Python objects per 3 bytes of input.
+CONTAINERS_PER_NODE = 4
+
+
+def check_containers(data: bytes, path: str | os.PathLike[str] | None, what: str = "JSON") -> None:
+    """Refuse a document with more ``{``/``[`` bytes than :data:`CONTAINERS_PER_NODE` x
+    ``limits.graph_nodes`` before parsing it (a fast byte count; brackets inside strings count
+    too, so the check can only refuse early, never let too many through)."""
+    budget = CONTAINERS_PER_NODE * limits.get().graph_nodes
+    found = data.count(b"{") + data.count(b"[")
+    if found > budget:
+        raise EstimatorError(f"{_prefix(path)}{what} has {found} JSON objects/arrays, more than {budget} "
+                             f"({CONTAINERS_PER_NODE} x limits.graph_nodes; raise limits.graph_nodes if this is real)")
+
+
 def parse_json(data: bytes, path: str | os.PathLike[str] | None, what: str = "JSON") -> object:
-    """Decode a JSON document strictly: UTF-8 only, nesting bounded by the decoder's recursion guard, no NaN/Infinity (nor floats
-    that overflow to them), no integers beyond 64 bits. Errors name the file and the JSON field."""
+    """Decode a JSON document strictly: UTF-8 only, at most :data:`CONTAINERS_PER_NODE` x
+    ``limits.graph_nodes`` objects and arrays (checked before parsing), nesting bounded by the
+    decoder's recursion guard, no NaN/Infinity (nor floats that overflow to them), no integers
+    beyond 64 bits. Errors name the file and the JSON field."""
+    check_containers(data, path, what)
     text = decode_text(data, path, what)
     try:
         doc = json.loads(text, parse_constant=_reject, parse_float=_float, parse_int=_int)

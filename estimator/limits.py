@@ -18,9 +18,14 @@ from estimator.errors import EstimatorError
 
 @dataclass(frozen=True)
 class Limits:
-    #: largest input file read (trace, workload, topology, SQL), MiB; the JSON importers need about
-    #: 5-8x the file size in memory while parsing, so 256 MiB stays under ~2 GB.
+    #: largest input file read (trace, workload, SQL, measurements), MiB; the JSON readers need about
+    #: 9-13x the file size in memory and 20-45 s per 100 MB (benchmarks/input_bench.py,
+    #: docs/reliability.md), so 256 MiB stays under ~3.5 GB and a few minutes.
     input_mb: float = 256.0
+    #: largest topology YAML file, MiB: YAML costs ~30x JSON per byte (PyYAML builds every node in
+    #: Python even with its C parser), ~70x the file size in memory; 16 MiB (~700,000 links) stays
+    #: near 1 GB. Large shapes are declared with ``builder:`` and cost no file size.
+    topology_mb: float = 16.0
     #: accelerators in one workload or fabric (seed 002 prices OpTree at 65,536 nodes).
     devices: int = 1 << 17
     #: nodes of one workload graph (TopoOpt's DLRM graphs have ~10^5; 5 M leaves 50x headroom).
@@ -34,6 +39,12 @@ class Limits:
     sim_packets: int = 100_000_000
     #: grid points of one sweep.
     sweep_points: int = 2_000_000
+    #: files one ``estimator export`` writes (one Chakra ET file per device; ASTRA-sim runs of
+    #: the papers' sizes use up to a few thousand ranks).
+    export_files: int = 4096
+    #: points of one ``-m`` command line (each is composed and run as its own command, ~0.3 s
+    #: uncached; 1,000 is minutes: a larger grid is a sweep, which runs ~10^3-10^4 points/s).
+    multirun_points: int = 1000
 
 
 _current = Limits()

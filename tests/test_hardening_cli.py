@@ -110,7 +110,7 @@ def test_huge_counts_fail_fast(tmp_path):
     (("collective", "sizes=[1024]", "busbw_plot=/proc/x.png"), "cannot write"),
     (("estimate", "fabric.nodes=2**63"), "fabric.nodes must be a whole number"),
     (("estimate", "fabric.nodes=9223372036854775808"), "limits.devices"),
-    (("estimate", "model.name=${oc.env:HOME}"), "environment interpolation"),
+    (("estimate", "model.name=${oc.env:HOME}"), "interpolation"),
     (("estimate", "fabric=idael"), "did you mean 'ideal'"),
     (("estimate", "fabric.nodez=3"), "did you mean 'nodes'"),
     (("estmate",), "did you mean 'estimate'"),

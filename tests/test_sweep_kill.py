@@ -62,6 +62,12 @@ def test_killed_sweep_leaves_no_ray_processes(tmp_path, sig):
     assert sweep.poll() is None, f"sweep ended before it could be killed: {sweep.stderr.read().decode()[-500:]}"
     time.sleep(1.0)
     recorded.update(_ray_descendants(proc))
+    # a `ray::` process that is not the sweep's (another user's or another Ray's orphaned worker:
+    # started after the sweep, its parent not a raylet) must survive the watchdog (issue #26)
+    foreign = subprocess.Popen(["bash", "-c", "exec -a 'ray::IDLE' sleep 120"])
+    watchdogs = [c for c in proc.children() if "estimator.sweep.watchdog" in " ".join(c.cmdline())]
+    assert watchdogs, "no watchdog beside the sweep's local Ray"
+    time.sleep(0.3)
     os.kill(sweep.pid, sig)
     sweep.wait(timeout=60)
     left: list[str] = []
@@ -70,5 +76,13 @@ def test_killed_sweep_leaves_no_ray_processes(tmp_path, sig):
         if not left:
             break
         time.sleep(0.25)
-    assert not left, f"Ray processes outlived the killed sweep: {left}"
+    psutil.wait_procs(watchdogs, timeout=30)  # it has done all its killing when it exits
+    try:
+        assert not left, f"Ray processes outlived the killed sweep: {left}"
+        assert not [w for w in watchdogs if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+        assert foreign.poll() is None, "the watchdog killed a ray:: process its sweep did not start"
+        assert psutil.Process(foreign.pid).cmdline()[0] == "ray::IDLE"
+    finally:
+        foreign.kill()
+        foreign.wait()
     assert not list(tmp_path.glob("*.spill"))

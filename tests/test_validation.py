@@ -194,13 +194,17 @@ def test_failed_write_keeps_the_previous_rows(tmp_path):
     assert set(table(store)) == {"a", "b"}
 
 
-def test_empty_folder_empties_the_table(tmp_path):
+def test_empty_folder_is_an_error_and_keeps_the_table(tmp_path):
+    """A folder without measurement rows (a wrong validation.dir, e.g. /etc) is an error, and the
+    table of the last run stays (issue #26)."""
     store = tmp_path / "s.duckdb"
     folder = write(tmp_path / "v", "n.csv", NCCL_HEADER, nccl_row("a"))
     validate(folder, store)
+    before = table(store)
     (folder / "n.csv").unlink()
-    assert validate(folder, store)["count"] == 0
-    assert table(store) == {}
+    with pytest.raises(EstimatorError, match="no measurement rows"):
+        validate(folder, store)
+    assert table(store) == before and before
 
 
 # --- pins ---------------------------------------------------------------------------------------------

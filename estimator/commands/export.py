@@ -8,7 +8,8 @@ WORKLOAD is a ``.workload.json`` path or the name of one in ``traces_dir``. Writ
 subsets, and (``export.astrasim=true``) ``network.yml``/``system.json``/``remote_memory.json``
 for the chosen fabric (``nvlink_leafspine`` needs ``fabric.latency_model=alpha`` and at most
 ``gpus_per_node`` devices; see :mod:`estimator.workloads.astrasim`). Everything is checked
-before the first file is written; each file is written atomically.
+before the first file is written (also the file count: at most ``limits.export_files`` devices);
+each file is written atomically.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from estimator import limits
 from estimator.config import to_container
+from estimator.config_checks import check_output_dir
 from estimator.errors import EstimatorError
 from estimator.files import write_atomic
 from estimator.workloads import io
@@ -47,7 +50,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if opts.get("format", "chakra") != "chakra":
         raise EstimatorError(f"export.format: unknown format {opts['format']!r} (known: chakra)")
     workload = io.load(resolve_workload(str(cfg.workload), str(cfg.traces_dir)))
+    if workload.devices > limits.get().export_files:  # one file per device: refused before any is written
+        raise EstimatorError(f"export: workload {safe_name(workload.name)!r} has {workload.devices} devices, one ET "
+                             f"file each: more than limits.export_files = {limits.get().export_files} "
+                             "(raise it if this is real)")
     out = Path(opts["out"]) if opts.get("out") else Path("exports") / safe_name(workload.name)  # a name from a file
+    check_output_dir(str(out), "export.out")
     prefix = str(opts.get("prefix") or safe_name(workload.name))
     fabric = to_container(cfg.fabric) if opts.get("astrasim", True) else None
     if fabric is not None:

@@ -4,14 +4,19 @@
     estimator sql reports/figures/lumorph_allreduce_256.sql sql_out=/tmp/x.csv    # or .parquet
     estimator sql "SELECT ..." output=json [store=results/other.duckdb] [sql_rows=100]
 
-The store is opened read-only (DuckDB, the same engine that wrote it; the DuckDB CLI on PyPI may
-not read its file format). The result is a Polars DataFrame: printed as a table (``sql_rows``
-rows, default 50), written to ``sql_out`` (``.csv`` or ``.parquet``, atomically), or printed as JSON
-rows with ``output=json``. ``estimator tables`` lists every table and column with its unit.
+The store is opened read-only in a sandbox (DuckDB, the same engine that wrote it; the DuckDB CLI
+on PyPI may not read its file format): one read statement (``SELECT``, ``DESCRIBE``, ``SHOW``,
+``SUMMARIZE``, ``EXPLAIN``), no file or network access (``read_csv('...')``, ``COPY``, ``ATTACH``,
+``INSTALL``/``LOAD`` are refused), no ``SET`` (see :mod:`estimator.store.sandbox` and
+docs/reliability.md). The result is a Polars DataFrame: printed as a table (``sql_rows`` rows,
+default 50), written to ``sql_out`` (``.csv`` or ``.parquet``, atomically: a temporary file in the
+same folder renamed when complete), or printed as JSON rows with ``output=json``.
+``estimator tables`` lists every table and column with its unit.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +26,7 @@ from estimator.config_checks import check_output_file
 from estimator.errors import EstimatorError
 from estimator.files import atomic_path, decode_text, read_input
 from estimator.store.duckdb_store import query
+from estimator.store.spill import pending
 
 HELP = "run SQL (a query or a .sql file) on the results store; print, or write CSV/Parquet"
 POSITIONAL = ("query",)
@@ -43,6 +49,9 @@ def run(cfg: DictConfig) -> Any:
     if out:
         check_output_file(str(out), "sql_out", OUT_SUFFIXES)
     df = query(cfg.store, sql_text(str(text)))
+    if pending(cfg.store):
+        print(f"note: rows spilled to {cfg.store}.spill/ are not in the store yet (the next write merges them)",
+              file=sys.stderr)
     if out:
         path = Path(str(out))
         with atomic_path(path) as tmp:

@@ -33,7 +33,7 @@ from estimator import limits
 from estimator.config import to_container
 from estimator.errors import EstimatorError
 from estimator.estimate import is_hybrid, load_workload, workload_path
-from estimator.store.duckdb_store import existing_keys
+from estimator.store.duckdb_store import StoreWriteFailed, existing_keys, merge_spills
 from estimator.sweep import columns, grid, kinds
 from estimator.sweep.runner import RaySession, run_chunks
 
@@ -143,6 +143,7 @@ def _run_plan(name: str, p: Plan, store: str, session: RaySession, force: bool, 
     else:
         shared, func = (kind.name, p), _evaluate_items
     written, pending, pending_points = 0, [], 0
+    failed: list[StoreWriteFailed] = []  # writes whose rows were spilled: the sweep goes on, then fails
     last_write = time.monotonic()
     for batch in run_chunks(func, shared, todo, session, batch_size, f"sweep {name}", in_process, pool):
         if p.columnar:
@@ -154,19 +155,28 @@ def _run_plan(name: str, p: Plan, store: str, session: RaySession, force: bool, 
         # one transaction per ~10,000 points or 10 s: fewer, larger writes; an interrupted sweep
         # loses at most that much and resumes from what is stored
         if pending_points >= WRITE_EVERY_POINTS or time.monotonic() - last_write > WRITE_EVERY_S:
-            written += _write(p, store, pending, replace)
+            written += _write(p, store, pending, replace, failed)
             pending, pending_points, last_write = [], 0, time.monotonic()
     if pending:
-        written += _write(p, store, pending, replace)
+        written += _write(p, store, pending, replace, failed)
     elapsed = time.perf_counter() - t0
     return {"sweep": name, "kind": kind.name, "table": kind.table, "points": g.size, "skipped": skipped, "written": written,
+            "spilled": sum(f.rows for f in failed), "write_error": str(failed[0]) if failed else None,
             "elapsed_s": elapsed, "ray": not (in_process or pool) and bool(len(todo)), "pool": pool and bool(len(todo))}
 
 
-def _write(p: Plan, store: str, pending: list[Any], replace: bool) -> int:
-    if p.columnar:
-        return columns.write_batches(store, pending, replace)
-    return p.kind.write(store, pending)
+def _write(p: Plan, store: str, pending: list[Any], replace: bool, failed: list[StoreWriteFailed]) -> int:
+    """Store a batch; a write that fails has spilled its rows (said on stderr) and the sweep goes on,
+    so every computed row is kept (:func:`run` fails at the end)."""
+    try:
+        if p.columnar:
+            return columns.write_batches(store, pending, replace)
+        return p.kind.write(store, pending)
+    except StoreWriteFailed as exc:
+        if not failed:
+            print(f"warning: {exc}; the sweep goes on and saves the rest there too", file=sys.stderr, flush=True)
+        failed.append(exc)
+        return 0
 
 
 def _evaluate_columns(g: grid.Grid, paths: dict[tuple, str], schema: dict[str, Any], indices: Any) -> Any:
@@ -216,6 +226,7 @@ def check(cfg: DictConfig, overrides: list[str]) -> None:
 def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
     ray_cfg = to_container(cfg.ray)
     label, exp, plans, checked = _checked(cfg, overrides)
+    merge_spills(str(cfg.store))  # rows a failed run saved beside the store (even when nothing is left to compute)
     results = []
     with RaySession(ray_cfg) as session:  # Ray starts at most once for all the sweeps
         for i, (name, sweep) in enumerate(plans.items(), 1):
@@ -234,6 +245,11 @@ def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:
             if len(plans) > 1:  # progress: one line per finished sweep (the summary comes once, at the end)
                 print(f"[{i}/{len(plans)}] {r['sweep']}: {r['points'] - r['skipped']} of {r['points']} points computed, "
                       f"{r['skipped']} already stored, {r.get('elapsed_s', 0):.1f} s", file=sys.stderr, flush=True)
+    spilled = sum(r.get("spilled") or 0 for r in results)
+    if spilled:
+        first = next(r["write_error"] for r in results if r.get("write_error"))
+        raise EstimatorError(f"{spilled} computed row(s) were not written: {first.split('; ')[0]}; they are saved "
+                             f"in {cfg.store}.spill/ and merged by the next write (run the sweep again)")
     return {
         "experiment" if exp else "sweep": label,
         "store": str(cfg.store),

@@ -39,6 +39,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     folder = resolve_input(opts.get("dir") or "validation")
     pins_path = Path(opts["pins"]) if opts.get("pins") else folder / PINS_FILE
     rows = load_rows(folder)
+    if not rows:  # a wrong folder must not empty the stored table
+        raise EstimatorError(f"{folder}: no measurement rows (*.csv, format in validation/README.md); "
+                             "the stored validation table is left as it was")
     only = opts.get("only")
     if only:
         if tree.get("pin"):

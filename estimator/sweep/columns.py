@@ -226,6 +226,6 @@ def write_batches(store: str, batches: list[dict[str, Any]], replace: bool) -> i
     colls = pa.concat_tables([b["collectives"] for b in batches])
     now = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
     est = est.add_column(0, "created_at", pa.array([now] * len(est), type=pa.string()))
-    write_tables(store, {"estimates": ("config_hash", est), "collectives": (("config_hash", "idx"), colls)}, replace,
+    write_tables(store, {"estimates": ("config_hash", est), "collectives": ("config_hash", colls)}, replace,
                  BULK_WRITE)
     return len(est)

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from estimator import config as config_mod
+from estimator.config_checks import check_value
 from estimator.errors import EstimatorError
 
 
@@ -150,14 +151,26 @@ class Grid:
             cfg = config_mod.to_container(config_mod.compose(list(key)))
             for k, value in base_keys:
                 if k not in self.keys and config_mod.has_dotted(cfg, k):
+                    check_value(k, value, config_mod.dotted_get(cfg, k))
                     _set(cfg, k, value)
                     used[k] = True
             for k in self.keys:
                 if k not in groups and not config_mod.has_dotted(cfg, k):
                     raise EstimatorError(f"sweep override {k}={_first_value(self.axes, k)!r}: key {k!r} is not in the config")
+            self._check_values(cfg, groups)
             self.bases[key] = cfg
         if check_here:
             check_used(used, "this sweep")
+
+    def _check_values(self, base: dict[str, Any], groups: Any) -> None:
+        """Every axis value of a dotted key against the key's value in a composed config (type and
+        range, :func:`estimator.config_checks.check_value`): a bad grid point fails before anything
+        is captured or computed."""
+        for axis in self.axes:
+            for entry in axis:
+                for k, value in entry.items():
+                    if k not in groups:
+                        check_value(k, value, config_mod.dotted_get(base, k), "sweep.grid ")
 
     def _group_key(self, parts: Any) -> tuple[str, ...]:
         return (*self._base_groups, *sorted(ov for part in parts for ov in part))

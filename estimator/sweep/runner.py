@@ -43,7 +43,9 @@ def _init_ray(address: str, num_cpus: int | None) -> bool:
         kwargs.update(address="local", num_cpus=int(num_cpus or os.cpu_count() or 1), _node_ip_address="127.0.0.1")
         _enable_token_auth()
     else:
-        kwargs.update(address=address)
+        from estimator.sweep.ray_address import check_address
+
+        kwargs.update(address=check_address(address))  # one line within seconds when it cannot be joined
     try:
         ray.init(**kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -337,17 +339,22 @@ def _shutdown(ray: Any) -> None:
 def _reap_local_ray() -> None:
     """End every process a local Ray instance left behind: Ray makes the driver a process-group
     leader and starts its GCS, raylet, workers and agents in that group; the agents outlive an
-    interrupted sweep for seconds (or for good). Runs at exit too (``atexit``), so it also covers a
-    sweep ended by SIGTERM while the driver was between batches."""
+    interrupted sweep for seconds (or for good). Only processes carrying this sweep's mark
+    (:data:`estimator.sweep.watchdog.MARK_ENV`) are ended: a shell pipeline's other commands share
+    the group. Runs at exit too (``atexit``), so it also covers a sweep ended by SIGTERM while the
+    driver was between batches."""
     import psutil
 
+    from estimator.sweep.watchdog import MARK_ENV, marked
+
     me = os.getpid()
-    if os.getpgrp() != me:  # Ray did not make us a group leader: nothing of ours to reap
+    mark = os.environ.get(MARK_ENV)
+    if os.getpgrp() != me or not mark:  # not a group leader, or no Ray of ours: nothing to reap
         return
     procs = []
     for proc in psutil.process_iter(["pid"]):
         try:
-            if proc.pid != me and os.getpgid(proc.pid) == me:
+            if proc.pid != me and os.getpgid(proc.pid) == me and marked(proc, mark):
                 procs.append(proc)
         except (OSError, psutil.Error):
             continue

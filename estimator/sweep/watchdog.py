@@ -2,18 +2,20 @@
 
 A sweep shuts its Ray down on exit, Ctrl-C and SIGTERM/SIGHUP (:mod:`estimator.sweep.runner`),
 but a SIGKILL (or the out-of-memory killer) gives it no chance, and Ray's GCS, raylet and workers
-then outlive it. :func:`start_watchdog` starts ``python -m estimator.sweep.watchdog PID`` in its
-own session (so a signal to the sweep's process group does not reach it). Every
-``POLL_S`` it records the sweep's Ray descendants (pid and start time of the GCS, raylet, workers
-and agents); when the sweep process is gone it sends SIGKILL to every recorded process still
-alive (and to their descendants), then exits. After ``ray.shutdown()`` the sweep stops it with
-SIGTERM, which does the same (Ray's dashboard and runtime-env agents outlive a shutdown).
+then outlive it. :func:`start_watchdog` starts ``python -m estimator.sweep.watchdog PID MARK`` in
+its own session (so a signal to the sweep's process group does not reach it). Every ``POLL_S`` it
+records the sweep's Ray descendants (pid and start time of the GCS, raylet, workers and agents);
+when the sweep process is gone it sends SIGKILL to every recorded process still alive (and to
+their descendants), then exits. After ``ray.shutdown()`` the sweep stops it with SIGTERM, which
+does the same (Ray's dashboard and runtime-env agents outlive a shutdown).
 
-A worker the raylet started after the last poll is not recorded, and Ray puts each worker in its
-own session, so after a SIGKILL the watchdog also kills the processes of the same Ray session it
-can still recognise: any process whose command line names the session directory it saw (a worker
-before it renames itself), and any ``ray::`` process started since the sweep whose parent is no
-longer a raylet (an orphaned worker of the dead instance; raylets of other instances keep theirs).
+It kills only what its own sweep started. Before starting Ray the sweep puts a random *mark* in
+its environment (``ESTIMATOR_RAY_MARK``); the GCS, raylet and every worker and agent inherit it.
+A worker the raylet started after the last poll is not recorded (Ray puts each worker in its own
+session), so after a SIGKILL the watchdog also kills the processes started since the sweep that
+carry the mark in their environment, or whose command line names the Ray session directory of a
+recorded process (the instance's own folder). Another user's processes, and this user's other Ray
+instances (even orphaned ``ray::`` workers), carry neither and are never touched.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 POLL_S = 0.2  # how often the descendants are recorded and the parent checked
 SESSION = re.compile(r"/session_[0-9][\w.-]*")  # a Ray session directory in a command line
+MARK_ENV = "ESTIMATOR_RAY_MARK"  # the environment variable holding a sweep's mark
 
 
 class Watchdog:
@@ -45,11 +48,27 @@ class Watchdog:
 
 
 def start_watchdog() -> Watchdog:
-    """Start the watchdog for this process."""
-    proc = subprocess.Popen([sys.executable, "-m", "estimator.sweep.watchdog", str(os.getpid())],
+    """Mark this process's environment (inherited by the Ray processes it starts next) and start
+    the watchdog for it."""
+    import secrets
+
+    mark = os.environ[MARK_ENV] = secrets.token_hex(16)  # fresh: never a mark inherited from another sweep
+    env = {k: v for k, v in os.environ.items() if k != MARK_ENV}  # the watchdog itself is not marked
+    proc = subprocess.Popen([sys.executable, "-m", "estimator.sweep.watchdog", str(os.getpid()), mark],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+                            env={**env, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
     return Watchdog(proc)
+
+
+def marked(proc: Any, mark: str) -> bool:
+    """Whether ``proc``'s environment carries the sweep's mark (False when it cannot be read:
+    another user's process)."""
+    import psutil
+
+    try:
+        return proc.environ().get(MARK_ENV) == mark
+    except (psutil.Error, OSError):
+        return False
 
 
 def _is_ray(proc: Any) -> bool:
@@ -103,15 +122,16 @@ def _kill(recorded: dict[int, float]) -> None:
     _kill_all(procs)
 
 
-def _kill_group(pgid: int) -> None:
+def _kill_group(pgid: int, mark: str) -> None:
     """Kill what is left in the dead sweep's process group (Ray makes the driver a group leader and
-    starts its processes in that group): workers Ray started after the last poll."""
+    starts its processes in that group) that carries the mark: workers Ray started after the last
+    poll."""
     import psutil
 
     procs = []
     for proc in psutil.process_iter(["pid"]):
         try:
-            if os.getpgid(proc.pid) == pgid:
+            if os.getpgid(proc.pid) == pgid and marked(proc, mark):
                 procs.append(proc)
         except (OSError, psutil.Error):
             continue
@@ -131,28 +151,23 @@ def _sessions(recorded: dict[int, float]) -> set[str]:
     return found
 
 
-def _kill_session_leftovers(sessions: set[str], since: float, me: int) -> None:
-    """Kill unrecorded processes of the dead instance (see the module docstring)."""
+def _kill_session_leftovers(sessions: set[str], since: float, me: int, mark: str) -> None:
+    """Kill unrecorded processes of the dead instance started since the sweep: those carrying the
+    mark, or naming a recorded process's session directory (see the module docstring)."""
     import psutil
 
     procs = []
-    for proc in psutil.process_iter(["name", "cmdline", "create_time", "ppid"]):
+    for proc in psutil.process_iter(["name", "cmdline", "create_time"]):
         info = proc.info
         if proc.pid == me or (info["create_time"] or 0) < since:
             continue
         cmd = " ".join(info["cmdline"] or ())
-        ours = any(s in cmd for s in sessions)
-        if not ours and ((info["name"] or "").startswith("ray::") or cmd.startswith("ray::")):
-            try:
-                ours = psutil.Process(info["ppid"]).name() != "raylet"
-            except psutil.Error:
-                ours = True
-        if ours:
+        if any(s in cmd for s in sessions) or marked(proc, mark):
             procs.append(proc)
     _kill_all(procs)
 
 
-def watch(pid: int) -> None:
+def watch(pid: int, mark: str) -> None:
     import psutil
 
     try:
@@ -173,8 +188,8 @@ def watch(pid: int) -> None:
         if not alive or stop:
             _kill(recorded)
             if not alive:
-                _kill_group(pid)
-                _kill_session_leftovers(sessions, started, me)
+                _kill_group(pid, mark)
+                _kill_session_leftovers(sessions, started, me, mark)
             return
         new = _descendants(parent, me)
         if set(new) - set(recorded):
@@ -185,4 +200,4 @@ def watch(pid: int) -> None:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the sweep's to handle
-    watch(int(sys.argv[1]))
+    watch(int(sys.argv[1]), sys.argv[2])

@@ -41,6 +41,10 @@ from estimator.topology.graph import Topology
 
 #: deepest run of opening brackets accepted before parsing (real topology files nest 2-3 deep).
 MAX_FLOW_DEPTH = 64
+#: lines and commas a topology file may have per vertex or link of ``limits.topology_nodes`` (a
+#: link written as a block mapping takes up to ~6): counted before the YAML is parsed
+ITEMS_PER_VERTEX = 8
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 BUILDERS = {name: getattr(builders, name) for name in
             ("star", "ring", "torus2d", "fat_tree", "bcube", "leaf_spine", "rail_optimized")}
 
@@ -76,11 +80,16 @@ def load_topology(path: str | Path) -> Topology:
 def load_spec(path: str | Path) -> TopologySpec:
     """Read and validate a topology file without building a standard shape (see :class:`TopologySpec`)."""
     path = Path(path)
-    text = decode_text(read_input(path, "topology"), path, "topology file")  # regular file, size-limited
+    data = read_input(path, "topology", "topology_mb")  # regular file, size-limited
+    text = decode_text(data, path, "topology file")
     if re.search(r"[\[{]{" + str(MAX_FLOW_DEPTH + 1) + ",}", text):  # refuse absurd nesting before the slow scanner
         raise EstimatorError(f"{path}: not valid YAML (nested more than {MAX_FLOW_DEPTH} levels deep)")
+    items = data.count(b"\n") + data.count(b",")  # every list entry or mapping key needs one: an upper bound
+    if items > ITEMS_PER_VERTEX * limits.get().topology_nodes:
+        raise EstimatorError(f"{path}: {items} lines and commas, more than a topology of limits.topology_nodes = "
+                             f"{limits.get().topology_nodes} vertices and links needs ({ITEMS_PER_VERTEX} each)")
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_LOADER)  # the C parser when PyYAML has it (~2.5x faster)
     except yaml.YAMLError as exc:
         raise EstimatorError(f"{path}: not valid YAML ({excerpt(str(exc).splitlines()[0], 80)})") from None
     except RecursionError:

@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 from estimator.errors import EstimatorError
-from estimator.files import write_atomic
+from estimator.files import decode_text, read_input, write_atomic
 from estimator.validation.predict import Result
 
 HEADER = ("id", "max_abs_error_pct")
@@ -27,7 +27,8 @@ def read_pins(path: str | Path) -> dict[str, float]:
     path = Path(path)
     if not path.exists():
         return {}
-    reader = csv.reader(path.read_text(encoding="utf-8").splitlines())
+    text = decode_text(read_input(path, "pins"), path, "pins file")  # a regular file, size-bounded
+    reader = csv.reader(text.splitlines())
     header = tuple(h.strip() for h in next(reader, ()))
     if header != HEADER:
         raise EstimatorError(f"{path.name}:1: header must be {','.join(HEADER)}, got {','.join(header)!r}")

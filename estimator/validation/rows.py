@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from estimator.errors import EstimatorError
+from estimator.files import decode_text, read_input
 from estimator.validation import llm as _llm  # the llm kind (validation/llm.csv)
 
 PINS_FILE = "pinned_errors.csv"
@@ -121,12 +122,7 @@ def display_name(path: Path) -> str:
 
 def read_file(path: Path) -> list[Row]:
     name = display_name(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise EstimatorError(f"{name}: not UTF-8 text") from None
-    except OSError as exc:
-        raise EstimatorError(f"{name}: cannot read ({exc.strerror})") from None
+    text = decode_text(read_input(path, "measurement"), name, "measurement file")  # regular, size-bounded
     reader = csv.reader(text.splitlines())
     try:
         header = next(reader)

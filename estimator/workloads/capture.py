@@ -69,17 +69,16 @@ What is measured and how (each choice is an assumption the estimates inherit):
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import difflib
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from estimator.errors import EstimatorError
+from estimator.files import quiet_stderr
 from estimator.workloads.flops import op_class
 from estimator.workloads.graph import Gradient, Node, Workload
 
@@ -142,19 +141,7 @@ def _profiled(fn) -> list[Any]:
     return list(prof.events())
 
 
-@contextlib.contextmanager
-def _quiet_stderr():
-    """Silence file descriptor 2 (C++ logging) for the duration of the block."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
+_quiet_stderr = quiet_stderr  # silence file descriptor 2 (C++ logging) for a block
 
 
 # aten ops (schema names) priced by the rules in the module docstring

@@ -17,6 +17,8 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
+from estimator import limits
+
 F = descriptor_pb2.FieldDescriptorProto
 NODE_TYPES = {"INVALID_NODE": 0, "METADATA_NODE": 1, "MEM_LOAD_NODE": 2, "MEM_STORE_NODE": 3,
               "COMP_NODE": 4, "COMM_SEND_NODE": 5, "COMM_RECV_NODE": 6, "COMM_COLL_NODE": 7,
@@ -130,7 +132,10 @@ def write_messages(messages: list[Any]) -> bytes:
 def read_messages(data: bytes) -> tuple[Any, list[Any]]:
     """Decode ``GlobalMetadata`` then every ``Node``; raise ChakraFormatError on bad framing/bytes."""
     pos, out = 0, []
+    cap = limits.get().graph_nodes + 1  # the metadata message and at most limits.graph_nodes nodes
     while pos < len(data):
+        if len(out) >= cap:  # checked while decoding: a file of tiny messages cannot fill the memory
+            raise ChakraFormatError(f"more than {cap - 1} node messages (limits.graph_nodes)")
         length, body = decode_varint(data, pos)
         if body + length > len(data):
             raise ChakraFormatError(f"message at byte {pos} claims {length} bytes, past the end of the file")

@@ -7,12 +7,16 @@ microseconds, begin/end pairs (``B``/``E``) per track, and interval containment 
 from __future__ import annotations
 
 import bisect
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
+from estimator import limits
 from estimator.workloads.importers._common import BadInput, mapping, number, scalar_key
 
 US = 1e-6
+#: dependencies per node of ``limits.graph_nodes`` that :func:`observed_order_deps` may make
+DEPS_PER_NODE = 8
 
 
 @dataclass
@@ -60,26 +64,62 @@ def complete_spans(events: list[Any], cats: set[str] | None = None) -> list[Span
 
 
 class Enclosers:
-    """Answers "which span of this set, on this track, contains time t" (innermost wins)."""
+    """Answers "which span of this set, on this track, contains time t" (innermost wins: the
+    shortest; among equally long ones the latest in (start, -duration) order), in O(log n) per
+    question after O(n log n) preparation, however the spans nest or overlap (a walk back over
+    earlier spans would be O(n) per question under one long enclosing span)."""
 
     def __init__(self, spans: list[Span]):
-        self._by_track: dict[Any, tuple[list[float], list[Span], list[float]]] = {}
-        for s in sorted(spans, key=lambda s: (s.ts, -s.dur)):
-            starts, items, max_end = self._by_track.setdefault(s.track, ([], [], []))
-            starts.append(s.ts)
-            items.append(s)
-            max_end.append(max(s.end, max_end[-1]) if max_end else s.end)
+        self._by_track = {track: _innermost(track_spans) for track, track_spans in _group(spans).items()}
 
     def find(self, track: Any, t: float) -> Span | None:
-        starts, items, max_end = self._by_track.get(track, ([], [], []))
-        best = None
-        i = bisect.bisect_right(starts, t) - 1
-        while i >= 0 and max_end[i] >= t:  # no span before i reaches t once the running max end is < t
-            s = items[i]
-            if s.end >= t and (best is None or s.dur < best.dur):
-                best = s
-            i -= 1
-        return best
+        points, at, after = self._by_track.get(track, ((), (), ()))
+        i = bisect.bisect_right(points, t) - 1
+        if i < 0:
+            return None
+        return at[i] if points[i] == t else after[i]
+
+
+def _innermost(spans: list[Span]) -> tuple[list[float], list[Span | None], list[Span | None]]:
+    """At every distinct start or end x (sorted): the innermost span containing x (spans are
+    closed intervals) and the one containing the open interval after x, by a sweep over a heap
+    keyed (duration, -position) with ended spans dropped lazily."""
+    order = sorted(spans, key=lambda s: (s.ts, -s.dur))
+    points = sorted({s.ts for s in order} | {s.end for s in order})
+    heap: list[tuple[float, int, float]] = []
+    at: list[Span | None] = []
+    after: list[Span | None] = []
+    k = 0
+    for x in points:
+        while k < len(order) and order[k].ts <= x:
+            heapq.heappush(heap, (order[k].dur, -k, order[k].end))
+            k += 1
+        while heap and heap[0][2] < x:
+            heapq.heappop(heap)
+        at.append(order[-heap[0][1]] if heap else None)
+        while heap and heap[0][2] <= x:  # ends at x: not inside the open interval after x
+            heapq.heappop(heap)
+        after.append(order[-heap[0][1]] if heap else None)
+    return points, at, after
+
+
+class Covered:
+    """Answers "does any span of this set (any track) contain time t" in O(log n): the union of
+    the spans as disjoint closed intervals."""
+
+    def __init__(self, spans: list[Span]):
+        self._starts: list[float] = []
+        self._ends: list[float] = []
+        for s in sorted(spans, key=lambda s: s.ts):
+            if self._ends and s.ts <= self._ends[-1]:
+                self._ends[-1] = max(self._ends[-1], s.end)
+            else:
+                self._starts.append(s.ts)
+                self._ends.append(s.end)
+
+    def __contains__(self, t: float) -> bool:
+        i = bisect.bisect_right(self._starts, t) - 1
+        return i >= 0 and t <= self._ends[i]
 
 
 def top_level(spans: list[Span]) -> list[Span]:
@@ -105,22 +145,34 @@ def observed_order_deps(spans: list[Span], stream_of: Any) -> dict[int, list[int
     """Dependencies that respect what the trace shows (keys/values are positions in ``spans``).
 
     Each span depends on the previous span of its own stream and, for every other stream, on the
-    latest span of that stream that ended no later than it started (an observed happens-before).
-    ``spans`` must be sorted by start time.
+    latest span of that stream that ended no later than it started (an observed happens-before;
+    the latest end wins, then the latest position). ``spans`` must be sorted by start time, so a
+    span that ended before one start has ended before every later one: each stream keeps a heap
+    of its unfinished spans and its latest finished one (O(log n) per span and stream). The
+    dependencies number up to spans x streams: more than :data:`DEPS_PER_NODE` x
+    ``limits.graph_nodes`` is refused before any is made.
     """
+    streams = [stream_of(s) for s in spans]
+    distinct = len(set(streams))
+    budget = DEPS_PER_NODE * limits.get().graph_nodes
+    if len(spans) * max(distinct - 1, 0) > budget:
+        raise BadInput(f"{len(spans)} events on {distinct} streams/threads could make {len(spans) * (distinct - 1)} "
+                       f"dependencies, more than {budget} ({DEPS_PER_NODE} x limits.graph_nodes)")
     deps: dict[int, list[int]] = {i: [] for i in range(len(spans))}
     last_on: dict[Any, int] = {}
-    finished: dict[Any, list[tuple[float, int]]] = {}
+    running: dict[Any, list[tuple[float, int]]] = {}  # per stream: (end, position) of unfinished spans
+    latest: dict[Any, tuple[float, int]] = {}  # per stream: the finished span with the largest (end, position)
     for i, s in enumerate(spans):
-        stream = stream_of(s)
+        stream = streams[i]
         if stream in last_on:
             deps[i].append(last_on[stream])
-        for other, ends in finished.items():
-            if other == stream:
-                continue
-            k = bisect.bisect_right(ends, (s.ts, float("inf")))
-            if k:
-                deps[i].append(ends[k - 1][1])
+        for other, heap in running.items():
+            while heap and heap[0][0] <= s.ts:
+                done = heapq.heappop(heap)
+                if other not in latest or done > latest[other]:
+                    latest[other] = done
+            if other != stream and other in latest:
+                deps[i].append(latest[other][1])
         last_on[stream] = i
-        bisect.insort(finished.setdefault(stream, []), (s.end, i))
+        heapq.heappush(running.setdefault(stream, []), (s.end, i))
     return deps

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import struct
 
+from estimator import limits
+
 _SCALAR = {"bool": "?", "byte": "b", "ubyte": "B", "short": "h", "ushort": "H", "int": "i",
            "uint": "I", "long": "q", "ulong": "Q", "float": "f", "double": "d"}
 
@@ -108,6 +110,9 @@ class Table:
 
     def tables(self, slot: int) -> list[Table]:
         start, count = self._vector(slot, 4)
+        if count > limits.get().graph_nodes:  # checked before a Python object is made per entry
+            raise FlatBufferError(f"vector in field {slot} of table at {self.pos} has {count} tables, more than "
+                                  f"limits.graph_nodes = {limits.get().graph_nodes}")
         out = []
         for i in range(count):
             at = start + 4 * i

@@ -54,6 +54,7 @@ from estimator.workloads.importers._common import (
 )
 from estimator.workloads.importers.chrome_trace import (
     US,
+    Covered,
     Enclosers,
     Span,
     complete_spans,
@@ -132,12 +133,12 @@ class _Phases:
         self.backward = Enclosers([s for s in spans if s.name.startswith("autograd::engine::evaluate_function")])
         self.optimizer = Enclosers([s for s in spans if s.cat in ANNOTATION_CATS
                                     and s.name.startswith(("Optimizer.step", "Optimizer.zero_grad"))])
-        self.optimizer_any = [s for s in spans if s.cat in ANNOTATION_CATS and s.name.startswith("Optimizer.")]
+        self.optimizer_any = Covered([s for s in spans if s.cat in ANNOTATION_CATS and s.name.startswith("Optimizer.")])
 
     def __call__(self, track: Any, t: float) -> str:
         if self.backward.find(track, t):
             return "backward"
-        if self.optimizer.find(track, t) or any(s.ts <= t <= s.end for s in self.optimizer_any):
+        if self.optimizer.find(track, t) or t in self.optimizer_any:
             return "optimizer"
         return "forward"
 

@@ -54,6 +54,11 @@ def sniff(head: bytes, path: Path) -> bool:
     return 4 <= root < len(head) - 4 and root % 4 == 0 and head[root - 4 : root] != b"\0\0\0\0"
 
 
+#: breadth-first search steps per task allowed for finding transfer endpoints (real graphs chain a
+#: transfer to a compute task within a few steps)
+SEARCH_STEPS_PER_TASK = 64
+
+
 def load(data: bytes, name: str, options: dict[str, Any]) -> Workload:
     try:
         graph = read_taskgraph(data)
@@ -85,12 +90,18 @@ def _check_task(i: int, t: Any) -> str:
 
 
 def _endpoints(i: int, preds: list[list[int]], succs: list[list[int]], device_of: list[int | None],
-               is_comm: list[bool]) -> tuple[int, int]:
-    """Device of the nearest compute ancestor and of the nearest compute descendant of task i."""
+               is_comm: list[bool], budget: list[int]) -> tuple[int, int]:
+    """Device of the nearest compute ancestor and of the nearest compute descendant of task i
+    (a breadth-first search through transfer tasks; ``budget[0]``: search steps left for the
+    whole graph, so chains of transfers cannot make the import quadratic)."""
     found = []
     for edges in (preds, succs):
         seen, queue, hit = {i}, deque([i]), None
         while queue and hit is None:
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise BadInput(f"network transfer task #{i}: finding the endpoints of chained transfers takes more "
+                               f"than {SEARCH_STEPS_PER_TASK} steps per task (a chain this long is not a real graph)")
             for j in edges[queue.popleft()]:
                 if j in seen:
                     continue
@@ -140,6 +151,7 @@ def convert(graph: TaskGraph, name: str) -> Workload:
             raise BadInput(f"task #{i} (taskid {t.taskid:#x}): {TASK_TYPES[t.type]} task on device "
                            f"{t.deviceid}, which is not a compute device record")
     builder = GraphBuilder()
+    budget = [SEARCH_STEPS_PER_TASK * n]
     grads: list[tuple[str, int, int, int]] = []  # (name, bytes, ready task index, all-reduce node)
     counts = {TASK_TYPES[k].lower(): 0 for k in TASK_TYPES}
     for i, t in enumerate(graph.tasks):
@@ -160,7 +172,7 @@ def convert(graph: TaskGraph, name: str) -> Workload:
             if on_first:
                 grads.append((label, t.xfersize, max(on_first), nid))
         elif t.type in _COMM:
-            src, dst = _endpoints(i, preds, succs, device_of, is_comm)
+            src, dst = _endpoints(i, preds, succs, device_of, is_comm, budget)
             common["attrs"]["sim_time_s"] = t.runtime_ms * MS
             builder.add(label, kind="p2p", comm_bytes=float(t.xfersize), src=src, dst=dst, device=src,
                         **common)
