@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
+from omegaconf import OmegaConf
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "store-schema.md"
@@ -87,7 +87,8 @@ def build_store(store: Path, work: Path) -> None:
     if cli.run(["capture", "model=lenet5", f"traces_dir={work / 'traces'}", "output=json"]) != 0:
         raise RuntimeError("estimator capture model=lenet5 failed")
     for path in sorted((REPO / "conf" / "experiment").glob("*.yaml")):
-        experiment = yaml.safe_load(path.read_text()) or {}
+        # OmegaConf's YAML reading, as the sweep command composes it (950.0e9 is a number there)
+        experiment = OmegaConf.to_container(OmegaConf.load(path)) or {}
         for name, sweep in (experiment.get("sweeps") or {}).items():
             overrides = [f"traces_dir={work / 'traces'}"]
             run_sweep(f"{path.stem}/{name}", _first_point(sweep), overrides, str(store), ray)
