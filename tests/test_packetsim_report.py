@@ -1,4 +1,4 @@
-"""The seed 004 figure is drawn from SQL over the `packetsim` table (estimator.reports.packetsim)."""
+"""The seed 004 figure is drawn from SQL over the `packetsim` table (estimator.reports.sections.packetsim)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from estimator.errors import EstimatorError
 from estimator.packetsim import SimSpec, simulate
 from estimator.packetsim.sweep import TABLE, row
-from estimator.reports import packetsim as report
+from estimator.reports.sections import packetsim as report
 from estimator.store.duckdb_store import write_rows
 
 
