@@ -26,6 +26,9 @@ from typing import Any
 
 #: relative difference under which two numbers are a tie (project-wide; see the module docstring)
 TIE_BAND = 0.01
+#: relative tolerance of a number the paper states as a round figure or that is read off a plot
+#: ("ten times lower latency", "up to 1.7X"): within 20 %, i.e. "ten times" is 8x..12x
+ROUND_FIGURE = 0.20
 
 HOLDS, FAILS, SIMPLIFIED, INCONSISTENT = "holds", "fails", "simplified", "paper-inconsistent"
 
