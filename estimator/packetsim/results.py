@@ -39,6 +39,7 @@ class PacketSimResult:
     completion_s: float | None = None
     lost_intra: int = 0
     lost_spine: int = 0
+    extra: dict[str, Any] | None = None  # network-specific counters added to the summary row
 
     @classmethod
     def build(cls, spec: SimSpec, rec: Recorder, **kw: Any) -> PacketSimResult:
@@ -84,4 +85,5 @@ class PacketSimResult:
         if self.completion_s is not None:
             row["collective_bytes"] = s.collective_bytes
             row["completion_s"] = self.completion_s
+        row.update(self.extra or {})
         return row

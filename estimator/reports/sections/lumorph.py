@@ -19,7 +19,6 @@ from estimator.reports.sections.paper_helpers import (
     Query,
     judged,
     line_plot,
-    pct,
     readings,
     rows,
     table_with,

@@ -119,7 +119,15 @@ Q = {  # seed 004's sentences the rows check
 def _claims(q):
     """Seed 004 Sec. 3's statements vs the sweep, each number from SQL over ``packetsim``
     (:data:`CLAIM_SQL`), each judged by a named rule (:mod:`estimator.reports.rules`)."""
-    from estimator.reports.rules import ROUND_FIGURE, AllOf, AtLeast, AtMost, InRange, WithinAbsolute, WithinRelative
+    from estimator.reports.rules import (
+        ROUND_FIGURE,
+        AllOf,
+        AtLeast,
+        AtMost,
+        InRange,
+        WithinAbsolute,
+        WithinRelative,
+    )
     from estimator.reports.sections.paper_helpers import judged, num, rows, scalar
 
     first = rows(q, CLAIM_SQL["ideal"])
@@ -128,7 +136,7 @@ def _claims(q):
     intra, inter, scale, local, local99, sat, step, two, one, local_ideal, outgoing = (
         scalar(q, CLAIM_SQL[k]) for k in ("intra", "inter", "scale", "local", "local_p99", "sat", "step", "two", "one",
                                           "local_ideal", "outgoing"))
-    us, where = 1e6, "Sec. 3"
+    us = 1e6
     us_num = lambda v: num(None if v is None else v * us, " µs")  # noqa: E731
     us_fmt = lambda v: f"{v * us:.3g} µs"  # noqa: E731
     frac = lambda v: f"{v:.1%}"  # noqa: E731

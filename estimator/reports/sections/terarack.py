@@ -9,12 +9,28 @@ project's numbers are averaged here too (over message sizes, then over the study
 
 from __future__ import annotations
 
-import math
-
 from estimator.fabrics.optical import wdm_ring_steps as wr
 from estimator.reports.model import Figure, Section, Table
-from estimator.reports.rules import AllOf, Beats, Equals, Member, Monotone, PaperArithmetic, Tie, WithinAbsolute
-from estimator.reports.sections.paper_helpers import Query, judged, line_plot, num, pct, readings, rows, table_with
+from estimator.reports.rules import (
+    AllOf,
+    Beats,
+    Equals,
+    Member,
+    Monotone,
+    PaperArithmetic,
+    Tie,
+    WithinAbsolute,
+)
+from estimator.reports.sections.paper_helpers import (
+    Query,
+    judged,
+    line_plot,
+    num,
+    pct,
+    readings,
+    rows,
+    table_with,
+)
 
 COSTS = table_with("collective_costs", {"fabric_wavelengths": "BIGINT", "fabric_wrht_variant": "BIGINT",
                                         "fabric_k_star_rounding": "VARCHAR"})
