@@ -312,6 +312,15 @@ def _figure_html(fig, df: pl.DataFrame, fig_dir: Path) -> str:
     )
 
 
+def _optional(q, sql: str) -> pl.DataFrame | None:
+    """``q(sql)``, or None when the SQL reads a table the store does not have yet (an experiment's
+    optional study, e.g. the packet-level sweeps); other errors propagate."""
+    try:
+        return q(sql)
+    except duckdb.CatalogException:
+        return None
+
+
 def _section_html(sec: Section, q, fig_dir: Path, claims: list[dict]) -> list[str]:
     parts: list[str] = []
     if sec.claims is not None:
@@ -319,14 +328,17 @@ def _section_html(sec: Section, q, fig_dir: Path, claims: list[dict]) -> list[st
         parts.append("<h3>Claims</h3>" + (_claims_html(mine) if mine else
                                             "<p class='na'>No claim rows (run <code>estimator claims</code>).</p>"))
     for fig in sec.figures:
-        df = q(fig.sql)
-        if df.is_empty():
+        df = _optional(q, fig.sql)
+        if df is None or df.is_empty():
             parts.append(f"<p class='na'>{html.escape(fig.title)}: no rows yet.</p>")
         else:
             parts.append(_figure_html(fig, df, fig_dir))
     for tab in sec.tables:
-        df = q(tab.sql)
+        df = _optional(q, tab.sql)
         parts.append(f"<h3>{html.escape(tab.title)}</h3>")
+        if df is None:
+            parts.append("<p class='na'>No rows yet (its table is not in the store).</p>")
+            continue
         if tab.caption:
             parts.append(f"<p>{html.escape(tab.caption)}</p>")
         parts.append(_table_html(df))

@@ -31,7 +31,7 @@ COSTS = table_with("collective_costs", {
     "fabric_per_cu_bandwidth_bps": "DOUBLE", "fabric_nvlink_bandwidth_Bps": "DOUBLE",
     "fabric_nic_bandwidth_Bps": "DOUBLE", "fabric_link_bandwidth_Bps": "DOUBLE", "fabric_node_bandwidth_Bps": "DOUBLE",
 })
-ESTIMATES = table_with("estimates", {"fabric_latency_model": "VARCHAR"})
+ESTIMATES = table_with("estimates", {"fabric_latency_model": "VARCHAR", "fabric_alpha_s": "DOUBLE"})
 PER_CU_BW = """CASE fabric_name WHEN 'sipac' THEN fabric_per_cu_bandwidth_bps / 8
   WHEN 'superpod' THEN fabric_nvlink_bandwidth_Bps + fabric_nic_bandwidth_Bps
   WHEN 'torus2d' THEN 4 * fabric_link_bandwidth_Bps WHEN 'bcube' THEN fabric_node_bandwidth_Bps END"""
@@ -101,7 +101,7 @@ SELECT s.algorithm, s.iter_time_s AS sipac_iter_s, l.iter_time_s AS leafspine_it
        1 - s.iter_time_s / l.iter_time_s AS jct_reduction, s.algorithm_used AS sipac_algorithm,
        l.algorithm_used AS leafspine_algorithm, s.exposed_comm_time_s AS sipac_exposed_s,
        l.exposed_comm_time_s AS leafspine_exposed_s
-FROM estimates s JOIN {ESTIMATES} l ON s.algorithm = l.algorithm AND s.model_name = l.model_name
+FROM {ESTIMATES} s JOIN {ESTIMATES} l ON s.algorithm = l.algorithm AND s.model_name = l.model_name
  AND s.device_name = l.device_name AND s.nodes = l.nodes AND s.batch_size_per_device = l.batch_size_per_device
 WHERE s.fabric_name = 'sipac' AND l.fabric_name = 'nvlink_leafspine' AND s.nodes = 4
   AND s.model_name = 'mobilenet_v2' AND s.device_name = 'm40' AND s.batch_size_per_device = 128
