@@ -25,9 +25,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from estimator.commands.claims import run as claims_command
 from estimator.config import REPO_ROOT, compose, to_container
 from estimator.estimate import workload_path
-from estimator.commands.claims import run as claims_command
 from estimator.reports.build import build_report
 from estimator.reports.model import VERDICTS
 from estimator.reports.registry import sections

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from estimator.errors import EstimatorError
-from estimator.packetsim import SimSpec, simulate
-from estimator.packetsim import bcube, sipac
+from estimator.packetsim import SimSpec, bcube, simulate, sipac
 from estimator.packetsim.collnet import phases
 from estimator.packetsim.flownet import Phase, Ports, Transport, run_phase
 from estimator.packetsim.params import CollnetParams
