@@ -76,33 +76,29 @@ class AtLeast(Rule):
     why: str = ""  # how the threshold follows from the paper's number
 
     name = "at-least"
+    _ops = (">=", "<")
+
+    def _ok(self, value: float) -> bool:
+        return value >= self.threshold
 
     @property
     def tolerance(self) -> str:
-        return f">= {self.fmt(self.threshold)}" + (f" ({self.why})" if self.why else "")
+        return f"{self._ops[0]} {self.fmt(self.threshold)}" + (f" ({self.why})" if self.why else "")
 
     def judge(self, value: float) -> Verdict:
-        ok = value >= self.threshold
-        return _verdict(ok, f"{self.fmt(value)} {'>=' if ok else '<'} {self.fmt(self.threshold)}")
+        ok = self._ok(value)
+        return _verdict(ok, f"{self.fmt(value)} {self._ops[0 if ok else 1]} {self.fmt(self.threshold)}")
 
 
 @dataclass(frozen=True)
-class AtMost(Rule):
-    """Holds when the project's number is <= ``limit``."""
-
-    limit: float
-    fmt: Fmt = _g
-    why: str = ""
+class AtMost(AtLeast):
+    """Holds when the project's number is <= ``threshold``."""
 
     name = "at-most"
+    _ops = ("<=", ">")
 
-    @property
-    def tolerance(self) -> str:
-        return f"<= {self.fmt(self.limit)}" + (f" ({self.why})" if self.why else "")
-
-    def judge(self, value: float) -> Verdict:
-        ok = value <= self.limit
-        return _verdict(ok, f"{self.fmt(value)} {'<=' if ok else '>'} {self.fmt(self.limit)}")
+    def _ok(self, value: float) -> bool:
+        return value <= self.threshold
 
 
 @dataclass(frozen=True)
