@@ -141,7 +141,7 @@ def _claims_html(claims: list[dict]) -> str:
         verdict = c["verdict"]
         rows.append(
             f"<tr><td class='wide'>{html.escape(c['statement'])}{where}{quote}{reading}</td>"
-            f"<td class='txt'>{html.escape(c['paper_value'])}</td><td class='txt'>{html.escape(c['project_value'])}</td>"
+            f"<td class='txt'>{html.escape(c['paper_value'])}</td><td class='txt'>{_long_text(c['project_value'])}</td>"
             f"<td class='v-{verdict if verdict in VERDICT_CLASSES else 'no-data'}'>{html.escape(verdict)}</td>"
             f"<td class='txt'>{rule}</td><td class='wide'>{_long_text(c['reason'])}{derivation}</td></tr>"
         )

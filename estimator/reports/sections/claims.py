@@ -15,8 +15,9 @@ SELECT split_part(paper, ':', 1) AS paper, {_COUNTS}, count(*) AS claims
 FROM claims WHERE default_reading GROUP BY ALL ORDER BY paper
 """
 NOT_HOLDING_SQL = """
-SELECT split_part(paper, ':', 1) AS paper, section, statement, paper_value, project_value, verdict, rule,
-       reason, derivation FROM claims
+SELECT split_part(paper, ' (', 1) AS paper, statement, paper_value, project_value, verdict,
+       reason || CASE WHEN derivation <> '' THEN ' | derivation: ' || derivation ELSE '' END AS "reason (rule: see below)"
+FROM claims
 WHERE verdict NOT IN ('holds', 'no-data') AND default_reading ORDER BY paper, verdict, section
 """
 # every statement judged under more than one reading, one line per reading
