@@ -294,8 +294,8 @@ class Flattens(Rule):
     def judge(self, value: tuple[float, float]) -> Verdict:
         base, sipac = value
         ok = base < self.limit and sipac > base * (1 + TIE_BAND)
-        return _verdict(ok, f"baseline {base:.2f}x {'<' if base < self.limit else '>='} {self.limit}x; "
-                            f"SiPAC {sipac:.2f}x")
+        return _verdict(ok, f"baseline {base:.3f}x {'<' if base < self.limit else '>='} {self.limit}x; "
+                            f"SiPAC {sipac:.3f}x")
 
 
 @dataclass(frozen=True)
