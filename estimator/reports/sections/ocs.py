@@ -234,7 +234,9 @@ SECTION = Section(
         "32 servers with one Tesla M40 and four 100 Gb/s ports each; a MEMS OCS wires them as a ring, a 2D torus or a "
         "binary tree (one-switch and 3-level fat tree as references); seven all-reduce algorithms; Horovod tensor "
         "fusion (1 MB, 10 µs) and the paper's Table I delays; the simulation study on RTX 2080 Ti compute at 16, 32 and 64 "
-        "servers, every per-model statement of Sec. IV judged per size (a topology wins only by more than 0.1 %). "
+        "servers, every per-model statement of Sec. IV judged per size (a topology wins only by more than the 1 % tie "
+        "band). The electrical references attach a server by one 100 Gb/s link (the default reading, seed 001 Table I) "
+        "or by its four ports bonded (the other reading; conf/experiment/ocs.yaml <code>readings</code>). "
         "Experiment: <code>estimator sweep experiment=ocs</code>."
     ),
     figures=tuple(
