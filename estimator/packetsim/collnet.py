@@ -24,7 +24,7 @@ import numpy as np
 
 from estimator.packetsim import bcube, sipac
 from estimator.packetsim.flownet import Phase, Transport, run_phase
-from estimator.packetsim.params import SimSpec
+from estimator.packetsim.params import SimSpec, dimwise_sizes
 from estimator.packetsim.results import PacketSimResult
 
 
@@ -67,7 +67,7 @@ def phases(spec: SimSpec, rng: np.random.Generator) -> list[tuple[str, Phase]]:
         phase(spec.traffic, *_pairs(spec.traffic, n), m)
         return out
     src, dst = _neighbours(n, c.r, levels)
-    sizes = [m / (levels * c.r ** (s + 1)) for s in range(levels)]
+    sizes = dimwise_sizes(m, levels, c.r)
     for s, size in enumerate(sizes):
         phase(f"reduce_scatter_{s}", src, dst, size)
     for s, size in reversed(list(enumerate(sizes))):

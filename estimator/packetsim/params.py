@@ -80,6 +80,12 @@ class LeafSpineParams:
         return nodes // self.gpus_per_pod
 
 
+def dimwise_sizes(nbytes: float, levels: int, r: int) -> list[float]:
+    """Bytes per (CU, same-level peer) in each reduce-scatter step of the dimension-wise all-reduce of
+    ``nbytes`` per CU (the all-gather mirrors them): step s sends ``nbytes / (L r^(s+1))``."""
+    return [nbytes / (levels * r ** (s + 1)) for s in range(levels)]
+
+
 @dataclass(frozen=True)
 class CollnetParams:
     """SiPAC(r, l) and the electrical BCube(r, l) for collective traffic (seed 003 Sec. 4); defaults
@@ -168,12 +174,18 @@ class SimSpec:
         require(c.window_bytes >= c.mtu_bytes, f"collnet.window_bytes={c.window_bytes} must hold one packet")
         require(c.initial_window >= 1, "collnet.initial_window must be >= 1")
         require(c.buffer_bytes >= c.mtu_bytes, f"collnet.buffer_bytes={c.buffer_bytes} must hold one packet")
-        per_pair = math.ceil(self.collective_bytes / c.mtu_bytes)
-        flows = {"incast": self.nodes - 1, "all_to_all": self.nodes * (self.nodes - 1)}.get(
-            self.traffic, self.nodes * (self.nodes - 1) + 2 * levels * self.nodes * (c.r - 1))
-        require(per_pair * flows <= limits.get().sim_packets,
+        n, m = self.nodes, float(self.collective_bytes)
+        pkts = lambda nbytes: max(1, math.ceil(nbytes / c.mtu_bytes))  # noqa: E731
+        if self.traffic == "incast":
+            packets = (n - 1) * pkts(m)
+        elif self.traffic == "all_to_all":
+            packets = n * (n - 1) * pkts(m)
+        else:  # the all-reduce's 2L neighbour exchanges (+ the hybrid's all-to-all of m / n per pair)
+            packets = 2 * sum(n * levels * (c.r - 1) * pkts(size) for size in dimwise_sizes(m, levels, c.r))
+            packets += n * (n - 1) * pkts(m / n) if self.traffic == "hybrid" else 0
+        require(packets <= limits.get().sim_packets,
                 f"traffic={self.traffic} of collective_bytes={self.collective_bytes:g} on {self.nodes} nodes is "
-                f"{per_pair * flows:.3g} packets, more than limits.sim_packets = {limits.get().sim_packets}")
+                f"{packets:.3g} packets, more than limits.sim_packets = {limits.get().sim_packets}")
 
     @property
     def packet_bits(self) -> int:
