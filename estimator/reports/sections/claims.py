@@ -16,7 +16,7 @@ FROM claims WHERE default_reading GROUP BY ALL ORDER BY paper
 """
 NOT_HOLDING_SQL = """
 SELECT split_part(paper, ' (', 1) AS paper, statement, paper_value, project_value, verdict,
-       reason || CASE WHEN derivation <> '' THEN ' | derivation: ' || derivation ELSE '' END AS "reason (rule: see below)"
+       reason || CASE WHEN derivation <> '' THEN ' | derivation: ' || derivation ELSE '' END AS "reason (and derivation)"
 FROM claims
 WHERE verdict NOT IN ('holds', 'no-data') AND default_reading ORDER BY paper, verdict, section
 """
