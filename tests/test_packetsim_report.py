@@ -1,4 +1,4 @@
-"""The seed 004 figure is drawn from SQL over the `packetsim` table (estimator.reports.packetsim)."""
+"""The seed 004 figure is drawn from SQL over the `packetsim` table (estimator.reports.sections.packetsim)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from estimator.errors import EstimatorError
 from estimator.packetsim import SimSpec, simulate
 from estimator.packetsim.sweep import TABLE, row
-from estimator.reports import packetsim as report
+from estimator.reports.sections import packetsim as report
 from estimator.store.duckdb_store import write_rows
 
 
@@ -44,18 +44,18 @@ def test_section_renders_in_the_html_report_with_claims(tmp_path, monkeypatch):
     write_rows(store, {TABLE: ("config_hash", rows)})
     monkeypatch.setattr(build, "sections", lambda: [report.SECTION])
     page = build.build_report(store, tmp_path / "rep").read_text()
-    assert "Packet level: OPSquare vs NVLink leaf-spine" in page
+    assert "OPSquare (seed 004): packet level vs the NVLink leaf-spine" in page
     assert page.count("packetsim_throughput.png") == 1
     from estimator.store.duckdb_store import connect
 
     with connect(store, read_only=True) as con:
         claims = report.SECTION.claims(lambda sql: con.sql(sql).pl())
-    assert len(claims) == 8
+    assert len(claims) == 14
     by_text = {c.paper_claim: c for c in claims}
-    assert by_text["OPSquare: inter-pod packets within 6 µs"].holds is True
+    assert by_text["OPSquare: inter-pod packets within 6 µs (max p99 over every load)"].holds is True
     assert by_text["Leaf-spine: local traffic ≈ 1 µs (the switch latency) at low load"].holds is True
-    # every packet-level claim carries its SQL, a verdict and a reason (the `claims` table's contract)
+    # every packet-level claim carries its SQL, a named rule, a verdict, a reason and the paper's sentence
     for c in claims:
-        assert c.sql and "packetsim" in c.sql, c.paper_claim
-        assert c.verdict == "no-data" or (c.verdict in ("holds", "fails", "simplified") and c.detail), c.paper_claim
+        assert c.sql and "packetsim" in c.sql and c.quote, c.paper_claim
+        assert c.verdict == "no-data" or (c.verdict in ("holds", "fails") and c.detail and c.rule), c.paper_claim
     assert sum(c.verdict != "no-data" for c in claims) >= 5  # this small store has no 256/1024-node pair

@@ -7,6 +7,7 @@ import duckdb
 import polars as pl
 
 from estimator.reports.build import LINK_TEXT, LONG_CELL, _claims_html, _table_html, build_report, sections
+from estimator.reports.claims import claim_rows
 from estimator.reports.model import Claim
 
 
@@ -25,11 +26,19 @@ def test_tables_scroll_inside_the_page_and_collapse_long_cells():
 
 
 def test_claims_reasons_collapse_but_short_ones_and_tolerances_stay_visible():
-    long = Claim("scaling within 5 points", "<= 5 points", "max 9.7", False, "pairs: " + "a vs b, " * 80)
-    short = Claim("bus bandwidth within 15 %", "<= 15 %", "12.9 %", True, "held out: max 12.9 % <= tolerance 15 %")
-    page = _claims_html([long, short])
+    long = Claim("scaling within 5 points", "<= 5 points", "max 9.7", False, "pairs: " + "a vs b, " * 80, rule="at-most",
+                 tolerance="<= 5 points")
+    short = Claim("bus bandwidth within 15 %", "<= 15 %", "12.9 %", True, "held out: max 12.9 % <= tolerance 15 %",
+                  rule="at-most", tolerance="<= 15 %", quote="within 15 %")
+    derived = Claim("k*", "7", "6", False, "6 != printed 7", "paper-inconsistent", rule="paper-arithmetic",
+                    tolerance="exactly the printed 7", derivation="6.39 rounded = 6")
+    page = _claims_html(claim_rows("Paper", [long, short, derived]))
     assert page.count("<details>") == 1
-    assert "held out: max 12.9 % &lt;= tolerance 15 %" in page and "reason (rule and tolerance)" in page
+    assert "held out: max 12.9 % &lt;= tolerance 15 %" in page and "rule and tolerance" in page
+    assert "<b>at-most</b>: &lt;= 15 %" in page and "<q>within 15 %</q>" in page
+    # every verdict cell is coloured, and a derivation is shown beside its reason
+    assert page.count("class='v-fails'") == 1 and page.count("class='v-holds'") == 1
+    assert "class='v-paper-inconsistent'" in page and "<b>derivation</b>: 6.39 rounded = 6" in page
 
 
 def test_report_prints_one_progress_line_per_section(tmp_path):

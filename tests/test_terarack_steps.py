@@ -13,7 +13,9 @@ def test_table_one_at_1024_nodes_64_wavelengths():
     for s in got:
         print(f"{s:>9}: project {got[s]:>5}  paper {paper[s]:>5}")
     assert got["ring"] == 1023 and got["ne"] == 512 and got["optree"] == 70
-    assert wr.optree_k_star(n) == 7
+    # Table I prints k* = 7 (the ceiling of 6.39); rounding, as the text says, gives 6 -- same 70 steps
+    assert wr.optree_k_star(n, "ceil") == 7 and wr.optree_k_star(n) == 6
+    assert wr.optree_steps(n, w, 6) == wr.optree_steps(n, w, 7) == 70
     assert got["wrht"] == 259  # with the documented group-size choice p = 4w - 2
     # the paper's one-stage 128 is not what its own formula gives: ceil(N^2 / 8w) = 2048
     assert got["one_stage"] == 2048 != paper["one_stage"]
@@ -27,16 +29,26 @@ def test_motivation_example_16_nodes_2_wavelengths():
 @pytest.mark.parametrize("n", [512, 1024, 2048, 4096])
 def test_closed_form_depth_vs_brute_force(n):
     w = 64
-    k_star = wr.optree_k_star(n)
     k_best, s_best = wr.optree_best_depth(n, w)
-    s_star = wr.optree_steps(n, w, k_star)
-    print(f"N={n}: k*={k_star} ({s_star} steps), brute force k={k_best} ({s_best} steps)")
     assert s_best == min(wr.optree_steps(n, w, k) for k in range(1, 13))
-    # Theorem 2's ceil of the continuous optimum is within one step of the integer optimum;
-    # at 2048 it picks k=8 (156 steps) where k=7 gives 155 (the paper's Fig. 4 shows 7).
-    assert s_star - s_best <= 1
-    if n != 2048:
-        assert s_star == s_best
+    # rounded as the text says, Theorem 2's k* attains the integer optimum at every size
+    assert wr.optree_steps(n, w, wr.optree_k_star(n)) == s_best
+    # the ceiling is within one step of it; at 2048 it picks k=8 (156 steps) where k=7 gives 155
+    s_ceil = wr.optree_steps(n, w, wr.optree_k_star(n, "ceil"))
+    assert s_ceil - s_best == (1 if n == 2048 else 0)
+
+
+def test_wrht_formulas_and_group_fits():
+    n, w = 1024, 64
+    assert wr.wrht_steps(n, w) == wr.wrht_steps(n, w, variant=2) == 259  # each variant's fitted p
+    assert (wr.wrht_group_default(w, 1), wr.wrht_group_default(w, 2)) == (254, 125)
+    # Table I's own printed formula reaches 259 for no group size
+    got = {wr.wrht_table_formula(n, p) for p in range(2, n)}
+    assert 259 not in got and wr.wrht_table_formula(n, 12) == 264 and wr.wrht_table_formula(n, 13) == 244
+    with pytest.raises(EstimatorError):
+        wr.wrht_steps(n, w, variant=3)
+    with pytest.raises(EstimatorError):
+        wr.optree_k_star(n, "floor")
 
 
 def test_brute_force_depths_match_paper_fig4_for_2048_and_4096():

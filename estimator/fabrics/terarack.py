@@ -14,9 +14,12 @@ charges ``a`` on every step, even where circuits do not change (e.g. Ring); we f
   wavelengths"; charging 2d / B would give 86.71% and reverse that order), ``wrht``,
   ``one_stage`` (ceil(N^2/8w) steps), ``optree`` (Theorem 2's k*), ``optree_best`` (the integer
   depth with the fewest steps, brute force); step counts in :mod:`.optical.wdm_ring_steps`.
-* WRHT's group size ``p`` is not in the seed text: ``p = 4w - 2`` is *fitted* so that Table I's
-  formula gives Table I's 259 steps at N = 1024, w = 64 (see :mod:`.optical.wdm_ring_steps`); the
-  report says so next to every WRHT number. ``wrht_group`` overrides it.
+* WRHT's group size ``p`` is not in the seed text: ``p = 4w - 2`` is *fitted* so that the text's
+  first step formula gives Table I's 259 steps at N = 1024, w = 64 (``wrht_variant=2``: the text's
+  second formula, fitted at ``p = 2w - 3``; see :mod:`.optical.wdm_ring_steps`); the report says so
+  next to every WRHT number. ``wrht_group`` overrides p.
+* ``optree`` uses Theorem 2's k* rounded as ``k_star_rounding`` says (``round``: the paper's words
+  "integer rounding"; ``ceil``: the printed bracket).
 * Reduce-scatter: the mirror of the all-gather (same steps of one item per wavelength, reversed).
 * All-reduce (our extension so BERT/ResNet can run end to end; seed 002 cites WRHT [6] for it):
   reduce-scatter + all-gather of the same scheme, 2 S steps of nbytes/N under the same step model
@@ -68,6 +71,8 @@ class TeraRackConfig(FabricConfig):
     oeo_cycles_per_flit: float = 1.0
     clock_hz: float = 1.0e9
     wrht_group: int = 0
+    wrht_variant: int = 1
+    k_star_rounding: str = "round"
 
     def validate(self) -> None:
         super().validate()
@@ -81,6 +86,11 @@ class TeraRackConfig(FabricConfig):
                 raise EstimatorError(f"fabric.{key} must be >= 0, got {getattr(self, key)!r}")
         if self.wrht_group == 1 or self.wrht_group < 0:
             raise EstimatorError(f"fabric.wrht_group must be 0 (auto) or >= 2, got {self.wrht_group}")
+        if self.wrht_variant not in wr.WRHT_VARIANTS:
+            raise EstimatorError(f"fabric.wrht_variant must be 1 or 2, got {self.wrht_variant!r}")
+        if self.k_star_rounding not in wr.ROUNDINGS:
+            raise EstimatorError(f"fabric.k_star_rounding must be one of {', '.join(wr.ROUNDINGS)}, "
+                                 f"got {self.k_star_rounding!r}")
 
 
 class TeraRackFabric(OpticalFabric):
@@ -111,10 +121,10 @@ class TeraRackFabric(OpticalFabric):
     def steps(self, scheme: str, n: int) -> int:
         c = self.cfg
         if scheme == "wrht":
-            return wr.wrht_steps(n, c.wavelengths, c.wrht_group or None)
+            return wr.wrht_steps(n, c.wavelengths, c.wrht_group or None, c.wrht_variant)
         if scheme == "optree_best":
             return wr.optree_best_depth(n, c.wavelengths)[1]
-        return wr.allgather_steps(scheme, n, c.wavelengths)
+        return wr.allgather_steps(scheme, n, c.wavelengths, rounding=c.k_star_rounding)
 
     def _steps_cost(self, steps: int, item_bytes_per_buffer_byte: float) -> Affine:
         """``steps`` slots, each carrying one item (a buffer fraction) per wavelength."""
@@ -145,7 +155,8 @@ class TeraRackFabric(OpticalFabric):
     LIBRARY_NAMES = {"ring": "ring", "ne": "neighbor_exchange", "one_stage": "direct"}
 
     def _optree_digits(self, algorithm: str, n: int) -> tuple[int, ...]:
-        k = wr.optree_k_star(n) if algorithm == "optree" else wr.optree_best_depth(n, self.cfg.wavelengths)[0]
+        c = self.cfg
+        k = wr.optree_k_star(n, c.k_star_rounding) if algorithm == "optree" else wr.optree_best_depth(n, c.wavelengths)[0]
         return near_equal_digits(n, k)
 
     def _check_explicit(self, collective: str, algorithm: str) -> None:

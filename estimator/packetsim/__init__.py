@@ -1,5 +1,6 @@
-"""Packet-level simulation of OPSquare and the NVLink leaf-spine (seed 004): a fidelity level of
-its own, independent of the analytical fabrics.
+"""Packet-level simulation of OPSquare and the NVLink leaf-spine (seed 004), and of collectives on
+SiPAC and the electrical BCube (seed 003, :mod:`.collnet`): a fidelity level of its own,
+independent of the analytical fabrics.
 
 ``simulate(spec)`` runs one seeded, deterministic experiment and returns a
 :class:`~estimator.packetsim.results.PacketSimResult`. Both engines are vectorised with NumPy
@@ -10,12 +11,16 @@ switches whose FIFO departures are computed in closed form (Lindley recursion) p
 
 from __future__ import annotations
 
-from estimator.packetsim.params import LeafSpineParams, OpsquareParams, SimSpec
+from estimator.packetsim.params import COLLNETS, LeafSpineParams, OpsquareParams, SimSpec
 from estimator.packetsim.results import PacketSimResult
 
 
 def simulate(spec: SimSpec) -> PacketSimResult:
     """Run one packet-level experiment described by ``spec``."""
+    if spec.network in COLLNETS:
+        from estimator.packetsim.collnet import simulate_collnet
+
+        return simulate_collnet(spec)
     if spec.network == "leafspine":
         from estimator.packetsim.leafspine import LeafSpineSim
 

@@ -116,7 +116,7 @@ class LeafSpineSim:
         dst_pod, dst_idx, src_pod = dst_pod[order], dst_idx[order], src_pod[order]
         ok = self.occ[switch] + group_rank(switch) < self.cap[switch]
         if not ok.all():
-            rec.dropped(b["arrive"][~ok] * NS, dst[~ok])
+            rec.dropped(b["arrive"][~ok] * NS, dst[~ok], src[~ok], stage[~ok] == 1)
         keep = np.nonzero(ok)[0]
         if keep.shape[0] == 0:
             return

@@ -3,7 +3,9 @@
 Counted in the window ``[warmup, warmup + measure)``: packets *generated* per source node (sent),
 packets *delivered* per destination node (received) with every delivered packet's end-to-end
 latency and whether it stayed in its pod, and packets *discarded* (buffer overflow), recorded at
-their destination node as the paper does. Latency is from generation to the end of reception.
+their destination node as the paper does, with how many of them were intra-pod (``lost_intra``) and
+how many were dropped by a spine switch (``lost_spine``, leaf-spine only). Latency is from
+generation to the end of reception.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ class Recorder:
         self.sent = np.zeros(nodes, dtype=np.int64)
         self.received = np.zeros(nodes, dtype=np.int64)
         self.lost = np.zeros(nodes, dtype=np.int64)
+        self.lost_intra = 0
+        self.lost_spine = 0
         self._lat: list[np.ndarray] = []
         self._local: list[np.ndarray] = []
 
@@ -36,10 +40,15 @@ class Recorder:
         self._lat.append(latency_s[w])
         self._local.append(src[w] // self.pod_size == dst[w] // self.pod_size)
 
-    def dropped(self, t_s: np.ndarray, dst: np.ndarray) -> None:
+    def dropped(self, t_s: np.ndarray, dst: np.ndarray, src: np.ndarray | None = None,
+                at_spine: np.ndarray | None = None) -> None:
         w = self._window(t_s)
         if w.any():
             self.lost += np.bincount(dst[w], minlength=self.lost.shape[0])
+            if src is not None:
+                self.lost_intra += int((src[w] // self.pod_size == dst[w] // self.pod_size).sum())
+            if at_spine is not None:
+                self.lost_spine += int(at_spine[w].sum())
 
     def latencies(self) -> tuple[np.ndarray, np.ndarray]:
         """(latency_s, is_intra_pod) of every packet delivered in the window."""

@@ -192,7 +192,7 @@ class OpsquareSim:
                 raise EstimatorError(f"traffic={self.spec.traffic}: a relay overflowed its "
                                      f"opsquare.tx_buffer_bytes={self.spec.opsquare.tx_buffer_bytes}; "
                                      "collectives assume lossless transfer")
-            rec.dropped(np.full(int(lost.sum()), t * self.tau), dst[lost])
+            rec.dropped(np.full(int(lost.sum()), t * self.tau), dst[lost], src[lost])
 
     def _contend(self, t: int) -> np.ndarray:
         """Transmitters that win their switch output this slot; the losers back off."""

@@ -13,13 +13,16 @@ from typing import Any
 from estimator import limits
 from estimator.errors import EstimatorError, require
 
-NETWORKS = ("opsquare", "leafspine")
+NETWORKS = ("opsquare", "leafspine", "bcube", "sipac")
+COLLNETS = ("bcube", "sipac")  # collective traffic on seed 003's networks (estimator/packetsim/collnet.py)
+COLLNET_TRAFFICS = ("incast", "all_to_all", "dimwise_all_reduce", "hybrid")
 TRAFFICS = (
     "uniform",
     "ring_allreduce",
     "hierarchical_allreduce",
     "hierarchical_direct_allreduce",
     "hierarchical_scheduled_allreduce",
+    *COLLNET_TRAFFICS,
 )
 
 
@@ -77,6 +80,39 @@ class LeafSpineParams:
         return nodes // self.gpus_per_pod
 
 
+def dimwise_sizes(nbytes: float, levels: int, r: int) -> list[float]:
+    """Bytes per (CU, same-level peer) in each reduce-scatter step of the dimension-wise all-reduce of
+    ``nbytes`` per CU (the all-gather mirrors them): step s sends ``nbytes / (L r^(s+1))``."""
+    return [nbytes / (levels * r ** (s + 1)) for s in range(levels)]
+
+
+@dataclass(frozen=True)
+class CollnetParams:
+    """SiPAC(r, l) and the electrical BCube(r, l) for collective traffic (seed 003 Sec. 4); defaults
+    and sources in ``conf/packetsim.yaml`` (``collnet:``)."""
+
+    r: int = 8
+    per_cu_bps: float = 2048e9  # the sum over a CU's links
+    mtu_bytes: int = 9000
+    window_bytes: int = 65535
+    initial_window: int = 3
+    rto_s: float = 300e-6
+    buffer_bytes: int = 150_000  # per switch output port (BCube only)
+    switch_latency_s: float = 1e-6
+    relay_latency_s: float = 1e-6
+    link_latency_s: float = 20e-9
+
+    def levels(self, nodes: int) -> int:
+        """L with r^L = nodes, validated."""
+        levels, n = 0, 1
+        while n < nodes:
+            n *= self.r
+            levels += 1
+        require(self.r >= 2 and n == nodes and levels >= 1,
+                f"nodes={nodes}: BCube / SiPAC need nodes = collnet.r^L (r = {self.r}, L >= 1)")
+        return levels
+
+
 @dataclass(frozen=True)
 class SimSpec:
     """One packet-level run."""
@@ -95,6 +131,7 @@ class SimSpec:
     max_time_s: float = 1e-3  # collective runs stop here (error) if not finished
     opsquare: OpsquareParams = field(default_factory=OpsquareParams)
     leafspine: LeafSpineParams = field(default_factory=LeafSpineParams)
+    collnet: CollnetParams = field(default_factory=CollnetParams)
 
     def __post_init__(self) -> None:
         require(self.network in NETWORKS, f"network={self.network!r}: choose one of {', '.join(NETWORKS)}")
@@ -109,6 +146,11 @@ class SimSpec:
         limits.check_count(self.nodes, "devices", "nodes")  # before any layout arithmetic
         require(self.nodes >= 4, f"nodes={self.nodes} must be >= 4 (two pods of two)")
         require(self.packet_bytes <= 1 << 20, f"packet_bytes={self.packet_bytes} must be <= 1 MiB")
+        if self.network in COLLNETS:
+            self._check_collnet()
+            return
+        require(self.traffic not in COLLNET_TRAFFICS,
+                f"traffic={self.traffic!r} runs on network=bcube or sipac, not {self.network}")
         packets = self.nodes * self.load * self.node_bps * (self.warmup_s + self.measure_s) / (8 * self.packet_bytes)
         require(packets <= limits.get().sim_packets,
                 f"nodes x load x node_bps x (warmup_s + measure_s) asks for {packets:.3g} packets, more than "
@@ -118,6 +160,32 @@ class SimSpec:
         else:
             self.leafspine.pods(self.nodes)
             require(self.traffic == "uniform", f"traffic={self.traffic!r}: the leaf-spine model runs uniform traffic only")
+
+    def _check_collnet(self) -> None:
+        c = self.collnet
+        require(self.traffic in COLLNET_TRAFFICS,
+                f"traffic={self.traffic!r}: network={self.network} runs {', '.join(COLLNET_TRAFFICS)}")
+        levels = c.levels(self.nodes)
+        for name in ("per_cu_bps", "rto_s"):
+            require(getattr(c, name) > 0, f"collnet.{name} must be > 0")
+        for name in ("switch_latency_s", "relay_latency_s", "link_latency_s"):
+            require(getattr(c, name) >= 0, f"collnet.{name} must be >= 0")
+        require(64 <= c.mtu_bytes <= 1 << 20, f"collnet.mtu_bytes={c.mtu_bytes} must be in 64 .. 1 MiB")
+        require(c.window_bytes >= c.mtu_bytes, f"collnet.window_bytes={c.window_bytes} must hold one packet")
+        require(c.initial_window >= 1, "collnet.initial_window must be >= 1")
+        require(c.buffer_bytes >= c.mtu_bytes, f"collnet.buffer_bytes={c.buffer_bytes} must hold one packet")
+        n, m = self.nodes, float(self.collective_bytes)
+        pkts = lambda nbytes: max(1, math.ceil(nbytes / c.mtu_bytes))  # noqa: E731
+        if self.traffic == "incast":
+            packets = (n - 1) * pkts(m)
+        elif self.traffic == "all_to_all":
+            packets = n * (n - 1) * pkts(m)
+        else:  # the all-reduce's 2L neighbour exchanges (+ the hybrid's all-to-all of m / n per pair)
+            packets = 2 * sum(n * levels * (c.r - 1) * pkts(size) for size in dimwise_sizes(m, levels, c.r))
+            packets += n * (n - 1) * pkts(m / n) if self.traffic == "hybrid" else 0
+        require(packets <= limits.get().sim_packets,
+                f"traffic={self.traffic} of collective_bytes={self.collective_bytes:g} on {self.nodes} nodes is "
+                f"{packets:.3g} packets, more than limits.sim_packets = {limits.get().sim_packets}")
 
     @property
     def packet_bits(self) -> int:
@@ -133,8 +201,9 @@ class SimSpec:
         kwargs = {k: v for k, v in cfg.items() if k in known}
         kwargs["opsquare"] = _sub(OpsquareParams, "opsquare", cfg.get("opsquare") or {})
         kwargs["leafspine"] = _sub(LeafSpineParams, "leafspine", cfg.get("leafspine") or {})
+        kwargs["collnet"] = _sub(CollnetParams, "collnet", cfg.get("collnet") or {})
         for f in fields(cls):
-            if f.name in kwargs and f.name not in ("opsquare", "leafspine"):
+            if f.name in kwargs and f.name not in ("opsquare", "leafspine", "collnet"):
                 kwargs[f.name] = _coerce(f.name, f.default, kwargs[f.name])
         return cls(**kwargs)
 

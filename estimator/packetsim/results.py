@@ -2,7 +2,7 @@
 
 Summary metrics (seed 004 §2-3): ``throughput`` = delivered bits per node per second in the
 window divided by the node capacity ``node_bps`` (ideal = offered load); ``loss_ratio`` = lost /
-generated in the window; latency mean and 99th percentile over all / intra-pod / inter-pod
+generated in the window (``lost_intra``: of them intra-pod; ``lost_spine``: dropped by a spine switch); latency mean and 99th percentile over all / intra-pod / inter-pod
 packets (seconds; NaN when no packet of that kind was delivered).
 """
 
@@ -37,11 +37,15 @@ class PacketSimResult:
     packets: int  # packets generated over the whole run (warm-up included)
     wall_s: float
     completion_s: float | None = None
+    lost_intra: int = 0
+    lost_spine: int = 0
+    extra: dict[str, Any] | None = None  # network-specific counters added to the summary row
 
     @classmethod
     def build(cls, spec: SimSpec, rec: Recorder, **kw: Any) -> PacketSimResult:
         lat, local = rec.latencies()
-        return cls(spec, rec.sent, rec.received, rec.lost, lat, local, **kw)
+        return cls(spec, rec.sent, rec.received, rec.lost, lat, local, lost_intra=rec.lost_intra,
+                   lost_spine=rec.lost_spine, **kw)
 
     def summary(self) -> dict[str, Any]:
         s = self.spec
@@ -70,6 +74,8 @@ class PacketSimResult:
             "sent": sent,
             "received": received,
             "lost": lost,
+            "lost_intra": self.lost_intra,
+            "lost_spine": self.lost_spine,
             "window_s": self.window_s,
             "packets_simulated": self.packets,
             "slots": self.slots,
@@ -79,4 +85,5 @@ class PacketSimResult:
         if self.completion_s is not None:
             row["collective_bytes"] = s.collective_bytes
             row["completion_s"] = self.completion_s
+        row.update(self.extra or {})
         return row

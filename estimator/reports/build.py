@@ -5,6 +5,10 @@ Each section of :mod:`estimator.reports.sections` contributes figures (PNG + SVG
 section whose tables are not in the store yet is listed as "no results yet" rather than failing,
 so the page can be built after any subset of the sweeps.
 
+The store is opened read-only: the report never writes it. Claim rows come from the store's
+``claims`` table (``estimator claims`` writes it; the pipeline runs that first); a store without
+one gets the same rows computed in memory (:mod:`estimator.reports.claims`), and the page says so.
+
 The build is atomic as a whole: figures are drawn into a hidden temporary folder that replaces
 ``figures/`` in one rename once every section is done, then ``index.html`` is replaced; a killed
 build leaves the previous report intact, and its temporary folder is removed by the next build.
@@ -13,8 +17,6 @@ build leaves the previous report intact, and its temporary folder is removed by 
 from __future__ import annotations
 
 import html
-import importlib
-import pkgutil
 import re
 import time
 from pathlib import Path
@@ -28,8 +30,9 @@ import polars as pl  # noqa: E402
 
 from estimator import __version__  # noqa: E402
 from estimator.files import atomic_dir, atomic_path, write_atomic  # noqa: E402
-from estimator.reports.model import Claim, Section  # noqa: E402
-from estimator.reports.sections.claims import write_claims  # noqa: E402
+from estimator.reports import claims as claim_rows  # noqa: E402
+from estimator.reports.model import Section  # noqa: E402
+from estimator.reports.registry import sections  # noqa: E402
 from estimator.store.duckdb_store import connect  # noqa: E402
 
 CSS = """
@@ -42,19 +45,14 @@ table{border-collapse:collapse;font-size:90%} td,th{border:1px solid #ccc;paddin
 td{max-width:28em;overflow-wrap:break-word} td.wide{min-width:13em} td.txt{min-width:8em} td{font-variant-numeric:tabular-nums}
 th{background:#eee;position:sticky;top:0} .ok{color:#080;font-weight:bold} .no{color:#b00;font-weight:bold}
 .na{color:#777} .mid{color:#a60;font-weight:bold} td details summary{cursor:pointer;color:#225}
+.v-holds{background:#dff3df;color:#063;font-weight:bold} .v-fails{background:#fbe0e0;color:#900;font-weight:bold}
+.v-simplified{background:#fff1cc;color:#850;font-weight:bold}
+.v-paper-inconsistent{background:#e8e2f6;color:#539;font-weight:bold} .v-no-data{background:#eee;color:#777}
 nav a{margin-right:1em}
 """
 
-
-def sections() -> list[Section]:
-    import estimator.reports.sections as pkg
-
-    found = []
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        module = importlib.import_module(f"estimator.reports.sections.{mod.name}")
-        if hasattr(module, "SECTION"):
-            found.append(module.SECTION)
-    return sorted(found, key=lambda s: (s.order, s.key))
+#: verdicts with a colour of their own (CSS classes ``v-<verdict>``): verdict cells and count columns
+VERDICT_CLASSES = ("holds", "fails", "simplified", "paper-inconsistent", "no-data")
 
 
 #: cells longer than this many characters collapse into a <details> showing their start
@@ -73,10 +71,20 @@ def _table_html(df: pl.DataFrame, max_rows: int = 60) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     body = []
     for row in df.head(max_rows).iter_rows():
-        cells = "".join(_td(v) for v in row)
+        cells = "".join(_verdict_td(c, v) or _td(v) for c, v in zip(df.columns, row, strict=True))
         body.append(f"<tr>{cells}</tr>")
     more = f"<p>({df.height - max_rows} more rows; the SQL below gives them all)</p>" if df.height > max_rows else ""
     return f"<div class='scroll'><table><tr>{head}</tr>{''.join(body)}</table></div>{more}"
+
+
+def _verdict_td(column: str, v: object) -> str | None:
+    """A coloured cell for a verdict (column ``verdict``) or a non-zero count of one (a column named
+    after a verdict, as in the per-paper summary); None for any other cell."""
+    if column == "verdict" and v in VERDICT_CLASSES:
+        return f"<td class='v-{v}'>{html.escape(str(v))}</td>"
+    if column in VERDICT_CLASSES and isinstance(v, int) and v > 0:
+        return f"<td class='v-{column}'>{v}</td>"
+    return None
 
 
 def _td(v: object) -> str:
@@ -118,19 +126,28 @@ def _fmt(v: object) -> str:
     return "" if v is None else str(v)
 
 
-def _claims_html(claims: list[Claim]) -> str:
+def _claims_html(claims: list[dict]) -> str:
+    """A section's claim rows (dicts with the ``claims`` table's columns): the statement with the
+    paper's sentence, both numbers, the coloured verdict, the rule with its tolerance, the reason and
+    any derivation; rows judged under a non-default reading say which."""
     rows = []
-    css = {"holds": "ok", "fails": "no", "no-data": "na"}
     for c in claims:
-        where = f" <i>({html.escape(c.where)})</i>" if c.where else ""
+        where = f" <i>({html.escape(c['section'])})</i>" if c["section"] else ""
+        quote = f"<br><q>{_long_text(c['quote'])}</q>" if c["quote"] else ""
+        reading = "" if not c["reading"] else (f"<br><small>reading: {html.escape(c['reading'])}"
+                                                 f"{' (default)' if c['default_reading'] else ''}</small>")
+        rule = (f"<b>{html.escape(c['rule'])}</b>: {html.escape(c['tolerance'])}" if c["rule"] else "")
+        derivation = f"<br><b>derivation</b>: {_long_text(c['derivation'])}" if c["derivation"] else ""
+        verdict = c["verdict"]
         rows.append(
-            f"<tr><td class='txt'>{html.escape(c.paper_claim)}{where}</td><td class='txt'>{html.escape(c.paper_value)}</td>"
-            f"<td class='txt'>{html.escape(c.project_value)}</td><td class='{css.get(c.verdict, 'mid')}'>{html.escape(c.verdict)}</td>"
-            f"<td class='wide'>{_long_text(c.detail)}</td></tr>"
+            f"<tr><td class='wide'>{html.escape(c['statement'])}{where}{quote}{reading}</td>"
+            f"<td class='txt'>{html.escape(c['paper_value'])}</td><td class='txt'>{_long_text(c['project_value'])}</td>"
+            f"<td class='v-{verdict if verdict in VERDICT_CLASSES else 'no-data'}'>{html.escape(verdict)}</td>"
+            f"<td class='txt'>{rule}</td><td class='wide'>{_long_text(c['reason'])}{derivation}</td></tr>"
         )
     return (
         "<div class='scroll'><table><tr><th>paper's claim</th><th>paper</th><th>project</th><th>verdict</th>"
-        "<th>reason (rule and tolerance)</th></tr>" + "".join(rows) + "</table></div>"
+        "<th>rule and tolerance</th><th>reason</th></tr>" + "".join(rows) + "</table></div>"
     )
 
 
@@ -295,19 +312,33 @@ def _figure_html(fig, df: pl.DataFrame, fig_dir: Path) -> str:
     )
 
 
-def _section_html(sec: Section, q, fig_dir: Path) -> list[str]:
+def _optional(q, sql: str) -> pl.DataFrame | None:
+    """``q(sql)``, or None when the SQL reads a table the store does not have yet (an experiment's
+    optional study, e.g. the packet-level sweeps); other errors propagate."""
+    try:
+        return q(sql)
+    except duckdb.CatalogException:
+        return None
+
+
+def _section_html(sec: Section, q, fig_dir: Path, claims: list[dict]) -> list[str]:
     parts: list[str] = []
     if sec.claims is not None:
-        parts.append("<h3>Claims</h3>" + _claims_html(sec.claims(q)))
+        mine = [c for c in claims if c["paper"] == sec.title]
+        parts.append("<h3>Claims</h3>" + (_claims_html(mine) if mine else
+                                            "<p class='na'>No claim rows (run <code>estimator claims</code>).</p>"))
     for fig in sec.figures:
-        df = q(fig.sql)
-        if df.is_empty():
+        df = _optional(q, fig.sql)
+        if df is None or df.is_empty():
             parts.append(f"<p class='na'>{html.escape(fig.title)}: no rows yet.</p>")
         else:
             parts.append(_figure_html(fig, df, fig_dir))
     for tab in sec.tables:
-        df = q(tab.sql)
+        df = _optional(q, tab.sql)
         parts.append(f"<h3>{html.escape(tab.title)}</h3>")
+        if df is None:
+            parts.append("<p class='na'>No rows yet (its table is not in the store).</p>")
+            continue
         if tab.caption:
             parts.append(f"<p>{html.escape(tab.caption)}</p>")
         parts.append(_table_html(df))
@@ -325,9 +356,16 @@ def build_report(store: str | Path, out_dir: str | Path = "reports", progress=No
     started = time.perf_counter()
     parts: list[str] = []
     nav: list[str] = []
-    write_claims(store)  # the `claims` table (estimator/reports/sections/claims.py), rendered at the top
     with connect(store, read_only=True) as con, atomic_dir(out_dir / "figures") as fig_dir:
-        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        tables = claim_rows.tables(con)
+        claims = claim_rows.stored(con)
+        source = "the store's <code>claims</code> table (written by <code>estimator claims</code>)"
+        if claims is None:  # no (current) claims table: the same rows, computed here, written nowhere
+            claims = claim_rows.collect(con)
+            claim_rows.as_relation(con, claims)
+            tables.add("claims")
+            source = ("rows computed while building this page (the store has no current <code>claims</code> table; "
+                      "<code>estimator claims</code> writes it)")
 
         def q(sql: str) -> pl.DataFrame:
             return con.sql(sql).pl()
@@ -339,6 +377,8 @@ def build_report(store: str | Path, out_dir: str | Path = "reports", progress=No
             parts.append(f"<h2 id='{sec.key}'>{html.escape(sec.title)}</h2>")
             if sec.intro:
                 parts.append(f"<p>{sec.intro}</p>")
+            if sec.key == "claims":
+                parts.append(f"<p>Claim rows: {source}.</p>")
             missing = [t for t in sec.needs_tables if t not in tables]
             state = "done"
             if missing:
@@ -346,7 +386,7 @@ def build_report(store: str | Path, out_dir: str | Path = "reports", progress=No
                 state = f"no results yet (missing {', '.join(missing)})"
             else:
                 try:
-                    parts.extend(_section_html(sec, q, fig_dir))
+                    parts.extend(_section_html(sec, q, fig_dir, claims))
                 except duckdb.Error as exc:  # e.g. a column of an experiment that has not run yet
                     first = str(exc).splitlines()[0]
                     parts.append(f"<p class='na'>Results incomplete for this section ({html.escape(first)}).</p>")

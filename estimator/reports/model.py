@@ -36,18 +36,23 @@ class Table:
 
 VERDICTS = ("holds", "paper-inconsistent", "simplified", "fails")
 NO_DATA_VERDICT = "no-data"
+#: verdicts that need a computed derivation (estimator.reports.rules)
+DERIVED = ("paper-inconsistent", "simplified")
 
 
 @dataclass(frozen=True)
 class Claim:
     """One claim row: the paper's statement and number vs the project's computed number.
 
-    ``verdict`` is one of :data:`VERDICTS` — ``holds``; ``paper-inconsistent`` (the paper's own
-    numbers or formula disagree: ``detail`` shows the arithmetic); ``simplified`` (the model omits
-    something the paper had: ``detail`` says what); ``fails`` — or ``no-data`` when the sweep has
-    not run. Left empty it is derived from ``holds`` (True: holds, False: fails). Every verdict
-    but ``no-data`` needs a reason (``detail``). ``holds`` is True exactly when the verdict is
-    ``holds``.
+    ``verdict`` is one of :data:`VERDICTS`, decided by the named rule ``rule`` of
+    :mod:`estimator.reports.rules` (``tolerance``: what it accepts) — ``holds``;
+    ``paper-inconsistent`` (the paper's own numbers disagree: ``derivation`` shows the arithmetic);
+    ``simplified`` (the model omits a named mechanism and adding its cost by hand closes the gap:
+    ``derivation`` computes it); ``fails`` — or ``no-data`` when the sweep has not run. Left empty
+    it is derived from ``holds`` (True: holds, False: fails). Every verdict but ``no-data`` needs a
+    reason (``detail``) and a rule; the two derived verdicts need a derivation. ``quote`` is the
+    paper's sentence the row checks; ``reading`` names the project choice the row is judged under
+    when the experiment offers several (``default_reading``: the one the summary counts).
     """
 
     paper_claim: str
@@ -59,6 +64,12 @@ class Claim:
     unit: str = ""
     sql: str = ""  # the query the project value comes from
     where: str = ""  # the paper's section / figure / table
+    rule: str = ""
+    tolerance: str = ""
+    derivation: str = ""
+    quote: str = ""
+    reading: str = ""
+    default_reading: bool = True
 
     def __post_init__(self) -> None:
         verdict = self.verdict or (NO_DATA_VERDICT if self.holds is None else "holds" if self.holds else "fails")
@@ -66,6 +77,10 @@ class Claim:
             raise ValueError(f"claim {self.paper_claim!r}: unknown verdict {verdict!r}")
         if verdict != NO_DATA_VERDICT and not self.detail.strip():
             raise ValueError(f"claim {self.paper_claim!r}: verdict {verdict!r} without a reason")
+        if verdict != NO_DATA_VERDICT and not self.rule:
+            raise ValueError(f"claim {self.paper_claim!r}: verdict {verdict!r} without a named rule")
+        if verdict in DERIVED and not self.derivation.strip():
+            raise ValueError(f"claim {self.paper_claim!r}: verdict {verdict!r} without a derivation")
         object.__setattr__(self, "verdict", verdict)
         object.__setattr__(self, "holds", None if verdict == NO_DATA_VERDICT else verdict == "holds")
 

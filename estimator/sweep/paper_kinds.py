@@ -106,7 +106,7 @@ def optree_depth_rows(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     nbytes = float(cfg["bytes"])
     if not nbytes > 0:
         raise EstimatorError(f"bytes must be > 0, got {cfg['bytes']!r}")
-    k_star = wr.optree_k_star(n)
+    k_star = wr.optree_k_star(n, c.k_star_rounding)
     k_best, _ = wr.optree_best_depth(n, w)
     step_s = c.mrr_reconfig_s + nbytes / n * fabric.per_item_byte_s()  # a + d/B of Eq. (3)
     base = _identity(cfg, OPTREE_KEYS)

@@ -1,10 +1,9 @@
 """Helpers shared by the paper sections: claim rows from SQL, number formats, line plots.
 
 A claim's project number always comes from a query over the store (``q(sql)``); these helpers only
-format it and apply a stated rule, so each rule is visible in the section module. A rule
-(:data:`Judge`) returns ``(verdict, reason)`` — verdicts in :data:`estimator.reports.model.VERDICTS`
-— and compares one pattern / size / baseline with one stated tolerance. When a query returns no
-rows (the sweep has not run), the claim says so and its verdict is ``no-data``.
+format it and apply a named rule of :mod:`estimator.reports.rules`, so each rule and its tolerance
+are visible in the section module. When a query returns no rows (the sweep has not run), the claim
+says so and its verdict is ``no-data``.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ import matplotlib.ticker
 import polars as pl
 
 from estimator.reports.model import Claim
-
-Judge = Callable[[Any], tuple[str, str]]
+from estimator.reports.rules import Rule
 
 Query = Callable[[str], pl.DataFrame]
 NO_DATA = "no data (run the experiment)"
@@ -61,45 +59,28 @@ def num(x: float | None, unit: str = "", digits: int = 3) -> str:
     return NO_DATA if x is None else f"{x:.{digits}g}{unit}"
 
 
-def claim(paper_claim: str, paper_value: str, project: Any, shown: str,
-          rule: Callable[[Any], bool] | None, detail: str = "") -> Claim:
-    """A claim row with a yes/no rule: ``holds`` if ``rule(project)`` else ``fails``, ``detail`` the
-    reason (``no-data`` without a project number). Prefer :func:`judged`, whose rule can also say
-    ``paper-inconsistent`` or ``simplified`` and writes its own reason."""
-    holds = None if project is None or rule is None else bool(rule(project))
-    return Claim(paper_claim, paper_value, shown if project is not None else NO_DATA, holds, detail)
+def judged(statement: str, paper_value: str, project: Any, shown: str, rule: Rule | None, *, where: str = "",
+           unit: str = "", sql: str = "", quote: str = "", reading: str = "", default_reading: bool = True) -> Claim:
+    """A claim row whose verdict, reason and derivation are ``rule.judge(project)`` (a named rule of
+    :mod:`estimator.reports.rules`; ``no-data`` without a project number or a rule)."""
+    common = {"unit": unit, "sql": sql.strip(), "where": where, "quote": quote, "reading": reading,
+              "default_reading": default_reading}
+    if project is None or rule is None:
+        return Claim(statement, paper_value, NO_DATA, None, **common)
+    v = rule.judge(project)
+    return Claim(statement, paper_value, shown, v.verdict == "holds", v.reason, v.verdict, rule=rule.name,
+                 tolerance=rule.tolerance, derivation=v.derivation, **common)
 
 
-def judged(statement: str, paper_value: str, project: Any, shown: str, judge: Judge, *, where: str = "",
-           unit: str = "", sql: str = "") -> Claim:
-    """A claim row whose verdict and reason are ``judge(project)`` (``no-data`` without a project number)."""
-    if project is None:
-        return Claim(statement, paper_value, NO_DATA, None, "", "", unit, sql.strip(), where)
-    verdict, reason = judge(project)
-    return Claim(statement, paper_value, shown, verdict == "holds", reason, verdict, unit, sql.strip(), where)
+def readings(experiment: str) -> dict[str, dict[str, Any]]:
+    """The experiment's ``readings:`` block (conf/experiment/<name>.yaml): for each project choice that
+    decides verdicts, its ``default`` and every option with the argument for it."""
+    import yaml
 
+    from estimator.config import conf_dir
 
-def within(paper: float, tol: float, fmt: Callable[[float], str] = lambda v: f"{v:.4g}") -> Judge:
-    """Rule: holds when ``|project - paper| <= tol`` (absolute, in the claim's unit); the reason
-    prints the difference and the tolerance."""
-
-    def judge(v: float) -> tuple[str, str]:
-        d = abs(v - paper)
-        ok = d <= tol
-        return ("holds" if ok else "fails",
-                f"|{fmt(v)} - {fmt(paper)}| = {fmt(d)} {'<=' if ok else '>'} tolerance {fmt(tol)}")
-
-    return judge
-
-
-def at_least(threshold: float, fmt: Callable[[float], str] = lambda v: f"{v:.4g}", what: str = "") -> Judge:
-    """Rule: holds when the project's number is >= ``threshold`` (the paper's number minus a stated tolerance)."""
-
-    def judge(v: float) -> tuple[str, str]:
-        ok = v >= threshold
-        return ("holds" if ok else "fails", f"{fmt(v)} {'>=' if ok else '<'} {fmt(threshold)}{' ' + what if what else ''}")
-
-    return judge
+    exp = yaml.safe_load((conf_dir() / "experiment" / f"{experiment}.yaml").read_text())
+    return exp.get("readings") or {}
 
 
 def line_plot(x: str, y: str, series: Sequence[str], *, xlabel: str, ylabel: str, logx: bool = True,

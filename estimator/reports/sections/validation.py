@@ -15,7 +15,8 @@ from __future__ import annotations
 import polars as pl
 
 from estimator.reports.model import Figure, Section, Table
-from estimator.reports.sections.paper_helpers import Query, claim, rows
+from estimator.reports.rules import AtMost
+from estimator.reports.sections.paper_helpers import Query, judged, rows
 from estimator.validation.llm import ERRORS_SQL as LLM_ERRORS_SQL
 
 BAND = 0.15  # the ±15 % band drawn around y = x (issue #10's accuracy target for large sizes)
@@ -192,6 +193,9 @@ SCALING_SQL = _scaling_sql(1)
 MULTINODE_SQL = _scaling_sql(8)
 
 
+ISSUE_10 = "issue #10's accuracy target"
+
+
 def _target(q: Query, what: str, target: str, where: str, limit: float):
     sql = f"""
 SELECT max(abs(error_pct)) AS worst, count(*) AS n,
@@ -204,8 +208,9 @@ FROM validation WHERE {where}
     value = None if not r["n"] else r["worst"]
     held = ("no independent rows" if not r["n_independent"]
             else f"independent: max {r['worst_independent']:.1f} % over {r['n_independent']} rows")
-    shown = f"max |error| {value:.1f} % over {r['n']} rows (worst {r['worst_id']})" if value is not None else ""
-    return claim(what, target, value, shown, lambda v: v <= limit, held)
+    shown = f"max |error| {value:.1f} % over {r['n']} rows (worst {r['worst_id']}); {held}" if value is not None else ""
+    return judged(what, target, value, shown, AtMost(limit, lambda v: f"{v:.1f} %", ISSUE_10), where=ISSUE_10,
+                  unit="%", sql=sql)
 
 
 def _claims(q: Query):
@@ -221,15 +226,19 @@ def _claims(q: Query):
     eight = [r for r in eff if r["gpus"] == 8]
     worst = max((abs(r["difference_points"]) for r in eight), default=None)
     worst_id = max(eight, key=lambda r: abs(r["difference_points"]))["id"] if eight else ""
-    out.append(claim("8-GPU data-parallel scaling efficiency within 5 points", "<= 5 points", worst,
-                     f"max {worst:.1f} points over {len(eight)} pairs (worst {worst_id})" if worst is not None else "",
-                     lambda v: v <= 5, "pairs: " + ", ".join(f"{r['id']} vs {r['base_id']}" for r in eight)))
+    pairs = "; pairs: " + ", ".join(f"{r['id']} vs {r['base_id']}" for r in eight)
+    out.append(judged("8-GPU data-parallel scaling efficiency within 5 points", "<= 5 points", worst,
+                      f"max {worst:.1f} points over {len(eight)} pairs (worst {worst_id}){pairs}" if worst is not None
+                      else "", AtMost(5, lambda v: f"{v:.1f} points", ISSUE_10), where=ISSUE_10, unit="points",
+                      sql=SCALING_SQL))
     multi = [r for r in rows(q, MULTINODE_SQL) if r["gpus"] <= 256]
     worst = max((abs(r["scaling_error_pct"]) for r in multi), default=None)
     worst_id = max(multi, key=lambda r: abs(r["scaling_error_pct"]))["id"] if multi else ""
-    out.append(claim("Multi-node scaling (one 8-GPU node -> up to 32 nodes) within 5 %", "<= 5 %", worst,
-                     f"max {worst:.1f} % over {len(multi)} pairs (worst {worst_id})" if worst is not None else "",
-                     lambda v: v <= 5, "pairs: " + ", ".join(f"{r['id']} vs {r['base_id']}" for r in multi)))
+    pairs = "; pairs: " + ", ".join(f"{r['id']} vs {r['base_id']}" for r in multi)
+    out.append(judged("Multi-node scaling (one 8-GPU node -> up to 32 nodes) within 5 %", "<= 5 %", worst,
+                      f"max {worst:.1f} % over {len(multi)} pairs (worst {worst_id}){pairs}" if worst is not None else "",
+                      AtMost(5, lambda v: f"{v:.1f} %", ISSUE_10), where=ISSUE_10, unit="%",
+                      sql=MULTINODE_SQL + "-- the rows with gpus <= 256"))
     return out
 
 
