@@ -71,7 +71,8 @@ def test_concurrent_sweeps_and_an_estimate_store_every_row_once(tmp_path, worklo
     outs = [p.communicate(timeout=600) for p in [*sweeps, estimate]]
     for p, (_, err) in zip([*sweeps, estimate], outs, strict=True):
         assert p.returncode == 0, err[-800:]
-    computed = [int(re.search(r"(\d+) of \d+ points computed", err).group(1)) for _, err in outs[:3]]
+    # the sweep's one-line summary: "N points: C computed, S already in the store; ..."
+    computed = [int(re.search(r"points: (\d+) computed", out).group(1)) for out, _ in outs[:3]]
     union = len(set().union(*grids) | {1200, 1500})
     assert sum(computed) > union  # the sweeps did compute the same points: the race was there
     n, distinct, ncoll, distinct_coll = _counts(store)
