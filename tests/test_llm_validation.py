@@ -80,7 +80,7 @@ def _csv(tmp_path, **change):
     ({"global_batch": "0"}, "column global_batch"),
     ({"model": "gpt5"}, "column model: unknown model 'gpt5'"),
     ({"overrides": "parallelism.pp=4"}, "column overrides"),
-    ({"measured_tflops_per_gpu": "-3"}, "column measured_tflops_per_gpu"),
+    ({"measured": "-3"}, "column measured: '-3' is not a positive number"),
 ])
 def test_bad_llm_rows_are_one_line_errors(tmp_path, change, needle):
     with pytest.raises(EstimatorError) as err:

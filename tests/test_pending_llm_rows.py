@@ -4,7 +4,7 @@
 merged yet, and nobody tuning the model may see their errors). These tests keep the file loadable by
 the validation loader (columns, roles, sources, layouts), check every step-time conversion written
 in ``measured_what`` against the row's columns, enforce the same-source rule against the calibration
-rows of validation/*.csv, and check the extended llm row format on rows today's model can run.
+rows of validation/*.csv, and check the llm row format on rows today's model can run.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from estimator.validation import load_rows, predict
 from estimator.validation import rows as rows_module
 from estimator.validation.llm import (
     COLUMNS,
-    EXTENDED_COLUMNS,
     megatron_flops,
     palm_flops,
     shares_source,
@@ -72,7 +71,7 @@ def test_validate_does_not_read_the_pending_folder(pending_rows):
 
 def test_pending_file_parses_with_the_loader(pending_rows):
     header = next(csv.reader(io.StringIO(PENDING_FILE.read_text(encoding="utf-8"))))
-    assert tuple(header) == EXTENDED_COLUMNS
+    assert tuple(header) == COLUMNS
     assert len(pending_rows) == 39 and {r.kind for r in pending_rows} == {"llm"}
     assert {r.role for r in pending_rows} <= {"independent", "same-source"}
     for r in pending_rows:
@@ -153,37 +152,37 @@ def test_same_source_rule(a, b, same):
     assert shares_source(a, b) is same and shares_source(b, a) is same
 
 
-def _extended_copy(tmp_path, legacy_id: str, **change: str) -> Path:
-    """A legacy llm.csv row rewritten in the extended header (``change`` sets columns)."""
+def _row_copy(tmp_path, row_id: str, **change: str) -> Path:
+    """A folder holding one validation/llm.csv row with ``change`` applied to its columns."""
     text = (VALIDATION / "llm.csv").read_text(encoding="utf-8")
-    legacy = {r["id"]: r for r in csv.DictReader(io.StringIO(text))}[legacy_id]
-    assert tuple(legacy) == COLUMNS
-    row = {c: legacy.get(c, "") for c in EXTENDED_COLUMNS}
-    row.update(cp="1", seq_len="", metric="tflops_per_gpu", measured=legacy["measured_tflops_per_gpu"],
-               flops_formula="megatron_eq3", unstated="")
+    reader = csv.DictReader(io.StringIO(text))
+    assert tuple(reader.fieldnames) == COLUMNS  # one llm format
+    row = {r["id"]: r for r in reader}[row_id]
     row.update(change)
     folder = tmp_path / "v"
     folder.mkdir(parents=True)
     with (folder / "llm_x.csv").open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=EXTENDED_COLUMNS, lineterminator="\n")
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()
         writer.writerow(row)
     return folder
 
 
-def test_extended_row_predicts_like_the_original_format(tmp_path):
-    legacy = next(r for r in load_rows(VALIDATION) if r.id == "megatron-sc21-gpt-1t-3072gpu")
-    extended = load_rows(_extended_copy(tmp_path, legacy.id, seq_len="2048"))[0]
-    assert extended.metric == "tflops_per_gpu" and extended.unit == "TFLOP/s/GPU" and legacy.metric == extended.metric
-    assert base_overrides(extended) == [*base_overrides(legacy)[:-len(legacy.overrides)], "model.seq_len=2048",
-                                        *legacy.overrides]
-    assert predict(extended).predicted == pytest.approx(predict(legacy).predicted)
+def test_seq_len_column_equal_to_the_model_default_predicts_the_same(tmp_path):
+    plain = next(r for r in load_rows(VALIDATION) if r.id == "megatron-sc21-gpt-1t-3072gpu")
+    assert plain.raw["seq_len"] == "" and plain.metric == "tflops_per_gpu" and plain.unit == "TFLOP/s/GPU"
+    explicit = load_rows(_row_copy(tmp_path, plain.id, seq_len="2048"))[0]
+    assert base_overrides(explicit) == [*base_overrides(plain)[:-len(plain.overrides)], "model.seq_len=2048",
+                                        *plain.overrides]
+    assert predict(explicit).predicted == pytest.approx(predict(plain).predicted)
+    longer = load_rows(_row_copy(tmp_path / "b", plain.id, seq_len="4096"))[0]
+    assert predict(longer).predicted != pytest.approx(predict(plain).predicted)
 
 
 def test_tokens_per_second_metric_is_tokens_over_predicted_step_time(tmp_path):
     from estimator.estimate import estimate
 
-    folder = _extended_copy(tmp_path, "megatron-sc21-gpt-1t-3072gpu", metric="tokens_per_s_per_gpu",
+    folder = _row_copy(tmp_path, "megatron-sc21-gpt-1t-3072gpu", metric="tokens_per_s_per_gpu",
                             measured="100", flops_formula="")
     row = load_rows(folder)[0]
     res = predict(row)
@@ -195,10 +194,10 @@ def test_tokens_per_second_metric_is_tokens_over_predicted_step_time(tmp_path):
 
 
 def test_context_parallel_and_seq_len_columns_become_overrides(tmp_path):
-    row = load_rows(_extended_copy(tmp_path, "megatron-sc21-gpt-1t-3072gpu", cp="2", seq_len="4096"))[0]
+    row = load_rows(_row_copy(tmp_path, "megatron-sc21-gpt-1t-3072gpu", cp="2", seq_len="4096"))[0]
     ov = base_overrides(row)
     assert "parallelism.cp=2" in ov and "model.seq_len=4096" in ov
-    one = load_rows(_extended_copy(tmp_path / "b", "megatron-sc21-gpt-1t-3072gpu"))[0]
+    one = load_rows(_row_copy(tmp_path / "b", "megatron-sc21-gpt-1t-3072gpu"))[0]
     assert not any(o.startswith(("parallelism.cp=", "model.seq_len=")) for o in base_overrides(one))
 
 
@@ -227,16 +226,16 @@ def test_palm_flops_is_6n_plus_12lhs_per_token():
     ({"overrides": "model.seq_len=4096"}, "sets model.seq_len, which this file sets through its columns"),
     ({"measured": "-1"}, "column measured: '-1' is not a positive number"),
 ])
-def test_bad_extended_rows_are_one_line_errors(tmp_path, change, needle):
+def test_bad_llm_rows_are_one_line_errors(tmp_path, change, needle):
     with pytest.raises(EstimatorError) as err:
-        load_rows(_extended_copy(tmp_path, "megatron-sc21-gpt-1t-3072gpu", **change))
+        load_rows(_row_copy(tmp_path, "megatron-sc21-gpt-1t-3072gpu", **change))
     msg = str(err.value)
     assert "llm_x.csv:2:" in msg and needle in msg and "\n" not in msg
 
 
-def test_fp8_is_an_llm_precision_only(tmp_path):
-    assert load_rows(_extended_copy(tmp_path, "megatron-sc21-gpt-1t-3072gpu", precision="fp8"))[0].precision == "fp8"
-    assert "fp8" not in rows_module.PRECISIONS  # training rows keep their list
+def test_fp8_is_an_llm_precision(tmp_path):
+    assert load_rows(_row_copy(tmp_path, "megatron-sc21-gpt-1t-3072gpu", precision="fp8"))[0].precision == "fp8"
+    assert "fp8" in rows_module.PRECISIONS  # one list of precisions for every kind
 
 
 def test_every_name_and_framework_a_pending_row_uses_is_documented(pending_rows):
