@@ -115,7 +115,7 @@ def test_interleaved_schedule_shrinks_the_bubble_and_multiplies_p2p():
 
 
 @pytest.mark.parametrize("extra, needle", [
-    (("parallelism.virtual_stages=7",), "not divisible by pp x virtual_stages"),
+    (("parallelism.virtual_stages=16",), "leave a chunk other than the embedding's"),
     (("parallelism.virtual_stages=3", "parallelism.global_batch=1856"), "multiple of pp=4"),
     (("parallelism.virtual_stages=2", "parallelism.pp=1"), "needs pipeline parallelism"),
 ])

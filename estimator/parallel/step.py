@@ -28,8 +28,10 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
 * Pipeline (Narayanan et al. 2021 Sec. 2.2, 1F1B): stage ``i``'s slot is ``t_f,i + t_b,i + 2 v
   t_p2p``; the slowest slot paces the steady state and every stage's slot passes once through the
   fill and drain: step = ``m x max_i slot_i + (sum_i slot_i - max_i slot_i) / v`` (with equal
-  stages: ``(m + (pp - 1)/v) x slot``, the classic bubble of ``(pp - 1)/v`` slots; interleaved 1F1B
-  with ``v`` virtual stages needs equal stages). A boundary sends ``s/cp x b x h`` 16-bit values
+  stages: ``(m + (pp - 1)/v) x slot``, the classic bubble of ``(pp - 1)/v`` slots). Interleaved
+  with ``v`` model chunks per rank, a stage's slot is all its chunks' layers (``Layout.chunk_layers``,
+  which may be uneven: Llama 3 405B's embedding-only first chunk), and the fill and drain pass
+  each other stage's slot once divided by ``v`` (its average chunk). A boundary sends ``s/cp x b x h`` 16-bit values
   per microbatch each way, split over the TP ranks when the framework scatters/gathers them
   (``p2p_scatter_gather``), all boundaries at once.
 * Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer's dispatch and
