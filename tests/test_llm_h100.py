@@ -227,9 +227,12 @@ def test_zero3_working_set_follows_the_prefetch_window():
 def test_framework_profiles_change_what_they_say():
     base = ("fabric.nodes=64", "parallelism.tp=8", "parallelism.pp=4", "parallelism.global_batch=64", "precision=bf16",
             "parallelism.sequence_parallel=true", "parallelism.recompute=none", "parallelism.zero=1")
-    mega, ds = (estimate(cfg("llama3_70b", *base, f"framework={f}")) for f in ("megatron", "deepspeed"))
-    p2p = {name: next(c for c in r.collectives if c["group"] == "pp")["bytes"] for name, r in (("m", mega), ("d", ds))}
-    assert p2p["d"] == 8 * p2p["m"]  # DeepSpeed's pipe engine: every TP rank sends the whole activation
+    mega, ds, ds21 = (estimate(cfg("llama3_70b", *base, f"framework={f}")) for f in ("megatron", "deepspeed", "deepspeed_2021"))
+    p2p = {name: sorted(c["bytes"] for c in r.collectives if c["group"] == "pp")
+           for name, r in (("m", mega), ("d", ds), ("d21", ds21))}
+    one = p2p["m"][0]  # Megatron: 1/tp of the activation each way (scatter/gather)
+    assert p2p["m"] == p2p["d"] == [one]  # DeepSpeed's PartitionedTensor both ways (since v0.5.5)
+    assert p2p["d21"] == [one, 8 * one]  # DeepSpeed 2021: partitioned forward, whole gradient back
     assert ds.metrics["dp_exposed_time_s"] > mega.metrics["dp_exposed_time_s"]  # reduction after the flush, gather exposed
     assert ds.metrics["iter_time_s"] > mega.metrics["iter_time_s"]
     fsdp = estimate(cfg("llama3_70b", *base, "framework=fsdp")).metrics  # bf16 reduce_dtype: half the gradient bytes
