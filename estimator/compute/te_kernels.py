@@ -196,17 +196,20 @@ def swiglu_backward(grad: Tensor, y: Tensor) -> Tensor:
     return torch.cat((grad * b * sig * (1 + a * (1 - sig)), grad * a * sig), -1)
 
 
-@swiglu_backward.register_fake
-def _(grad, y):
+def _like_input(grad, y):  # an activation's backward returns the gradient of its input
     return torch.empty_like(y)
 
 
-def _swiglu_setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0])
+def _register_activation(op, backward) -> None:
+    """``op``'s backward is ``backward(grad, input)``; the input is saved, the output is not."""
+    def setup(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    backward.register_fake(_like_input)
+    op.register_autograd(lambda ctx, grad: backward(grad, ctx.saved_tensors[0]), setup_context=setup)
 
 
-swiglu.register_autograd(lambda ctx, grad: torch.ops.te.swiglu_backward(grad, ctx.saved_tensors[0]),
-                         setup_context=_swiglu_setup)
+_register_activation(swiglu, swiglu_backward)
 
 
 # ---- squared ReLU (Nemotron-4) -----------------------------------------------------------------------
@@ -225,17 +228,7 @@ def squared_relu_backward(grad: Tensor, y: Tensor) -> Tensor:
     return 2 * torch.relu(y) * grad
 
 
-@squared_relu_backward.register_fake
-def _(grad, y):
-    return torch.empty_like(y)
-
-
-def _squared_relu_setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0])
-
-
-squared_relu.register_autograd(lambda ctx, grad: torch.ops.te.squared_relu_backward(grad, ctx.saved_tensors[0]),
-                               setup_context=_squared_relu_setup)
+_register_activation(squared_relu, squared_relu_backward)
 
 
 # ---- causal flash attention (GQA-native; cp ring steps) -------------------------------------------
