@@ -80,7 +80,7 @@ def _csv(tmp_path, **change):
     ({"global_batch": "0"}, "column global_batch"),
     ({"model": "gpt5"}, "column model: unknown model 'gpt5'"),
     ({"overrides": "parallelism.pp=4"}, "column overrides"),
-    ({"measured_tflops_per_gpu": "-3"}, "column measured_tflops_per_gpu"),
+    ({"measured": "-3"}, "column measured: '-3' is not a positive number"),
 ])
 def test_bad_llm_rows_are_one_line_errors(tmp_path, change, needle):
     with pytest.raises(EstimatorError) as err:
@@ -115,7 +115,7 @@ def test_interleaved_schedule_shrinks_the_bubble_and_multiplies_p2p():
 
 
 @pytest.mark.parametrize("extra, needle", [
-    (("parallelism.virtual_stages=7",), "not divisible by pp x virtual_stages"),
+    (("parallelism.virtual_stages=16",), "leave a chunk other than the embedding's"),
     (("parallelism.virtual_stages=3", "parallelism.global_batch=1856"), "multiple of pp=4"),
     (("parallelism.virtual_stages=2", "parallelism.pp=1"), "needs pipeline parallelism"),
 ])

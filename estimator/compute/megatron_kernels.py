@@ -24,6 +24,12 @@ the SC21 scripts the validation rows come from) turns three fusions on unless di
   and a 1-byte keep-mask; backward: the residual's gradient is the output gradient itself (no
   kernel), ``x``'s is ``grad * mask / (1 - p)`` in one kernel (as ``native_dropout_backward``),
   and the bias gradient is its sum over the tokens.
+* ``bias_add_residual`` — the same fused function with dropout probability 0 (Megatron-core's
+  ``bias_dropout_add_fused_train``, megatron/core/fusions/fused_bias_dropout.py, as runs that set
+  ``hidden_dropout: 0`` use it, e.g. MLPerf GPT-3): ``dropout(x, p=0)`` is the identity (no mask
+  is drawn or saved), so one kernel reads ``x``, the bias and the residual and writes the output;
+  backward passes the gradient to ``x`` and the residual unchanged (no kernel) and sums it over
+  the tokens for the bias.
 
 Everything else in Megatron's GPT layer is an ordinary PyTorch op: the QK^T product is
 ``torch.baddbmm(..., beta=0, alpha=1/norm_factor)`` (the scale is the GEMM's alpha, no extra
@@ -159,6 +165,20 @@ def _bda_backward(ctx, grad, _grad_mask):
 
 
 bias_dropout_add.register_autograd(_bda_backward, setup_context=_bda_setup)
+
+
+# ---- bias + residual add (dropout probability 0) ------------------------------------------------------
+@torch.library.custom_op("megatron::bias_add_residual", mutates_args=())
+def bias_add_residual(x: Tensor, bias: Tensor, residual: Tensor) -> Tensor:
+    return residual + x + bias
+
+
+@bias_add_residual.register_fake
+def _(x, bias, residual):
+    return torch.empty_like(x)
+
+
+bias_add_residual.register_autograd(lambda ctx, grad: (grad, _leading_sum(grad), grad))
 
 
 # ---- bytes per call (see the module docstring); ops not named here use capture's generic rule ----

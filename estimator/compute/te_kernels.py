@@ -1,6 +1,6 @@
-"""The fused kernels of a Llama layer under Megatron-core with Transformer Engine, as PyTorch custom
-ops (namespace ``te``), so a captured decoder layer (``estimator.parallel.layer``,
-``model.fused_kernels=te``) records one op per kernel the GPU runs.
+"""The fused kernels of a decoder layer (Llama, GPT, Nemotron) under Megatron-core with Transformer
+Engine, as PyTorch custom ops (namespace ``te``), so a captured decoder layer
+(``estimator.parallel.layer``, ``model.fused_kernels=te``) records one op per kernel the GPU runs.
 
 Which kernels (each is one CUDA kernel per direction in the stack NVIDIA's NeMo/Megatron-core
 recipes run; sources per op):
@@ -8,12 +8,24 @@ recipes run; sources per op):
 * ``rmsnorm`` — Transformer Engine's fused RMSNorm (``transformer_engine.pytorch.RMSNorm`` /
   the norm inside ``LayerNormLinear``): forward reads x and the weight, writes y; backward reads
   the gradient, x and the weight, writes dx and dweight. (The eager ``nn.RMSNorm`` is ~6 kernels.)
+* ``layernorm`` — TE's fused LayerNorm (the norm inside ``LayerNormLinear`` with
+  ``normalization: LayerNorm``; GPT and Nemotron-4, whose ``layernorm1p`` is the same kernel with
+  ``zero_centered_gamma``): forward reads x, the weight and the bias, writes y (and the per-token
+  mean and 1/std, 8 bytes per token, left out); backward reads the gradient, x and the weight,
+  writes dx, dweight and dbias.
 * ``rope`` — TE's fused rotary embedding (``fused_apply_rotary_pos_emb``, used by Megatron-core
   when ``apply_rope_fusion`` is on, as in NeMo's Llama recipes): one kernel reading q (or k) and
   writing the rotated tensor; backward rotates the gradient back (no saved activation).
 * ``swiglu`` — Megatron-core's fused SwiGLU (megatron/core/fusions/fused_bias_swiglu.py,
   ``bias_swiglu_impl``): forward reads the ``2f``-wide fc1 output, writes ``silu(a) * b``
   (``f`` wide); backward reads the gradient and the fc1 output, writes the ``2f``-wide gradient.
+* ``squared_relu`` — Nemotron-4's MLP activation ``relu(x)^2`` as NeMo compiles it
+  (NVIDIA/NeMo@bf5488021ed8 nemo/collections/nlp/modules/common/megatron/utils.py: ``@jit_fuser
+  def squared_relu`` with ``jit_fuser = torch.compile``; Megatron-LM's
+  megatron/training/activations.py is ``@jit_fuser`` too): one generated kernel each way —
+  forward reads the fc1 output and writes ``relu(x)^2``, backward reads the gradient and the fc1
+  output and writes ``2 relu(x) grad``. (GPT's bias-GeLU is Megatron's ``bias_gelu``,
+  ``estimator.compute.megatron_kernels``, unchanged in Megatron-core.)
 * ``flash_attention`` — causal dot-product attention as one fused kernel each way (TE's
   ``DotProductAttention``; on Hopper TE prefers cuDNN's fused flash attention over Tri Dao's when
   both apply: NVIDIA NeMo docs, memory_optimizations "Flash Attention", PR NVIDIA/NeMo#9188). No
@@ -55,6 +67,12 @@ def _nbytes(t: Tensor) -> int:
     return t.numel() * t.element_size()
 
 
+def _vjp(fn, grad: Tensor, *inputs: Tensor) -> tuple[Tensor, ...]:
+    """The CPU result of a backward op: the gradient of ``fn(*inputs)`` against ``grad`` (``torch.func``
+    works inside a custom op's implementation, where autograd is below the dispatch)."""
+    return torch.func.vjp(fn, *inputs)[1](grad)
+
+
 # ---- RMSNorm --------------------------------------------------------------------------------------
 @torch.library.custom_op("te::rmsnorm", mutates_args=())
 def rmsnorm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -68,10 +86,7 @@ def _(x, weight, eps):
 
 @torch.library.custom_op("te::rmsnorm_backward", mutates_args=())
 def rmsnorm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:
-    with torch.enable_grad():
-        xr, wr = x.detach().requires_grad_(), weight.detach().requires_grad_()
-        dx, dw = torch.autograd.grad(xr * torch.rsqrt(xr.pow(2).mean(-1, keepdim=True) + eps) * wr, (xr, wr), grad)
-    return dx, dw
+    return _vjp(lambda xr, wr: xr * torch.rsqrt(xr.pow(2).mean(-1, keepdim=True) + eps) * wr, grad, x, weight)
 
 
 @rmsnorm_backward.register_fake
@@ -91,6 +106,42 @@ def _rmsnorm_backward(ctx, grad):
 
 
 rmsnorm.register_autograd(_rmsnorm_backward, setup_context=_rmsnorm_setup)
+
+
+# ---- LayerNorm (weight and bias) -------------------------------------------------------------------
+@torch.library.custom_op("te::layernorm", mutates_args=())
+def layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+@layernorm.register_fake
+def _(x, weight, bias, eps):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("te::layernorm_backward", mutates_args=())
+def layernorm_backward(grad: Tensor, x: Tensor, weight: Tensor, bias: Tensor, eps: float
+                       ) -> tuple[Tensor, Tensor, Tensor]:
+    return _vjp(lambda xr, wr, br: torch.nn.functional.layer_norm(xr, (x.shape[-1],), wr, br, eps), grad, x, weight, bias)
+
+
+@layernorm_backward.register_fake
+def _(grad, x, weight, bias, eps):
+    return torch.empty_like(x), torch.empty_like(weight), torch.empty_like(bias)
+
+
+def _layernorm_setup(ctx, inputs, output):
+    ctx.eps = inputs[3]
+    ctx.save_for_backward(inputs[0], inputs[1], inputs[2])
+
+
+def _layernorm_backward(ctx, grad):
+    x, weight, bias = ctx.saved_tensors
+    dx, dw, db = torch.ops.te.layernorm_backward(grad, x, weight, bias, ctx.eps)
+    return dx, dw, db, None
+
+
+layernorm.register_autograd(_layernorm_backward, setup_context=_layernorm_setup)
 
 
 # ---- rotary position embedding (rotate-half form, positions 0..s-1 of the local sequence) --------
@@ -145,17 +196,39 @@ def swiglu_backward(grad: Tensor, y: Tensor) -> Tensor:
     return torch.cat((grad * b * sig * (1 + a * (1 - sig)), grad * a * sig), -1)
 
 
-@swiglu_backward.register_fake
-def _(grad, y):
+def _like_input(grad, y):  # an activation's backward returns the gradient of its input
     return torch.empty_like(y)
 
 
-def _swiglu_setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0])
+def _register_activation(op, backward) -> None:
+    """``op``'s backward is ``backward(grad, input)``; the input is saved, the output is not."""
+    def setup(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    backward.register_fake(_like_input)
+    op.register_autograd(lambda ctx, grad: backward(grad, ctx.saved_tensors[0]), setup_context=setup)
 
 
-swiglu.register_autograd(lambda ctx, grad: torch.ops.te.swiglu_backward(grad, ctx.saved_tensors[0]),
-                         setup_context=_swiglu_setup)
+_register_activation(swiglu, swiglu_backward)
+
+
+# ---- squared ReLU (Nemotron-4) -----------------------------------------------------------------------
+@torch.library.custom_op("te::squared_relu", mutates_args=())
+def squared_relu(y: Tensor) -> Tensor:
+    return torch.relu(y) ** 2
+
+
+@squared_relu.register_fake
+def _(y):
+    return torch.empty_like(y)
+
+
+@torch.library.custom_op("te::squared_relu_backward", mutates_args=())
+def squared_relu_backward(grad: Tensor, y: Tensor) -> Tensor:
+    return 2 * torch.relu(y) * grad
+
+
+_register_activation(squared_relu, squared_relu_backward)
 
 
 # ---- causal flash attention (GQA-native; cp ring steps) -------------------------------------------
@@ -167,6 +240,10 @@ def _expand(kv: Tensor, heads: int) -> Tensor:
 def flash_attention(q: Tensor, k: Tensor, v: Tensor, cp: int) -> Tensor:
     """q: [s, b, h_q, d]; k, v: [s, b, h_kv, d] (this rank's tokens). The CPU result is causal
     attention over the local tokens (with cp > 1 the other ranks' keys live elsewhere)."""
+    return _causal_attention(q, k, v)
+
+
+def _causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     qh, kh, vh = (t.permute(1, 2, 0, 3) for t in (q, _expand(k, q.shape[2]), _expand(v, q.shape[2])))
     out = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, is_causal=True)
     return out.permute(2, 0, 1, 3).contiguous()
@@ -180,10 +257,7 @@ def _(q, k, v, cp):
 @torch.library.custom_op("te::flash_attention_backward", mutates_args=())
 def flash_attention_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, cp: int
                              ) -> tuple[Tensor, Tensor, Tensor]:
-    with torch.enable_grad():
-        qr, kr, vr = (t.detach().requires_grad_() for t in (q, k, v))
-        dq, dk, dv = torch.autograd.grad(flash_attention(qr, kr, vr, cp), (qr, kr, vr), grad)
-    return dq, dk, dv
+    return _vjp(_causal_attention, grad, q, k, v)
 
 
 @flash_attention_backward.register_fake

@@ -10,7 +10,8 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   step's first forward (else it is exposed at the end of the step).
 * ``tp_comm_overlap`` — tensor-parallel collectives overlap the layer's GEMMs (up to their time).
 * ``p2p_scatter_gather`` — a pipeline boundary sends ``1 / tp`` of the activations per TP rank
-  (Narayanan et al. 2021 Sec. 4.1) instead of every TP rank sending the whole tensor.
+  (Narayanan et al. 2021 Sec. 4.1) instead of every TP rank sending the whole tensor;
+  ``p2p_grad_scatter_gather`` the same for the activation gradients sent back in backward.
 * ``interleaved_schedule`` — the pipeline engine supports virtual stages (interleaved 1F1B).
 * ``fp32_grads_with_bf16`` — with bf16/fp8 training the gradient buffer and its reduction are fp32
   (4 bytes per parameter), else 16-bit.
@@ -22,7 +23,21 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   use (null = one unit ahead) and at most keeps gathered (null = no cap): the gathered working set
   is the running unit plus the prefetched ones, within the cap (memory). The gathers run one after
   another on one communication stream, so a deeper prefetch cannot hide a gather slower than the
-  compute it overlaps: the step's exposure is per unit (:func:`~estimator.parallel.step.zero3_layer`).
+  compute it overlaps: the step's exposure is per unit (:func:`~estimator.parallel.zero3.zero3_layer`).
+* ``zero3_max_reuse_params`` — an engine that releases a unit's gathered parameters after each use
+  unless it is needed again within this many parameters' worth of other units (DeepSpeed's
+  ``stage3_max_reuse_distance``); with full recompute such a unit is gathered for the recompute
+  and again for its backward. Null: one backward gather serves recompute and backward (FSDP,
+  Megatron-core: the checkpointed block runs inside its unit).
+* ``zero3_list_collectives`` — ZeRO-3's all-gathers and reduce-scatters go through
+  ``torch.distributed``'s tensor-list API: per collective, one eager copy per rank of the group
+  on the host and ``2 x`` the buffer in HBM copies (and a zero-filled gather buffer), rather than
+  flat-buffer collectives (:mod:`~estimator.parallel.zero3`).
+* ``zero3_sync_per_fetch`` — the engine synchronises the whole device before every unit's
+  parameters are used, so host work between units is not hidden behind queued GPU work.
+* ``zero3_grad_collective`` — how ZeRO-3 reduces gradients: ``reduce_scatter`` (each rank receives
+  its shard) or ``all_reduce`` (the whole gradient, then each rank keeps its shard: twice the
+  bytes; DeepSpeed 2021's default path).
 
 A config without a ``framework`` subtree (a hand-built dict) gets ``conf/framework/megatron.yaml``.
 """
@@ -37,7 +52,9 @@ from typing import Any
 from estimator.errors import EstimatorError
 
 ZERO3_UNITS = ("layer", "module")
-OPTIONAL = ("reduce_bucket_params", "zero3_prefetch_params", "zero3_max_live_params")  # parameter counts; null = none
+GRAD_COLLECTIVES = ("reduce_scatter", "all_reduce")
+OPTIONAL = ("reduce_bucket_params", "zero3_prefetch_params", "zero3_max_live_params",
+            "zero3_max_reuse_params")  # parameter counts; null = none
 DEFAULT = "megatron"
 
 
@@ -48,12 +65,17 @@ class Framework:
     param_gather_overlap: bool
     tp_comm_overlap: bool
     p2p_scatter_gather: bool
+    p2p_grad_scatter_gather: bool
     interleaved_schedule: bool
     fp32_grads_with_bf16: bool
     zero3_unit: str
+    zero3_list_collectives: bool
+    zero3_sync_per_fetch: bool
+    zero3_grad_collective: str
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
     zero3_max_live_params: float | None = None
+    zero3_max_reuse_params: float | None = None
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any] | None) -> Framework:
@@ -71,6 +93,9 @@ class Framework:
                 raise EstimatorError(f"framework.{f.name} must be true or false, got {value!r}")
         if data["zero3_unit"] not in ZERO3_UNITS:
             raise EstimatorError(f"framework.zero3_unit must be one of {', '.join(ZERO3_UNITS)}, got {data['zero3_unit']!r}")
+        if data["zero3_grad_collective"] not in GRAD_COLLECTIVES:
+            raise EstimatorError(f"framework.zero3_grad_collective must be one of {', '.join(GRAD_COLLECTIVES)}, "
+                                 f"got {data['zero3_grad_collective']!r}")
         for key in OPTIONAL:
             value = data.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):

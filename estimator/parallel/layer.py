@@ -38,16 +38,22 @@ What is captured and how:
   [s, b, heads, 3d] projection (its gradient needs no permute copy), the output and second MLP
   GEMMs without bias followed by ``bias_dropout_add``, the first MLP GEMM without bias followed by
   ``bias_gelu``. Only the GPT family. Parameters are the same either way (the biases stay, they
-  are added inside the fused kernels). ``te`` captures a Llama layer as Megatron-core runs it with
-  Transformer Engine (the stack of NVIDIA's NeMo Llama recipes; kernels and sources in
-  ``estimator.compute.te_kernels``): fused RMSNorm, the QKV GEMM (grouped-query attention native:
-  ``heads / tp`` query and ``max(1, kv_heads / tp)`` KV heads, no repeated K/V), fused RoPE on q and
-  k, causal flash attention (no ``s x s`` tensor in HBM), the output GEMM, residual add, fused
-  RMSNorm, one fc1 GEMM of width ``2 ffn / tp`` (Megatron-core's gated linear unit), fused SwiGLU,
-  fc2, residual add. With ``precision=fp8`` (``fp8=True``) every Linear's input and output
-  gradient pass through TE's cast-transpose kernel; the QKV and fc1 inputs are cast right after
-  their norm, on the rank's own tokens before the sequence-parallel gather (TE's LayerNormLinear
-  gathers FP8).
+  are added inside the fused kernels). ``te`` captures the layer as Megatron-core runs it with
+  Transformer Engine (``get_gpt_layer_with_transformer_engine_spec``, the stack of NVIDIA's NeMo
+  recipes for Llama, GPT-3 and Nemotron; kernels and sources in ``estimator.compute.te_kernels``):
+  the fused norm (RMSNorm for Llama, LayerNorm for GPT and Nemotron), the QKV GEMM (GPT: its bias
+  in the GEMM's epilogue; grouped-query attention native: ``heads / tp`` query and
+  ``max(1, kv_heads / tp)`` KV heads, no repeated K/V), fused RoPE on q and k
+  (``position_embedding: rope``), causal flash attention (no ``s x s`` tensor in HBM; attention
+  dropout is drawn inside the kernel), the output GEMM, then the residual add — for GPT the output
+  GEMM runs without its bias (``skip_bias_add``) and Megatron's fused ``bias_dropout_add`` adds
+  bias, dropout and residual in one kernel (``bias_add_residual`` with ``model.dropout=0``) — the
+  second fused norm, fc1 and the fused activation: SwiGLU on one ``2 ffn / tp``-wide fc1 GEMM
+  (Llama; Megatron-core's gated linear unit), ``bias_gelu`` on fc1 without its bias (GPT), squared
+  ReLU (Nemotron); fc2 and the residual add as after attention. With ``precision=fp8``
+  (``fp8=True``) every Linear's input and output gradient pass through TE's cast-transpose kernel;
+  the QKV and fc1 inputs are cast right after their norm, on the rank's own tokens before the
+  sequence-parallel gather (TE's LayerNormLinear gathers FP8).
 * Context parallelism (``cp`` > 1, ``te`` only: Megatron-core's ring attention runs through TE):
   each rank holds ``seq / cp`` tokens (Megatron's load-balanced split), so every op runs on those
   tokens, and the attention kernel covers the rank's queries against all keys (FLOPs / cp of the
@@ -73,8 +79,6 @@ from estimator.parallel.spec import TransformerSpec
 from estimator.workloads.capture_cache import disk_cached
 from estimator.workloads.graph import Node, Workload
 
-DROPOUT = 0.1  # GPT-3 / Megatron-LM default hidden and attention dropout (Llama-2 uses none)
-
 
 def _modules():
     """Module classes, defined lazily so importing this file does not import torch."""
@@ -99,14 +103,14 @@ def _modules():
             return g.new_empty(ctx.in_shape), None
 
     def norm(spec: TransformerSpec, h: int) -> nn.Module:
-        return nn.LayerNorm(h) if spec.family == "gpt" else nn.RMSNorm(h)
+        return nn.RMSNorm(h) if spec.rmsnorm else nn.LayerNorm(h)
 
     class CoreAttention(nn.Module):
         """softmax(mask(q k^T / sqrt(d))) v on this rank's heads; q, k, v: [b, heads, s, d]."""
 
         def __init__(self, spec: TransformerSpec, cp: int = 1):
             super().__init__()
-            self.gpt = spec.family == "gpt"
+            self.dropout = spec.dropout
             s = spec.seq_len
             self.fused = spec.fused == "megatron"
             self.flash = spec.fused == "te"
@@ -122,8 +126,8 @@ def _modules():
             scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
             mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
             probs = scores.masked_fill(mask, float("-inf")).softmax(-1)
-            if self.gpt:
-                probs = F.dropout(probs, DROPOUT, True)
+            if self.dropout:
+                probs = F.dropout(probs, self.dropout, True)
             return torch.matmul(probs, v)
 
         def _megatron(self, q, k, v):  # megatron/model/transformer.py ParallelAttention.forward
@@ -135,13 +139,13 @@ def _modules():
             else:
                 mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
                 probs = scores.masked_fill(mask, float("-inf")).softmax(-1)
-            probs = F.dropout(probs, DROPOUT, True)
+            probs = F.dropout(probs, self.dropout, True)
             return torch.bmm(probs, v3).view(b, nh, s, d)
 
     class LayerShard(nn.Module):
         def __init__(self, spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False):
             super().__init__()
-            h, d, bias = spec.hidden, spec.head_dim, spec.family == "gpt"
+            h, d, bias = spec.hidden, spec.head_dim, spec.biases
             self.spec, self.tp, self.sp, self.fp8 = spec, tp, sp, fp8
             self.seq = spec.seq_len // cp  # this rank's tokens (context parallelism)
             self.nh, self.nkv, self.d = spec.heads // tp, max(1, spec.kv_heads // tp), d
@@ -150,8 +154,8 @@ def _modules():
             self.proj = nn.Linear(self.nh * d, h, bias=bias)
             f = spec.ffn // tp
             self.router = nn.Linear(h, spec.experts, bias=False) if spec.experts else None
-            if spec.family == "gpt":
-                self.fc1, self.fc2 = nn.Linear(h, f), nn.Linear(f, h)
+            if not spec.gated:  # GPT (GeLU, biases), Nemotron (squared ReLU, no biases)
+                self.fc1, self.fc2 = nn.Linear(h, f, bias=bias), nn.Linear(f, h, bias=bias)
             elif spec.fused == "te":  # Megatron-core: gate and up as one fc1 GEMM (gated linear unit)
                 self.fc1, self.fc2 = nn.Linear(h, 2 * f, bias=False), nn.Linear(f, h, bias=False)
             else:
@@ -164,25 +168,49 @@ def _modules():
         def _scatter(self, x):
             return _Resize.apply(x, self.seq // self.tp) if self.sp and self.tp > 1 else x
 
-        def _linear(self, linear, x, cast_input: bool = True):  # a TE Linear: with fp8, operands cast to FP8 each way
+        def _linear(self, linear, x, cast_input: bool = True, bias: bool = True):
+            """A TE Linear (its bias, if any, in the GEMM's epilogue unless ``bias=False``: Megatron-core's
+            skip_bias_add, the bias then added by the fused kernel that follows); with fp8 the operands
+            are cast to FP8 each way."""
+            gemm = lambda t: F.linear(t, linear.weight, linear.bias if bias else None)  # noqa: E731
             if not self.fp8:
-                return linear(x)
-            return Fp8GradOutput.apply(linear(Fp8Input.apply(x) if cast_input else x))
+                return gemm(x)
+            return Fp8GradOutput.apply(gemm(Fp8Input.apply(x) if cast_input else x))
 
         def _norm_gather(self, norm, x):  # TE's LayerNormLinear: the norm writes FP8, sequence-parallel gathers FP8
-            y = torch.ops.te.rmsnorm(x, norm.weight, 1e-5)
+            if self.spec.rmsnorm:
+                y = torch.ops.te.rmsnorm(x, norm.weight, 1e-5)
+            else:
+                y = torch.ops.te.layernorm(x, norm.weight, norm.bias, 1e-5)
             return self._gather(Fp8Input.apply(y) if self.fp8 else y)
 
-        def _te(self, x):  # Llama layer as Megatron-core + Transformer Engine run it (module docstring)
+        def _residual(self, y, bias, x):  # Megatron-core's bias-dropout-add (fused), or the plain residual add
+            if bias is None:
+                return x + y
+            if self.spec.dropout:
+                return torch.ops.megatron.bias_dropout_add(y, bias, x, self.spec.dropout)[0]
+            return torch.ops.megatron.bias_add_residual(y, bias, x)
+
+        def _activation(self, y):  # the MLP's fused activation (bias-GeLU, squared ReLU, SwiGLU)
+            if self.spec.gated:
+                return torch.ops.te.swiglu(y)
+            if self.spec.biases:
+                return torch.ops.megatron.bias_gelu(y, self.fc1.bias)
+            return torch.ops.te.squared_relu(y)
+
+        def _te(self, x):  # the layer as Megatron-core + Transformer Engine run it (module docstring)
             te = torch.ops.te
             y = self._norm_gather(self.norm1, x)
             s, b, _ = y.shape
             qkv = self._linear(self.qkv, y, cast_input=False).view(s, b, self.nh + 2 * self.nkv, self.d)
             q, k, v = qkv.split((self.nh, self.nkv, self.nkv), 2)
-            ctx = self.core(te.rope(q), te.rope(k), v).view(s, b, self.nh * self.d)
-            x = x + self._scatter(self._linear(self.proj, ctx))
+            if self.spec.position == "rope":
+                q, k = te.rope(q), te.rope(k)
+            ctx = self.core(q, k, v).view(s, b, self.nh * self.d)
+            x = self._residual(self._scatter(self._linear(self.proj, ctx, bias=False)), self.proj.bias, x)
             y = self._norm_gather(self.norm2, x)
-            return x + self._scatter(self._linear(self.fc2, te.swiglu(self._linear(self.fc1, y, cast_input=False))))
+            m = self._linear(self.fc2, self._activation(self._linear(self.fc1, y, cast_input=False, bias=False)), bias=False)
+            return self._residual(self._scatter(m), self.fc2.bias, x)
 
         def _rotary(self, x):  # Llama: rotate half the head dimensions by position-dependent angles
             s, d = x.shape[-2], x.shape[-1]
@@ -199,25 +227,25 @@ def _modules():
             y = self._gather(self.norm1(x))
             s, b, _ = y.shape
             q, k, v = self.qkv(y).view(s, b, -1, self.d).permute(1, 2, 0, 3).split((self.nh, self.nkv, self.nkv), 1)
-            if self.spec.family == "llama":
+            if self.spec.position == "rope":
                 q, k = self._rotary(q), self._rotary(k)
             if self.nkv != self.nh:  # grouped-query attention: each KV head serves nh / nkv query heads
                 k, v = k.repeat_interleave(self.nh // self.nkv, 1), v.repeat_interleave(self.nh // self.nkv, 1)
             ctx = self.core(q, k, v).permute(2, 0, 1, 3).reshape(s, b, self.nh * self.d)
             a = self._scatter(self.proj(ctx))
-            x = x + (F.dropout(a, DROPOUT, True) if self.spec.family == "gpt" else a)
+            x = x + (F.dropout(a, self.spec.dropout, True) if self.spec.dropout else a)
             y = self._gather(self.norm2(x))
             if self.router is not None:  # MoE: route, dispatch k copies of each token (all-to-all stand-in)
                 weight = self.router(y).softmax(-1).topk(self.spec.top_k, -1).values.sum(-1, keepdim=True)
                 y = _Resize.apply(y, y.shape[0] * self.spec.top_k)
-            if self.spec.family == "gpt":
+            if not self.spec.gated:
                 m = self.fc2(F.gelu(self.fc1(y)))
             else:
                 m = self.down(F.silu(self.gate(y)) * self.up(y))
             if self.router is not None:  # combine: back to this rank's tokens, weighted by the router
                 m = _Resize.apply(m, m.shape[0] // self.spec.top_k) * weight
             m = self._scatter(m)
-            return x + (F.dropout(m, DROPOUT, True) if self.spec.family == "gpt" else m)
+            return x + (F.dropout(m, self.spec.dropout, True) if self.spec.dropout else m)
 
         def _megatron(self, x):  # GPT layer with Megatron-LM's default fused kernels (module docstring)
             bda = torch.ops.megatron.bias_dropout_add
@@ -227,7 +255,7 @@ def _modules():
             q, k, v = (t.permute(1, 2, 0, 3) for t in self.qkv(y).view(s, b, self.nh, 3 * self.d).split(self.d, -1))
             ctx = self.core(q, k, v).permute(2, 0, 1, 3).reshape(s, b, self.nh * self.d)
             a = self._scatter(F.linear(ctx, self.proj.weight))  # skip_bias_add=True
-            x = bda(a, self.proj.bias, x, DROPOUT)[0]
+            x = bda(a, self.proj.bias, x, self.spec.dropout)[0]
             y = self._gather(self.norm2(x))
             if self.router is not None:
                 weight = self.router(y).softmax(-1).topk(self.spec.top_k, -1).values.sum(-1, keepdim=True)
@@ -236,21 +264,22 @@ def _modules():
             if self.router is not None:
                 m = _Resize.apply(m, m.shape[0] // self.spec.top_k) * weight
             m = self._scatter(m)
-            return bda(m, self.fc2.bias, x, DROPOUT)[0]
+            return bda(m, self.fc2.bias, x, self.spec.dropout)[0]
 
     class EmbeddingShard(nn.Module):
-        """Vocabulary-parallel token embedding (+ learned positions and dropout for GPT)."""
+        """Vocabulary-parallel token embedding (+ learned positions, + dropout)."""
 
         def __init__(self, spec: TransformerSpec, tp: int):
             super().__init__()
             self.tokens = nn.Embedding(spec.padded_vocab(tp) // tp, spec.hidden)
-            self.positions = nn.Embedding(spec.seq_len, spec.hidden) if spec.family == "gpt" else None
+            self.positions = nn.Embedding(spec.seq_len, spec.hidden) if spec.position == "learned" else None
+            self.dropout = spec.dropout
 
         def forward(self, ids):  # ids: [s, b]
             x = self.tokens(ids)
             if self.positions is not None:
-                x = F.dropout(x + self.positions(torch.arange(ids.shape[0], device=ids.device))[:, None, :], DROPOUT, True)
-            return x
+                x = x + self.positions(torch.arange(ids.shape[0], device=ids.device))[:, None, :]
+            return F.dropout(x, self.dropout, True) if self.dropout else x
 
     class HeadShard(nn.Module):
         """Final norm, vocabulary-parallel LM head and cross-entropy on this rank's vocabulary slice."""

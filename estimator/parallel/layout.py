@@ -19,7 +19,20 @@ null and ``pp`` not dividing the layers (our rule, chosen to reproduce Llama 3 4
 16 stages, Dubey et al. 2024 Sec. 3.3.2: "we reduce one Transformer layer each from the first and
 the last stages" because they also hold the embedding and the LM head): every stage gets
 ``ceil(layers / pp)`` and the surplus is taken one layer each from the first, the last, the second,
-the second-to-last stage... The interleaved schedule needs an even split.
+the second-to-last stage...
+
+Interleaved (``virtual_stages`` v > 1; :meth:`Layout.chunk_layers`): rank ``i``'s ``j``-th model
+chunk is global chunk ``c = j pp + i`` (Megatron-core's interleaved order), so the first chunk of
+the first stage holds the embedding and the last chunk of the last stage the LM head. The same
+rules apply to the ``pp x v`` chunks: ``layers / (pp v)`` each when it divides; else, with both
+stage keys null, ``ceil(layers / (pp v))`` each and the surplus taken one layer each from chunk 0,
+the last chunk, chunk 1, ... — 126 layers on 16 x 8 chunks leave chunk 0 with only the embedding
+and the last chunk with only the output layer and loss, as Llama 3 405B ran (Dubey et al. 2024 Sec.
+3.3.2; Megatron-core's ``--account-for-embedding-in-pipeline-split`` /
+``--account-for-loss-in-pipeline-split`` count them as a layer each the same way). Only the
+embedding and LM-head chunks may be left without a layer. Given first / last stage counts are split
+evenly over that stage's v chunks (they and the other stages' count must divide by v, as
+Megatron-core requires).
 
 Rank order (``order``, innermost first): Megatron-core's default ``tp-cp-dp-pp`` (a TP group is
 ``tp`` consecutive ranks, CP strides by ``tp``, DP by ``tp x cp``, PP by ``tp x cp x dp``); an
@@ -130,28 +143,33 @@ class Layout:
 
     def stage_layers(self, layers: int) -> tuple[int, ...]:
         """Decoder layers of each pipeline stage (module docstring)."""
-        pp, fixed = self.pp, {}
+        chunks, pp = self.chunk_layers(layers), self.pp
+        return tuple(sum(chunks[i::pp]) for i in range(pp))
+
+    def chunk_layers(self, layers: int) -> tuple[int, ...]:
+        """Decoder layers of each model chunk in Megatron-core's global order (chunk ``j pp + i`` is
+        rank ``i``'s ``j``-th); ``pp`` chunks, one per stage, without interleaving (module docstring)."""
+        pp, v, fixed = self.pp, self.virtual_stages, {}
         if self.first_stage_layers is not None:
             fixed[0] = self.first_stage_layers
         if self.last_stage_layers is not None:
             fixed[pp - 1] = self.last_stage_layers
         if pp == 1:
-            if any(v != layers for v in fixed.values()):
+            if any(n != layers for n in fixed.values()):
                 raise EstimatorError(f"parallelism: with pp=1 the one stage holds all {layers} layers; "
                                      "unset first_stage_layers / last_stage_layers")
-            return (layers,)
+            return (layers,)  # interleaving needs pp >= 2 (check)
         if not fixed:
-            each = -(-layers // pp)
-            counts = [each] * pp
-            ends = [i for pair in zip(range(pp), reversed(range(pp)), strict=True) for i in pair]
-            for i in ends[: each * pp - layers]:  # first, last, second, second-to-last, ...
-                counts[i] -= 1
-            return tuple(counts)
+            return _spread(layers, pp * v)
         rest, free = layers - sum(fixed.values()), pp - len(fixed)
         if rest < free or rest % free:
             raise EstimatorError(f"parallelism: {layers} layers minus first/last stage layers "
                                  f"{sorted(fixed.values())} leave {rest}, which does not split evenly over the other {free} stages")
-        return tuple(fixed.get(i, rest // free) for i in range(pp))
+        stages = [fixed.get(i, rest // free) for i in range(pp)]
+        if v > 1 and any(n % v for n in stages):
+            raise EstimatorError(f"parallelism.virtual_stages={v}: stage layers {stages} must each divide by "
+                                 "virtual_stages (each stage's layers split evenly over its model chunks)")
+        return tuple(stages[c % pp] // v for c in range(pp * v))
 
     def check(self, spec: TransformerSpec) -> None:
         if spec.heads % self.tp:
@@ -161,16 +179,18 @@ class Layout:
         if spec.fused == "te" and spec.kv_heads % self.tp:
             raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} has {spec.kv_heads} key/value heads; Megatron-core "
                                  "splits them over tp (num_query_groups % tp == 0)")
-        stages = self.stage_layers(spec.layers)
-        if min(stages) < 1:
+        if self.virtual_stages > 1 and self.pp < 2:
+            raise EstimatorError(f"parallelism.virtual_stages={self.virtual_stages} needs pipeline parallelism (pp >= 2), "
+                                 f"got pp={self.pp}")
+        chunks = self.chunk_layers(spec.layers)
+        if min(self.stage_layers(spec.layers)) < 1:
             raise EstimatorError(f"parallelism.pp={self.pp}: model {spec.name} has {spec.layers} layers, fewer than one per stage")
+        if min(chunks[1:-1], default=1) < 1:
+            raise EstimatorError(f"parallelism.virtual_stages={self.virtual_stages}: model {spec.name}'s {spec.layers} layers "
+                                 f"on pp x virtual_stages = {len(chunks)} model chunks leave a chunk other than the "
+                                 "embedding's (first) and the LM head's (last) without a layer")
         if self.virtual_stages > 1:
             v = self.virtual_stages
-            if self.pp < 2:
-                raise EstimatorError(f"parallelism.virtual_stages={v} needs pipeline parallelism (pp >= 2), got pp={self.pp}")
-            if spec.layers % (self.pp * v) or len(set(stages)) > 1:
-                raise EstimatorError(f"parallelism.virtual_stages={v}: model {spec.name} has {spec.layers} layers, "
-                                     f"not divisible by pp x virtual_stages = {self.pp * v} (interleaving needs even stages)")
             if self.microbatches % self.pp:
                 raise EstimatorError(f"parallelism.virtual_stages={v}: the interleaved schedule needs the microbatches "
                                      f"({self.microbatches}) to be a multiple of pp={self.pp}")
@@ -190,3 +210,14 @@ class Layout:
                                  f"(expert-parallel groups are made of data-parallel ranks)")
         if self.ep > 1 and spec.experts % self.ep:
             raise EstimatorError(f"parallelism.ep={self.ep}: model {spec.name} has {spec.experts} experts, not divisible by ep")
+
+
+def _spread(layers: int, n: int) -> tuple[int, ...]:
+    """``layers`` over ``n`` chunks: ``ceil(layers / n)`` each, the surplus taken one layer each from
+    the first, the last, the second, the second-to-last chunk... (module docstring)."""
+    each = -(-layers // n)
+    counts = [each] * n
+    ends = [i for pair in zip(range(n), reversed(range(n)), strict=True) for i in pair]
+    for i in ends[: each * n - layers]:
+        counts[i] -= 1
+    return tuple(counts)

@@ -17,14 +17,19 @@
     sequence, b microbatch, h hidden, a heads, t tp): no parallelism ``sbh(34 + 5as/h)``; tensor
     parallel ``sbh(10 + 24/t + 5as/(ht))``; + sequence parallel ``sbh(34 + 5as/h)/t``; selective
     recompute drops the ``5as/h`` term.
-  - Megatron-core + Transformer Engine Llama layer (``te``; derived the same way from the tensors
-    each op saves for its backward, 16-bit, ``f`` = ffn, ``g`` = key/value width kv_heads x d per
-    TP rank): the two norms' inputs and outputs ``8h`` (TE's LayerNormLinear saves the norm input
+  - Megatron-core + Transformer Engine layer (``te``; derived the same way from the tensors each
+    op saves for its backward, 16-bit, ``f`` = ffn, ``g`` = key/value width kv_heads x d per TP
+    rank): the two norms' inputs and outputs ``8h`` (TE's LayerNormLinear saves the norm input
     and its output; split over t with sequence parallelism), q ``2h/t``, k and v ``4g``, the
-    attention output ``2h/t`` (also the output projection's input), the fc1 output ``4f/t`` (the
-    SwiGLU's input) and the SwiGLU output ``2f/t`` (fc2's input) — flash attention keeps no
-    ``s x s`` tensor (its softmax statistics, 4 bytes per head and token, are left out), RoPE's
-    fused backward needs no saved input, and selective recompute has nothing left to drop.
+    attention output ``2h/t`` (also the output projection's input); the MLP: SwiGLU (Llama) its
+    ``2f``-wide input ``4f/t`` and output ``2f/t`` (fc2's input), bias-GeLU (GPT) and squared ReLU
+    (Nemotron) their input and output ``4f/t``; with dropout (GPT, ``model.dropout`` > 0) the two
+    bias-dropout-add keep-masks ``2h`` (1 byte; split with sequence parallelism). For GPT with
+    dropout and sequence parallelism that is Korthikanti et al.'s ``34 sbh/t`` without the
+    attention-score term. Flash attention keeps no ``s x s`` tensor (its softmax statistics, 4
+    bytes per head and token, are left out; attention dropout is drawn inside the kernel, no
+    mask), RoPE's fused backward needs no saved input, and selective recompute has nothing left to
+    drop.
   - full recompute keeps only the layer input ``2sbh`` (/t with sequence parallelism).
   - MoE layers (:func:`moe_mlp_bytes`, derived like the dense ``19sbh``: 16-bit tensors saved for
     the backward, masks 1 byte): the dense MLP's share of the formula (``3sbh + 16sbh/t``;
@@ -37,11 +42,16 @@
 * Microbatches in flight on stage ``i`` (Megatron's 1F1B schedule: the warm-up forwards plus the
   one running; megatron/core/pipeline_parallel/schedules.py ``num_warmup_microbatches = pp - i - 1``
   and, interleaved with ``v`` chunks, ``(pp - i - 1) x 2 + (v - 1) x pp``): ``min(m, pp - i)``
-  microbatches of the stage's layers; interleaved ``min(m v, 2(pp - i - 1) + (v - 1) pp + 1)``
-  chunks of ``layers / (pp v)`` layers (for stage 0 that is Korthikanti et al. Sec. 4.2.3's
-  ``pp (1 + (pp - 1)/(pp v))`` microbatches of ``layers / pp`` layers). The last stage also holds
-  the fp32 logits of one microbatch for the cross-entropy backward (``4 (s/cp) b V / t``); other
-  embedding-side activations and temporary buffers are not counted.
+  microbatches of the stage's layers. Interleaved (:func:`layers_in_flight`): the schedule runs
+  the stage's chunk ``(k mod pp v) // pp`` for its ``k``-th forward and chunk ``v - 1 - (k mod pp
+  v) // pp`` for its ``k``-th backward (``get_model_chunk_id``); the warm-up forwards, then one
+  forward and one backward at a time; the stage holds, at its peak, the layers of the chunks run
+  forward and not yet backward. With equal chunks that is ``min(m v, 2(pp - i - 1) + (v - 1) pp +
+  1)`` chunks of ``layers / (pp v)`` layers (for stage 0, Korthikanti et al. Sec. 4.2.3's ``pp (1 +
+  (pp - 1)/(pp v))`` microbatches of ``layers / pp`` layers); a chunk without layers (Llama 3's
+  embedding-only and head-only chunks) holds none. The last stage also holds the fp32 logits of
+  one microbatch for the cross-entropy backward (``4 (s/cp) b V / t``); other embedding-side
+  activations and temporary buffers are not counted.
 """
 
 from __future__ import annotations
@@ -82,7 +92,7 @@ def zero3_units(spec: TransformerSpec, layout: Layout, unit: str) -> list[float]
     qkv, proj = h * (spec.heads + 2 * spec.kv_heads) * d, h * h
     if spec.experts:
         mlp = [spec.expert_layer_params() / layout.ep]
-    elif spec.family == "gpt":
+    elif not spec.gated:  # GPT, Nemotron: fc1 and fc2
         mlp = [h * spec.ffn, h * spec.ffn]
     elif spec.fused == "te":
         mlp = [2 * h * spec.ffn, h * spec.ffn]  # Megatron-core's fc1 (gate and up) and fc2
@@ -98,7 +108,9 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout) -> float:
         return 2 * s * b * h / token_split
     if spec.fused == "te":
         kv = 2 * max(1, spec.kv_heads // t) * spec.head_dim
-        return s * b * (8 * h / token_split + (4 * h + 6 * spec.ffn) / t + 2 * kv)
+        mlp = (6 if spec.gated else 4) * spec.ffn / t
+        masks = 2 * h / token_split if spec.dropout else 0.0
+        return s * b * (8 * h / token_split + 4 * h / t + 2 * kv + mlp + masks)
     attn = 0.0 if layout.recompute == "selective" else 5 * a * s / h
     if layout.sequence_parallel:
         return s * b * h * (34 + attn) / t
@@ -116,18 +128,27 @@ def dense_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
 def moe_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
     """Bytes one GPU saves for the backward of one MoE MLP per microbatch (the module docstring)."""
     s, b, h, t, k = spec.seq_len // layout.cp, layout.micro_batch_size, spec.hidden, layout.tp, spec.top_k
-    inner = 6 if spec.family == "llama" else 4  # SwiGLU: 2f-wide fc1 output + its output; GeLU: fc1 + GeLU outputs
+    inner = 6 if spec.gated else 4  # SwiGLU: 2f-wide fc1 output + its output; GeLU: fc1 + GeLU outputs
     tokens = s * b / t
     return tokens * (3 * h + 4 * spec.experts) + k * tokens * (4 * h + inner * spec.ffn)
 
 
-def layers_in_flight(layout: Layout, stage: int, layers: int) -> float:
+def layers_in_flight(layout: Layout, stage: int, model_layers: int) -> float:
     """Layer-microbatches of activations stage ``stage`` holds at its peak (module docstring)."""
     pp, m, v = layout.pp, layout.microbatches, layout.virtual_stages
+    chunks = layout.chunk_layers(model_layers)[stage::pp]  # this stage's v chunks, in order
     if v == 1:
-        return min(m, pp - stage) * layers
-    chunks = min(m * v, 2 * (pp - stage - 1) + (v - 1) * pp + 1)
-    return chunks * layers / v
+        return min(m, pp - stage) * chunks[0]
+    total = m * v
+    warmup = min(total, 2 * (pp - stage - 1) + (v - 1) * pp)
+    forward = [chunks[(k % (pp * v)) // pp] for k in range(total)]
+    backward = [chunks[v - 1 - (k % (pp * v)) // pp] for k in range(total)]
+    live = peak = sum(forward[:warmup])
+    for k in range(total - warmup):  # steady state: one forward, then one backward
+        live += forward[warmup + k]
+        peak = max(peak, live)
+        live -= backward[k]
+    return float(peak)
 
 
 def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: int = 2,
@@ -148,8 +169,7 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     per_layer = activation_bytes_per_layer(spec, layout)
     if spec.experts and layout.recompute != "full":
         per_layer += moe_mlp_bytes(spec, layout) - dense_mlp_bytes(spec, layout)
-    n = layout.stage_layers(spec.layers)[stage]
-    acts = layers_in_flight(layout, stage, n) * per_layer
+    acts = layers_in_flight(layout, stage, spec.layers) * per_layer
     if stage == layout.pp - 1:
         acts += LOGIT_BYTES * spec.seq_len // layout.cp * layout.micro_batch_size * spec.padded_vocab(layout.tp) / layout.tp
     return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": acts,

@@ -1,12 +1,23 @@
-"""Decoder-only transformer shapes (``conf/model/{gpt3_*,llama*}.yaml``, ``arch: decoder``).
+"""Decoder-only transformer shapes (``conf/model/{gpt3_*,llama*,nemotron4_*}.yaml``, ``arch: decoder``).
 
-Two families, as their papers describe them:
+Three families, as their papers describe them:
 
 * ``gpt``: GPT-2/3 layers (Radford et al. 2019; Brown et al. 2020): LayerNorm with bias, fused
-  QKV with bias, GeLU MLP of ``ffn_size`` (4h), learned position embeddings, LM head tied to the
-  token embedding.
+  QKV with bias, GeLU MLP of ``ffn_size`` (4h) with biases, learned position embeddings, LM head
+  tied to the token embedding.
 * ``llama``: Llama-2 (Touvron et al. 2023): RMSNorm, no biases, rotary positions (no weights),
   grouped-query attention (``num_kv_heads``), SwiGLU MLP (three matrices), untied LM head.
+* ``nemotron``: Nemotron-4 (Parmar et al. 2024, arXiv 2402.16819, Sec. 2; NVIDIA 2024, arXiv
+  2406.11704, Sec. 2.1): LayerNorm (weight and bias: Transformer Engine's LayerNorm, NeMo's
+  ``layernorm1p`` with a zero-centred weight), no bias in any Linear, rotary positions,
+  grouped-query attention, a two-matrix MLP with squared ReLU (``relu(x)^2``), untied LM head.
+  Modelled as Megatron-core + Transformer Engine run it (``model.fused_kernels=te``) only.
+
+Per model config (``model.position_embedding``, ``model.dropout``): ``learned`` (GPT's table of
+``seq_len x h`` weights), ``rope`` (rotary: no weights) or ``none``; hidden and attention dropout
+probability. Defaults per family (gpt: learned, 0.1 = GPT-3 / Megatron-LM; llama, nemotron: rope,
+0). Only the Transformer Engine layer (``te``) models other values; the eager and Megatron-LM 2021
+layers are their families' as published.
 
 Mixture of experts (``num_experts`` E > 0, ``experts_top_k`` k; Mixtral, Jiang et al. 2024): every
 layer's MLP is E expert MLPs of ``ffn_size`` plus a bias-free router (h x E); each token goes to
@@ -25,8 +36,11 @@ from typing import Any
 
 from estimator.errors import EstimatorError
 
-FAMILIES = ("gpt", "llama")
+FAMILIES = ("gpt", "llama", "nemotron")
 FUSED_KERNELS = ("none", "megatron", "te")  # model.fused_kernels (estimator/parallel/layer.py)
+POSITIONS = ("learned", "rope", "none")  # model.position_embedding
+# family -> (position embedding, dropout) as published (module docstring)
+FAMILY_DEFAULTS = {"gpt": ("learned", 0.1), "llama": ("rope", 0.0), "nemotron": ("rope", 0.0)}
 
 
 @dataclass(frozen=True)
@@ -43,6 +57,8 @@ class TransformerSpec:
     experts: int = 0  # 0 = dense; >0 = mixture-of-experts MLP in every layer
     top_k: int = 1
     fused: str = "none"  # model.fused_kernels: none | megatron | te (estimator/parallel/layer.py)
+    position: str = "learned"  # model.position_embedding: learned | rope | none
+    dropout: float = 0.1  # hidden and attention dropout probability
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> TransformerSpec:
@@ -73,11 +89,30 @@ class TransformerSpec:
         if fused == "megatron" and (family != "gpt" or kv != ints["num_heads"]):
             raise EstimatorError(f"{where}: model.fused_kernels=megatron models Megatron-LM's GPT layer fusions only "
                                  "(family_variant gpt, no grouped-query attention); use model.fused_kernels=none or te")
-        if fused == "te" and (family != "llama" or experts):
-            raise EstimatorError(f"{where}: model.fused_kernels=te models Megatron-core / Transformer Engine's dense Llama "
-                                 "layer (family_variant llama, no experts); use model.fused_kernels=none")
+        if fused == "te" and experts:
+            raise EstimatorError(f"{where}: model.fused_kernels=te models Megatron-core / Transformer Engine's dense "
+                                 "layers (no experts); use model.fused_kernels=none")
+        if family == "nemotron" and fused != "te":
+            raise EstimatorError(f"{where}: family_variant nemotron is modelled as Megatron-core + Transformer Engine run "
+                                 f"it; set model.fused_kernels=te (got {fused!r})")
+        position, dropout = _position_and_dropout(cfg, family, fused, where)
         return cls(str(cfg.get("name")), family, ints["hidden_size"], ints["num_layers"], ints["num_heads"], int(kv),
-                   ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k, fused)
+                   ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k, fused, position, dropout)
+
+    @property
+    def gated(self) -> bool:
+        """A gated-linear-unit MLP (SwiGLU: three matrices) rather than two matrices."""
+        return self.family == "llama"
+
+    @property
+    def biases(self) -> bool:
+        """Every Linear has a bias (GPT)."""
+        return self.family == "gpt"
+
+    @property
+    def rmsnorm(self) -> bool:
+        """RMSNorm (weight only) rather than LayerNorm (weight and bias)."""
+        return self.family == "llama"
 
     @property
     def head_dim(self) -> int:
@@ -93,38 +128,55 @@ class TransformerSpec:
     def tied(self) -> bool:
         return self.family == "gpt"
 
+    @property
+    def norm_params(self) -> int:
+        return self.hidden if self.rmsnorm else 2 * self.hidden
+
     # ---- parameter counts ------------------------------------------------------------------
     def layer_params(self) -> int:
         h, d = self.hidden, self.head_dim
         qkv_out = (self.heads + 2 * self.kv_heads) * d
-        if self.family == "gpt":
-            attn = h * qkv_out + qkv_out + h * h + h
-            mlp = 2 * h * self.ffn + self.ffn + h
-            norms = 4 * h  # two LayerNorms, weight + bias
-        else:
-            attn = h * qkv_out + h * h
-            mlp = 3 * h * self.ffn
-            norms = 2 * h  # two RMSNorm weights
+        attn = h * qkv_out + h * h + (qkv_out + h if self.biases else 0)
+        mlp = self._mlp_params()
         if self.experts:
             mlp = self.expert_layer_params() + h * self.experts  # experts + router
-        return attn + mlp + norms
+        return attn + mlp + 2 * self.norm_params
+
+    def _mlp_params(self) -> int:
+        h, f = self.hidden, self.ffn
+        return (3 if self.gated else 2) * h * f + (f + h if self.biases else 0)
 
     def expert_layer_params(self) -> int:
         """Parameters of one layer's experts (0 for a dense model): what expert parallelism shards."""
-        if not self.experts:
-            return 0
-        h = self.hidden
-        one = 2 * h * self.ffn + self.ffn + h if self.family == "gpt" else 3 * h * self.ffn
-        return self.experts * one
+        return self.experts * self._mlp_params()
 
     def embedding_params(self) -> int:
-        pos = self.seq_len * self.hidden if self.family == "gpt" else 0
+        pos = self.seq_len * self.hidden if self.position == "learned" else 0
         return self.vocab * self.hidden + pos
 
     def head_params(self) -> int:
         """Final norm + LM head (0 extra weights when tied to the embedding)."""
-        final_norm = 2 * self.hidden if self.family == "gpt" else self.hidden
-        return final_norm + (0 if self.tied else self.vocab * self.hidden)
+        return self.norm_params + (0 if self.tied else self.vocab * self.hidden)
 
     def params(self) -> int:
         return self.layers * self.layer_params() + self.embedding_params() + self.head_params()
+
+
+def _position_and_dropout(cfg: Mapping[str, Any], family: str, fused: str, where: str) -> tuple[str, float]:
+    """``model.position_embedding`` and ``model.dropout``, checked (module docstring)."""
+    default_position, default_dropout = FAMILY_DEFAULTS[family]
+    position = cfg.get("position_embedding") or default_position
+    if position not in POSITIONS:
+        raise EstimatorError(f"model.position_embedding must be one of {', '.join(POSITIONS)}, got {position!r}")
+    dropout = cfg.get("dropout")
+    dropout = default_dropout if dropout is None else dropout
+    if isinstance(dropout, bool) or not isinstance(dropout, int | float) or not 0 <= dropout < 1:
+        raise EstimatorError(f"model.dropout must be a probability in [0, 1), got {dropout!r}")
+    if fused != "te" and (position, float(dropout)) != (default_position, default_dropout):
+        raise EstimatorError(f"{where}: model.position_embedding={position} / model.dropout={dropout} are modelled with "
+                             f"model.fused_kernels=te only; the {fused} layer of family {family} has "
+                             f"{default_position} positions and dropout {default_dropout}")
+    if dropout and not FAMILY_DEFAULTS[family][1]:
+        raise EstimatorError(f"{where}: model.dropout={dropout}: family {family} is trained without dropout "
+                             "(its layer has no dropout); use 0")
+    return str(position), float(dropout)

@@ -28,10 +28,13 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
 * Pipeline (Narayanan et al. 2021 Sec. 2.2, 1F1B): stage ``i``'s slot is ``t_f,i + t_b,i + 2 v
   t_p2p``; the slowest slot paces the steady state and every stage's slot passes once through the
   fill and drain: step = ``m x max_i slot_i + (sum_i slot_i - max_i slot_i) / v`` (with equal
-  stages: ``(m + (pp - 1)/v) x slot``, the classic bubble of ``(pp - 1)/v`` slots; interleaved 1F1B
-  with ``v`` virtual stages needs equal stages). A boundary sends ``s/cp x b x h`` 16-bit values
+  stages: ``(m + (pp - 1)/v) x slot``, the classic bubble of ``(pp - 1)/v`` slots). Interleaved
+  with ``v`` model chunks per rank, a stage's slot is all its chunks' layers (``Layout.chunk_layers``,
+  which may be uneven: Llama 3 405B's embedding-only first chunk), and the fill and drain pass
+  each other stage's slot once divided by ``v`` (its average chunk). A boundary sends ``s/cp x b x h`` 16-bit values
   per microbatch each way, split over the TP ranks when the framework scatters/gathers them
-  (``p2p_scatter_gather``), all boundaries at once.
+  (``p2p_scatter_gather`` forward, ``p2p_grad_scatter_gather`` backward), all boundaries at once;
+  ``t_p2p`` is the mean of the two sends.
 * Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer's dispatch and
   combine all-to-alls of ``s x b x k x h / tp`` 16-bit values per rank over the ``ep`` group, in
   forward, backward and again in a full recompute; not overlapped. Expert gradients are reduced
@@ -43,7 +46,7 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   overlaps the next step's first forward (exposed: what exceeds them). ``zero`` 2: the gradients
   are sharded, so every microbatch's gradients are reduce-scattered during its backward (exposed
   beyond that backward's compute), and the weights' all-gather follows the step. ``zero`` 3
-  (:func:`zero3_layer`): the weights are also sharded and gathered unit by unit
+  (:func:`~estimator.parallel.zero3.zero3_layer`): the weights are also sharded and gathered unit by unit
   (``framework.zero3_unit``) right before use, in forward and in backward, one unit ahead; a
   unit's gather hides behind the compute of one unit's share of the layer, the backward's link
   also carries the gradients' reduce-scatter (in ``framework.reduce_bucket_params`` buckets), and
@@ -70,9 +73,10 @@ from estimator.parallel.circuits import plan
 from estimator.parallel.framework import Framework
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout
-from estimator.parallel.memory import memory, stage_param_split, zero3_units
+from estimator.parallel.memory import memory, stage_param_split
 from estimator.parallel.placement import group_cost, p2p_cost, p2p_pricing, strides
 from estimator.parallel.spec import TransformerSpec
+from estimator.parallel.zero3 import Zero3Layer, zero3_layer
 
 ACT_BYTES = 2  # 16-bit activations on the wire
 WEIGHT_BYTES = 2  # 16-bit weights gathered by ZeRO
@@ -133,27 +137,6 @@ class _Pricer:
         return t
 
 
-def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer, grad_bytes: int,
-                fwd: float, bwd: float, count: float) -> tuple[float, float, float, float, float]:
-    """ZeRO-3 per layer and microbatch (module docstring): (forward exposed, backward exposed, first
-    unit's forward gather, last unit's backward gather, communication time), ``fwd`` / ``bwd`` the
-    layer's compute."""
-    units = zero3_units(spec, L, fw.zero3_unit)
-    total = sum(units)
-    size = L.dp * L.cp
-    ag = {u: pricer.price("dp", "all_gather", u * WEIGHT_BYTES, size, 2 * count * units.count(u)) for u in sorted(set(units))}
-    if fw.reduce_bucket_params:  # buckets of reduce_bucket_params, each layer's share of them
-        bucket = min(fw.reduce_bucket_params, total * sum(L.stage_layers(spec.layers)) / L.pp)
-        rs_layer = pricer.price("dp", "reduce_scatter", bucket * grad_bytes, size, count * total / bucket) * total / bucket
-        rs = {u: rs_layer * u / total for u in units}
-    else:
-        rs = {u: pricer.price("dp", "reduce_scatter", u * grad_bytes, size, count * units.count(u)) for u in sorted(set(units))}
-    exp_f = sum(max(0.0, ag[u] - fwd * u / total) for u in units)
-    exp_b = sum(max(0.0, ag[u] + rs[u] - bwd * u / total) for u in units)
-    comm = sum(2 * ag[u] + rs[u] for u in units)
-    return exp_f, exp_b, ag[units[0]], ag[units[-1]], comm
-
-
 def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
               algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None
               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -204,19 +187,19 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     f_layer = layer.fwd + tp_f + 2 * ep_one + cp_f
     b_layer = layer.bwd + rc + tp_b + (2 + n_rc) * ep_one + cp_b
     # ---- ZeRO-3: per-unit weight gathers (and gradient reduce-scatters) around each layer
-    z3 = (0.0, 0.0, 0.0, 0.0, 0.0)
+    z3 = Zero3Layer(0.0, 0.0, 0.0, 0.0, 0.0, 0)
     if L.zero == 3 and L.dp * L.cp > 1:
-        z3 = zero3_layer(spec, L, fw, pricer, grad_bytes, layer.fwd, layer.bwd + rc, per_step)
-        f_layer, b_layer = f_layer + z3[0], b_layer + z3[1]
+        z3 = zero3_layer(spec, L, fw, pricer, device, precision, grad_bytes, layer.fwd, layer.bwd, rc, per_step)
+        f_layer, b_layer = f_layer + z3.fwd_exposed, b_layer + z3.bwd_exposed
     # ---- pipeline: per-stage slots, the slowest paces the steady state
-    t_p2p = 0.0
+    t_p2p = 0.0  # one send each way per microbatch and chunk: activations forward, their gradients backward
     if L.pp > 1:
-        boundary = act / (L.tp if fw.p2p_scatter_gather else 1)
-        t_p2p = pricer.p2p("pp", boundary, L.pp, 2 * m * v)
+        sends = {act / (L.tp if split else 1) for split in (fw.p2p_scatter_gather, fw.p2p_grad_scatter_gather)}
+        t_p2p = sum(pricer.p2p("pp", nbytes, L.pp, 2 * m * v / len(sends)) for nbytes in sends) / len(sends)
     ends_f = [(emb.fwd + tp_emb if i == 0 else 0.0) + (head.fwd if i == L.pp - 1 else 0.0) for i in range(L.pp)]
     ends_b = [(emb.bwd if i == 0 else 0.0) + (head.bwd if i == L.pp - 1 else 0.0) for i in range(L.pp)]
-    t_f = [n * f_layer + ends_f[i] + z3[2] for i, n in enumerate(stages)]
-    t_b = [n * b_layer + ends_b[i] + z3[3] for i, n in enumerate(stages)]
+    t_f = [n * f_layer + ends_f[i] + z3.first_gather for i, n in enumerate(stages)]
+    t_b = [n * b_layer + ends_b[i] + z3.last_gather for i, n in enumerate(stages)]
     # ---- ZeRO-2: every microbatch's gradients reduce-scattered during its backward
     dense = [stage_param_split(spec, L, i) for i in range(L.pp)]
     edp = L.dp * L.cp // L.ep  # data-parallel copies of an expert
@@ -251,7 +234,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     optimizer = opt_params * ADAM_STEP_BYTES / (device.mem_bw_Bps * device.efficiency("memory_efficiency", "optimizer", precision))
     # ---- circuits: dimension -> (group size, phases per step), see estimator/parallel/circuits.py
     counts = {g: sum(c["count_per_step"] for c in pricer.colls if c["group"] == g) for g in ("tp", "ep", "cp")}
-    z3_gathers = 2 * per_step * len(zero3_units(spec, L, fw.zero3_unit)) if L.zero == 3 else 0
+    z3_gathers = per_step * z3.gathers
     circuits = plan(fabric, {"tp": (L.tp, counts["tp"]), "cp": (L.cp, counts["cp"]), "ep": (L.ep, counts["ep"] / 2),
                              "pp": (L.pp, 2 * m * v), "dp": (L.dp * L.cp, 1 + z3_gathers),
                              "edp": (edp, 1 if L.ep > 1 else 0)})
@@ -265,7 +248,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     tp_comm = m * (n_s * tp_layer + (tp_emb if slowest == 0 else 0.0))
     tp_exposed = m * (n_s * (tp_f + tp_b) + (tp_emb if slowest == 0 else 0.0))
     cp_exposed = m * n_s * (cp_f + cp_b)
-    zero3 = m * (n_s * (z3[0] + z3[1]) + z3[2] + z3[3])
+    zero3 = m * (n_s * (z3.fwd_exposed + z3.bwd_exposed) + z3.first_gather + z3.last_gather)
     p2p = (m + (L.pp - 1) / v) * 2 * v * t_p2p
     exposed = tp_exposed + ep_comm + p2p + dp_exposed + cp_exposed + zero3 + circuits.reconfig_s
     gb = L.global_batch
@@ -284,10 +267,10 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "iter_time_s": total, "compute_time_s": compute, "exposed_comm_time_s": exposed,
         "exposed_comm_share": exposed / total, "bubble_time_s": bubble, "tp_comm_time_s": tp_comm,
         "pp_p2p_time_s": p2p, "dp_comm_time_s": t_dp, "dp_exposed_time_s": dp_exposed,
-        "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * n_s * z3[4], "optimizer_s": optimizer,
+        "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * n_s * z3.comm, "optimizer_s": optimizer,
         "cp_comm_time_s": m * n_s * cp_comm, "cp_exposed_time_s": cp_exposed,
         "forward_s": m * comp_f, "backward_s": m * comp_b,
-        "comm_time_s": tp_comm + ep_comm + p2p + t_dp + m * n_s * (cp_comm + z3[4]),
+        "comm_time_s": tp_comm + ep_comm + p2p + t_dp + m * n_s * (cp_comm + z3.comm),
         "ep_comm_time_s": ep_comm, "reconfig_time_s": circuits.reconfig_s,
         "circuit_reconfigs_per_step": circuits.reconfigs_per_step, "circuit_plan": circuits.label(),
         "tokens_per_s": gb * spec.seq_len / total, "samples_per_s": gb / total,

@@ -10,12 +10,9 @@ model, as published, and is run as
 
 (``parallelism.cp`` only when cp > 1, ``model.seq_len`` only when the column is set; the model's
 shape and the rest of the run's settings -- framework, ZeRO stage, recompute, interleaving -- are
-in ``overrides``). Two headers are accepted:
-
-* the original one (``measured_tflops_per_gpu``): the metric is TFLOP/s per GPU counted with
-  ``megatron_eq3`` (below), no cp / seq_len columns;
-* the extended one (``measured`` + ``metric``, ``flops_formula``, ``cp``, ``seq_len``,
-  ``unstated``), for runs whose source reports step time or counts FLOPs another way.
+in ``overrides``). One header (:data:`COLUMNS`): the measured value in ``measured`` with its
+``metric``, the source's FLOP count ``flops_formula``, the ``cp`` and ``seq_len`` columns and the
+``unstated`` keys.
 
 Metrics (both are throughputs: ``error_pct > 0`` means the model is optimistic):
 
@@ -36,9 +33,9 @@ vocabulary, ``N`` parameters):
   parameter of the model, embeddings and LM head included (PaLM does not say whether to exclude
   the input embedding; for Llama 3 405B that choice moves the count by 0.5 %).
 
-``unstated`` (extended header) lists, space-separated, the config keys whose published value the
-source does not give; the row then uses the estimator's default or the value named in
-``measured_what``, and the error may partly reflect that choice (validation/pending/README.md).
+``unstated`` lists, space-separated, the config keys whose published value the source does not
+give; the row then uses the estimator's default or the value named in ``measured_what``, and the
+error may partly reflect that choice (validation/pending/README.md).
 
 :func:`source_keys` names the documents (paper + table/figure, repository file, MLPerf
 benchmark of a submitter) a row's ``source`` cites; two rows that share a key are points of the
@@ -53,18 +50,12 @@ from typing import Any
 
 from estimator.errors import EstimatorError
 
-MEASURED = "measured_tflops_per_gpu"  # the original header's measured column
-EXTENDED_MEASURED = "measured"  # the extended header's
+MEASURED = "measured"  # the measured column (its unit: the row's metric)
 METRICS = {"tflops_per_gpu": "TFLOP/s/GPU", "tokens_per_s_per_gpu": "tokens/s/GPU"}
-METRIC = ("tflops_per_gpu", METRICS["tflops_per_gpu"])  # the original header's metric
-COLUMNS = ("id", "system", "model", "precision", "gpus", "tp", "pp", "micro_batch_size", "global_batch", MEASURED,
-           "role", "overrides", "hardware", "software", "source", "measured_what")
-EXTENDED_COLUMNS = ("id", "system", "model", "precision", "gpus", "tp", "pp", "cp", "micro_batch_size",
-                    "global_batch", "seq_len", "metric", EXTENDED_MEASURED, "flops_formula", "role", "overrides",
-                    "hardware", "software", "source", "measured_what", "unstated")
+COLUMNS = ("id", "system", "model", "precision", "gpus", "tp", "pp", "cp", "micro_batch_size", "global_batch",
+           "seq_len", "metric", MEASURED, "flops_formula", "role", "overrides", "hardware", "software", "source",
+           "measured_what", "unstated")
 LAYOUT_COLUMNS = ("tp", "pp", "micro_batch_size", "global_batch")
-# Precisions an llm row may name beyond the training rows' (Transformer Engine FP8 GEMMs).
-EXTRA_PRECISIONS = ("fp8",)
 # Keys the columns set (a row's overrides may not set them again).
 COLUMN_KEYS = ("system", "model", "fabric.nodes", "precision", "parallelism", "parallelism.tp", "parallelism.pp",
                "parallelism.cp", "parallelism.dp", "parallelism.micro_batch_size", "parallelism.global_batch",
@@ -79,19 +70,9 @@ FROM validation WHERE kind = 'llm' ORDER BY gpus, id
 """
 
 
-def columns_for(header: list[str]) -> tuple[str, ...]:
-    """The column set an llm file's header must hold: the extended one when it names ``measured``."""
-    return EXTENDED_COLUMNS if EXTENDED_MEASURED in header else COLUMNS
-
-
-def measured_column(raw: Mapping[str, str]) -> str:
-    return MEASURED if MEASURED in raw else EXTENDED_MEASURED
-
-
 def metric(raw: Mapping[str, str]) -> tuple[str, str]:
-    """(metric, unit) of an llm row (the original header: TFLOP/s per GPU)."""
-    name = raw.get("metric") or METRIC[0]
-    return name, METRICS.get(name, "")
+    """(metric, unit) of an llm row."""
+    return raw["metric"], METRICS.get(raw["metric"], "")
 
 
 def parse_fields(raw: dict[str, str], bad: Callable[[str, str], EstimatorError], groups: dict[str, list[str]],
@@ -99,25 +80,23 @@ def parse_fields(raw: dict[str, str], bad: Callable[[str, str], EstimatorError],
     """The llm-specific columns of a row, checked (one line per problem)."""
     if raw["model"] not in groups.get("model", []):
         raise bad("model", f"unknown model {raw['model']!r}; available: {', '.join(groups.get('model', []))}")
-    known = (*precisions, *(p for p in EXTRA_PRECISIONS if p not in precisions))
-    if raw["precision"] not in known:
-        raise bad("precision", f"{raw['precision']!r} is not one of {', '.join(known)}")
+    if raw["precision"] not in precisions:
+        raise bad("precision", f"{raw['precision']!r} is not one of {', '.join(precisions)}")
     layout = {col: _positive_int(raw[col], col, bad) for col in LAYOUT_COLUMNS}
-    if "metric" in raw:  # the extended header
-        layout["cp"] = _positive_int(raw["cp"], "cp", bad)
-        if raw["seq_len"]:
-            layout["seq_len"] = _positive_int(raw["seq_len"], "seq_len", bad)
-        name, formula = raw["metric"], raw["flops_formula"]
-        if name not in METRICS:
-            raise bad("metric", f"{name!r} is not one of {', '.join(METRICS)}")
-        if name == "tflops_per_gpu" and formula not in FLOP_FORMULAS:
-            raise bad("flops_formula", f"{formula!r} is not one of {', '.join(FLOP_FORMULAS)} "
-                                       "(a tflops_per_gpu row names the source's FLOP count)")
-        if name != "tflops_per_gpu" and formula:
-            raise bad("flops_formula", f"must be empty for metric {name} (it counts no FLOPs), got {formula!r}")
-        for key in raw["unstated"].split():
-            if not CONFIG_KEY.match(key):
-                raise bad("unstated", f"{key!r} is not a config key (e.g. parallelism.micro_batch_size)")
+    layout["cp"] = _positive_int(raw["cp"], "cp", bad)
+    if raw["seq_len"]:
+        layout["seq_len"] = _positive_int(raw["seq_len"], "seq_len", bad)
+    name, formula = raw["metric"], raw["flops_formula"]
+    if name not in METRICS:
+        raise bad("metric", f"{name!r} is not one of {', '.join(METRICS)}")
+    if name == "tflops_per_gpu" and formula not in FLOP_FORMULAS:
+        raise bad("flops_formula", f"{formula!r} is not one of {', '.join(FLOP_FORMULAS)} "
+                                   "(a tflops_per_gpu row names the source's FLOP count)")
+    if name != "tflops_per_gpu" and formula:
+        raise bad("flops_formula", f"must be empty for metric {name} (it counts no FLOPs), got {formula!r}")
+    for key in raw["unstated"].split():
+        if not CONFIG_KEY.match(key):
+            raise bad("unstated", f"{key!r} is not a config key (e.g. parallelism.micro_batch_size)")
     return {"model": raw["model"], "precision": raw["precision"], "layout": layout}
 
 
@@ -167,8 +146,7 @@ def predicted_value(raw: Mapping[str, str], model: Mapping[str, Any], gpus: int,
     name = metric(raw)[0]
     if name == "tokens_per_s_per_gpu":
         return global_batch * model["seq_len"] / step_s / gpus
-    formula = raw.get("flops_formula") or "megatron_eq3"
-    return FLOP_FORMULAS[formula](model, global_batch) / step_s / gpus / 1e12
+    return FLOP_FORMULAS[raw["flops_formula"]](model, global_batch) / step_s / gpus / 1e12
 
 
 def predict_row(row, tree: dict[str, Any]) -> tuple[float, str]:

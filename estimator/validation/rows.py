@@ -1,8 +1,9 @@
-"""The validation CSVs (``validation/*.csv``): their two formats and the checks every row passes.
+"""The validation CSVs (``validation/*.csv``): their three formats and the checks every row passes.
 
 One row is one public measurement. A file's kind is read from its header: ``nccl`` files carry
 ``measured_busbw_GBps`` (nccl-tests bus bandwidth), ``training`` files carry
-``measured_samples_per_s`` (training throughput over all GPUs). The header must hold exactly the
+``measured_samples_per_s`` (training throughput over all GPUs), ``llm`` files carry ``measured``
+in the unit of their ``metric`` column (:mod:`estimator.validation.llm`). The header must hold exactly the
 columns below (any order). ``validation/pinned_errors.csv`` (the pins) is not a measurement file.
 
 Every problem is one :class:`~estimator.errors.EstimatorError` line naming the file, the line and
@@ -33,7 +34,7 @@ COLUMNS = {
     "llm": _llm.COLUMNS,
 }
 MEASURED = {"nccl": "measured_busbw_GBps", "training": "measured_samples_per_s", "llm": _llm.MEASURED}
-METRIC = {"nccl": ("busbw", "GB/s"), "training": ("samples_per_s", "samples/s"), "llm": _llm.METRIC}
+METRIC = {"nccl": ("busbw", "GB/s"), "training": ("samples_per_s", "samples/s")}  # llm: the row's metric column
 
 # A row's group (validation/README.md, "Three groups"): ``calibration`` set a constant;
 # ``same-source`` is another point of the same curve, table or run as a calibration row (or as a
@@ -145,14 +146,14 @@ def read_file(path: Path) -> list[Row]:
 
 
 def _kind(name: str, header: list[str]) -> str:
-    matches = [k for k, m in MEASURED.items() if m in header or (k == "llm" and _llm.EXTENDED_MEASURED in header)]
+    matches = [k for k, m in MEASURED.items() if m in header]
     if len(matches) != 1:
         raise EstimatorError(
-            f"{name}:1: header names neither {MEASURED['nccl']} (nccl-tests rows) nor {MEASURED['training']} "
-            f"(training rows); see validation/README.md"
+            f"{name}:1: header names none of {MEASURED['nccl']} (nccl-tests rows), {MEASURED['training']} "
+            f"(training rows) or {MEASURED['llm']} (llm rows); see validation/README.md"
         )
     kind = matches[0]
-    want = _llm.columns_for(header) if kind == "llm" else COLUMNS[kind]
+    want = COLUMNS[kind]
     missing = [c for c in want if c not in header]
     extra = [c for c in header if c not in want]
     dup = sorted({c for c in header if header.count(c) > 1})
@@ -187,7 +188,7 @@ def _parse(name: str, line: int, kind: str, raw: dict[str, str], groups: dict[st
         known = ", ".join(groups.get("system", [])) or "none (conf/system/ is empty or missing)"
         raise bad("system", f"unknown system {system!r}; available: {known}")
     gpus = _integer(raw["gpus"], bad("gpus", f"{raw['gpus']!r} is not a positive integer"))
-    measured_col = _llm.measured_column(raw) if kind == "llm" else MEASURED[kind]
+    measured_col = MEASURED[kind]
     measured = _positive(raw[measured_col], bad(measured_col, f"{raw[measured_col]!r} is not a positive number"))
     try:
         overrides = tuple(shlex.split(raw["overrides"]))
