@@ -43,6 +43,8 @@ class Kind:
 
 
 _KINDS: dict[str, Kind] = {}
+#: kinds whose module registers them when first asked for (they import this module, not it them)
+LAZY = {"cluster": "estimator.sweep.cluster_kind", "cluster_packet": "estimator.sweep.cluster_kind"}
 
 
 def register(kind: Kind) -> None:
@@ -50,8 +52,12 @@ def register(kind: Kind) -> None:
 
 
 def get(name: str) -> Kind:
+    if name not in _KINDS and name in LAZY:
+        import importlib
+
+        importlib.import_module(LAZY[name])
     if name not in _KINDS:
-        raise EstimatorError(f"unknown sweep kind {name!r}; known: {', '.join(sorted(_KINDS))}")
+        raise EstimatorError(f"unknown sweep kind {name!r}; known: {', '.join(sorted(set(_KINDS) | set(LAZY)))}")
     return _KINDS[name]
 
 
