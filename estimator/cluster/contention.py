@@ -13,9 +13,14 @@ its timeline at its current stretch). Three phase models:
 * ``aligned`` — every job's communication overlaps every other's (the worst case):
   ``f_j = S_j(all jobs on j's resources)``.
 * ``independent`` — jobs communicate at independent random phases: job ``k`` is communicating at a
-  random instant with probability ``d_k``. ``j``'s communication progresses at rate ``1 / S_j(A)``,
-  so ``f_j = 1 / E[1 / S_j(A)]`` over the on/off combinations of the jobs sharing its contended
-  resources (all ``2^m`` enumerated up to ``exact_below`` jobs, else ``samples`` seeded draws).
+  random instant with probability ``d_k``. Over resource ``r``, ``j``'s traffic progresses at rate
+  ``1 / S_r(A)`` with ``S_r(A) = max(1, u_j[r] + sum_{k in A} u_k[r])``, so ``r`` slows it by
+  ``1 / E[1 / S_r(A)]`` over the on/off combinations of the other jobs on ``r`` (all ``2^m``
+  enumerated up to ``exact_below`` jobs, else ``samples`` seeded draws); ``f_j`` is the largest
+  over its resources. The expectation is taken per resource, not of the maximum over resources:
+  a ring all-reduce gates each GPU's next step only on its predecessor, so a burst on one link is
+  absorbed while the others run ahead and links congested at different times do not add up (the
+  packet level, :mod:`estimator.packetsim.multijob`, shows it: :mod:`.packet_check`).
 * ``interleaved`` — a network-aware scheduler time-shifts jobs so their communication alternates
   (CASSINI, NSDI'24; Muri, SIGCOMM'22): a resource slows its jobs only when their communication
   cannot fit in time, ``f_j = max(1, max_r sum_k d_k u_k[r])`` (the capacity bound: that much
@@ -165,15 +170,18 @@ class Contention:
         return self._independent(key, ids, own)
 
     def _independent(self, key: Hashable, ids: np.ndarray, own: np.ndarray) -> float:
-        others = _ordered({j for r in ids.tolist() for j in self.on[r]} - {key})
-        share = np.array([[self.on[r].get(j, 0.0) for r in ids.tolist()] for j in others])
-        d = np.array([self.members[j].d for j in others])
-        if len(others) <= self.exact_below:
-            on = subsets(len(others))
-            weight = np.where(on, d, 1.0 - d).prod(axis=1)
-        else:  # the same draws every time for this job: a smooth fixed point, reproducible
-            rng = np.random.default_rng([self.seed, zlib.crc32(repr(key).encode())])
-            on = rng.random((self.samples, len(others))) < d
-            weight = np.full(self.samples, 1.0 / self.samples)
-        slow = np.maximum(1.0, (own + on @ share).max(axis=1))
-        return 1.0 / float(weight @ (1.0 / slow))
+        worst = 1.0
+        for r, mine in zip(ids.tolist(), own.tolist(), strict=True):
+            others = _ordered(set(self.on[r]) - {key})
+            share = np.array([self.on[r][j] for j in others])
+            d = np.array([self.members[j].d for j in others])
+            if len(others) <= self.exact_below:
+                on = subsets(len(others))
+                weight = np.where(on, d, 1.0 - d).prod(axis=1)
+            else:  # the same draws every time for this job and link: a smooth fixed point, reproducible
+                rng = np.random.default_rng([self.seed, zlib.crc32(repr((key, r)).encode())])
+                on = rng.random((self.samples, len(others))) < d
+                weight = np.full(self.samples, 1.0 / self.samples)
+            slow = np.maximum(1.0, mine + on @ share)
+            worst = max(worst, 1.0 / float(weight @ (1.0 / slow)))
+        return worst

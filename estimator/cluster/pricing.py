@@ -50,11 +50,13 @@ class Spec:
 class Iteration:
     iter_s: float  # one iteration (optimizer step)
     comm_s: float  # time the communication stream is busy in it
+    wire_s: float  # of which its data is on the wire: the collectives' bandwidth parts (stretched)
 
     @property
     def duty(self) -> float:
-        """Share of the iteration the job communicates (its communication duty cycle)."""
-        return min(1.0, self.comm_s / self.iter_s) if self.iter_s > 0 else 0.0
+        """Share of the iteration the job's traffic is on the links (its communication duty cycle:
+        the bandwidth parts only; latencies and per-message overheads load no link)."""
+        return min(1.0, self.wire_s / self.iter_s) if self.iter_s > 0 else 0.0
 
 
 def quantised(stretch: float) -> float:
@@ -176,8 +178,11 @@ class JobPricer:
             if gpus == 1:
                 result = simulate_data_parallel(profile, _Group(self.price, 1, 1.0), self.policy, spec.batch,
                                                 self.algorithm, nodes=1, buckets=buckets)
+                wire = 0.0
             else:
                 result = simulate_data_parallel(profile, _Group(self.price, group, s), self.policy, spec.batch,
                                                 self.algorithm, nodes=gpus, buckets=buckets)
-            hit = self._iters[key] = Iteration(result.iter_time_s, result.comm_time_s)
+                zero = self.price("all_reduce", 0.0, group).time_s
+                wire = s * sum(max(0.0, self.price("all_reduce", b.nbytes, group).time_s - zero) for b in buckets)
+            hit = self._iters[key] = Iteration(result.iter_time_s, result.comm_time_s, wire)
         return hit
