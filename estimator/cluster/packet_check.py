@@ -49,6 +49,7 @@ NET = Net(hosts=16, per_leaf=4, spines=1, host_bps=100e9, uplink_bps=100e9, swit
 
 @dataclass(frozen=True)
 class Scenario:
+    key: str
     name: str
     phases: str
     jobs: tuple[JobSpec, ...]
@@ -61,17 +62,17 @@ def _job(gpus: list[int], compute_ms: float, mbytes: float) -> JobSpec:
 
 
 SCENARIOS = (
-    Scenario("2 jobs, phases aligned", "aligned",
+    Scenario("aligned2", "2 jobs, phases aligned", "aligned",
              (_job([0, 1, 4, 5], 0.15, 1), _job([2, 3, 6, 7], 0.15, 1))),
-    Scenario("2 jobs, time-shifted (interleaved)", "interleaved",
+    Scenario("interleaved2", "2 jobs, time-shifted (interleaved)", "interleaved",
              (_job([0, 1, 4, 5], 0.15, 1), _job([2, 3, 6, 7], 0.15, 1)), interleave=True),
-    Scenario("3 jobs, aligned, 2 leaves each", "aligned",
+    Scenario("aligned3", "3 jobs, aligned, 2 leaves each", "aligned",
              (_job([0, 4], 0.12, 0.5), _job([1, 5], 0.12, 0.5), _job([2, 6], 0.12, 0.5))),
-    Scenario("2 jobs, independent phases", "independent",
+    Scenario("independent2", "2 jobs, independent phases", "independent",
              (_job([0, 1, 4, 5], 0.11, 1), _job([2, 3, 6, 7], 0.21, 1))),
-    Scenario("3 jobs, independent phases", "independent",
+    Scenario("independent3", "3 jobs, independent phases", "independent",
              (_job([0, 4, 8], 0.1, 0.75), _job([1, 5, 9], 0.177, 0.75), _job([2, 6, 10], 0.283, 0.75))),
-    Scenario("4 jobs, mixed sizes, independent phases", "independent",
+    Scenario("mixed4", "4 jobs, mixed sizes, independent phases", "independent",
              (_job([0, 1, 4, 5, 8, 9], 0.125, 1.5), _job([2, 6], 0.193, 0.75), _job([3, 7, 11], 0.263, 0.75),
               _job([10, 12, 13, 14], 0.152, 1))),
 )
@@ -169,5 +170,11 @@ def compare(sc: Scenario) -> list[Comparison]:
     return out
 
 
-def compare_all(names: list[str] | None = None) -> list[Comparison]:
-    return [c for sc in SCENARIOS if names is None or sc.name in names for c in compare(sc)]
+def scenario(key: str) -> Scenario:
+    for sc in SCENARIOS:
+        if sc.key == key:
+            return sc
+    from estimator.errors import EstimatorError
+
+    raise EstimatorError(f"cluster.packet_scenario: unknown scenario {key!r}; known: "
+                         f"{', '.join(sc.key for sc in SCENARIOS)}")

@@ -41,7 +41,7 @@ from estimator.fabrics.registry import shared_fabric
 #: config keys that determine a cluster run (its ``config_hash``), with the trace file's digest
 CLUSTER_KEYS = ("cluster", "fabric", "device", "parallelism", "precision", "algorithm", "traces_dir")
 KNOWN = ("name", "trace", "jobs", "seed", "models", "sizes", "size_weights", "duration", "load", "arrival_rate_per_h",
-         "scheduler", "backfill_depth", "placement", "phases", "exact_below", "samples", "progress")
+         "scheduler", "backfill_depth", "placement", "phases", "progress", "packet_scenario")
 SLOWED = 1.001  # a job counts as slowed by others above this slowdown (0.1 %: the stretch rounding)
 
 
@@ -144,8 +144,7 @@ class Simulation:
         self.gpus = self.fabric.nodes
         self.pricer = JobPricer(cfg, self.fabric)
         self.view: View = view_for(self.fabric)
-        self.contention = Contention(self.view.resources, str(p.get("phases", "independent")),
-                                     p.get("exact_below", 10), p.get("samples", 1024), int(p.get("seed") or 0))
+        self.contention = Contention(self.view.resources, str(p.get("phases", "independent")))
         self.placer = make_placer(str(p.get("placement", "packed")), self.gpus, self.view.blocks,
                                   int(p.get("seed") or 0), self.fabric.config, self._block_load)
         self.queue = Queue(str(p.get("scheduler", "fifo")), p.get("backfill_depth", 500))
@@ -155,6 +154,10 @@ class Simulation:
         self._prepared: dict[int, tuple[Spec, int, int, float, int]] = {}
         self._heap: list[tuple[float, int, int]] = []
         self._gpu_s = self._alloc_s = self._link_bytes = 0.0
+        self._busy_gpus = self._busy_alloc = 0  # of the running jobs
+        self._rate: dict[int, float] = {}  # bytes/s each running job puts on the links now
+        self._rate_total = 0.0
+        self._in_setup: dict[int, Run] = {}  # jobs still setting up their circuits (no traffic yet)
 
     # ---- preparation ----------------------------------------------------------------------------
     def _prepare(self, job: Job) -> tuple[Spec, int, int, float, int]:
@@ -170,7 +173,10 @@ class Simulation:
         if alloc > self.gpus:
             raise EstimatorError(f"{where}: occupies {alloc} GPUs under placement {self.placer.__class__.__name__}, "
                                  f"more than the cluster's {self.gpus}")
-        iterations = job.iterations or max(1, round(job.duration_s / ref.iter_s))
+        # a duration is work: the job's iterations at its compute alone (one replica, no communication),
+        # the same on every fabric, so a slower fabric takes longer for the same job
+        compute = self.pricer.iteration(spec, 1, 1.0)
+        iterations = job.iterations or max(1, round(job.duration_s / compute.iter_s))
         return spec, group, alloc, iterations * ref.iter_s, iterations
 
     def _block_load(self, level: int, blocks: np.ndarray) -> np.ndarray:
@@ -191,6 +197,10 @@ class Simulation:
         run = Run(job, spec, got, load, alone, ref.iter_s, now, now + setup, float(iterations), float(iterations), now,
                   alone.iter_s)
         self.running[job.id] = run
+        self._busy_gpus += job.gpus
+        self._busy_alloc += len(got)
+        if setup > 0:
+            self._in_setup[job.id] = run
         self._touched |= self.contention.add(job.id, load, self._duty(run))
         return True
 
@@ -201,6 +211,9 @@ class Simulation:
 
     def _finish(self, run: Run) -> None:
         del self.running[run.job.id]
+        self._busy_gpus -= run.job.gpus
+        self._busy_alloc -= len(run.gpus)
+        self._set_rate(run.job.id, 0.0)
         self.placer.release(run.gpus)
         self._touched |= self.contention.remove(run.job.id)
         self._touched.discard(run.job.id)
@@ -237,19 +250,26 @@ class Simulation:
                 run.max_stretch = max(run.max_stretch, f)
                 run.version += 1
                 heapq.heappush(self._heap, (run.end, run.version, key))
+            self._set_rate(key, self.contention.duty(key) / f * run.load.traffic_Bps)
         self._touched = set()
 
+    def _set_rate(self, key: int, rate: float) -> None:
+        self._rate_total += rate - self._rate.pop(key, 0.0)
+        if rate:
+            self._rate[key] = rate
+
     def _account(self, t0: float, t1: float) -> None:
-        """GPU-seconds and link bytes of the running jobs over [t0, t1)."""
+        """GPU-seconds and link bytes of the running jobs over [t0, t1) (jobs setting up their
+        circuits send nothing until their set-up ends)."""
         if t1 <= t0:
             return
-        for run in self.running.values():
-            self._gpu_s += run.job.gpus * (t1 - t0)
-            self._alloc_s += len(run.gpus) * (t1 - t0)
-            comm = max(0.0, t1 - max(t0, run.setup_end))
-            if comm and run.load.traffic_Bps:
-                f = self.contention.stretch(run.job.id)
-                self._link_bytes += comm * self.contention.duty(run.job.id) / f * run.load.traffic_Bps
+        self._gpu_s += self._busy_gpus * (t1 - t0)
+        self._alloc_s += self._busy_alloc * (t1 - t0)
+        self._link_bytes += self._rate_total * (t1 - t0)
+        for key, run in list(self._in_setup.items()):
+            self._link_bytes -= self._rate.get(key, 0.0) * max(0.0, min(t1, run.setup_end) - t0)
+            if run.setup_end <= t1 or key not in self.running:
+                del self._in_setup[key]
 
     def run(self) -> list[dict[str, Any]]:
         self.jobs_by_id = {j.id: j for j in self.jobs}

@@ -2,8 +2,10 @@
 
 A job is one data-parallel training run: it arrives at ``submit_s``, asks for ``gpus`` GPUs, trains
 a zoo ``model`` (or the canonical ``workload`` file) for ``iterations`` iterations or for
-``duration_s`` seconds *alone* (converted to iterations with its iteration time alone), at the
-model's per-GPU batch unless ``batch_size`` is given. ``layout`` is the parallel layout: ``data``
+``duration_s`` seconds of work: the iterations one replica computes in that time without any
+communication (its compute is the same on every fabric, so the same trace asks every fabric for
+the same work and a slower network shows as longer runs), at the model's per-GPU batch unless
+``batch_size`` is given. ``layout`` is the parallel layout: ``data``
 (the only one the cluster simulation prices).
 
 File columns (one row per job; CSV with a header, Parquet, or JSON: a list of objects or

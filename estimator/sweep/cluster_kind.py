@@ -1,16 +1,21 @@
-"""The ``cluster`` sweep kind: one point is one cluster simulation (:mod:`estimator.cluster`).
+"""Sweep kinds of the cluster simulation (:mod:`estimator.cluster`).
 
-A point's config is the main config with a ``cluster`` group (``conf/cluster/``) and a
-``fabric``; its rows go to ``cluster_runs`` (one per point, key ``config_hash``: the config keys
-of :data:`estimator.cluster.simulate.CLUSTER_KEYS` and the trace file's digest) and
-``cluster_jobs`` (one per job, key ``config_hash``, ``job_id``).
+* ``cluster`` — one point is one cluster simulation: the main config with a ``cluster`` group
+  (``conf/cluster/``) and a ``fabric``; its rows go to ``cluster_runs`` (one per point, key
+  ``config_hash``: the config keys of :data:`estimator.cluster.simulate.CLUSTER_KEYS` and the trace
+  file's digest) and ``cluster_jobs`` (one per job, key ``config_hash``, ``job_id``).
+* ``cluster_packet`` — one point is one packet-level agreement scenario
+  (``cluster.packet_scenario``, :mod:`estimator.cluster.packet_check`); one row per job into
+  ``cluster_packet_checks`` (key ``config_hash``, ``job``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from estimator import __version__
 from estimator.cluster.simulate import CLUSTER_KEYS, ClusterResult, cluster_params, run_hash
+from estimator.config import config_hash
 from estimator.sweep.kinds import Kind, register
 
 
@@ -60,9 +65,40 @@ def _validate(cfg: dict[str, Any]) -> None:
     p = cluster_params(cfg)
     fabric = shared_fabric(cfg.get("fabric") or {})
     Queue(str(p.get("scheduler", "fifo")), p.get("backfill_depth", 500))
-    Contention(0, str(p.get("phases", "independent")), p.get("exact_below", 10), p.get("samples", 1024))
+    Contention(0, str(p.get("phases", "independent")))
     make_placer(str(p.get("placement", "packed")), fabric.nodes, (), 0, fabric.config)
     _digest(cfg)
 
 
 register(ClusterKind("cluster", CLUSTER_KEYS, "cluster_runs", _batch, write_results, _validate))
+
+
+# ---- the packet-level agreement -----------------------------------------------------------------
+PACKET_KEYS = ("cluster",)
+
+
+def _packet_batch(items: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:
+    from estimator.cluster.packet_check import compare, scenario
+
+    rows = []
+    for cfg, _ in items:
+        sc = scenario(str(cluster_params(cfg).get("packet_scenario")))
+        base = {"config_hash": config_hash({k: cfg.get(k) for k in PACKET_KEYS}), "version": __version__,
+                "scenario_key": sc.key}
+        rows += [{**base, **c.row()} for c in compare(sc)]
+    return rows
+
+
+def _write_packet(store: str, rows: list[dict[str, Any]]) -> int:
+    from estimator.store.duckdb_store import write_rows
+
+    return write_rows(store, {"cluster_packet_checks": (("config_hash", "job"), rows)})
+
+
+def _validate_packet(cfg: dict[str, Any]) -> None:
+    from estimator.cluster.packet_check import scenario
+
+    scenario(str(cluster_params(cfg).get("packet_scenario")))
+
+
+register(Kind("cluster_packet", PACKET_KEYS, "cluster_packet_checks", _packet_batch, _write_packet, _validate_packet))
