@@ -6,7 +6,8 @@ server's tiles; an OPSquare pod). Policies:
 
 * ``packed`` — consolidate: the best-fitting (fullest that fits) domain of the lowest level that
   holds the job; within it (or across the cluster when nothing holds it) the sub-domains with the
-  most free GPUs first, so the job spans as few leaves and pods as possible.
+  most free GPUs first, so the job spans as few leaves and pods as possible. A fabric without
+  domains (a ring) gets the shortest run of consecutive free GPUs that holds the job.
 * ``spread`` — round-robin over the leaves with the most free GPUs (one GPU per leaf per turn).
 * ``random`` — uniformly random free GPUs (seeded).
 * ``topology`` — ``packed``, but among the domains that fit (and the sub-domains it fills) the
@@ -88,25 +89,25 @@ class BlockPlacer(Placer):
         hi = self.gpus if hi is None else hi
         return np.add.reduceat(self.free[lo:hi].astype(np.int64), np.arange(0, hi - lo, size))
 
-    def _order(self, level: int, first: int, counts: np.ndarray, best_fit: int | None) -> np.ndarray:
-        """Blocks (relative ids) in the order to use them: best fit for ``best_fit`` GPUs (fullest
-        that fits) or most free first; ``topology`` puts the least loaded uplinks first."""
-        ids = np.arange(len(counts))
-        keys = [ids]
-        keys.append(counts if best_fit is not None else -counts)
+    def _order(self, level: int, blocks: np.ndarray, counts: np.ndarray, best_fit: bool) -> np.ndarray:
+        """Positions in ``blocks`` (block ids of ``level``, their free ``counts``) in the order to
+        use them: the fullest that fits first (``best_fit``) or the most free first; ``topology``
+        puts the least loaded uplinks first."""
+        keys = [blocks, counts if best_fit else -counts]
         if self.policy == "topology" and self.block_load is not None:
-            keys.append(self.block_load(level, first + ids))
-        return ids[np.lexsort(keys)]
+            keys.append(self.block_load(level, blocks))
+        return np.lexsort(keys)
 
     def _packed(self, n: int) -> np.ndarray:
+        if not self.blocks:  # no hierarchy (a ring, circuits): the best-fitting run of consecutive free GPUs
+            return self._run(n)
         for level, size in enumerate(self.blocks):
             if n > size:
                 continue
             counts = self._counts(size)
             fits = np.flatnonzero(counts >= n)
             if len(fits):
-                order = self._order(level, 0, counts[fits], n)
-                block = int(fits[order[0]])
+                block = int(fits[self._order(level, fits, counts[fits], True)[0]])
                 return self._fill(block * size, min(self.gpus, (block + 1) * size), n, level - 1)
         return self._fill(0, self.gpus, n, len(self.blocks) - 1)
 
@@ -118,7 +119,7 @@ class BlockPlacer(Placer):
         counts = self._counts(size, lo, hi)
         taken: list[np.ndarray] = []
         need = n
-        for b in self._order(level, lo // size, counts, None).tolist():
+        for b in self._order(level, lo // size + np.arange(len(counts)), counts, False).tolist():
             if need == 0:
                 break
             if counts[b] == 0:
@@ -127,6 +128,17 @@ class BlockPlacer(Placer):
             taken.append(got)
             need -= len(got)
         return np.concatenate(taken) if taken else np.zeros(0, dtype=np.int64)
+
+    def _run(self, n: int) -> np.ndarray:
+        """The shortest run of consecutive free GPUs holding ``n`` (lowest first); the lowest free
+        GPUs when no run does."""
+        edges = np.diff(np.concatenate(([0], self.free.astype(np.int8), [0])))
+        starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+        fits = np.flatnonzero(ends - starts >= n)
+        if len(fits):
+            best = fits[np.argmin(ends[fits] - starts[fits])]
+            return np.arange(starts[best], starts[best] + n)
+        return np.flatnonzero(self.free)[:n]
 
     def _spread(self, n: int) -> np.ndarray:
         ids = np.flatnonzero(self.free)

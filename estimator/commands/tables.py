@@ -24,6 +24,8 @@ UNITS = (
     (r"_GBps$", "GB/s"), (r"_ms$", "ms"), (r"_us$", "µs"), (r"_ns$", "ns"), (r"(^|_)s$|_s$", "s"),
     (r"bytes", "bytes"), (r"flops", "FLOP"), (r"_hash$", "identity (hash of the resolved config)"),
     (r"(^|_)(nodes|devices|gpus|ranks|steps|tensors|idx|count|num_\w+|points|depth|seed|batch\w*)$", "count"),
+    (r"(^|_)(jobs|jobs_slowed|iterations|leaves|pods|job|job_id|cluster_jobs)$", "count"),
+    (r"(slowdown|stretch|factor|duty|error)", "ratio"),
     (r"(share|ratio|load|locality|efficiency|utili[sz]ation|speedup|throughput)", "fraction / ratio"),
     (r"_json$", "JSON text"), (r"created_at", "UTC time"),
 )
