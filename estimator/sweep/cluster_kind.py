@@ -70,7 +70,7 @@ def _validate(cfg: dict[str, Any]) -> None:
     _digest(cfg)
 
 
-register(ClusterKind("cluster", CLUSTER_KEYS, "cluster_runs", _batch, write_results, _validate))
+register(ClusterKind("cluster", CLUSTER_KEYS, "cluster_runs", _batch, write_results, _validate, heavy=True))
 
 
 # ---- the packet-level agreement -----------------------------------------------------------------
@@ -101,4 +101,5 @@ def _validate_packet(cfg: dict[str, Any]) -> None:
     scenario(str(cluster_params(cfg).get("packet_scenario")))
 
 
-register(Kind("cluster_packet", PACKET_KEYS, "cluster_packet_checks", _packet_batch, _write_packet, _validate_packet))
+register(Kind("cluster_packet", PACKET_KEYS, "cluster_packet_checks", _packet_batch, _write_packet, _validate_packet,
+              heavy=True))

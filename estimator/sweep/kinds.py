@@ -37,6 +37,7 @@ class Kind:
     # instead of once per point. Their conjunction must equal ``validate``.
     scopes: tuple[tuple[tuple[str, ...], Callable[[dict[str, Any]], None]], ...] = ()
     columnar: bool = False  # points evaluated by estimator.sweep.columns (declared-schema batches)
+    heavy: bool = False  # points take seconds or more: a local sweep of several runs on Ray (or the pool), never in-process
 
     def point_hash(self, cfg: dict[str, Any]) -> str:
         return config_hash({k: cfg.get(k) for k in self.keys})
