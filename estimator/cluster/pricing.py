@@ -98,6 +98,7 @@ class JobPricer:
         self._prices: dict[tuple[str, float, int], CollectiveCost] = {}
         self._iters: dict[tuple[Spec, int, int, float], Iteration] = {}
         self._groups: dict[int, int] = {}
+        self.lookups = 0  # iteration prices asked for (all of them memoised: see len(self._iters))
 
     # ---- workloads ------------------------------------------------------------------------------
     def spec(self, model: str, workload: str, batch_size: int | None) -> Spec:
@@ -166,12 +167,18 @@ class JobPricer:
             self._prices[key] = hit
         return hit
 
+    @property
+    def timelines(self) -> int:
+        """Distinct iteration timelines simulated so far (the memo's misses)."""
+        return len(self._iters)
+
     # ---- iterations -----------------------------------------------------------------------------
     def iteration(self, spec: Spec, gpus: int, stretch: float = 1.0) -> Iteration:
         """One iteration of ``gpus`` replicas whose all-reduces' bandwidth part is ``stretch`` x longer."""
         group = self.group(gpus)
         s = quantised(stretch)
         key = (spec, gpus, group, s)
+        self.lookups += 1
         hit = self._iters.get(key)
         if hit is None:
             profile, buckets = self._profile(spec)

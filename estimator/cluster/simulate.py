@@ -377,6 +377,7 @@ def simulate_cluster(cfg: dict[str, Any], progress: bool | None = None) -> Clust
         "gpu_utilisation": sim._gpu_s / (fabric.nodes * span),
         "gpu_alloc_utilisation": sim._alloc_s / (fabric.nodes * span),
         "link_utilisation": sim._link_bytes / (sim.view.capacity_Bps * span) if sim.view.capacity_Bps else None,
+        "timelines": sim.pricer.timelines, "price_lookups": sim.pricer.lookups,
         "wall_s": time.perf_counter() - t0,
     }
     return ClusterResult(run, records)
