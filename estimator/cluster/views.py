@@ -96,57 +96,31 @@ class View(ABC):
         return EMPTY_IDS
 
 
-# ---- electrical trees ---------------------------------------------------------------------------
-class TreeView(View):
-    """Endpoints under nested domains (``levels``: innermost first, each (GPUs per domain, uplink
-    capacity, downlink capacity) in bytes/s); every GPU has a private port of ``host_Bps`` each way.
-    A transfer between domains of level l crosses the up aggregate of the sender's domain and the
-    down aggregate of the receiver's at every level up to where they meet."""
+class LinkView(View):
+    """A view whose resources have capacities (bytes/s) and whose GPUs also have ports of their
+    own: :meth:`_bytes` gives the bytes a ring step puts on each resource per byte of chunk."""
 
-    kind = "links (tree aggregates)"
+    capacity: np.ndarray
+    port_floor_s = 0.0  # seconds per byte of chunk on a GPU's own port (a bottleneck nobody shares)
+    port_crossings = 0  # own ports a transfer crosses (counted in the traffic)
 
-    def __init__(self, gpus: int, host_Bps: float, levels: list[tuple[int, float, float]]):
+    def __init__(self, gpus: int):
         super().__init__(gpus)
-        self.host_Bps = float(host_Bps)
-        self.levels = [(int(b), float(up), float(down)) for b, up, down in levels if b < gpus]
-        self.blocks = tuple(b for b, _, _ in self.levels)
-        self._offsets, total = [], 0
-        for size, _, _ in self.levels:
-            domains = -(-gpus // size)
-            self._offsets.append((total, total + domains, domains))
-            total += 2 * domains
-        self._resources = total
-        cap = np.zeros(total)
-        for (off_up, off_down, domains), (_, up, down) in zip(self._offsets, self.levels, strict=True):
-            cap[off_up:off_up + domains] = up
-            cap[off_down:off_down + domains] = down
-        self.capacity = cap
         self._ref: dict[int, float] = {}
 
     @property
     def resources(self) -> int:
-        return self._resources
+        return len(self.capacity)
 
-    @property
-    def capacity_Bps(self) -> float:
-        return 2 * self.gpus * self.host_Bps + float(self.capacity.sum())
-
-    def _bytes(self, gpus: np.ndarray) -> np.ndarray:
-        """Bytes each aggregate carries per byte of a ring step's chunk."""
-        src, dst = ring_pairs(gpus)
-        a = np.zeros(self._resources)
-        for (size, _, _), (off_up, off_down, _) in zip(self.levels, self._offsets, strict=True):
-            ds, dd = src // size, dst // size
-            cross = ds != dd
-            np.add.at(a, off_up + ds[cross], 1.0)
-            np.add.at(a, off_down + dd[cross], 1.0)
-        return a
+    @abstractmethod
+    def _bytes(self, gpus: np.ndarray) -> np.ndarray: ...
 
     def _bottleneck(self, a: np.ndarray) -> float:
-        """Seconds per byte of chunk of a ring step (its busiest port or aggregate)."""
-        return max(1.0 / self.host_Bps, float((a / self.capacity).max()) if len(a) else 0.0)
+        """Seconds per byte of chunk of a ring step: its busiest resource or port."""
+        return max(self.port_floor_s, float((a / self.capacity).max()) if len(a) else 0.0)
 
     def reference(self, n: int) -> float:
+        """The bottleneck of a job on the fabric's first ``n`` GPUs (what the fabric prices)."""
         hit = self._ref.get(n)
         if hit is None:
             hit = self._ref[n] = self._bottleneck(self._bytes(np.arange(n)))
@@ -157,7 +131,49 @@ class TreeView(View):
         tau = self._bottleneck(a)
         ids = np.flatnonzero(a)
         return JobLoad(ids, (a[ids] / self.capacity[ids]) / tau, tau / self.reference(len(gpus)),
-                       (2 * len(gpus) + float(a.sum())) / tau)
+                       (self.port_crossings * len(gpus) + float(a.sum())) / tau)
+
+
+# ---- electrical trees ---------------------------------------------------------------------------
+class TreeView(LinkView):
+    """Endpoints under nested domains (``levels``: innermost first, each (GPUs per domain, uplink
+    capacity, downlink capacity) in bytes/s); every GPU has a private port of ``host_Bps`` each way.
+    A transfer between domains of level l crosses the up aggregate of the sender's domain and the
+    down aggregate of the receiver's at every level up to where they meet."""
+
+    kind = "links (tree aggregates)"
+
+    def __init__(self, gpus: int, host_Bps: float, levels: list[tuple[int, float, float]]):
+        super().__init__(gpus)
+        self.host_Bps = float(host_Bps)
+        self.port_floor_s, self.port_crossings = 1.0 / self.host_Bps, 2  # up to the leaf, down from it
+        self.levels = [(int(b), float(up), float(down)) for b, up, down in levels if b < gpus]
+        self.blocks = tuple(b for b, _, _ in self.levels)
+        self._offsets, total = [], 0
+        for size, _, _ in self.levels:
+            domains = -(-gpus // size)
+            self._offsets.append((total, total + domains, domains))
+            total += 2 * domains
+        cap = np.zeros(total)
+        for (off_up, off_down, domains), (_, up, down) in zip(self._offsets, self.levels, strict=True):
+            cap[off_up:off_up + domains] = up
+            cap[off_down:off_down + domains] = down
+        self.capacity = cap
+
+    @property
+    def capacity_Bps(self) -> float:
+        return 2 * self.gpus * self.host_Bps + float(self.capacity.sum())
+
+    def _bytes(self, gpus: np.ndarray) -> np.ndarray:
+        """Bytes each aggregate carries per byte of a ring step's chunk."""
+        src, dst = ring_pairs(gpus)
+        a = np.zeros(len(self.capacity))
+        for (size, _, _), (off_up, off_down, _) in zip(self.levels, self._offsets, strict=True):
+            ds, dd = src // size, dst // size
+            cross = ds != dd
+            np.add.at(a, off_up + ds[cross], 1.0)
+            np.add.at(a, off_down + dd[cross], 1.0)
+        return a
 
     def block_resources(self, level: int, block: int) -> np.ndarray:
         if level >= len(self.levels):
@@ -167,7 +183,7 @@ class TreeView(View):
 
 
 # ---- any topology graph -------------------------------------------------------------------------
-class GraphView(View):
+class GraphView(LinkView):
     """Every link of the fabric's topology graph; transfers routed by the topology layer."""
 
     kind = "links (topology graph)"
@@ -179,11 +195,6 @@ class GraphView(View):
         self.topology = topology
         self.capacity = np.asarray(topology.bandwidth, dtype=float)
         self.blocks = tuple(b for b in blocks if 1 < b < gpus)
-        self._ref: dict[int, float] = {}
-
-    @property
-    def resources(self) -> int:
-        return len(self.capacity)
 
     @property
     def capacity_Bps(self) -> float:
@@ -196,20 +207,6 @@ class GraphView(View):
             route = self.topology.route(s, d)
             np.add.at(a, route.links, route.fractions)
         return a
-
-    def reference(self, n: int) -> float:
-        hit = self._ref.get(n)
-        if hit is None:
-            a = self._bytes(np.arange(n))
-            hit = self._ref[n] = float((a / self.capacity).max())
-        return hit
-
-    def load(self, gpus: np.ndarray) -> JobLoad:
-        a = self._bytes(gpus)
-        t = a / self.capacity
-        tau = float(t.max())
-        ids = np.flatnonzero(a)
-        return JobLoad(ids, t[ids] / tau, tau / self.reference(len(gpus)), float(a.sum()) / tau)
 
 
 # ---- optical mechanisms --------------------------------------------------------------------------
@@ -285,7 +282,7 @@ class RingSpanView(View):
         return JobLoad(ids, np.ones(len(ids)), 1.0, len(ids) * self.segment_Bps)
 
 
-class PodRelayView(View):
+class PodRelayView(LinkView):
     """OPSquare: resource i = node i's relay transceiver (inter-pod traffic to position x of pod p
     arrives at node (p, x_sender) and is relayed inside pod p when x differs)."""
 
@@ -296,11 +293,8 @@ class PodRelayView(View):
         self.pod_nodes, self.transceiver_Bps = pod_nodes, transceiver_Bps
         self.groups = groups
         self.blocks = (pod_nodes,) if pod_nodes < gpus else ()
-        self._ref: dict[int, float] = {}
-
-    @property
-    def resources(self) -> int:
-        return self.gpus
+        self.capacity = np.full(gpus, float(transceiver_Bps))
+        self.port_floor_s, self.port_crossings = 1.0 / transceiver_Bps, 1  # its own transmitter
 
     @property
     def capacity_Bps(self) -> float:
@@ -313,22 +307,6 @@ class PodRelayView(View):
         a = np.zeros(self.gpus)
         np.add.at(a, (dst[relay] // m) * m + src[relay] % m, 1.0)
         return a
-
-    def _tau(self, a: np.ndarray) -> float:
-        return max(1.0, float(a.max())) / self.transceiver_Bps
-
-    def reference(self, n: int) -> float:
-        hit = self._ref.get(n)
-        if hit is None:
-            hit = self._ref[n] = self._tau(self._bytes(np.arange(n)))
-        return hit
-
-    def load(self, gpus: np.ndarray) -> JobLoad:
-        a = self._bytes(gpus)
-        tau = self._tau(a)
-        ids = np.flatnonzero(a)
-        return JobLoad(ids, (a[ids] / self.transceiver_Bps) / tau, tau / self.reference(len(gpus)),
-                       (len(gpus) + float(a.sum())) / tau)
 
 
 # ---- which view -----------------------------------------------------------------------------------
