@@ -318,22 +318,25 @@ class Simulation:
         return ((r.end, len(r.gpus)) for r in self.running.values())
 
 
-def _progress(total: int, enabled: bool):
-    """A callable advancing a progress line on stderr (tqdm on a terminal; a plain line every 10 %
-    otherwise); ``bar(0, close=True)`` ends it."""
+def _progress(total: int, enabled: bool, after_s: float = 2.0):
+    """A callable advancing a progress line on stderr once a run has taken ``after_s`` seconds
+    (tqdm on a terminal; a plain line every 10 % otherwise, e.g. in a Snakemake log);
+    ``bar(0, close=True)`` ends it."""
     if not enabled:
         return lambda n, close=False: None
     from tqdm import tqdm
 
     t0, state = time.monotonic(), {"done": 0}
     tty = sys.stderr.isatty()
-    bar = tqdm(total=total, desc="cluster", unit="job", file=sys.stderr, disable=not tty, mininterval=0.5)
+    bar = tqdm(total=total, desc="cluster", unit="job", file=sys.stderr, disable=not tty, mininterval=0.5,
+               delay=after_s)
 
     def advance(n: int, close: bool = False) -> None:
         before = state["done"]
         state["done"] += n
         bar.update(n)
-        if not tty and n and state["done"] * 10 // total > before * 10 // total:
+        late = time.monotonic() - t0 >= after_s
+        if not tty and n and late and state["done"] * 10 // total > before * 10 // total:
             print(f"cluster: {state['done']}/{total} jobs done after {time.monotonic() - t0:.0f} s",
                   file=sys.stderr, flush=True)
         if close:
