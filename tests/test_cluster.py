@@ -306,6 +306,14 @@ def test_cli_writes_runs_and_jobs(tmp_path, workloads):
         assert con.execute("SELECT count(*) FROM cluster_jobs").fetchone()[0] == 12
         assert con.execute("SELECT min(slowdown) >= 1 FROM cluster_jobs").fetchone()[0]
         assert con.execute("SELECT jct_mean_s FROM cluster_runs").fetchone()[0] == pytest.approx(out["jct_mean_s"])
+    from estimator.reports.sections import cluster as section
+
+    with duckdb.connect(str(store), read_only=True) as con:  # the report's SQL binds on any cluster store
+        q = lambda sql: con.sql(sql).pl()  # noqa: E731
+        for sql in (section.RUNS_SQL, section.CDF_SQL, section.SLOWDOWN_SQL, section.UTILISATION_SQL,
+                    section.CASSINI_SQL, section.CASSINI_SEEDS_SQL):
+            q(sql)
+        assert [c.verdict for c in section._claims(q)] == ["no-data", "no-data"]  # no CASSINI runs here
     tables = subprocess.run([sys.executable, "-m", "estimator.cli", "tables", f"store={store}", "output=json"],
                             capture_output=True, text=True, cwd=REPO, timeout=300)
     units = {(t["table"], t["column"]): t["unit"] for t in json.loads(tables.stdout)}

@@ -15,7 +15,10 @@ from typing import Any
 import polars as pl
 
 from estimator.reports.model import Figure, Section, Table
-from estimator.reports.sections.paper_helpers import Judge, Query, judged, line_plot, rows
+from estimator.reports.sections.paper_helpers import Judge, Query, judged, line_plot, rows, table_with
+
+# the runs, with the columns only some fabrics' runs have (a store of fat-tree runs alone still binds)
+RUNS = table_with("cluster_runs", {"fabric_topology": "VARCHAR", "cluster_seed": "BIGINT"})
 
 # the fabric families' runs (sweeps ideal ... terarack), and the leaf-spine phase x placement grid with the OCS
 COMPARISON = "r.gpus = 256 AND r.cluster_jobs = 1000 AND r.cluster_load = 0.5 AND r.cluster_scheduler = 'backfill'"
@@ -27,14 +30,14 @@ SELECT r.fabric_name AS fabric, r.cluster_placement AS placement, r.cluster_phas
        r.jobs, r.makespan_s / 3600 AS makespan_h, r.jct_mean_s / 3600 AS jct_mean_h, r.jct_p50_s / 3600 AS jct_p50_h,
        r.jct_p99_s / 3600 AS jct_p99_h, r.queue_mean_s / 3600 AS queue_mean_h, r.slowdown_mean, r.slowdown_max,
        r.jobs_slowed, r.setup_mean_s, r.gpu_utilisation, r.link_utilisation
-FROM cluster_runs r WHERE ({COMPARISON}) OR ({CONTENTION})
+FROM {RUNS} r WHERE ({COMPARISON}) OR ({CONTENTION})
 ORDER BY r.gpus, r.fabric_name, r.cluster_placement, r.cluster_phases
 """
 
 CDF_SQL = f"""
 SELECT r.fabric_name AS fabric, j.jct_s / 3600 AS jct_h,
        cume_dist() OVER (PARTITION BY r.fabric_name ORDER BY j.jct_s) AS share_of_jobs
-FROM cluster_jobs j JOIN cluster_runs r USING (config_hash)
+FROM cluster_jobs j JOIN {RUNS} r USING (config_hash)
 WHERE {COMPARISON}
 ORDER BY fabric, jct_h
 """
@@ -42,13 +45,13 @@ ORDER BY fabric, jct_h
 SLOWDOWN_SQL = f"""
 SELECT r.fabric_name || ', ' || r.cluster_placement || ', ' || r.cluster_phases AS run, j.gpus,
        avg(j.slowdown) AS slowdown_mean, max(j.slowdown) AS slowdown_max, count(*) AS jobs
-FROM cluster_jobs j JOIN cluster_runs r USING (config_hash)
+FROM cluster_jobs j JOIN {RUNS} r USING (config_hash)
 WHERE {CONTENTION} AND j.gpus > 1
 GROUP BY ALL ORDER BY run, j.gpus
 """
 
 UTILISATION_SQL = f"""
-WITH runs AS (SELECT r.config_hash, r.fabric_name, r.gpus FROM cluster_runs r WHERE {COMPARISON}),
+WITH runs AS (SELECT r.config_hash, r.fabric_name, r.gpus FROM {RUNS} r WHERE {COMPARISON}),
 span AS (SELECT config_hash, max(submit_s) AS window_s FROM cluster_jobs WHERE config_hash IN (SELECT config_hash FROM runs)
          GROUP BY config_hash),
 bins AS (SELECT runs.*, span.window_s / 48 AS width_s, unnest(range(0, 48)) AS b FROM runs JOIN span USING (config_hash))
@@ -68,7 +71,7 @@ CASSINI_SQL = f"""
 SELECT r.cluster_phases AS phases, count(*) AS jobs, count(DISTINCT r.cluster_seed) AS seeds,
        avg(j.jct_s) AS jct_mean_s, quantile_cont(j.jct_s, 0.99) AS jct_p99_s, avg(j.queue_s) AS queue_mean_s,
        avg(j.slowdown) AS slowdown_mean
-FROM cluster_jobs j JOIN cluster_runs r USING (config_hash)
+FROM cluster_jobs j JOIN {RUNS} r USING (config_hash)
 WHERE {CASSINI} AND r.cluster_placement = 'random'
 GROUP BY ALL ORDER BY phases
 """
@@ -79,7 +82,7 @@ SELECT r.cluster_seed AS seed,
          / max(r.jct_mean_s) FILTER (WHERE r.cluster_phases = 'interleaved') AS mean_jct_gain,
        max(r.jct_p99_s) FILTER (WHERE r.cluster_phases = 'independent')
          / max(r.jct_p99_s) FILTER (WHERE r.cluster_phases = 'interleaved') AS p99_jct_gain
-FROM cluster_runs r WHERE {CASSINI} AND r.cluster_placement = 'random'
+FROM {RUNS} r WHERE {CASSINI} AND r.cluster_placement = 'random'
 GROUP BY ALL ORDER BY seed
 """
 
