@@ -135,7 +135,8 @@ def _run_plan(name: str, p: Plan, store: str, session: RaySession, force: bool, 
     # rows of points not in the store are appended; a recomputation (or a grid that may repeat a
     # point) replaces rows of the same key
     replace = force or not g.distinct(kind.keys)
-    in_process = session.local and len(todo) < int(session.cfg.get("in_process_below") or 0)
+    in_process = (session.local and len(todo) < int(session.cfg.get("in_process_below") or 0)
+                  and not (kind.heavy and len(todo) > 1))  # heavy points (cluster simulations) fan out
     pool = session.local and not in_process and bool(session.cfg.get("local_pool"))  # forked workers, no Ray
     if p.columnar:
         shared: tuple[Any, ...] = (g, p.paths, columns.estimate_schema(g))

@@ -27,6 +27,8 @@ UNITS = (
     (r"(^|_)(nodes|devices|gpus|ranks|steps|tensors|idx|count|num_\w+|points|depth|seed|batch\w*|group_size|stride"
      r"|count_per_step|tp|pp|dp|ep|zero|microbatches|virtual_stages|grad_accum|params|requests|placed|rejected\w*"
      r"|capacity|overallocated|max_size|wavelengths|k_star|k_best|sent|received|lost|packets\w*)$", "count"),
+    (r"(^|_)(jobs|jobs_slowed|iterations|leaves|pods|job|job_id|cluster_jobs)$", "count"),
+    (r"(slowdown|stretch|factor|duty|error)", "ratio"),
     (r"(^|_)(share|ratio|load|locality|efficiency|utili[sz]ation|speedup|throughput|offered|mfu)(_|$)", "fraction / ratio"),
     (r"_json$", "JSON text"), (r"created_at", "UTC time"),
 )

@@ -37,12 +37,15 @@ class Kind:
     # instead of once per point. Their conjunction must equal ``validate``.
     scopes: tuple[tuple[tuple[str, ...], Callable[[dict[str, Any]], None]], ...] = ()
     columnar: bool = False  # points evaluated by estimator.sweep.columns (declared-schema batches)
+    heavy: bool = False  # points take seconds or more: a local sweep of several runs on Ray (or the pool), never in-process
 
     def point_hash(self, cfg: dict[str, Any]) -> str:
         return config_hash({k: cfg.get(k) for k in self.keys})
 
 
 _KINDS: dict[str, Kind] = {}
+#: kinds whose module registers them when first asked for (they import this module, not it them)
+LAZY = {"cluster": "estimator.sweep.cluster_kind", "cluster_packet": "estimator.sweep.cluster_kind"}
 
 
 def register(kind: Kind) -> None:
@@ -50,8 +53,12 @@ def register(kind: Kind) -> None:
 
 
 def get(name: str) -> Kind:
+    if name not in _KINDS and name in LAZY:
+        import importlib
+
+        importlib.import_module(LAZY[name])
     if name not in _KINDS:
-        raise EstimatorError(f"unknown sweep kind {name!r}; known: {', '.join(sorted(_KINDS))}")
+        raise EstimatorError(f"unknown sweep kind {name!r}; known: {', '.join(sorted(set(_KINDS) | set(LAZY)))}")
     return _KINDS[name]
 
 
