@@ -20,7 +20,7 @@ HELP = "list every table and column of the results store, with units"
 
 #: (pattern on the column name, unit), first match wins
 UNITS = (
-    (r"samples_per_s", "samples/s"), (r"tokens_per_s", "tokens/s"), (r"^tflops_per_gpu$", "TFLOP/s per GPU"),
+    (r"_pct$", "%"), (r"samples_per_s", "samples/s"), (r"tokens_per_s", "tokens/s"), (r"^tflops_per_gpu$", "TFLOP/s per GPU"),
     (r"_per_s$", "1/s (rate)"), (r"_Bps$", "bytes/s"), (r"_bps$", "bits/s"),
     (r"_GBps$", "GB/s"), (r"_ms$", "ms"), (r"_us$", "µs"), (r"_ns$", "ns"), (r"(^|_)s$|_s$", "s"),
     (r"bytes", "bytes"), (r"flops", "FLOP"), (r"_hash$", "identity (hash of the resolved config)"),

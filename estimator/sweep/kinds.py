@@ -45,7 +45,9 @@ class Kind:
 
 _KINDS: dict[str, Kind] = {}
 #: kinds whose module registers them when first asked for (they import this module, not it them)
-LAZY = {"cluster": "estimator.sweep.cluster_kind", "cluster_packet": "estimator.sweep.cluster_kind"}
+LAZY = {"llm": "estimator.sweep.llm_kind", "allocation": "estimator.sweep.paper_kinds",
+        "optree_depth": "estimator.sweep.paper_kinds", "cluster": "estimator.sweep.cluster_kind",
+        "cluster_packet": "estimator.sweep.cluster_kind"}
 
 
 def register(kind: Kind) -> None:
@@ -157,5 +159,3 @@ register(Kind("estimate", _estimate_keys(), "estimates", _estimate_batch, _write
                       (("parallelism",), _validate_policy)), columnar=True))
 register(Kind("collective", COLLECTIVE_KEYS, "collective_costs", _collective_batch, _write_collective_rows,
               _validate_collective))
-import estimator.sweep.llm_kind  # noqa: E402, F401  (registers the hybrid-parallel `llm` kind)
-import estimator.sweep.paper_kinds  # noqa: E402, F401  (registers the allocation and optree_depth kinds)
