@@ -78,10 +78,10 @@ def test_packet_check_scenario_holds():
 def test_cassini_rule_can_hold_and_fail():
     from estimator.reports.sections.cluster import gain_rule
 
-    judge = gain_rule(1.6)
-    assert judge(1.3)[0] == "holds"
-    assert judge(1.0)[0] == "fails" and "no real gain" in judge(1.0)[1]
-    assert judge(2.0)[0] == "fails" and "more than it found" in judge(2.0)[1]
+    rule = gain_rule(1.6)  # holds on [1.05, 1.76]
+    assert rule.judge(1.3).verdict == "holds"
+    assert rule.judge(1.0).verdict == "fails" and "below" in rule.judge(1.0).reason  # no real gain
+    assert rule.judge(2.0).verdict == "fails" and "above" in rule.judge(2.0).reason  # more than the paper found
 
 
 def test_cluster_sweep_kind_writes_and_resumes(tmp_path):
