@@ -82,7 +82,7 @@ def test_gpt_te_memory_is_korthikanti_without_the_score_term():
 
 def test_gpt3_175b_interleaved_layout_fits_only_with_flash_attention():
     """MLPerf Training v3.1 / NVIDIA's DGX Cloud GPT-3 layout: TP 4, PP 8, 12 virtual stages, SP, no
-    recompute, micro-batch 1 on 80 GB H100 (validation/pending/README.md)."""
+    recompute, micro-batch 1 on 80 GB H100 (validation/llm_rows.md)."""
     layout = ["model=gpt3_175b", "parallelism=hybrid", *H100, "fabric.nodes=1024", "parallelism.tp=4", "parallelism.pp=8",
               "parallelism.virtual_stages=12", "parallelism.sequence_parallel=true", "parallelism.recompute=none",
               "parallelism.global_batch=2048", "precision=bf16"]
