@@ -47,7 +47,7 @@ HELD_OUT_PREFIXES = ("llama3-", "nemotron4-", "mlperf31-", "dgxc-gpt3-", "dgxc-l
 # measured or fitted value such as an efficiency or a bandwidth).
 ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.recompute",
                 "parallelism.sequence_parallel", "parallelism.dp_overlap", "parallelism.fp32_grads",
-                "framework.tp_comm_overlap", "fabric.nvls", "model.hidden_size",
+                "parallelism.cp_comm", "framework.tp_comm_overlap", "fabric.nvls", "model.hidden_size",
                 "model.num_layers", "model.num_heads", "model.ffn_size", "model.num_kv_heads", "model.vocab_size",
                 "model.fused_kernels", "model.dropout"}
 DERIVATION = re.compile(r"tokens/s per GPU = (\d+) x (\d+) / \((\d+(?:\.\d+)?) s x (\d+)\) = (\d+(?:\.\d+)?)")

@@ -1,7 +1,10 @@
 """A parallel layout (``parallelism=hybrid``): degrees, microbatches, rank order, pipeline stages.
 
 Layout keys (``conf/parallelism/hybrid.yaml``): ``tp`` tensor, ``cp`` context (the sequence split
-over ``cp`` ranks, ring attention; Megatron-core's ``--context-parallel-size``), ``pp`` pipeline,
+over ``cp`` ranks; Megatron-core's ``--context-parallel-size``) with ``cp_comm`` how its ranks
+exchange keys and values (``ring``: Megatron-core's default ring attention; ``all_gather``: the
+keys and values gathered before attention, Llama 3's method; :mod:`~estimator.parallel.step`),
+``pp`` pipeline,
 ``dp`` data parallel degree (tp x cp x pp x dp = GPUs = ``fabric.nodes``), ``ep`` expert parallel
 degree (MoE models only; experts are split over ``ep`` of the dp ranks), ``micro_batch_size``
 sequences per microbatch, ``global_batch`` sequences per step (microbatches per pipeline =
@@ -51,6 +54,7 @@ from estimator.errors import EstimatorError
 from estimator.parallel.spec import TransformerSpec
 
 RECOMPUTE = ("none", "selective", "full")
+CP_COMM = ("ring", "all_gather")  # Transformer Engine's cp_comm_type p2p / all_gather (Megatron-core --cp-comm-type)
 DIMS = ("tp", "cp", "dp", "pp")
 
 
@@ -91,6 +95,7 @@ class Layout:
     cp: int = 1  # context-parallel degree
     first_stage_layers: int | None = None  # None: the module docstring's rule
     last_stage_layers: int | None = None
+    cp_comm: str = "ring"  # how the CP ranks exchange keys and values: ring | all_gather
 
     @property
     def gpus(self) -> int:
@@ -101,7 +106,8 @@ class Layout:
         return self.microbatches * self.micro_batch_size * self.dp
 
     def label(self) -> str:
-        extra = (f" cp{self.cp}" if self.cp > 1 else "") + (f" ep{self.ep}" if self.ep > 1 else "") + \
+        cp = f" cp{self.cp}" + ("" if self.cp_comm == "ring" else f"({self.cp_comm})") if self.cp > 1 else ""
+        extra = cp + (f" ep{self.ep}" if self.ep > 1 else "") + \
             (f" zero{self.zero}" if self.zero else "")
         sp = (" sp" if self.sequence_parallel else "") + (f" v{self.virtual_stages}" if self.virtual_stages > 1 else "")
         order = self.order if self.cp > 1 else self.order.replace("cp-", "").replace("-cp", "")
@@ -136,8 +142,11 @@ class Layout:
             raise EstimatorError(f"parallelism.sequence_parallel must be true or false, got {sp!r}")
         order = _order(str(par.get("order", "tp-cp-dp-pp")))
         first, last = (None if par.get(k) is None else _int(par, k) for k in ("first_stage_layers", "last_stage_layers"))
+        cp_comm = str(par.get("cp_comm", "ring"))
+        if cp_comm not in CP_COMM:
+            raise EstimatorError(f"parallelism.cp_comm must be one of {', '.join(CP_COMM)}, got {cp_comm!r}")
         layout = cls(tp, pp, dp, _int(par, "ep", 1), mbs, m, zero, sp, recompute, order, _int(par, "virtual_stages", 1),
-                     cp, first, last)
+                     cp, first, last, cp_comm)
         layout.check(spec)
         return layout
 
@@ -196,8 +205,8 @@ class Layout:
                                      f"({self.microbatches}) to be a multiple of pp={self.pp}")
         if self.cp > 1:
             if spec.fused != "te":
-                raise EstimatorError(f"parallelism.cp={self.cp}: context parallelism is ring attention through Transformer "
-                                     f"Engine; model {spec.name} needs model.fused_kernels=te")
+                raise EstimatorError(f"parallelism.cp={self.cp}: context parallelism runs through Transformer Engine's "
+                                     f"attention; model {spec.name} needs model.fused_kernels=te")
             if spec.seq_len % (2 * self.cp):
                 raise EstimatorError(f"parallelism.cp={self.cp}: seq_len {spec.seq_len} is not divisible by 2 x cp "
                                      "(Megatron-core splits each sequence into 2 x cp chunks)")
