@@ -263,11 +263,17 @@ def test_framework_profiles_change_what_they_say():
     base = ("fabric.nodes=64", "parallelism.tp=8", "parallelism.pp=4", "parallelism.global_batch=64", "precision=bf16",
             "parallelism.sequence_parallel=true", "parallelism.recompute=none", "parallelism.zero=1")
     mega, ds, ds21 = (estimate(cfg("llama3_70b", *base, f"framework={f}")) for f in ("megatron", "deepspeed", "deepspeed_2021"))
-    p2p = {name: sorted(c["bytes"] for c in r.collectives if c["group"] == "pp")
-           for name, r in (("m", mega), ("d", ds), ("d21", ds21))}
-    one = p2p["m"][0]  # Megatron: 1/tp of the activation each way (scatter/gather)
-    assert p2p["m"] == p2p["d"] == [one]  # DeepSpeed's PartitionedTensor both ways (since v0.5.5)
-    assert p2p["d21"] == [one, 8 * one]  # DeepSpeed 2021: partitioned forward, whole gradient back
+
+    def sends(result):
+        return sorted(c["bytes"] for c in result.collectives if c["group"] == "pp")
+
+    one = sends(mega)[0]  # with sequence parallelism a stage's output is already split over the TP ranks
+    assert sends(mega) == sends(ds) == sends(ds21) == sends(estimate(cfg("llama3_70b", *base, "framework=fsdp"))) == [one]
+    whole = [*base[:-3], "parallelism.sequence_parallel=false", "parallelism.device_memory_bytes=1e12", *base[-2:]]
+    p2p = {f: sends(estimate(cfg("llama3_70b", *whole, f"framework={f}"))) for f in ("megatron", "deepspeed", "deepspeed_2021", "fsdp")}
+    assert p2p["megatron"] == p2p["deepspeed"] == [one]  # Megatron's scatter/gather; DeepSpeed's PartitionedTensor (v0.5.5+)
+    assert p2p["deepspeed_2021"] == [one, 8 * one]  # DeepSpeed 2021: partitioned forward, whole gradient back
+    assert p2p["fsdp"] == [8 * one]  # torch pipelining sends the stage's output as it is
     assert ds.metrics["dp_exposed_time_s"] > mega.metrics["dp_exposed_time_s"]  # reduction after the flush, gather exposed
     assert ds.metrics["iter_time_s"] > mega.metrics["iter_time_s"]
     fsdp = estimate(cfg("llama3_70b", *base, "framework=fsdp")).metrics  # bf16 reduce_dtype: half the gradient bytes

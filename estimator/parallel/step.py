@@ -44,8 +44,10 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   which may be uneven: Llama 3 405B's embedding-only first chunk), and the fill and drain pass
   each other stage's slot once divided by ``v`` (its average chunk). A boundary sends ``s/cp x b x h`` 16-bit values
   per microbatch each way, split over the TP ranks when the framework scatters/gathers them
-  (``p2p_scatter_gather`` forward, ``p2p_grad_scatter_gather`` backward), all boundaries at once;
-  ``t_p2p`` is the mean of the two sends.
+  (``p2p_scatter_gather`` forward, ``p2p_grad_scatter_gather`` backward) or when sequence
+  parallelism already splits them (a stage's output is sequence-partitioned over its TP ranks:
+  Megatron's ``get_tensor_shapes`` sends ``s / tp`` tokens with ``sequence_parallel``), all
+  boundaries at once; ``t_p2p`` is the mean of the two sends.
 * Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer's dispatch and
   combine all-to-alls of ``s x b x k x h / tp`` 16-bit values per rank over the ``ep`` group, in
   forward, backward and again in a full recompute; not overlapped. Expert gradients are reduced
@@ -219,7 +221,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     # ---- pipeline: per-stage slots, the slowest paces the steady state
     t_p2p = 0.0  # one send each way per microbatch and chunk: activations forward, their gradients backward
     if L.pp > 1:
-        sends = {act / (L.tp if split else 1) for split in (fw.p2p_scatter_gather, fw.p2p_grad_scatter_gather)}
+        splits = (fw.p2p_scatter_gather, fw.p2p_grad_scatter_gather)
+        sends = {act / (L.tp if split or L.sequence_parallel else 1) for split in splits}
         t_p2p = sum(pricer.p2p("pp", nbytes, L.pp, 2 * m * v / len(sends)) for nbytes in sends) / len(sends)
     ends_f = [(emb.fwd + tp_emb if i == 0 else 0.0) + (head.fwd if i == L.pp - 1 else 0.0) for i in range(L.pp)]
     ends_b = [(emb.bwd if i == 0 else 0.0) + (head.bwd if i == L.pp - 1 else 0.0) for i in range(L.pp)]
