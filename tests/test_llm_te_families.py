@@ -164,6 +164,34 @@ def test_nemotron_layer_is_squared_relu_without_biases():
     assert activation_bytes_per_layer(s, lay) == pytest.approx(seq * (8 * h / 8 + 4 * h / 8 + 4 * kv / 8 + 4 * f / 8))
 
 
+def test_nemotron_layer_is_priced_like_the_llama_and_gpt_layers():
+    """Issue #23 item 3: the Nemotron-4 rows were 10-19 % pessimistic where Llama and GPT rows on the same
+    stack were within a few %. Its layer is not the cause: at the published TP 8 + SP the GEMMs and the
+    attention kernel take the same share of the layer's H100 time as in Llama 3 405B's and GPT-3's TE
+    layers, and squared ReLU (one compiled kernel each way) and LayerNorm together stay below 1.5 %."""
+    from estimator.compute.device import DeviceProfile, node_times
+    from estimator.parallel.step import part_times
+
+    h100 = DeviceProfile.from_dict(dict(estimator.resolve_config(["device=h100"])["device"]))
+
+    def shares(model, **kw):
+        layer = capture_parts(spec(model, **kw), 8, True)["layer"]
+        t = node_times(layer, h100, "bf16")
+        total = float(t.sum())
+        kernel = {op: sum(ti for n, ti in zip(layer.nodes, t, strict=True) if n.op.startswith(op)) / total
+                  for op in ("te::squared_relu", "te::layernorm")}
+        return sum(ti for n, ti in zip(layer.nodes, t, strict=True) if n.op_class in ("matmul", "attention")) / total, kernel
+
+    nemotron, kernels = shares("nemotron4_340b")
+    llama, _ = shares("llama3_405b", seq_len=4096)
+    gpt, _ = shares("gpt3_175b", fused="te", seq_len=4096, dropout=0.0)
+    assert nemotron > 0.95 and abs(nemotron - llama) < 0.01 and abs(nemotron - gpt) < 0.02, (nemotron, llama, gpt)
+    assert sum(kernels.values()) < 0.015, kernels
+    # the head of the 256k vocabulary is real work on the last stage: more than one decoder layer's time
+    parts = part_times(spec("nemotron4_340b"), 8, True, 1, h100, "bf16")
+    assert parts["head"].fwd + parts["head"].bwd > parts["layer"].fwd + parts["layer"].bwd
+
+
 def test_nemotron4_340b_runs_on_h100():
     m = estimate(estimator.resolve_config([
         "model=nemotron4_340b", "parallelism=hybrid", *H100, "fabric.nodes=768", "parallelism.tp=8", "parallelism.pp=12",
