@@ -244,6 +244,46 @@ def test_equal_chunks_keep_megatrons_warmup_count(pp, v, m, layers):
     assert [layers_in_flight(lay, i, layers) for i in range(pp)] == expected
 
 
+def test_microbatch_group_orders_the_chunks_as_megatron_cores_schedule_table():
+    from estimator.parallel.layout import schedule_chunks
+
+    # N = pp: Megatron's depth-first order, chunk (k mod pp v) // pp for the k-th forward (get_model_chunk_id)
+    assert schedule_chunks(8, 2, 4) == [(k % 8) // 4 for k in range(16)]
+    assert schedule_chunks(8, 2, 8) == [0] * 8 + [1] * 8  # N = M: breadth-first, every microbatch through chunk 0 first
+    assert schedule_chunks(10, 2, 4) == ([0] * 4 + [1] * 4) * 2 + [0] * 2 + [1] * 2  # the last group: the 2 left
+
+
+@pytest.mark.parametrize("pp, v, m, n", [(4, 2, 16, 4), (4, 2, 16, 8), (4, 3, 24, 6), (16, 8, 64, 32)])
+def test_a_larger_microbatch_group_holds_more_warm_up(pp, v, m, n):
+    """Dubey et al. 2024 Sec. 3.3.2: N between the depth-first (N = pp) and breadth-first (N = M) schedules;
+    Megatron-core's warm-up is 2 (pp - i - 1) + (v - 1) N forwards, so with equal one-layer chunks a stage
+    holds that many plus the one running."""
+    lay = Layout(8, pp, 1, 1, 1, m, 1, True, "none", virtual_stages=v, microbatch_group=n)
+    held = [layers_in_flight(lay, i, pp * v) for i in range(pp)]
+    assert held == [min(m * v, 2 * (pp - i - 1) + (v - 1) * n + 1) for i in range(pp)]
+    depth_first = [layers_in_flight(replace(lay, microbatch_group=None), i, pp * v) for i in range(pp)]
+    assert all(a >= b for a, b in zip(held, depth_first, strict=True)) and (n == pp) == (held == depth_first)
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (("parallelism.microbatch_group=2",), r"must lie in \[pp, microbatches\] = \[4, 16\]"),
+    (("parallelism.microbatch_group=32",), r"must lie in \[pp, microbatches\] = \[4, 16\]"),
+    (("parallelism.microbatch_group=6",), "the last group would hold 4 of the 16 microbatches"),
+    (("parallelism.microbatch_group=7",), "the last group would hold 2 of the 16 microbatches, fewer than pp=4"),
+    (("parallelism.microbatch_group=4", "parallelism.virtual_stages=1"), "needs virtual_stages > 1"),
+])
+def test_bad_microbatch_groups_are_one_line_errors(extra, needle):
+    base = ["model=llama3_70b", "parallelism=hybrid", *H100, "fabric.nodes=64", "parallelism.tp=4", "parallelism.pp=4",
+            "parallelism.virtual_stages=5", "parallelism.global_batch=64", "parallelism.sequence_parallel=true",
+            "parallelism.device_memory_bytes=1e12"]
+    if "the last group would hold 4" in needle:
+        validate_hybrid(estimator.resolve_config([*base, *extra]))  # 16 = 6 + 6 + 4: a last group of 4 = pp is allowed
+        return
+    with pytest.raises(EstimatorError, match=needle) as err:
+        validate_hybrid(estimator.resolve_config([*base, *extra]))
+    assert "\n" not in str(err.value)
+
+
 def test_uneven_chunks_hold_what_the_schedule_runs():
     lay = Layout(8, 16, 64, 1, 1, 32, 2, True, "none", virtual_stages=8)  # Llama 3 405B on 8,192 GPUs: 32 microbatches
     held = [layers_in_flight(lay, i, 126) for i in range(16)]

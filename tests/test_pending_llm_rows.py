@@ -194,6 +194,25 @@ def test_refused_row_stays_refused_for_its_reason(ident):
     validate_hybrid(roomier)  # the check can also say "fits": only the memory is short
 
 
+def test_no_microbatch_group_lets_the_refused_llama3_row_fit():
+    """Meta's schedule tunes N, the contiguous microbatches per model chunk (Dubey et al. 2024 Sec. 3.3.2),
+    between the depth-first (N = pp) and breadth-first (N = M) schedules, as Megatron-core's
+    microbatch_group does (pp <= N <= M): every N the row's 32 microbatches allow needs at least the
+    depth-first schedule's memory, so the unpublished N cannot be what made the run fit."""
+    from estimator.parallel.estimate import validate_hybrid
+
+    row = _by_id("llama3-405b-8192gpu-tp8pp16dp64")
+    pp, m = row.layout["pp"], row.layout["global_batch"] // (row.gpus // (row.layout["tp"] * row.layout["pp"]))
+    allowed = [n for n in range(pp, m + 1) if m % n == 0 or m % n >= pp]
+    assert (pp, m, allowed) == (16, 32, [16, 32])
+    needs = []
+    for n in allowed:
+        with pytest.raises(EstimatorError, match=r"needs (\d+\.\d) GB") as err:
+            validate_hybrid(estimator.resolve_config([*base_overrides(row), f"parallelism.microbatch_group={n}"]))
+        needs.append(float(re.search(r"needs (\d+\.\d) GB", str(err.value)).group(1)))
+    assert needs[0] == pytest.approx(82.2, abs=0.05) and needs[1] > needs[0]
+
+
 def test_every_name_and_framework_a_row_uses_is_documented():
     doc = ROWS_DOC.read_text(encoding="utf-8")
     from estimator.config import config_groups

@@ -12,7 +12,12 @@ global_batch / (dp x micro_batch_size); context parallelism splits sequences, no
 ``zero`` 0-3, ``sequence_parallel``, ``recompute`` none | selective | full, ``virtual_stages``
 model chunks per pipeline rank (interleaved 1F1B, Narayanan et al. 2021 Sec. 2.2.2; Megatron-LM's
 ``--num-layers-per-virtual-pipeline-stage k`` is ``virtual_stages = layers / (pp x k)``; its
-assertion: the microbatches divide by ``pp``), ``first_stage_layers`` / ``last_stage_layers``.
+assertion: the microbatches divide by ``pp``), ``microbatch_group`` the number N of contiguous
+microbatches each model chunk runs before the next (Llama 3's tunable N, Dubey et al. 2024 Sec.
+3.3.2 and Fig. 6; Megatron-core's ``--microbatch-group-size-per-virtual-pipeline-stage``; null =
+``pp``, the depth-first schedule; ``pp <= N <= microbatches``, and the microbatches left for the
+last group are 0 or at least ``pp``: ``get_schedule_table`` / its checks in
+megatron/core/pipeline_parallel/schedules.py), ``first_stage_layers`` / ``last_stage_layers``.
 
 Pipeline stages (:meth:`Layout.stage_layers`): with both stage keys null and ``pp`` dividing the
 layers, every stage holds ``layers / pp``. Otherwise the split is uneven, as Megatron-core's
@@ -96,6 +101,7 @@ class Layout:
     first_stage_layers: int | None = None  # None: the module docstring's rule
     last_stage_layers: int | None = None
     cp_comm: str = "ring"  # how the CP ranks exchange keys and values: ring | all_gather
+    microbatch_group: int | None = None  # contiguous microbatches per model chunk (interleaved); None = pp
 
     @property
     def gpus(self) -> int:
@@ -109,7 +115,8 @@ class Layout:
         cp = f" cp{self.cp}" + ("" if self.cp_comm == "ring" else f"({self.cp_comm})") if self.cp > 1 else ""
         extra = cp + (f" ep{self.ep}" if self.ep > 1 else "") + \
             (f" zero{self.zero}" if self.zero else "")
-        sp = (" sp" if self.sequence_parallel else "") + (f" v{self.virtual_stages}" if self.virtual_stages > 1 else "")
+        sp = (" sp" if self.sequence_parallel else "") + (f" v{self.virtual_stages}" if self.virtual_stages > 1 else "") + \
+            (f" N{self.microbatch_group}" if self.microbatch_group is not None else "")
         order = self.order if self.cp > 1 else self.order.replace("cp-", "").replace("-cp", "")
         return (f"tp{self.tp} pp{self.pp} dp{self.dp}{extra} mbs{self.micro_batch_size} m{self.microbatches}"
                 f"{sp} rc={self.recompute} order={order}")
@@ -145,8 +152,9 @@ class Layout:
         cp_comm = str(par.get("cp_comm", "ring"))
         if cp_comm not in CP_COMM:
             raise EstimatorError(f"parallelism.cp_comm must be one of {', '.join(CP_COMM)}, got {cp_comm!r}")
+        group = None if par.get("microbatch_group") is None else _int(par, "microbatch_group")
         layout = cls(tp, pp, dp, _int(par, "ep", 1), mbs, m, zero, sp, recompute, order, _int(par, "virtual_stages", 1),
-                     cp, first, last, cp_comm)
+                     cp, first, last, cp_comm, group)
         layout.check(spec)
         return layout
 
@@ -198,7 +206,18 @@ class Layout:
             raise EstimatorError(f"parallelism.virtual_stages={self.virtual_stages}: model {spec.name}'s {spec.layers} layers "
                                  f"on pp x virtual_stages = {len(chunks)} model chunks leave a chunk other than the "
                                  "embedding's (first) and the LM head's (last) without a layer")
-        if self.virtual_stages > 1:
+        if self.microbatch_group is not None:
+            n, m = self.microbatch_group, self.microbatches
+            if self.virtual_stages == 1:
+                raise EstimatorError(f"parallelism.microbatch_group={n} orders an interleaved schedule's model chunks; "
+                                     "it needs virtual_stages > 1")
+            if not self.pp <= n <= m:
+                raise EstimatorError(f"parallelism.microbatch_group={n} must lie in [pp, microbatches] = [{self.pp}, {m}] "
+                                     "(Megatron-core's range for contiguous microbatches per model chunk)")
+            if 0 < m % n < self.pp:
+                raise EstimatorError(f"parallelism.microbatch_group={n}: the last group would hold {m % n} of the {m} "
+                                     f"microbatches, fewer than pp={self.pp} (a dependency bubble Megatron-core refuses)")
+        elif self.virtual_stages > 1:
             v = self.virtual_stages
             if self.microbatches % self.pp:
                 raise EstimatorError(f"parallelism.virtual_stages={v}: the interleaved schedule needs the microbatches "
@@ -219,6 +238,18 @@ class Layout:
                                  f"(expert-parallel groups are made of data-parallel ranks)")
         if self.ep > 1 and spec.experts % self.ep:
             raise EstimatorError(f"parallelism.ep={self.ep}: model {spec.name} has {spec.experts} experts, not divisible by ep")
+
+
+def schedule_chunks(microbatches: int, chunks: int, group: int) -> list[int]:
+    """The model chunk of each of a stage's ``microbatches x chunks`` forward passes, in the order the
+    interleaved schedule runs them (Megatron-core's ``get_schedule_table``): groups of ``group``
+    contiguous microbatches pass through chunk 0, then chunk 1, ...; the last group holds the
+    microbatches left. Backward passes run the same table with the chunks reversed."""
+    out: list[int] = []
+    for start in range(0, microbatches, group):
+        size = microbatches - start if start + group >= microbatches else group
+        out += [c for c in range(chunks) for _ in range(size)]
+    return out
 
 
 def _spread(layers: int, n: int) -> tuple[int, ...]:
