@@ -133,7 +133,42 @@ def test_context_parallel_ring_moves_the_hand_computed_kv_bytes():
     assert four["cp_comm_time_s"] > 0 and four["memory_activations_bytes"] < 0.3 * one["memory_activations_bytes"] * 4
 
 
+CP_BASE = ("fabric.nodes=32", "parallelism.tp=2", "parallelism.pp=1", "parallelism.global_batch=8", "precision=bf16",
+           "parallelism.sequence_parallel=true", "parallelism.cp=4")
+
+
+def test_all_gather_context_parallelism_gathers_kv_and_exposes_it():
+    """Llama 3's CP (Dubey et al. 2024 Sec. 3.3.2; TE's AttnFuncWithCPAndKVAllGather): K and V all-gathered
+    before attention in forward and again in backward, dK and dV reduce-scattered, all exposed."""
+    res = estimate(cfg("llama3_8b", *CP_BASE, "parallelism.recompute=none", "parallelism.cp_comm=all_gather"))
+    m, s, tp = res.metrics, spec("llama3_8b"), 2
+    whole_k = s.seq_len * 1 * (s.kv_heads // tp) * s.head_dim * 2  # K (or V) of the whole sequence, 16-bit
+    colls = {c["collective"]: c for c in res.collectives if c["group"] == "cp"}
+    assert set(colls) == {"all_gather", "reduce_scatter"} and {c["bytes"] for c in colls.values()} == {whole_k}
+    per_layer = m["microbatches"] * s.layers
+    assert colls["all_gather"]["count_per_step"] == per_layer * 4  # K and V, forward and backward
+    assert colls["reduce_scatter"]["count_per_step"] == per_layer * 2  # dK and dV
+    # every collective exposed: the CP time is the collectives' time, nothing hidden
+    one = colls["all_gather"]["time_s"] * 4 + colls["reduce_scatter"]["time_s"] * 2
+    assert m["cp_exposed_time_s"] == pytest.approx(m["cp_comm_time_s"]) == pytest.approx(per_layer * one)
+    assert "cp4(all_gather)" in m["layout"]
+    ring = estimate(cfg("llama3_8b", *CP_BASE, "parallelism.recompute=none")).metrics
+    assert ring["cp_exposed_time_s"] < m["cp_exposed_time_s"] and ring["iter_time_s"] < m["iter_time_s"]
+    assert ring["forward_s"] == pytest.approx(m["forward_s"])  # the same attention work either way
+    assert ring["memory_total_bytes"] == m["memory_total_bytes"]
+
+
+@pytest.mark.parametrize("mode", ["ring", "all_gather"])
+def test_a_recompute_reruns_the_context_parallel_exchange(mode):
+    none, selective = (estimate(cfg("llama3_8b", *CP_BASE, f"parallelism.recompute={rc}", f"parallelism.cp_comm={mode}")).metrics
+                       for rc in ("none", "selective"))
+    assert selective["cp_comm_time_s"] > none["cp_comm_time_s"]
+    if mode == "all_gather":  # one more K and V gather per layer: 6 gathers + 2 scatters instead of 4 + 2
+        assert selective["cp_comm_time_s"] / none["cp_comm_time_s"] > 1.2
+
+
 @pytest.mark.parametrize("overrides, needle", [
+    (("parallelism.cp=2", "parallelism.cp_comm=a2a"), "parallelism.cp_comm must be one of ring, all_gather"),
     (("model=gpt3_13b", "parallelism.cp=2"), "needs model.fused_kernels=te"),
     (("model.seq_len=8190", "parallelism.cp=2"), "not divisible by 2 x cp"),
     (("parallelism.cp=2", "parallelism.order=cp-tp-dp-pp"), "cp must sit directly inside dp"),
@@ -228,11 +263,17 @@ def test_framework_profiles_change_what_they_say():
     base = ("fabric.nodes=64", "parallelism.tp=8", "parallelism.pp=4", "parallelism.global_batch=64", "precision=bf16",
             "parallelism.sequence_parallel=true", "parallelism.recompute=none", "parallelism.zero=1")
     mega, ds, ds21 = (estimate(cfg("llama3_70b", *base, f"framework={f}")) for f in ("megatron", "deepspeed", "deepspeed_2021"))
-    p2p = {name: sorted(c["bytes"] for c in r.collectives if c["group"] == "pp")
-           for name, r in (("m", mega), ("d", ds), ("d21", ds21))}
-    one = p2p["m"][0]  # Megatron: 1/tp of the activation each way (scatter/gather)
-    assert p2p["m"] == p2p["d"] == [one]  # DeepSpeed's PartitionedTensor both ways (since v0.5.5)
-    assert p2p["d21"] == [one, 8 * one]  # DeepSpeed 2021: partitioned forward, whole gradient back
+
+    def sends(result):
+        return sorted(c["bytes"] for c in result.collectives if c["group"] == "pp")
+
+    one = sends(mega)[0]  # with sequence parallelism a stage's output is already split over the TP ranks
+    assert sends(mega) == sends(ds) == sends(ds21) == sends(estimate(cfg("llama3_70b", *base, "framework=fsdp"))) == [one]
+    whole = [*base[:-3], "parallelism.sequence_parallel=false", "parallelism.device_memory_bytes=1e12", *base[-2:]]
+    p2p = {f: sends(estimate(cfg("llama3_70b", *whole, f"framework={f}"))) for f in ("megatron", "deepspeed", "deepspeed_2021", "fsdp")}
+    assert p2p["megatron"] == p2p["deepspeed"] == [one]  # Megatron's scatter/gather; DeepSpeed's PartitionedTensor (v0.5.5+)
+    assert p2p["deepspeed_2021"] == [one, 8 * one]  # DeepSpeed 2021: partitioned forward, whole gradient back
+    assert p2p["fsdp"] == [8 * one]  # torch pipelining sends the stage's output as it is
     assert ds.metrics["dp_exposed_time_s"] > mega.metrics["dp_exposed_time_s"]  # reduction after the flush, gather exposed
     assert ds.metrics["iter_time_s"] > mega.metrics["iter_time_s"]
     fsdp = estimate(cfg("llama3_70b", *base, "framework=fsdp")).metrics  # bf16 reduce_dtype: half the gradient bytes

@@ -31,7 +31,8 @@ TABLE1 = [r for r in LLM_ROWS if r.id.startswith("megatron-sc21-")]
 def test_llm_rows_are_loaded_with_sources():
     assert len(TABLE1) == 10 and len(LLM_ROWS) >= 11
     for r in LLM_ROWS:
-        assert re.search(r"NVIDIA/[\w.-]+@[0-9a-f]{40}:", r.source), r.id  # repo@commit:path
+        # a source someone can open: repo@commit:path, an arXiv paper or a URL
+        assert re.search(r"[\w.-]+/[\w.+-]+@[0-9a-f]{40}:|arXiv \d{4}\.\d{4,5}|https://", r.source), r.id
         assert r.layout["tp"] * r.layout["pp"] <= r.gpus and r.gpus % (r.layout["tp"] * r.layout["pp"]) == 0
 
 

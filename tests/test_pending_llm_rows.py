@@ -1,10 +1,16 @@
-"""validation/pending/llm_heldout.csv: the held-out large-model rows staged for issue #23 item 7.
+"""The held-out large-model rows (issue #23 item 7) where they live now, and the one published layout
+the model refuses.
 
-`estimator validate` does not read validation/pending/ (the rows need model features that are not
-merged yet, and nobody tuning the model may see their errors). These tests keep the file loadable by
-the validation loader (columns, roles, sources, layouts), check every step-time conversion written
-in ``measured_what`` against the row's columns, enforce the same-source rule against the calibration
-rows of validation/*.csv, and check the llm row format on rows today's model can run.
+The 38 rows were staged in validation/pending/ while the large-model features were built and then
+moved into validation/llm.csv (commit 064ef7e), where ``estimator validate`` predicts them and
+tests/test_validation_suite.py pins their errors. One published run, Llama 3 405B on 8,192 GPUs,
+needs more memory than an H100 has under the model, so it sits in validation/pending/llm_refused.csv
+(``estimator validate`` reads no sub-folder). These tests check, without pricing a step unless
+said: the coverage issue #23 asks for, every row's layout and overrides, the step-time conversions
+written in ``measured_what``, the same-source rule against every calibration row, that every
+published layout is accepted and fits, and that the refused row stays refused for its stated
+reason (a model change that accepts it fails here and must move the row into validation/llm.csv).
+Where each number comes from: validation/llm_rows.md.
 """
 
 from __future__ import annotations
@@ -31,76 +37,97 @@ from estimator.validation.predict import base_overrides
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 PENDING = VALIDATION / "pending"
-PENDING_FILE = PENDING / "llm_heldout.csv"
-# What a pending row's overrides may set: published layout and model-shape facts only (never a
+REFUSED_FILE = PENDING / "llm_refused.csv"
+ROWS_DOC = VALIDATION / "llm_rows.md"
+# The held-out runs moved in by 064ef7e, by id prefix (the other llm rows are Megatron-LM SC21 Table 1,
+# GPT-3 175B and the NeMo Llama 3.1 8B/70B calibration set).
+HELD_OUT_PREFIXES = ("llama3-", "nemotron4-", "mlperf31-", "dgxc-gpt3-", "dgxc-llama31-405b-", "dgxc-nemotron4-",
+                     "narayanan21-t2-", "mtnlg-")
+# What a held-out row's overrides may set: published layout, recipe and model-shape facts (never a
 # measured or fitted value such as an efficiency or a bandwidth).
 ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.recompute",
-                "parallelism.sequence_parallel", "parallelism.dp_overlap", "model.hidden_size",
+                "parallelism.sequence_parallel", "parallelism.dp_overlap", "parallelism.fp32_grads",
+                "parallelism.cp_comm", "framework.tp_comm_overlap", "fabric.nvls", "model.hidden_size",
                 "model.num_layers", "model.num_heads", "model.ffn_size", "model.num_kv_heads", "model.vocab_size",
                 "model.fused_kernels", "model.dropout"}
 DERIVATION = re.compile(r"tokens/s per GPU = (\d+) x (\d+) / \((\d+(?:\.\d+)?) s x (\d+)\) = (\d+(?:\.\d+)?)")
 
-
-@pytest.fixture(scope="module")
-def pending_rows():
-    return load_rows(PENDING)  # every model a row names exists (an unknown one is a load error)
+ALL_ROWS = load_rows(VALIDATION)
+HELD_OUT = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(HELD_OUT_PREFIXES)]
+REFUSED_ROWS = load_rows(PENDING)  # every model a row names exists (an unknown one is a load error)
+# The rows whose published layout the model refuses, and why (validation/llm_rows.md, "Refused"):
+# Llama 3 405B on 8,192 GPUs holds 32 microbatches, so the interleaved warm-up keeps 141 one-layer
+# chunks on stage 1; Meta's own schedule (Dubey et al. 2024 Sec. 3.3.2, Fig. 6) tunes the number N of
+# consecutive microbatches per chunk, and N is not published.
+REFUSED = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipeline stage 1"}
 
 
 def _overrides(row) -> dict[str, str]:
     return dict(ov.split("=", 1) for ov in row.overrides)
 
 
-def test_validate_does_not_read_the_pending_folder(pending_rows):
+def _by_id(ident: str):
+    return next(r for r in HELD_OUT + REFUSED_ROWS if r.id == ident)
+
+
+def test_held_out_rows_live_in_the_llm_file():
+    assert len(HELD_OUT) == 38 and {r.file for r in HELD_OUT} == {"validation/llm.csv"}
+    assert {r.role for r in HELD_OUT} == {"independent"}
     files = rows_module.csv_files(VALIDATION)
-    assert files and all(f.parent == VALIDATION for f in files) and PENDING_FILE not in files
-    ids = {r.id for r in load_rows(VALIDATION)}
-    assert ids and not ids & {r.id for r in pending_rows}, "pending ids must stay unique when the lead moves them"
+    assert files and all(f.parent == VALIDATION for f in files) and REFUSED_FILE not in files
+    assert not {r.id for r in ALL_ROWS} & {r.id for r in REFUSED_ROWS}, "a refused row is not predicted"
+    assert not (PENDING / "llm_heldout.csv").exists()
 
 
-def test_pending_file_parses_with_the_loader(pending_rows):
-    header = next(csv.reader(io.StringIO(PENDING_FILE.read_text(encoding="utf-8"))))
+def test_refused_file_parses_with_the_loader():
+    header = next(csv.reader(io.StringIO(REFUSED_FILE.read_text(encoding="utf-8"))))
     assert tuple(header) == COLUMNS
-    assert len(pending_rows) == 39 and {r.kind for r in pending_rows} == {"llm"}
-    assert {r.role for r in pending_rows} <= {"independent", "same-source"}
-    for r in pending_rows:
-        assert r.source and r.hardware and r.software and r.measured_what, r.id
-        assert r.raw["metric"] in ("tflops_per_gpu", "tokens_per_s_per_gpu"), r.id
-        assert (r.raw["flops_formula"] != "") == (r.raw["metric"] == "tflops_per_gpu"), r.id
+    assert [r.id for r in REFUSED_ROWS] == list(REFUSED)
 
 
-def test_coverage_required_by_issue_23(pending_rows):
-    big_h100 = [r for r in pending_rows if r.system == "dgx_h100" and r.gpus >= 1000]
+@pytest.mark.parametrize("row", HELD_OUT + REFUSED_ROWS, ids=lambda r: r.id)
+def test_row_columns_are_complete(row):
+    assert row.source and row.hardware and row.software and row.measured_what
+    assert row.raw["metric"] in ("tflops_per_gpu", "tokens_per_s_per_gpu")
+    assert (row.raw["flops_formula"] != "") == (row.raw["metric"] == "tflops_per_gpu")
+
+
+def test_coverage_required_by_issue_23():
+    rows = HELD_OUT + REFUSED_ROWS
+    big_h100 = [r for r in rows if r.system == "dgx_h100" and r.gpus >= 1000 and r.role == "independent"]
     documents = {min(source_keys(r.source)) for r in big_h100}
     assert len(documents) >= 5, documents  # five published runs on H100 at >= 1,000 GPUs, from distinct sources
-    frameworks = {_overrides(r).get("framework").split("_")[0] for r in pending_rows}  # deepspeed_2021: DeepSpeed
+    frameworks = {_overrides(r).get("framework").split("_")[0] for r in rows}  # deepspeed_2021: DeepSpeed
     assert {"megatron", "deepspeed", "fsdp"} <= frameworks
-    zero3 = [r for r in pending_rows if _overrides(r).get("parallelism.zero") == "3"]
+    zero3 = [r for r in rows if _overrides(r).get("parallelism.zero") == "3"]
     assert zero3 and all(r.layout["tp"] == r.layout["pp"] == 1 for r in zero3)
     # the 530B layout (TP 8, PP 35) under DeepSpeed (MT-NLG) and under Megatron-LM
-    layout_530b = {_overrides(r)["framework"].split("_")[0] for r in pending_rows
+    layout_530b = {_overrides(r)["framework"].split("_")[0] for r in rows
                    if (r.layout["tp"], r.layout["pp"]) == (8, 35) and _overrides(r)["model.num_layers"] == "105"}
     assert layout_530b == {"deepspeed", "megatron"}
 
 
-PENDING_IDS = [row["id"] for row in csv.DictReader(io.StringIO(PENDING_FILE.read_text(encoding="utf-8")))]
-
-
-@pytest.mark.parametrize("ident", PENDING_IDS)
-def test_layout_is_consistent(pending_rows, ident):
-    r = next(r for r in pending_rows if r.id == ident)
-    lay = r.layout
+@pytest.mark.parametrize("row", HELD_OUT + REFUSED_ROWS, ids=lambda r: r.id)
+def test_layout_is_consistent(row):
+    lay = row.layout
     model_parallel = lay["tp"] * lay["pp"] * lay["cp"]
-    assert r.gpus % model_parallel == 0, "GPUs must be a multiple of tp x pp x cp"
-    dp = r.gpus // model_parallel
+    assert row.gpus % model_parallel == 0, "GPUs must be a multiple of tp x pp x cp"
+    dp = row.gpus // model_parallel
     assert lay["global_batch"] % (dp * lay["micro_batch_size"]) == 0, "global batch = dp x micro-batch x microbatches"
     assert "seq_len" in lay
-    keys = set(_overrides(r))
+    keys = set(_overrides(row))
     assert keys <= ALLOWED_KEYS, keys - ALLOWED_KEYS
-    assert all(k not in keys for k in r.raw["unstated"].split() if k.startswith("model."))
+    assert all(k not in keys for k in row.raw["unstated"].split() if k.startswith("model."))
 
 
-def test_step_time_conversions_reproduce_the_measured_values(pending_rows):
-    converted = [r for r in pending_rows if r.raw["metric"] == "tokens_per_s_per_gpu"]
+def test_a_measured_value_in_the_overrides_would_fail():
+    row = _by_id("nemotron4-15b-768gpu")
+    assert not {"device.compute_efficiency", "fabric.link_bw_Bps"} & ALLOWED_KEYS
+    assert "framework" in _overrides(row) and set(_overrides(row)) <= ALLOWED_KEYS
+
+
+def test_step_time_conversions_reproduce_the_measured_values():
+    converted = [r for r in HELD_OUT if r.raw["metric"] == "tokens_per_s_per_gpu"]
     assert len(converted) >= 25
     for r in converted:
         found = DERIVATION.search(r.measured_what)
@@ -111,14 +138,17 @@ def test_step_time_conversions_reproduce_the_measured_values(pending_rows):
         assert r.measured == pytest.approx(int(gb) * int(seq) / (float(step) * int(gpus)), rel=5e-6), r.id
 
 
-def test_independent_rows_share_no_source_with_a_calibration_row(pending_rows):
-    calibration = [r for r in load_rows(VALIDATION) + pending_rows if r.role == "calibration"]
-    for r in pending_rows:
+def test_independent_rows_share_no_source_with_a_calibration_row():
+    rows = ALL_ROWS + REFUSED_ROWS
+    calibration = [r for r in rows if r.role == "calibration"]
+    assert any(c.kind == "llm" for c in calibration)
+    held_out = {r.id for r in HELD_OUT + REFUSED_ROWS}
+    for r in (r for r in rows if r.kind == "llm"):
         shared = [c.id for c in calibration if shares_source(r.source, c.source)]
         if r.role == "independent":
             assert not shared, f"{r.id} shares its table/curve/run with calibration row(s) {shared}: mark it same-source"
-        else:
-            assert shared, f"{r.id} is marked same-source but no calibration row shares its source"
+        elif r.id in held_out:  # (a calibration campaign's other tables may be marked same-source conservatively)
+            assert r.role != "same-source" or shared, f"{r.id} is marked same-source but no calibration row shares its source"
 
 
 @pytest.mark.parametrize("a, b, same", [
@@ -140,6 +170,61 @@ def test_same_source_rule(a, b, same):
     assert shares_source(a, b) is same and shares_source(b, a) is same
 
 
+@pytest.mark.parametrize("row", HELD_OUT, ids=lambda r: r.id)
+def test_published_layout_is_accepted_and_fits(row):
+    """Layout and memory only (``validate_hybrid`` prices no step)."""
+    from estimator.parallel.estimate import validate_hybrid
+
+    validate_hybrid(estimator.resolve_config(base_overrides(row)))
+
+
+@pytest.mark.parametrize("ident", list(REFUSED))
+def test_refused_row_stays_refused_for_its_reason(ident):
+    """The row is refused by the memory check with one line naming the stage; if a model change makes it
+    fit, this fails: move the row into validation/llm.csv, pin it and drop it from REFUSED."""
+    from estimator.parallel.estimate import validate_hybrid
+
+    row = _by_id(ident)
+    with pytest.raises(EstimatorError, match=REFUSED[ident]) as err:
+        validate_hybrid(estimator.resolve_config(base_overrides(row)))
+    assert "\n" not in str(err.value) and "but the device has 80.0 GB" in str(err.value)
+    with pytest.raises(EstimatorError, match=rf"llm_refused\.csv:\d+: row {ident}: .*{REFUSED[ident]}"):
+        predict(row)  # what `estimator validate validation.dir=validation/pending` reports
+    roomier = estimator.resolve_config([*base_overrides(row), "parallelism.device_memory_bytes=84e9"])
+    validate_hybrid(roomier)  # the check can also say "fits": only the memory is short
+
+
+def test_no_microbatch_group_lets_the_refused_llama3_row_fit():
+    """Meta's schedule tunes N, the contiguous microbatches per model chunk (Dubey et al. 2024 Sec. 3.3.2),
+    between the depth-first (N = pp) and breadth-first (N = M) schedules, as Megatron-core's
+    microbatch_group does (pp <= N <= M): every N the row's 32 microbatches allow needs at least the
+    depth-first schedule's memory, so the unpublished N cannot be what made the run fit."""
+    from estimator.parallel.estimate import validate_hybrid
+
+    row = _by_id("llama3-405b-8192gpu-tp8pp16dp64")
+    pp, m = row.layout["pp"], row.layout["global_batch"] // (row.gpus // (row.layout["tp"] * row.layout["pp"]))
+    allowed = [n for n in range(pp, m + 1) if m % n == 0 or m % n >= pp]
+    assert (pp, m, allowed) == (16, 32, [16, 32])
+    needs = []
+    for n in allowed:
+        with pytest.raises(EstimatorError, match=r"needs (\d+\.\d) GB") as err:
+            validate_hybrid(estimator.resolve_config([*base_overrides(row), f"parallelism.microbatch_group={n}"]))
+        needs.append(float(re.search(r"needs (\d+\.\d) GB", str(err.value)).group(1)))
+    assert needs[0] == pytest.approx(82.2, abs=0.05) and needs[1] > needs[0]
+
+
+def test_every_name_and_framework_a_row_uses_is_documented():
+    doc = ROWS_DOC.read_text(encoding="utf-8")
+    from estimator.config import config_groups
+
+    assert {r.model for r in HELD_OUT + REFUSED_ROWS} <= set(config_groups().get("model", []))
+    for r in HELD_OUT + REFUSED_ROWS:
+        assert f"`{r.id}`" in doc, f"{r.id} is not listed in validation/llm_rows.md"
+    for name in {_overrides(r)["framework"] for r in HELD_OUT + REFUSED_ROWS}:
+        assert f"`framework={name}`" in doc, f"framework={name} is not described in validation/llm_rows.md"
+
+
+# ---- the llm row format (one header for every llm file), on a copy of a Megatron-LM SC21 row ------
 def _row_copy(tmp_path, row_id: str, **change: str) -> Path:
     """A folder holding one validation/llm.csv row with ``change`` applied to its columns."""
     text = (VALIDATION / "llm.csv").read_text(encoding="utf-8")
@@ -157,7 +242,7 @@ def _row_copy(tmp_path, row_id: str, **change: str) -> Path:
 
 
 def test_seq_len_column_equal_to_the_model_default_predicts_the_same(tmp_path):
-    plain = next(r for r in load_rows(VALIDATION) if r.id == "megatron-sc21-gpt-1t-3072gpu")
+    plain = next(r for r in ALL_ROWS if r.id == "megatron-sc21-gpt-1t-3072gpu")
     assert plain.raw["seq_len"] == "" and plain.metric == "tflops_per_gpu" and plain.unit == "TFLOP/s/GPU"
     explicit = load_rows(_row_copy(tmp_path, plain.id, seq_len="2048"))[0]
     assert base_overrides(explicit) == [*base_overrides(plain)[:-len(plain.overrides)], "model.seq_len=2048",
@@ -171,7 +256,7 @@ def test_tokens_per_second_metric_is_tokens_over_predicted_step_time(tmp_path):
     from estimator.estimate import estimate
 
     folder = _row_copy(tmp_path, "megatron-sc21-gpt-1t-3072gpu", metric="tokens_per_s_per_gpu",
-                            measured="100", flops_formula="")
+                       measured="100", flops_formula="")
     row = load_rows(folder)[0]
     res = predict(row)
     step = estimate(estimator.resolve_config(base_overrides(row))).metrics["iter_time_s"]
@@ -224,33 +309,3 @@ def test_bad_llm_rows_are_one_line_errors(tmp_path, change, needle):
 def test_fp8_is_an_llm_precision(tmp_path):
     assert load_rows(_row_copy(tmp_path, "megatron-sc21-gpt-1t-3072gpu", precision="fp8"))[0].precision == "fp8"
     assert "fp8" in rows_module.PRECISIONS  # one list of precisions for every kind
-
-
-def test_every_name_and_framework_a_pending_row_uses_is_documented(pending_rows):
-    readme = (PENDING / "README.md").read_text(encoding="utf-8")
-    from estimator.config import config_groups
-
-    assert {r.model for r in pending_rows} <= set(config_groups().get("model", []))
-    for name in {_overrides(r)["framework"] for r in pending_rows}:
-        assert f"`framework={name}`" in readme, f"framework={name} is not described in validation/pending/README.md"
-
-
-# Rows whose published layout the model refuses, and why (docs/large-models.md, "Staged rows"):
-# Llama 3 405B on 8,192 GPUs holds 32 microbatches, so Megatron's interleaved warm-up keeps 141
-# one-layer chunks on stage 1 (82.2 GB); Meta's own schedule (tunable N, Dubey et al. 2024 Sec.
-# 3.3.2, Fig. 6) and its tensor deallocation are not modelled and N is not published.
-REFUSED = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipeline stage 1"}
-
-
-@pytest.mark.parametrize("ident", PENDING_IDS)
-def test_published_layout_is_accepted_and_fits(pending_rows, ident):
-    """Layout and memory only (``validate_hybrid`` prices no step): the held-out rows' errors stay unseen."""
-    from estimator.parallel.estimate import validate_hybrid
-
-    row = next(r for r in pending_rows if r.id == ident)
-    tree = estimator.resolve_config(base_overrides(row))
-    if ident in REFUSED:
-        with pytest.raises(EstimatorError, match=REFUSED[ident]):
-            validate_hybrid(tree)
-    else:
-        validate_hybrid(tree)

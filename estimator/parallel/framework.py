@@ -11,7 +11,8 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
 * ``tp_comm_overlap`` — tensor-parallel collectives overlap the layer's GEMMs (up to their time).
 * ``p2p_scatter_gather`` — a pipeline boundary sends ``1 / tp`` of the activations per TP rank
   (Narayanan et al. 2021 Sec. 4.1) instead of every TP rank sending the whole tensor;
-  ``p2p_grad_scatter_gather`` the same for the activation gradients sent back in backward.
+  ``p2p_grad_scatter_gather`` the same for the activation gradients sent back in backward. With
+  sequence parallelism every framework sends ``1 / tp``: the stage's output is already split.
 * ``interleaved_schedule`` — the pipeline engine supports virtual stages (interleaved 1F1B).
 * ``fp32_grads_with_bf16`` — with bf16/fp8 training the gradient buffer and its reduction are fp32
   (4 bytes per parameter), else 16-bit.

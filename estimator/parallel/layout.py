@@ -1,7 +1,10 @@
 """A parallel layout (``parallelism=hybrid``): degrees, microbatches, rank order, pipeline stages.
 
 Layout keys (``conf/parallelism/hybrid.yaml``): ``tp`` tensor, ``cp`` context (the sequence split
-over ``cp`` ranks, ring attention; Megatron-core's ``--context-parallel-size``), ``pp`` pipeline,
+over ``cp`` ranks; Megatron-core's ``--context-parallel-size``) with ``cp_comm`` how its ranks
+exchange keys and values (``ring``: Megatron-core's default ring attention; ``all_gather``: the
+keys and values gathered before attention, Llama 3's method; :mod:`~estimator.parallel.step`),
+``pp`` pipeline,
 ``dp`` data parallel degree (tp x cp x pp x dp = GPUs = ``fabric.nodes``), ``ep`` expert parallel
 degree (MoE models only; experts are split over ``ep`` of the dp ranks), ``micro_batch_size``
 sequences per microbatch, ``global_batch`` sequences per step (microbatches per pipeline =
@@ -9,7 +12,12 @@ global_batch / (dp x micro_batch_size); context parallelism splits sequences, no
 ``zero`` 0-3, ``sequence_parallel``, ``recompute`` none | selective | full, ``virtual_stages``
 model chunks per pipeline rank (interleaved 1F1B, Narayanan et al. 2021 Sec. 2.2.2; Megatron-LM's
 ``--num-layers-per-virtual-pipeline-stage k`` is ``virtual_stages = layers / (pp x k)``; its
-assertion: the microbatches divide by ``pp``), ``first_stage_layers`` / ``last_stage_layers``.
+assertion: the microbatches divide by ``pp``), ``microbatch_group`` the number N of contiguous
+microbatches each model chunk runs before the next (Llama 3's tunable N, Dubey et al. 2024 Sec.
+3.3.2 and Fig. 6; Megatron-core's ``--microbatch-group-size-per-virtual-pipeline-stage``; null =
+``pp``, the depth-first schedule; ``pp <= N <= microbatches``, and the microbatches left for the
+last group are 0 or at least ``pp``: ``get_schedule_table`` / its checks in
+megatron/core/pipeline_parallel/schedules.py), ``first_stage_layers`` / ``last_stage_layers``.
 
 Pipeline stages (:meth:`Layout.stage_layers`): with both stage keys null and ``pp`` dividing the
 layers, every stage holds ``layers / pp``. Otherwise the split is uneven, as Megatron-core's
@@ -51,6 +59,7 @@ from estimator.errors import EstimatorError
 from estimator.parallel.spec import TransformerSpec
 
 RECOMPUTE = ("none", "selective", "full")
+CP_COMM = ("ring", "all_gather")  # Transformer Engine's cp_comm_type p2p / all_gather (Megatron-core --cp-comm-type)
 DIMS = ("tp", "cp", "dp", "pp")
 
 
@@ -91,6 +100,8 @@ class Layout:
     cp: int = 1  # context-parallel degree
     first_stage_layers: int | None = None  # None: the module docstring's rule
     last_stage_layers: int | None = None
+    cp_comm: str = "ring"  # how the CP ranks exchange keys and values: ring | all_gather
+    microbatch_group: int | None = None  # contiguous microbatches per model chunk (interleaved); None = pp
 
     @property
     def gpus(self) -> int:
@@ -101,9 +112,11 @@ class Layout:
         return self.microbatches * self.micro_batch_size * self.dp
 
     def label(self) -> str:
-        extra = (f" cp{self.cp}" if self.cp > 1 else "") + (f" ep{self.ep}" if self.ep > 1 else "") + \
+        cp = f" cp{self.cp}" + ("" if self.cp_comm == "ring" else f"({self.cp_comm})") if self.cp > 1 else ""
+        extra = cp + (f" ep{self.ep}" if self.ep > 1 else "") + \
             (f" zero{self.zero}" if self.zero else "")
-        sp = (" sp" if self.sequence_parallel else "") + (f" v{self.virtual_stages}" if self.virtual_stages > 1 else "")
+        sp = (" sp" if self.sequence_parallel else "") + (f" v{self.virtual_stages}" if self.virtual_stages > 1 else "") + \
+            (f" N{self.microbatch_group}" if self.microbatch_group is not None else "")
         order = self.order if self.cp > 1 else self.order.replace("cp-", "").replace("-cp", "")
         return (f"tp{self.tp} pp{self.pp} dp{self.dp}{extra} mbs{self.micro_batch_size} m{self.microbatches}"
                 f"{sp} rc={self.recompute} order={order}")
@@ -136,8 +149,12 @@ class Layout:
             raise EstimatorError(f"parallelism.sequence_parallel must be true or false, got {sp!r}")
         order = _order(str(par.get("order", "tp-cp-dp-pp")))
         first, last = (None if par.get(k) is None else _int(par, k) for k in ("first_stage_layers", "last_stage_layers"))
+        cp_comm = str(par.get("cp_comm", "ring"))
+        if cp_comm not in CP_COMM:
+            raise EstimatorError(f"parallelism.cp_comm must be one of {', '.join(CP_COMM)}, got {cp_comm!r}")
+        group = None if par.get("microbatch_group") is None else _int(par, "microbatch_group")
         layout = cls(tp, pp, dp, _int(par, "ep", 1), mbs, m, zero, sp, recompute, order, _int(par, "virtual_stages", 1),
-                     cp, first, last)
+                     cp, first, last, cp_comm, group)
         layout.check(spec)
         return layout
 
@@ -189,15 +206,26 @@ class Layout:
             raise EstimatorError(f"parallelism.virtual_stages={self.virtual_stages}: model {spec.name}'s {spec.layers} layers "
                                  f"on pp x virtual_stages = {len(chunks)} model chunks leave a chunk other than the "
                                  "embedding's (first) and the LM head's (last) without a layer")
-        if self.virtual_stages > 1:
+        if self.microbatch_group is not None:
+            n, m = self.microbatch_group, self.microbatches
+            if self.virtual_stages == 1:
+                raise EstimatorError(f"parallelism.microbatch_group={n} orders an interleaved schedule's model chunks; "
+                                     "it needs virtual_stages > 1")
+            if not self.pp <= n <= m:
+                raise EstimatorError(f"parallelism.microbatch_group={n} must lie in [pp, microbatches] = [{self.pp}, {m}] "
+                                     "(Megatron-core's range for contiguous microbatches per model chunk)")
+            if 0 < m % n < self.pp:
+                raise EstimatorError(f"parallelism.microbatch_group={n}: the last group would hold {m % n} of the {m} "
+                                     f"microbatches, fewer than pp={self.pp} (a dependency bubble Megatron-core refuses)")
+        elif self.virtual_stages > 1:
             v = self.virtual_stages
             if self.microbatches % self.pp:
                 raise EstimatorError(f"parallelism.virtual_stages={v}: the interleaved schedule needs the microbatches "
                                      f"({self.microbatches}) to be a multiple of pp={self.pp}")
         if self.cp > 1:
             if spec.fused != "te":
-                raise EstimatorError(f"parallelism.cp={self.cp}: context parallelism is ring attention through Transformer "
-                                     f"Engine; model {spec.name} needs model.fused_kernels=te")
+                raise EstimatorError(f"parallelism.cp={self.cp}: context parallelism runs through Transformer Engine's "
+                                     f"attention; model {spec.name} needs model.fused_kernels=te")
             if spec.seq_len % (2 * self.cp):
                 raise EstimatorError(f"parallelism.cp={self.cp}: seq_len {spec.seq_len} is not divisible by 2 x cp "
                                      "(Megatron-core splits each sequence into 2 x cp chunks)")
@@ -210,6 +238,18 @@ class Layout:
                                  f"(expert-parallel groups are made of data-parallel ranks)")
         if self.ep > 1 and spec.experts % self.ep:
             raise EstimatorError(f"parallelism.ep={self.ep}: model {spec.name} has {spec.experts} experts, not divisible by ep")
+
+
+def schedule_chunks(microbatches: int, chunks: int, group: int) -> list[int]:
+    """The model chunk of each of a stage's ``microbatches x chunks`` forward passes, in the order the
+    interleaved schedule runs them (Megatron-core's ``get_schedule_table``): groups of ``group``
+    contiguous microbatches pass through chunk 0, then chunk 1, ...; the last group holds the
+    microbatches left. Backward passes run the same table with the chunks reversed."""
+    out: list[int] = []
+    for start in range(0, microbatches, group):
+        size = microbatches - start if start + group >= microbatches else group
+        out += [c for c in range(chunks) for _ in range(size)]
+    return out
 
 
 def _spread(layers: int, n: int) -> tuple[int, ...]:

@@ -41,12 +41,15 @@
 
 * Microbatches in flight on stage ``i`` (Megatron's 1F1B schedule: the warm-up forwards plus the
   one running; megatron/core/pipeline_parallel/schedules.py ``num_warmup_microbatches = pp - i - 1``
-  and, interleaved with ``v`` chunks, ``(pp - i - 1) x 2 + (v - 1) x pp``): ``min(m, pp - i)``
-  microbatches of the stage's layers. Interleaved (:func:`layers_in_flight`): the schedule runs
-  the stage's chunk ``(k mod pp v) // pp`` for its ``k``-th forward and chunk ``v - 1 - (k mod pp
-  v) // pp`` for its ``k``-th backward (``get_model_chunk_id``); the warm-up forwards, then one
-  forward and one backward at a time; the stage holds, at its peak, the layers of the chunks run
-  forward and not yet backward. With equal chunks that is ``min(m v, 2(pp - i - 1) + (v - 1) pp +
+  and, interleaved with ``v`` chunks and ``N`` contiguous microbatches per chunk
+  (``Layout.microbatch_group``, default ``pp``), ``(pp - i - 1) x 2 + (v - 1) x N``): ``min(m, pp -
+  i)`` microbatches of the stage's layers. Interleaved (:func:`layers_in_flight`): the schedule runs
+  the stage's chunks in the order of :func:`~estimator.parallel.layout.schedule_chunks` for its
+  forwards and the reverse chunk for its backwards (``get_schedule_table``; with ``N = pp`` chunk
+  ``(k mod pp v) // pp`` for its ``k``-th forward, ``get_model_chunk_id``); the warm-up forwards,
+  then one forward and one backward at a time; the stage holds, at its peak, the layers of the
+  chunks run forward and not yet backward. A larger ``N`` (towards the breadth-first schedule)
+  holds more; ``N`` cannot go below ``pp``. With equal chunks that is ``min(m v, 2(pp - i - 1) + (v - 1) pp +
   1)`` chunks of ``layers / (pp v)`` layers (for stage 0, Korthikanti et al. Sec. 4.2.3's ``pp (1 +
   (pp - 1)/(pp v))`` microbatches of ``layers / pp`` layers); a chunk without layers (Llama 3's
   embedding-only and head-only chunks) holds none. The last stage also holds the fp32 logits of
@@ -57,7 +60,7 @@
 from __future__ import annotations
 
 from estimator.parallel.framework import Framework
-from estimator.parallel.layout import Layout
+from estimator.parallel.layout import Layout, schedule_chunks
 from estimator.parallel.spec import TransformerSpec
 
 ADAM_BYTES = 12  # fp32 master weights + Adam momentum + variance per parameter (ZeRO paper Sec. 3.1)
@@ -139,10 +142,11 @@ def layers_in_flight(layout: Layout, stage: int, model_layers: int) -> float:
     chunks = layout.chunk_layers(model_layers)[stage::pp]  # this stage's v chunks, in order
     if v == 1:
         return min(m, pp - stage) * chunks[0]
-    total = m * v
-    warmup = min(total, 2 * (pp - stage - 1) + (v - 1) * pp)
-    forward = [chunks[(k % (pp * v)) // pp] for k in range(total)]
-    backward = [chunks[v - 1 - (k % (pp * v)) // pp] for k in range(total)]
+    total, group = m * v, layout.microbatch_group or pp
+    warmup = min(total, 2 * (pp - stage - 1) + (v - 1) * group)
+    order = schedule_chunks(m, v, group)
+    forward = [chunks[c] for c in order]
+    backward = [chunks[v - 1 - c] for c in order]
     live = peak = sum(forward[:warmup])
     for k in range(total - warmup):  # steady state: one forward, then one backward
         live += forward[warmup + k]

@@ -16,7 +16,8 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   reduce-scatter + all-gather pair of the same buffer (Korthikanti et al. 2022 Sec. 4.2.2). Not
   overlapped, unless the framework overlaps TP communication with the layer's GEMMs
   (``tp_comm_overlap``: exposed = what exceeds the GEMMs' time).
-* Context parallelism (``cp`` > 1; Megatron-core's ring attention through Transformer Engine,
+* Context parallelism (``cp`` > 1; :func:`cp_exchange`), as Transformer Engine runs it for
+  Megatron-core (``parallelism.cp_comm``, TE's ``cp_comm_type``). ``ring`` (Megatron-core's default,
   ``AttnFuncWithCPAndKVP2P``): each layer's attention runs in ``cp`` steps; between steps every
   rank sends its current K/V chunk (``2 x s/cp x b x kv_heads/tp x d`` 16-bit values) to the next
   rank of the CP ring while computing on the chunk it holds, so each of the ``cp - 1`` exchanges is
@@ -24,7 +25,17 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   travel the ring again together with their partial gradients dK/dV (the ring reduce-scatter of
   the K/V gradients): twice the bytes per step, against ``attention backward / cp``. The sends
   are priced as pipeline-style point-to-point transfers of all CP rings at once where the CP group
-  sits (:func:`~estimator.parallel.placement.p2p_cost`).
+  sits (:func:`~estimator.parallel.placement.p2p_cost`). ``all_gather`` (Llama 3, Dubey et al. 2024
+  Sec. 3.3.2: "we first all-gather the key (K) and value (V) tensors, and then compute attention
+  output for the local query (Q) tensor chunk ... the all-gather communication latency is exposed
+  in the critical path"; TE's ``AttnFuncWithCPAndKVAllGather``, which cites that section): forward
+  all-gathers K and V over the CP group (two collectives, each gathering ``s x b x kv_heads/tp x
+  d``), then attention runs on the rank's two query chunks; backward gathers K and V again (TE
+  saves only the local chunks), runs the attention backward and reduce-scatters dK and dV (two
+  more collectives). Every one of them is exposed (TE issues them synchronously on the compute
+  stream). Both modes: a recompute (``selective`` or ``full``) reruns the attention forward in
+  backward with its exchange. The reorder copies of the gathered K/V (``index_select``, a few
+  passes over ``s x kv_heads/tp x d`` values per layer) are not priced.
 * Pipeline (Narayanan et al. 2021 Sec. 2.2, 1F1B): stage ``i``'s slot is ``t_f,i + t_b,i + 2 v
   t_p2p``; the slowest slot paces the steady state and every stage's slot passes once through the
   fill and drain: step = ``m x max_i slot_i + (sum_i slot_i - max_i slot_i) / v`` (with equal
@@ -33,8 +44,10 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   which may be uneven: Llama 3 405B's embedding-only first chunk), and the fill and drain pass
   each other stage's slot once divided by ``v`` (its average chunk). A boundary sends ``s/cp x b x h`` 16-bit values
   per microbatch each way, split over the TP ranks when the framework scatters/gathers them
-  (``p2p_scatter_gather`` forward, ``p2p_grad_scatter_gather`` backward), all boundaries at once;
-  ``t_p2p`` is the mean of the two sends.
+  (``p2p_scatter_gather`` forward, ``p2p_grad_scatter_gather`` backward) or when sequence
+  parallelism already splits them (a stage's output is sequence-partitioned over its TP ranks:
+  Megatron's ``get_tensor_shapes`` sends ``s / tp`` tokens with ``sequence_parallel``), all
+  boundaries at once; ``t_p2p`` is the mean of the two sends.
 * Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer's dispatch and
   combine all-to-alls of ``s x b x k x h / tp`` 16-bit values per rank over the ``ep`` group, in
   forward, backward and again in a full recompute; not overlapped. Expert gradients are reduced
@@ -137,6 +150,27 @@ class _Pricer:
         return t
 
 
+def cp_exchange(spec: TransformerSpec, L: Layout, pricer: _Pricer, attn: PartTimes, per_step: float
+                ) -> tuple[float, float, float]:
+    """(exposed forward, exposed backward, all) seconds of one layer's context-parallel K/V
+    exchange per microbatch, by ``L.cp_comm`` (module docstring); zeros without context parallelism."""
+    if L.cp == 1:
+        return 0.0, 0.0, 0.0
+    local = (spec.seq_len // L.cp) * L.micro_batch_size * max(1, spec.kv_heads // L.tp) * spec.head_dim * ACT_BYTES
+    reruns = 0 if L.recompute == "none" else 1  # a recompute reruns the attention forward, exchange included
+    if L.cp_comm == "ring":
+        ring_f = pricer.p2p("cp", 2 * local, L.cp, per_step * (L.cp - 1) * (1 + reruns))
+        ring_b = pricer.p2p("cp", 4 * local, L.cp, per_step * (L.cp - 1))
+        cp_f = (L.cp - 1) * max(0.0, ring_f - attn.fwd / L.cp)
+        cp_b = (L.cp - 1) * max(0.0, ring_b - attn.bwd / L.cp) + reruns * cp_f
+        return cp_f, cp_b, (L.cp - 1) * ((1 + reruns) * ring_f + ring_b)
+    # all_gather: K and V each gathered whole (cp x local; nccl-tests' all_gather size is the output)
+    gather = pricer.price("cp", "all_gather", L.cp * local, L.cp, per_step * 2 * (2 + reruns))
+    scatter = pricer.price("cp", "reduce_scatter", L.cp * local, L.cp, per_step * 2)  # dK, dV
+    cp_f, cp_b = 2 * gather, 2 * (1 + reruns) * gather + 2 * scatter
+    return cp_f, cp_b, cp_f + cp_b
+
+
 def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
               algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None
               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -173,15 +207,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     if spec.experts and L.ep > 1:
         a2a = tokens * L.micro_batch_size * spec.top_k * spec.hidden * ACT_BYTES / L.tp
         ep_one = pricer.price("ep", "all_to_all", a2a, L.ep, per_step * (4 + n_rc))
-    # ---- context parallelism: K/V ring exchange, each step hidden behind one step's attention
-    cp_f = cp_b = cp_comm = 0.0
-    if L.cp > 1:
-        kv = 2 * tokens * L.micro_batch_size * max(1, spec.kv_heads // L.tp) * spec.head_dim * ACT_BYTES
-        ring_f = pricer.p2p("cp", kv, L.cp, per_step * (L.cp - 1) * (1 + n_rc // 2))
-        ring_b = pricer.p2p("cp", 2 * kv, L.cp, per_step * (L.cp - 1))
-        cp_f = (L.cp - 1) * max(0.0, ring_f - attn.fwd / L.cp)
-        cp_b = (L.cp - 1) * max(0.0, ring_b - attn.bwd / L.cp) + n_rc // 2 * cp_f
-        cp_comm = (L.cp - 1) * ((1 + n_rc // 2) * ring_f + ring_b)
+    # ---- context parallelism: the K/V exchange of each layer's attention (cp_exchange)
+    cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step)
     rc = {"none": 0.0, "selective": attn.fwd, "full": layer.fwd}[L.recompute]
     rc_flops = {"none": 0.0, "selective": attn.fwd_flops, "full": layer.fwd_flops}[L.recompute]
     f_layer = layer.fwd + tp_f + 2 * ep_one + cp_f
@@ -194,7 +221,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     # ---- pipeline: per-stage slots, the slowest paces the steady state
     t_p2p = 0.0  # one send each way per microbatch and chunk: activations forward, their gradients backward
     if L.pp > 1:
-        sends = {act / (L.tp if split else 1) for split in (fw.p2p_scatter_gather, fw.p2p_grad_scatter_gather)}
+        splits = (fw.p2p_scatter_gather, fw.p2p_grad_scatter_gather)
+        sends = {act / (L.tp if split or L.sequence_parallel else 1) for split in splits}
         t_p2p = sum(pricer.p2p("pp", nbytes, L.pp, 2 * m * v / len(sends)) for nbytes in sends) / len(sends)
     ends_f = [(emb.fwd + tp_emb if i == 0 else 0.0) + (head.fwd if i == L.pp - 1 else 0.0) for i in range(L.pp)]
     ends_b = [(emb.bwd if i == 0 else 0.0) + (head.bwd if i == L.pp - 1 else 0.0) for i in range(L.pp)]

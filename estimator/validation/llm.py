@@ -35,7 +35,7 @@ vocabulary, ``N`` parameters):
 
 ``unstated`` lists, space-separated, the config keys whose published value the source does not
 give; the row then uses the estimator's default or the value named in ``measured_what``, and the
-error may partly reflect that choice (validation/pending/README.md).
+error may partly reflect that choice (validation/llm_rows.md).
 
 :func:`source_keys` names the documents (paper + table/figure, repository file, MLPerf
 benchmark of a submitter) a row's ``source`` cites; two rows that share a key are points of the
