@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from estimator import __version__
-from estimator.cluster.contention import Contention
-from estimator.cluster.placement import make_placer
+from estimator.cluster.contention import MODES, Contention
+from estimator.cluster.placement import POLICIES, make_placer
 from estimator.cluster.pricing import Iteration, JobPricer, Spec
-from estimator.cluster.scheduler import Queue, Waiting
-from estimator.cluster.trace import Job, check_fits, load_trace, synthetic_trace
+from estimator.cluster.scheduler import SCHEDULERS, Queue, Waiting
+from estimator.cluster.trace import DURATIONS, Job, check_fits, load_trace, synthetic_trace
 from estimator.cluster.views import JobLoad, View, view_for
 from estimator.config import config_hash, flatten
 from estimator.errors import EstimatorError
@@ -88,6 +88,14 @@ def cluster_params(cfg: dict[str, Any]) -> dict[str, Any]:
 
         raise EstimatorError(f"cluster: unknown parameter {unknown[0]!r}{did_you_mean(unknown[0], KNOWN)}; "
                              f"known: {', '.join(KNOWN)}")
+    for key, choices in (("phases", MODES), ("scheduler", SCHEDULERS), ("placement", POLICIES),
+                         ("duration", DURATIONS)):  # every choice checked before anything is captured
+        value = params.get(key)
+        if value is not None and value not in choices:
+            from estimator.config_checks import did_you_mean
+
+            raise EstimatorError(f"cluster.{key} must be one of {', '.join(choices)}, got {value!r}"
+                                 f"{did_you_mean(str(value), choices)}")
     return params
 
 
