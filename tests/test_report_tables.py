@@ -6,23 +6,24 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from estimator.reports.build import LINK_TEXT, LONG_CELL, _claims_html, _table_html, build_report, sections
+from estimator.reports.build import build_report, sections
 from estimator.reports.claims import claim_rows
 from estimator.reports.model import Claim
+from estimator.reports.tables import LINK_TEXT, LONG_CELL, claims_html, table_html
 
 
 def test_tables_scroll_inside_the_page_and_collapse_long_cells():
     url = "https://github.com/Azure/azurehpc/blob/" + "a" * 80 + "/README.md"
     reasons = "pairs: " + ", ".join(f"row-{i} vs base-{i}" for i in range(60))
     df = pl.DataFrame({"id": ["r1"], "value": [1.5], "source": [f"{url} (section NCCL)"], "reason": [reasons]})
-    page = _table_html(df)
+    page = table_html(df)
     assert page.startswith("<div class='scroll'><table>")
     assert f"href='{url}'" in page and f">{url}<" not in page  # full address in the link, short text shown
     shown = page.split(f"href='{url}'>")[1].split("</a>")[0]
     assert len(shown) <= LINK_TEXT and "(section NCCL)" in page
     assert len(reasons) > LONG_CELL and "<details><summary>pairs: row-0 vs base-0" in page
     assert f"({len(reasons):,} characters)" in page
-    assert "<td>1.5</td>" in page
+    assert "<td class='num'>1.5</td>" in page
 
 
 def test_claims_reasons_collapse_but_short_ones_and_tolerances_stay_visible():
@@ -32,7 +33,7 @@ def test_claims_reasons_collapse_but_short_ones_and_tolerances_stay_visible():
                   rule="at-most", tolerance="<= 15 %", quote="within 15 %")
     derived = Claim("k*", "7", "6", False, "6 != printed 7", "paper-inconsistent", rule="paper-arithmetic",
                     tolerance="exactly the printed 7", derivation="6.39 rounded = 6")
-    page = _claims_html(claim_rows("Paper", [long, short, derived]))
+    page = claims_html(claim_rows("Paper", [long, short, derived]))
     assert page.count("<details>") == 1
     assert "held out: max 12.9 % &lt;= tolerance 15 %" in page and "rule and tolerance" in page
     assert "<b>at-most</b>: &lt;= 15 %" in page and "<q>within 15 %</q>" in page
@@ -56,10 +57,10 @@ def test_table_box_scrolls_both_ways_and_phrases_get_room():
 
     box = CSS.split(".scroll{", 1)[1].split("}", 1)[0]
     assert "overflow:auto" in box and "max-height:80vh" in box  # the sideways scrollbar stays in view
-    page = _table_html(pl.DataFrame({"id": ["a100x8-allreduce-128MiB"], "hardware": ["8x A100, NVSwitch"]}))
+    page = table_html(pl.DataFrame({"id": ["a100x8-allreduce-128MiB"], "hardware": ["8x A100, NVSwitch"]}))
     assert "<td>a100x8-allreduce-128MiB</td>" in page and "<td>8x A100, NVSwitch</td>" in page
     phrase = "Azure ND A100 v4: 8x A100-SXM4-80GB, NVSwitch (NVLink3)"
-    assert f"<td class='txt'>{phrase}</td>" in _table_html(pl.DataFrame({"hardware": [phrase]}))
+    assert f"<td class='txt'>{phrase}</td>" in table_html(pl.DataFrame({"hardware": [phrase]}))
     assert "td.txt{min-width:8em}" in CSS  # a phrase gets a few lines, not one word per line
 
 

@@ -270,11 +270,11 @@ def test_summary_and_report_keep_the_three_groups_apart(tmp_path, traces):
     section = page[page.index("id='validation'"):]
     assert "Against real hardware" in page
     for fig in ("validation_nccl", "validation_training", "validation_errors"):
-        assert (tmp_path / "rep" / "figures" / f"{fig}.png").stat().st_size > 0
+        assert (tmp_path / "rep" / "figures" / f"{fig}.svg").stat().st_size > 0
     assert (tmp_path / "rep" / "figures" / "validation_nccl.sql").read_text().startswith("SELECT")
-    assert "<td>nccl</td><td>calibration</td><td>1</td><td>cal</td>" in section  # which rows calibrated
-    assert "<td>nccl</td><td>same-source</td><td>1</td><td>s1</td>" in section
-    assert "<td>nccl</td><td>independent</td><td>2</td><td>h1, h2</td>" in section
+    assert "<td>nccl</td><td>calibration</td><td class='num'>1</td><td>cal</td>" in section  # which rows calibrated
+    assert "<td>nccl</td><td>same-source</td><td class='num'>1</td><td>s1</td>" in section
+    assert "<td>nccl</td><td>independent</td><td class='num'>2</td><td>h1, h2</td>" in section
     # the summary table lists the groups in reading order, not alphabetically
     summary_html = section[section.index("Errors per group"):]
     assert summary_html.index("calibration") < summary_html.index("same-source") < summary_html.index("independent")

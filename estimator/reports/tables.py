@@ -132,7 +132,8 @@ def _decimals(v: float, sig: int) -> int:
 
 def _numbers(values: list[float | None], sig: int) -> list[str]:
     """Cells of one numeric column: the decimals the median value needs for ``sig`` digits, more in a
-    cell that would otherwise keep fewer than two significant digits; thousands separated."""
+    cell that would otherwise keep fewer than two significant digits, thousands separated; trailing
+    zeros that every cell has are dropped (450, not 450.0)."""
     present = [abs(v) for v in values if v is not None and math.isfinite(v) and v != 0]
     base = _decimals(statistics.median(present), sig) if present else 0
     out = []
@@ -140,8 +141,9 @@ def _numbers(values: list[float | None], sig: int) -> list[str]:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             out.append("")
             continue
-        d = max(base, _decimals(v, 2)) if v != 0 else base
-        out.append(f"{v:,.{d}f}")
+        out.append(f"{v:,.{max(base, _decimals(v, 2))}f}" if v != 0 else "0")
+    while any(c not in ("", "0") for c in out) and all("." in c and c.endswith("0") for c in out if c not in ("", "0")):
+        out = [c if c in ("", "0") else c[:-1].removesuffix(".") for c in out]  # 450 GB/s, not 450.0
     return out
 
 
