@@ -242,6 +242,7 @@ def test_report_page_has_every_paper_section(store, tmp_path):
         body = page.split(f"id='{key}'")[1].split("<h2")[0]
         assert "No results yet" not in body and "<svg" in body, key
     assert (tmp_path / "reports" / "figures" / "terarack_depth.svg").exists()
+    assert "Figure check:" not in page  # every figure drawn from these estimates passes estimator.reports.figure_checks
     assert (tmp_path / "reports" / "figures" / "terarack_depth.sql").read_text().startswith("SELECT")
 
 

@@ -55,6 +55,7 @@ def test_report_is_a_static_page_with_the_scaling_figure(foundation_store, tmp_p
     data = (tmp_path / "figures" / "resnet50_iter_time_vs_nodes.csv").read_text().splitlines()
     assert len(data) == 1 + 24 and "ideal (lower bound)" in "\n".join(data)  # the plotted rows, beside the figure
     assert [line for line in out.stderr.splitlines() if line.startswith("report [")]  # per-section progress
+    assert "figure check" not in out.stderr  # estimator.reports.figure_checks found nothing to report
     assert "http://" not in page and "https://" not in page  # no server, no remote assets
 
 

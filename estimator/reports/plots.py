@@ -42,14 +42,15 @@ def series_labels(df: pl.DataFrame, series: Sequence[str]) -> list[str]:
 
 def line_plot(x: str, y: str, series: Sequence[str], *, xlabel: str, ylabel: str, logx: bool = True,
               logy: bool = True, yscale: float = 1.0, marker: str | None = "o", facet: str | None = None,
-              facet_title: Callable[[Any], str] = str, ncols: int | None = None,
-              ylim0: bool = False) -> Callable[[pl.DataFrame, Any], None]:
-    """One line per ``series`` combination (its style from :func:`~estimator.reports.style.styles`);
-    with ``facet``, one panel per value of that column (titled ``facet_title(value)``), the panels
-    sharing both axes and one legend. ``marker`` None or "" draws lines without markers."""
+              facet_title: Callable[[Any], str] = str, ncols: int | None = None, ylim0: bool = False,
+              label: Callable[[str], str] = str) -> Callable[[pl.DataFrame, Any], None]:
+    """One line per ``series`` combination (its style from :func:`~estimator.reports.style.styles`,
+    its legend entry ``label(values joined by " / ")``); with ``facet``, one panel per value of that
+    column (titled ``facet_title(value)``), the panels sharing both axes and one legend. ``marker``
+    None or "" draws lines without markers."""
 
     def plot(df: pl.DataFrame, ax) -> None:
-        df = df.with_columns(pl.Series("_series", series_labels(df, series)))
+        df = df.with_columns(pl.Series("_series", [label(s) for s in series_labels(df, series)]))
         labels = list(dict.fromkeys(df["_series"].to_list()))
         style = styles(labels)
         panels = list(dict.fromkeys(df[facet].to_list())) if facet else [None]

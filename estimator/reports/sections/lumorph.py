@@ -227,8 +227,12 @@ FIGURES = tuple(
         name="lumorph_bert_speedup",
         title="BERT-base throughput: Lumorph (faster of Lumorph-2/-4) over Ring on the ideal switch",
         sql=BERT_SQL,
-        plot=line_plot("nodes", "speedup", ["bucketing", "accounting"], xlabel="GPUs", ylabel="speedup (x)", logy=False),
-        caption="bucketing=none: one all-reduce per gradient tensor (the paper's many small all-reduces); ddp: 25 MiB buckets.",
+        plot=line_plot("nodes", "speedup", ["bucketing", "accounting"], xlabel="GPUs", ylabel="speedup (x)", logy=False,
+                       label=lambda s: s.replace("none / ", "per tensor, ").replace("ddp / ", "DDP buckets, ")
+                       + " accounting"),
+        caption="Per tensor: one all-reduce per gradient tensor (the paper's many small all-reduces); DDP buckets: "
+                "25 MiB buckets. Paper accounting: every Lumorph round pays the MZI reconfiguration; refined: only "
+                "rounds that change circuits.",
     ),
     Figure(
         name="lumorph_allocation_utilisation",

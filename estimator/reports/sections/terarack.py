@@ -337,7 +337,7 @@ SECTION = Section(
     figures=(
         Figure("terarack_depth", "OpTree time vs depth k (normalised to the optimum), 4 MB, 64 λ", DEPTH_SQL,
                line_plot("depth", "normalised_time", ["nodes"], xlabel="depth k", ylabel="time / optimum",
-                         logx=False, logy=True),
+                         logx=False, logy=True, label=lambda n: f"{n} nodes"),
                "Seed 002 Fig. 4. k = 1 is the one-stage model."),
         Figure("terarack_time_vs_size", "All-gather time vs message size", TIMES_FIGURE_SQL,
                line_plot("bytes", "time_s", ["algorithm"], xlabel="message size (bytes)", ylabel="time (ms)",
