@@ -57,15 +57,15 @@ def line_plot(x: str, y: str, series: Sequence[str], *, xlabel: str, ylabel: str
         axes = panel_axes(ax, len(panels), ncols=ncols)
         for a, value in zip(axes, panels, strict=True):
             part = df if value is None else df.filter(pl.col(facet) == value)
-            for label in labels:
-                rows = part.filter(pl.col("_series") == label).sort(x)
+            for name in labels:
+                rows = part.filter(pl.col("_series") == name).sort(x)
                 if rows.is_empty():
                     continue
-                kw = style[label].line()
+                kw = style[name].line()
                 if not marker:
                     kw["marker"] = ""
                 a.plot(rows[x].to_list(), [v * yscale if v is not None else None for v in rows[y].to_list()],
-                       ms=4, label=label, **kw)
+                       ms=4, label=name, **kw)
             if logx:
                 a.set_xscale("log", base=2)
             if logy:
@@ -340,13 +340,15 @@ def polish(ax) -> None:
     """Shared figure conventions: thinned, readable tick labels on log axes (no "6×10⁻¹" minor
     clutter, 1Mi not 1048576), a dashed y = 1 reference line on speedup/ratio charts, widths and
     hollow markers so overlapping series stay visible, and legends outside the data area."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter, ScalarFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator, ScalarFormatter
 
     _distinguish_lines(ax)
     for axis, scale, (lo, hi) in ((ax.xaxis, ax.get_xscale(), ax.get_xlim()), (ax.yaxis, ax.get_yscale(), ax.get_ylim())):
         if scale == "log":
             axis.set_minor_formatter(NullFormatter())
             base = getattr(axis.get_transform(), "base", 10)
+            if base == 2:  # minor ticks between powers of two mark nothing a reader uses (and cost a draw each)
+                axis.set_minor_locator(NullLocator())
             name = (axis.get_label_text() or "").lower()
             binary = "byte" in name or "(b)" in name or "buffer" in name  # Ki/Mi/Gi only for sizes
             if base == 2 or (axis is ax.xaxis and hi / lo >= 30):
