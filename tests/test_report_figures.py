@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 
 import matplotlib
 
 matplotlib.use("Agg")
+import duckdb  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 import pytest  # noqa: E402
@@ -208,3 +211,53 @@ def test_a_fabric_looks_the_same_in_every_figure_and_the_named_styles_are_distin
     assert len({(NAMED[f].color, NAMED[f].marker) for f in FABRICS}) == len(FABRICS)
     a, b = styles(["one", "two"]).values()
     assert (a.color, a.marker) != (b.color, b.marker)
+
+
+# --- in a browser ---------------------------------------------------------------------------------
+
+PROBE = """<script>
+window.addEventListener('load', () => {
+  const box = document.querySelector('figure.plot'), svg = box.querySelector('svg'), out = [];
+  const data = JSON.parse(box.querySelector('script[type="application/json"]').textContent);
+  const parts = k => [...svg.querySelectorAll(`[id^="${data.id}--s${k}--"]`)];
+  const entry = svg.querySelector(`[id^="${data.id}--l1--"]`);
+  entry.dispatchEvent(new MouseEvent('click', {bubbles: true}));
+  out.push('hidden ' + parts(1).every(e => e.classList.contains('off') && getComputedStyle(e).visibility === 'hidden'));
+  entry.dispatchEvent(new MouseEvent('click', {bubbles: true}));
+  out.push('shown ' + parts(1).every(e => !e.classList.contains('off')));
+  entry.dispatchEvent(new MouseEvent('dblclick', {bubbles: true}));
+  out.push('alone ' + data.series.map((_, k) => parts(k).some(e => e.classList.contains('off')) ? 0 : 1).join(''));
+  const p = data.series[1].points[2], at = new DOMPoint(p[0], p[1]).matrixTransform(svg.getScreenCTM());
+  svg.dispatchEvent(new MouseEvent('mousemove', {clientX: at.x + 2, clientY: at.y - 2, bubbles: true}));
+  out.push('tip ' + JSON.stringify(box.querySelector('.tip').hidden ? '' : box.querySelector('.tip').textContent));
+  const pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = out.join('|');
+  document.body.append(pre);
+});
+</script>"""
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs a headless browser (Debian: apt-get install chromium)")
+def test_the_page_hides_shows_and_reads_out_series_in_a_headless_browser(tmp_path, monkeypatch):
+    from estimator.reports import build
+    from estimator.reports.model import Section
+
+    store = tmp_path / "s.duckdb"
+    con = duckdb.connect(str(store))
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES ('sipac', 64, 1.0), ('sipac', 256, 2.0), ('sipac', 1024, 3.0),"
+                " ('bcube', 64, 1.5), ('bcube', 256, 2.5), ('bcube', 1024, 3.5), ('ocs', 64, 4.0), ('ocs', 256, 5.0),"
+                " ('ocs', 1024, 6.0)) AS v(fabric, n, ms)")
+    con.close()
+    fig = Figure("demo_fig", "demo", "SELECT * FROM t ORDER BY fabric DESC, n",
+                 line_plot("n", "ms", ["fabric"], xlabel="GPUs", ylabel="time (ms)", logy=False))
+    monkeypatch.setattr(build, "sections", lambda: [Section("demo", "Demo", figures=(fig,), needs_tables=("t",))])
+    page = build.build_report(store, tmp_path / "rep")
+    probe = page.with_name("probe.html")
+    probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    out = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--window-size=1200,1600", "--dump-dom", probe.as_uri()], capture_output=True, text=True,
+                         timeout=180)
+    found = re.search(r'<pre id="probe">(.*?)</pre>', out.stdout)
+    assert found, out.stderr[-500:]
+    hidden, shown, alone, tip = found.group(1).split("|")
+    assert hidden == "hidden true" and shown == "shown true" and alone == "alone 010"
+    assert tip == 'tip "ocs\\nGPUs: 1024\\ntime (ms): 6"'  # series 1 (ORDER BY fabric DESC), alone

@@ -64,8 +64,8 @@ def line_plot(x: str, y: str, series: Sequence[str], *, xlabel: str, ylabel: str
                 kw = style[name].line()
                 if not marker:
                     kw["marker"] = ""
-                a.plot(rows[x].to_list(), [v * yscale if v is not None else None for v in rows[y].to_list()],
-                       ms=4, label=name, **kw)
+                a.plot(rows[x].to_list(), [float(v) * yscale if v is not None else None for v in rows[y].to_list()],
+                       ms=4, label=name, **kw)  # float(): a DuckDB sum or literal may be a Decimal
             if logx:
                 a.set_xscale("log", base=2)
             if logy:
