@@ -44,8 +44,8 @@ figure{margin:1em 0} figure img{max-width:100%;border:1px solid #ddd}
 details pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:85%}
 .scroll{max-width:100%;max-height:80vh;overflow:auto;margin:.5em 0;border-bottom:1px solid #ccc} .scroll table{margin:0}
 table{border-collapse:collapse;font-size:90%} td,th{border:1px solid #ccc;padding:3px 8px;vertical-align:top}
-td{max-width:28em;overflow-wrap:break-word} td.wide{min-width:13em} td.txt{min-width:8em} td{font-variant-numeric:tabular-nums}
-td.num,th.num{text-align:right;white-space:nowrap}
+td{max-width:28em;overflow-wrap:break-word} td.wide{min-width:13em} td.txt{min-width:12em} td{font-variant-numeric:tabular-nums}
+td.num{text-align:right;white-space:nowrap} th.num{text-align:right}
 th{background:#eee;position:sticky;top:0} .ok{color:#080;font-weight:bold} .no{color:#b00;font-weight:bold}
 .na{color:#777} .mid{color:#a60;font-weight:bold} td details summary{cursor:pointer;color:#225}
 .v-holds{background:#dff3df;color:#063;font-weight:bold} .v-fails{background:#fbe0e0;color:#900;font-weight:bold}

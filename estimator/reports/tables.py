@@ -131,19 +131,20 @@ def _decimals(v: float, sig: int) -> int:
 
 
 def _numbers(values: list[float | None], sig: int) -> list[str]:
-    """Cells of one numeric column: the decimals the median value needs for ``sig`` digits, more in a
-    cell that would otherwise keep fewer than two significant digits, thousands separated; trailing
-    zeros that every cell has are dropped (450, not 450.0)."""
+    """Cells of one numeric column: the decimals the median value needs for ``sig`` digits — fewer in
+    a cell that has ``sig`` digits without them, more in one that would otherwise keep fewer than two
+    significant digits — but never more than the values have (450, not 450.0; a column the SQL
+    rounded to one decimal keeps one); thousands separated."""
     present = [abs(v) for v in values if v is not None and math.isfinite(v) and v != 0]
     base = _decimals(statistics.median(present), sig) if present else 0
+    written = next((k for k in range(7) if all(abs(v - round(v, k)) <= 1e-9 * v for v in present)), 6)
     out = []
     for v in values:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             out.append("")
             continue
-        out.append(f"{v:,.{max(base, _decimals(v, 2))}f}" if v != 0 else "0")
-    while any(c not in ("", "0") for c in out) and all("." in c and c.endswith("0") for c in out if c not in ("", "0")):
-        out = [c if c in ("", "0") else c[:-1].removesuffix(".") for c in out]  # 450 GB/s, not 450.0
+        d = max(min(base, _decimals(v, sig)), _decimals(v, 2))  # 17,785 ms beside 14.60 ms, 0.062 ms
+        out.append(f"{v:,.{min(d, written)}f}" if v != 0 else "0")  # 450 GB/s, not 450.0
     return out
 
 
@@ -175,9 +176,15 @@ def format_column(name: str, series: pl.Series, kind: str | None = None) -> tupl
         return header(name, kind), ["" if v is None else str(v) for v in values], False
     if kind == "bool":
         return header(name, kind), ["" if v is None else ("yes" if v else "no") for v in values], False
-    if isinstance(series.dtype, pl.List):
+    if isinstance(series.dtype, pl.List):  # one list per cell; a time list in the unit its values suit
+        if kind in ("s", "ms", "us"):
+            scale = {"s": 1.0, "ms": 1e-3, "us": 1e-6}[kind]
+            unit, to = _time_unit([x * scale for v in values for x in (v or []) if x is not None])
+            return header(name, kind, unit), [", ".join(_numbers([x * scale / to for x in (v or [])], 3))
+                                              for v in values], False
         return header(name, kind), [", ".join(_plain(x) for x in (v or [])) for v in values], False
-    values = [float(v) if isinstance(v, Decimal) else v for v in values]
+    values = [(int(v) if v == v.to_integral_value() else float(v)) if isinstance(v, Decimal) else v
+              for v in values]  # a DuckDB sum of counts is a Decimal
     if kind in ("s", "ms", "us"):
         seconds = [None if v is None else v * {"s": 1.0, "ms": 1e-3, "us": 1e-6}[kind] for v in values]
         unit, scale = _time_unit(seconds)
@@ -188,8 +195,9 @@ def format_column(name: str, series: pl.Series, kind: str | None = None) -> tupl
         return header(name, kind), _numbers([None if v is None else 100 * v for v in values], 3), True
     if kind in ("GB/s", "Gb/s") and name.endswith(("_Bps", "_bps")):
         values = [None if v is None else v / 1e9 for v in values]
-    if all(isinstance(v, int) or v is None for v in values):
-        return header(name, kind), ["" if v is None else (f"{v:,}" if abs(v) >= 10_000 else str(v)) for v in values], True
+    if all(isinstance(v, int) or v is None for v in values):  # thousands separated when one needs it: 1,024 beside 16,384
+        sep = any(v is not None and abs(v) >= 10_000 for v in values)
+        return header(name, kind), ["" if v is None else (f"{v:,}" if sep else str(v)) for v in values], True
     return header(name, kind), _numbers(values, 3 if kind == "pct" else 4), True
 
 

@@ -348,8 +348,11 @@ SECTION = Section(
     tables=(
         Table("terarack_table1", "Table I: steps at N = 1024, w = 64 (4 MB)", STEPS_SQL),
         Table("terarack_depths", "Optimal depth per node count (both roundings of k*; 16 nodes / 2 wavelengths is the "
-              "Sec. III-C worked example)", DEPTH_SUMMARY_SQL),
-        Table("terarack_reductions", "OpTree's average reductions (fractions)", REDUCTION_SQL),
+              "Sec. III-C worked example)", DEPTH_SUMMARY_SQL, formats={"time_by_depth": "s"}),
+        Table("terarack_reductions", "OpTree's average time reduction against each scheme", REDUCTION_SQL,
+              "Mean over the message sizes, then over each study's cases; overall = the mean of the two studies "
+              "(seed 002's 72.21 / 94.30 / 88.58 % against WRHT / Ring / NE).",
+              formats={"nodes_study": "%", "wavelengths_study": "%", "overall": "%"}),
         Table("terarack_training", "Training on a 1024-node TeraRack (A100, data parallel)", TRAINING_SQL),
     ),
     claims=_claims,
