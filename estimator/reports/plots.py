@@ -313,6 +313,7 @@ def _distinguish_lines(ax) -> None:
     series drawn after it (two policies at speedup 1.0, equal MFU on two fabrics) is drawn wider, with
     larger hollow markers — a ring around the later one's marker — one step per series covering it."""
     lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_") and len(ln.get_xdata())]
+    ax.get_xlim(), ax.get_ylim()  # settle pending autoscaling (shared panels) before reading transData
     to_axes = ax.transData + ax.transAxes.inverted()
     pts = []
     for line in lines:
