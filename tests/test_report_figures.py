@@ -155,6 +155,10 @@ def test_terarack_sixteen_curves_become_four_panels_of_four():
     with drawn(_figure("terarack_time_vs_size"), pl.DataFrame(rows)) as d:
         assert figure_checks.problems(d.figure) == []
         assert len(d.figure.axes) == 4 and all(len(a.get_lines()) >= 4 for a in d.figure.axes)
+        for a in d.figure.axes:  # ne and wrht coincide in every panel: the one drawn first is a ring around the other
+            lines = {ln.get_label(): ln for ln in a.get_lines()}
+            assert lines["ne"].get_linewidth() > lines["wrht"].get_linewidth(), a.get_title()
+            assert lines["ne"].get_markerfacecolor() == "none"
         assert [t.get_text() for t in d.figure.legends[0].get_texts()] == ["ne", "optree", "ring", "wrht"]
 
 
@@ -169,6 +173,20 @@ def test_opsquare_legend_does_not_take_the_plot_and_byte_labels_do_not_collide()
         width = d.figure.get_size_inches()[0] * d.figure.dpi
         panels = sum(a.bbox.width for a in d.figure.axes)
         assert panels > 0.7 * width  # the legend went below, the panels keep the width
+
+
+def test_packet_latency_panels_ring_every_series_hidden_under_another():
+    """Four series within 1 % of each other in every panel (intra-pod latency is flat): each panel,
+    the first included, draws the covered ones as rings (its shared axes settled before looking)."""
+    rows = [{"network": net, "nodes": n, "locality": loc, "load": ld / 10, "throughput": ld / 10, "loss_ratio": 0.0,
+             "latency_intra_us": base * (1 + 0.002 * (ld + n // 256 + 3 * loc)), "latency_inter_us": base * (2 + ld)}
+            for net, base in (("opsquare", 0.12), ("leafspine", 1.0)) for n in (256, 1024) for loc in (0.33, 0.67)
+            for ld in range(1, 11)]
+    with drawn(_figure("packetsim_latency"), pl.DataFrame(rows)) as d:
+        assert figure_checks.problems(d.figure) == []
+        for a in d.figure.axes:
+            widths = [ln.get_linewidth() for ln in a.get_lines()]
+            assert widths == sorted(widths, reverse=True) and widths[0] > widths[-1], a.get_title()
 
 
 # --- the SVG the page embeds -------------------------------------------------------------------------
