@@ -45,7 +45,7 @@ def test_section_renders_in_the_html_report_with_claims(tmp_path, monkeypatch):
     monkeypatch.setattr(build, "sections", lambda: [report.SECTION])
     page = build.build_report(store, tmp_path / "rep").read_text()
     assert "OPSquare (seed 004): packet level vs the NVLink leaf-spine" in page
-    assert page.count("packetsim_throughput.png") == 1
+    assert page.count("<figure class='plot' id='fig-packetsim_throughput'>") == 1
     from estimator.store.duckdb_store import connect
 
     with connect(store, read_only=True) as con:

@@ -48,12 +48,14 @@ def test_report_is_a_static_page_with_the_scaling_figure(foundation_store, tmp_p
     out = cli("report", f"store={store}", f"report_dir={tmp_path}")
     assert out.returncode == 0, out.stderr
     page = (tmp_path / "index.html").read_text()
-    assert "figures/resnet50_iter_time_vs_nodes.png" in page
-    assert (tmp_path / "figures" / "resnet50_iter_time_vs_nodes.png").stat().st_size > 10_000
+    assert "<figure class='plot' id='fig-resnet50_iter_time_vs_nodes'><svg " in page  # drawn inline, interactive
+    assert (tmp_path / "figures" / "resnet50_iter_time_vs_nodes.svg").stat().st_size > 10_000
+    assert not list((tmp_path / "figures").glob("*.png"))  # one image per figure: the SVG the page shows
     assert "FROM" in (tmp_path / "figures" / "resnet50_iter_time_vs_nodes.sql").read_text()
     data = (tmp_path / "figures" / "resnet50_iter_time_vs_nodes.csv").read_text().splitlines()
     assert len(data) == 1 + 24 and "ideal (lower bound)" in "\n".join(data)  # the plotted rows, beside the figure
     assert [line for line in out.stderr.splitlines() if line.startswith("report [")]  # per-section progress
+    assert "figure check" not in out.stderr  # estimator.reports.figure_checks found nothing to report
     assert "http://" not in page and "https://" not in page  # no server, no remote assets
 
 

@@ -270,22 +270,22 @@ def test_summary_and_report_keep_the_three_groups_apart(tmp_path, traces):
     section = page[page.index("id='validation'"):]
     assert "Against real hardware" in page
     for fig in ("validation_nccl", "validation_training", "validation_errors"):
-        assert (tmp_path / "rep" / "figures" / f"{fig}.png").stat().st_size > 0
+        assert (tmp_path / "rep" / "figures" / f"{fig}.svg").stat().st_size > 0
     assert (tmp_path / "rep" / "figures" / "validation_nccl.sql").read_text().startswith("SELECT")
-    assert "<td>nccl</td><td>calibration</td><td>1</td><td>cal</td>" in section  # which rows calibrated
-    assert "<td>nccl</td><td>same-source</td><td>1</td><td>s1</td>" in section
-    assert "<td>nccl</td><td>independent</td><td>2</td><td>h1, h2</td>" in section
+    assert "<td>nccl</td><td>calibration</td><td class='num'>1</td><td>cal</td>" in section  # which rows calibrated
+    assert "<td>nccl</td><td>same-source</td><td class='num'>1</td><td>s1</td>" in section
+    assert "<td>nccl</td><td>independent</td><td class='num'>2</td><td>h1, h2</td>" in section
     # the summary table lists the groups in reading order, not alphabetically
     summary_html = section[section.index("Errors per group"):]
     assert summary_html.index("calibration") < summary_html.index("same-source") < summary_html.index("independent")
-    assert f"<td>{round(errs['cal'], 1):.4g}</td>" in section
+    assert f"<td class='num'>{round(errs['cal'], 1):.4g}</td>" in section
     assert "<a href='https://example.org/synthetic'>" in section
     assert "t8 vs t1" in section  # the 8-GPU row is paired with the 1-GPU row for scaling efficiency
     assert "t16 vs t8" in section  # the 2-node row with the one-node row for multi-node scaling
     pred = {r["id"]: r["predicted"] for r in out["rows"]}
     speedup_error = 100 * ((pred["t16"] / pred["t8"]) / (13000 / 7000) - 1)
     assert "<td>t16</td><td>independent</td><td>t8</td>" in section
-    assert f"<td>{round(speedup_error, 1):.4g}</td></tr>" in section
+    assert f"<td class='num'>{round(speedup_error, 1):.4g}</td></tr>" in section
 
 
 def test_validate_text_summary_names_the_groups(tmp_path, capsys):

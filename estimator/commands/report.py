@@ -1,7 +1,8 @@
 """Build the static HTML report from the DuckDB store: ``estimator report``.
 
-Writes ``reports/index.html`` and ``reports/figures/*.{png,svg,sql,csv}`` (``report_dir=...`` to
-change); one progress line per section goes to stderr (the pipeline's ``results/logs/report.log``).
+Writes ``reports/index.html`` and ``reports/figures/*.{svg,sql,csv}`` (``report_dir=...`` to
+change); one progress line per section goes to stderr (the pipeline's ``results/logs/report.log``),
+and one ``report: figure check: ...`` line for anything a figure check finds (docs/report.md).
 The report folder is checked before the store is opened; a store that cannot be read (missing,
 damaged, locked for longer than the wait) is one error line.
 """

@@ -22,8 +22,9 @@ class Figure:
     name: str  # file stem under reports/figures/
     title: str
     sql: str
-    plot: Callable[[pl.DataFrame, Any], None]  # (data, matplotlib Axes) -> None
+    plot: Callable[[pl.DataFrame, Any], None]  # (data, matplotlib Axes) -> None (estimator.reports.plots)
     caption: str = ""
+    formats: dict[str, str] = field(default_factory=dict)  # column -> kind for its data table (reports.tables)
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class Table:
     title: str
     sql: str
     caption: str = ""
+    formats: dict[str, str] = field(default_factory=dict)  # column -> how it reads (estimator.reports.tables.KINDS)
 
 
 VERDICTS = ("holds", "paper-inconsistent", "simplified", "fails")

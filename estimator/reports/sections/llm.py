@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import polars as pl
-
 from estimator.reports.model import Figure, Section, Table
+from estimator.reports.plots import line_plot
 
 BEST_SQL = """
 SELECT model_name, fabric_name, nodes, layout, iter_time_s, mfu, exposed_comm_share,
@@ -34,18 +33,7 @@ ORDER BY f.model_name, f.nodes, speedup_vs_leafspine DESC
 """
 
 
-def _plot_mfu(df: pl.DataFrame, ax) -> None:
-    styles = {m: s for m, s in zip(sorted(df["model_name"].unique()), ("-", "--", ":", "-."), strict=False)}
-    colors: dict[str, str] = {}
-    for (model, fabric), part in df.sort("nodes").group_by(["model_name", "fabric_name"], maintain_order=True):
-        line = ax.plot(part["nodes"], part["mfu"] * 100, marker="o", ls=styles[model], color=colors.get(fabric),
-                       label=f"{fabric} · {model}")[0]
-        colors.setdefault(fabric, line.get_color())
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("GPUs (A100 80 GB)")
-    ax.set_ylabel("model FLOPs utilisation (%)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+MODEL_NAMES = {"gpt3_175b": "GPT-3 175B", "llama2_70b": "Llama-2 70B"}
 
 
 SECTION = Section(
@@ -66,9 +54,13 @@ SECTION = Section(
         "3.6 Tb/s channel) beat it. Not modelled: output-port contention between concurrent groups on OPSquare."
     ),
     figures=(
-        Figure(name="llm_mfu_vs_gpus", title="MFU of the best layout vs GPUs", sql=BEST_SQL, plot=_plot_mfu,
-               caption="Solid: GPT-3 175B; dashed: Llama-2 70B. At a fixed global batch, more GPUs mean fewer "
-                       "microbatches per pipeline, so the bubble and exposed communication grow."),
+        Figure(name="llm_mfu_vs_gpus", title="MFU of the best layout vs GPUs", sql=BEST_SQL,
+               plot=line_plot("nodes", "mfu", ["fabric_name"], xlabel="GPUs (A100 80 GB)",
+                              ylabel="model FLOPs utilisation (%)", logy=False, yscale=100, facet="model_name",
+                              facet_title=lambda m: MODEL_NAMES.get(m, m)),
+               caption="One panel per model, one colour and marker per fabric (a fabric run at one size only is a "
+                       "single point). At a fixed global batch, more GPUs mean fewer microbatches per pipeline, so the "
+                       "bubble and exposed communication grow."),
     ),
     tables=(
         Table(name="llm_best_layouts", title="Best layout per model, fabric and GPU count", sql=BEST_SQL),

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from estimator.fabrics.ocs import PAPER_NAMES
 from estimator.reports.model import Figure, Section, Table
+from estimator.reports.plots import bar_plot
 from estimator.reports.rules import AllOf, Beats, Exclusive
-from estimator.reports.sections.paper_helpers import Query, bar_plot, judged, readings, rows, table_with
+from estimator.reports.sections.paper_helpers import Query, judged, readings, rows, table_with
 
 ESTIMATES = table_with("estimates", {"fabric_topology": "VARCHAR", "fabric_inner_node_delay_s": "DOUBLE",
                                      "fabric_ports": "BIGINT"})

@@ -21,6 +21,8 @@ import polars as pl  # noqa: E402
 from estimator.errors import EstimatorError  # noqa: E402
 from estimator.files import atomic_path  # noqa: E402
 from estimator.reports.model import Figure, Section  # noqa: E402
+from estimator.reports.plots import label_axes, legend, panel_axes  # noqa: E402
+from estimator.reports.style import styles  # noqa: E402
 
 SQL = """
 SELECT network, nodes, locality, load,
@@ -37,31 +39,49 @@ ORDER BY network, nodes, locality, load
 PANELS = (
     ("throughput", "throughput / 3.6 Tb/s", "linear"),
     ("loss_ratio", "packet loss ratio", "symlog"),
-    ("latency", "mean latency µs (solid intra, dashed inter)", "log"),
+    ("latency", "mean latency (µs)", "log"),
 )
 TITLES = {"opsquare": "OPSquare (cf. Fig. 2)", "leafspine": "Leaf-spine (cf. Fig. 3)"}
+LATENCY = {"intra": "latency_intra_us", "inter": "latency_inter_us"}
 
 
-def _plot_panel(df: pl.DataFrame, ax, metric: str, network: str | None = None) -> None:
-    rows = df if network is None else df.filter(pl.col("network") == network)
-    for (net, nodes, loc), part in rows.group_by(["network", "nodes", "locality"], maintain_order=True):
-        label = f"{net} {nodes} nodes, {loc:.0%} local" if network is None else f"{nodes} nodes, {loc:.0%} local"
+def _label(nodes: int, locality: float) -> str:
+    return f"{nodes} nodes, {locality:.0%} local"
+
+
+def _plot_panel(df: pl.DataFrame, ax, metric: str, network: str, style: dict | None = None) -> None:
+    """One network's lines (one per size and locality) of ``metric``: a column, or "latency" for intra-pod
+    (solid) and inter-pod (dashed, the same colour) together."""
+    rows = df.filter(pl.col("network") == network)
+    groups = list(rows.group_by(["nodes", "locality"], maintain_order=True))
+    style = style or styles(_label(n, loc) for (n, loc), _ in groups)
+    for (nodes, loc), part in groups:
+        s = style[_label(nodes, loc)]
         if metric == "latency":
-            line = ax.plot(part["load"], part["latency_intra_us"], marker="o", ms=3, label=label)[0]
-            ax.plot(part["load"], part["latency_inter_us"], marker="s", ms=3, ls="--", color=line.get_color())
+            ax.plot(part["load"], part["latency_intra_us"], ms=3, label=_label(nodes, loc), **s.line())
+            ax.plot(part["load"], part["latency_inter_us"], ms=3, label="_inter", **{**s.line(), "linestyle": "--"})
         else:
-            ax.plot(part["load"], part[metric], marker="o", ms=3, label=label)
+            ax.plot(part["load"], part[metric], ms=3, label=_label(nodes, loc), **s.line())
     if metric == "throughput":
         ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls=":", label="ideal")
-    ax.set_xlabel("offered load")
     ax.grid(alpha=0.3)
 
 
-def _panel(metric: str, scale: str):
+def _panels(metric: str, label: str, scale: str):
+    """The report's figure of one metric: a panel per network (latency: per network and direction)."""
+
     def plot(df: pl.DataFrame, ax) -> None:
-        _plot_panel(df, ax, metric)
-        ax.set_yscale(scale, **({"linthresh": 1e-4} if scale == "symlog" else {}))
-        ax.legend(fontsize=6)
+        nets = [n for n in TITLES if n in set(df["network"].to_list())]
+        style = styles(_label(n, loc) for (n, loc), _ in df.group_by(["nodes", "locality"], maintain_order=True))
+        panels = [(n, c, f"{TITLES[n]}: {d}-pod") for n in nets for d, c in LATENCY.items()] if metric == "latency" \
+            else [(n, metric, TITLES[n]) for n in nets]
+        axes = panel_axes(ax, len(panels), ncols=2)
+        for a, (net, column, title) in zip(axes, panels, strict=True):
+            _plot_panel(df, a, column, net, style)
+            a.set_yscale(scale, **({"linthresh": 1e-4} if scale == "symlog" else {}))
+            a.set_title(title, fontsize=9)
+        label_axes(axes, "offered load", label)
+        legend(axes)
 
     return plot
 
@@ -207,7 +227,7 @@ SECTION = Section(
     title="OPSquare (seed 004): packet level vs the NVLink leaf-spine",
     intro="Uniform random 1500-byte traffic, 20 µs warm-up + 20 µs measurement, per conf/packetsim.yaml.",
     figures=tuple(
-        Figure(name=f"packetsim_{metric}", title=label, sql=SQL, plot=_panel(metric, scale))
+        Figure(name=f"packetsim_{metric}", title=label, sql=SQL, plot=_panels(metric, label, scale))
         for metric, label, scale in PANELS
     ),
     claims=_claims,
@@ -230,7 +250,9 @@ def make_figure(store: str | Path, out: str | Path) -> Path:
             ax = axes[row][col]
             _plot_panel(df, ax, metric, net)
             ax.set_yscale(scale, **({"linthresh": 1e-4} if scale == "symlog" else {}))
-            ax.set_title(f"{TITLES[net]}: {label}", fontsize=9)
+            ax.set_xlabel("offered load")
+            ax.set_title(f"{TITLES[net]}: {label}" + (" (solid intra-pod, dashed inter-pod)" if metric == "latency"
+                                                     else ""), fontsize=9)
             ax.legend(fontsize=7)
     fig.tight_layout()
     out = Path(out)

@@ -1,4 +1,5 @@
-"""Helpers shared by the paper sections: claim rows from SQL, number formats, line plots.
+"""Helpers shared by the paper sections: claim rows from SQL, number formats (the plot functions
+live in :mod:`estimator.reports.plots`; ``line_plot`` and ``bar_plot`` are importable from here too).
 
 A claim's project number always comes from a query over the store (``q(sql)``); these helpers only
 format it and apply a named rule of :mod:`estimator.reports.rules`, so each rule and its tolerance
@@ -9,14 +10,13 @@ says so and its verdict is ``no-data``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-import matplotlib
-import matplotlib.ticker
 import polars as pl
 
 from estimator.reports.model import Claim
+from estimator.reports.plots import bar_plot, line_plot  # noqa: F401  (sections import them from here)
 from estimator.reports.rules import Rule
 
 Query = Callable[[str], pl.DataFrame]
@@ -81,53 +81,3 @@ def readings(experiment: str) -> dict[str, dict[str, Any]]:
 
     exp = yaml.safe_load((conf_dir() / "experiment" / f"{experiment}.yaml").read_text())
     return exp.get("readings") or {}
-
-
-def line_plot(x: str, y: str, series: Sequence[str], *, xlabel: str, ylabel: str, logx: bool = True,
-              logy: bool = True, yscale: float = 1.0, marker: str = "o") -> Callable[[pl.DataFrame, Any], None]:
-    """A plot function for :class:`~estimator.reports.model.Figure`: one line per ``series`` combination."""
-
-    def plot(df: pl.DataFrame, ax) -> None:
-        colours = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]  # the report's palette
-        for i, (key, part) in enumerate(df.group_by(list(series), maintain_order=True)):
-            label = " / ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
-            part = part.sort(x)
-            # one palette colour per series, then the same colours dashed
-            ax.plot(part[x].to_list(), [v * yscale for v in part[y].to_list()], marker=marker, ms=3, label=label,
-                    color=colours[i % len(colours)], linestyle="-" if i < len(colours) else "--")
-        if logx:
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))  # 64, not 2^6
-        if logy:
-            ax.set_yscale("log")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
-
-    return plot
-
-
-def bar_plot(x: str, y: str, series: str, *, xlabel: str, ylabel: str, logy: bool = False,
-             yscale: float = 1.0) -> Callable[[pl.DataFrame, Any], None]:
-    """Grouped bars: categories ``x`` on the axis, one bar per ``series`` value."""
-
-    def plot(df: pl.DataFrame, ax) -> None:
-        cats = list(dict.fromkeys(df[x].to_list()))
-        groups = list(dict.fromkeys(df[series].to_list()))
-        width = 0.8 / max(1, len(groups))
-        for i, g in enumerate(groups):
-            part = df.filter(pl.col(series) == g)
-            vals = dict(zip(part[x].to_list(), part[y].to_list(), strict=True))
-            xs = [j + i * width for j, c in enumerate(cats) if c in vals]
-            ax.bar(xs, [vals[c] * yscale for c in cats if c in vals], width, label=str(g))
-        ax.set_xticks([j + width * (len(groups) - 1) / 2 for j in range(len(cats))], [str(c) for c in cats],
-                      fontsize=8, rotation=30, ha="right", rotation_mode="anchor")  # long fabric names never overlap
-        if logy:
-            ax.set_yscale("log")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize=7, ncol=2)
-
-    return plot

@@ -16,7 +16,9 @@ from __future__ import annotations
 import polars as pl
 
 from estimator.reports.model import Figure, Section, Table
-from estimator.reports.sections.paper_helpers import line_plot, table_with
+from estimator.reports.plots import line_plot
+from estimator.reports.sections.paper_helpers import table_with
+from estimator.reports.style import styles
 
 ESTIMATES = table_with("estimates", {"fabric_bandwidth_Bps": "DOUBLE", "fabric_spine_ports": "BIGINT"})
 
@@ -34,11 +36,13 @@ ORDER BY series, nodes
 
 
 def _plot_iter_time(df: pl.DataFrame, ax) -> None:
-    for (name,), part in df.group_by(["series"], maintain_order=True):
-        part = part.sort("nodes")
-        ax.plot(part["nodes"], part["iter_time_s"] * 1e3, marker="o", label=f"{name}: iteration")
+    names = list(dict.fromkeys(df["series"].to_list()))
+    style = styles(names)
+    for name in names:
+        part = df.filter(pl.col("series") == name).sort("nodes")
+        ax.plot(part["nodes"], part["iter_time_s"] * 1e3, label=name, **style[name].line())
     compute = df.sort("nodes").unique("nodes", keep="first", maintain_order=True)
-    ax.plot(compute["nodes"], compute["compute_time_s"] * 1e3, ls=":", color="#444", label="compute only (all)")
+    ax.plot(compute["nodes"], compute["compute_time_s"] * 1e3, ls=":", color="#444", marker="", label="compute only (all)")
     ax.set_xscale("log", base=2)
     ax.set_ylim(0, 1.1 * float(df["iter_time_s"].max()) * 1e3)
     ax.set_xlabel("GPUs (A100, data parallel)")
@@ -66,7 +70,7 @@ SECTION = Section(
             title="ResNet50 iteration time vs cluster size",
             sql=SCALING_SQL,
             plot=_plot_iter_time,
-            caption="Solid: iteration time; dotted: compute alone (the same on every fabric). The gap is exposed "
+            caption="Iteration time per fabric; dotted: compute alone (the same on every fabric). The gap is exposed "
                     "communication, shown on its own in the next figure.",
         ),
         Figure(

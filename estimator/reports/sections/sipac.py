@@ -15,16 +15,9 @@ both sides with the same alpha-beta model (the leaf-spine's ``latency_model=alph
 from __future__ import annotations
 
 from estimator.reports.model import Figure, Section, Table
+from estimator.reports.plots import bar_plot, line_plot
 from estimator.reports.rules import Beats, Flattens, InRange, Monotone, WithinAbsolute
-from estimator.reports.sections.paper_helpers import (
-    Query,
-    bar_plot,
-    judged,
-    line_plot,
-    pct,
-    rows,
-    table_with,
-)
+from estimator.reports.sections.paper_helpers import Query, judged, pct, rows, table_with
 
 BASELINES = {"superpod": (3.6, 5.3), "torus2d": (1.4, 5.9), "bcube": (1.4, 3.4)}  # seed 003 Sec. 4 / abstract
 COSTS = table_with("collective_costs", {
@@ -234,14 +227,15 @@ SECTION = Section(
                         ylabel="baseline JCT / SiPAC JCT", logy=True),
                "Seed 003 Fig. 4a. Above 1: SiPAC is faster."),
         Figure("sipac_packet_hybrid", "Packet level: hybrid JCT vs per-CU bandwidth, SiPAC vs BCube, 100 MB",
-               PACKET_HYBRID_SQL, line_plot("per_cu_Gbps", "hybrid_s", ["nodes", "network"],
-                                            xlabel="per-CU bandwidth (Gb/s)", ylabel="all-reduce + all-to-all (ms)",
-                                            yscale=1e3),
+               PACKET_HYBRID_SQL, line_plot("per_cu_Gbps", "hybrid_s", ["network"], xlabel="per-CU bandwidth (Gb/s)",
+                                            ylabel="all-reduce + all-to-all (ms)", yscale=1e3, facet="nodes",
+                                            facet_title=lambda n: f"{n} CUs"),
                "Seed 003 Fig. 4b at packet level (estimator/packetsim/collnet.py): window transport, BCube switch "
                "queues of 150 KB per port; SiPAC's channels have none."),
         Figure("sipac_bandwidth_scaling", "Hybrid JCT vs per-CU bandwidth, 64 and 512 CUs, 100 MB", HYBRID_SQL,
-               line_plot("per_cu_Gbps", "hybrid_s", ["nodes", "fabric_name"], xlabel="per-CU bandwidth (Gb/s)",
-                         ylabel="all-reduce + all-to-all, 100 MB (ms)", yscale=1e3),
+               line_plot("per_cu_Gbps", "hybrid_s", ["fabric_name"], xlabel="per-CU bandwidth (Gb/s)",
+                         ylabel="all-reduce + all-to-all, 100 MB (ms)", yscale=1e3, facet="nodes",
+                         facet_title=lambda n: f"{n} CUs"),
                "Seed 003 Fig. 4b: 64 and 512 CUs, 100 MB. SuperPOD's NIC stays a 200 Gb/s port; the rest is NVLink."),
     ),
     tables=(

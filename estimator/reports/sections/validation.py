@@ -17,12 +17,23 @@ import polars as pl
 from estimator.reports.model import Figure, Section, Table
 from estimator.reports.rules import AtMost
 from estimator.reports.sections.paper_helpers import Query, judged, rows
+from estimator.reports.style import MARKERS, PALETTE
 from estimator.validation.llm import ERRORS_SQL as LLM_ERRORS_SQL
 
 BAND = 0.15  # the ±15 % band drawn around y = x (issue #10's accuracy target for large sizes)
-STYLE = {"calibration": {"marker": "s", "color": "C3", "label": "calibration (a constant was fitted on it)"},
-         "same-source": {"marker": "^", "color": "C1", "label": "same source as a calibration row"},
-         "independent": {"marker": "o", "color": "C0", "label": "independent (shares no source)"}}
+STYLE = {"calibration": {"marker": "s", "color": PALETTE[3], "label": "calibration (a constant was fitted on it)"},
+         "same-source": {"marker": "^", "color": PALETTE[1], "label": "same source as a calibration row"},
+         "independent": {"marker": "o", "color": PALETTE[0], "label": "independent (shares no source)"}}
+
+
+def _roles(df: pl.DataFrame) -> list[tuple[str, dict]]:
+    """The roles present, in reading order, with their marker and colour (a role the table does not
+    know yet is drawn too, in grey, under its own name)."""
+    present = list(dict.fromkeys(df["role"].to_list()))
+    known = [r for r in STYLE if r in present]
+    other = [r for r in present if r not in STYLE]
+    return [(r, STYLE[r]) for r in known] + [(r, {"marker": MARKERS[4 + i], "color": PALETTE[7], "label": str(r)})
+                                             for i, r in enumerate(other)]
 # the groups in their reading order (SQL sorts them with this CASE, not alphabetically)
 ROLE_ORDER = "CASE role WHEN 'calibration' THEN 0 WHEN 'same-source' THEN 1 ELSE 2 END"
 
@@ -55,11 +66,9 @@ def _scatter(label: str):
         ax.fill_between(xs, [x * (1 - BAND) for x in xs], [x * (1 + BAND) for x in xs], color="0.85",
                         label=f"±{BAND:.0%} of measured")
         ax.plot(xs, xs, color="0.3", lw=1, label="predicted = measured")
-        for role, style in STYLE.items():
+        for role, style in _roles(df):
             part = df.filter(pl.col("role") == role)
-            if part.height:
-                ax.scatter(part["measured"], part["predicted"], s=22, alpha=0.85, edgecolors="k", linewidths=0.4,
-                           **style)
+            ax.scatter(part["measured"], part["predicted"], s=22, alpha=0.85, edgecolors="k", linewidths=0.4, **style)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
@@ -104,10 +113,9 @@ def _plot_errors(df: pl.DataFrame, ax) -> None:
     ax.axhspan(-100 * BAND, 100 * BAND, color="0.88", label=f"±{BAND:.0%}")
     ax.axhline(0, color="0.3", lw=1)
     df = df.with_row_index("x")
-    for role, style in STYLE.items():
+    for role, style in _roles(df):
         part = df.filter(pl.col("role") == role)
-        if part.height:
-            ax.scatter(part["x"], part["error_pct"], s=20, edgecolors="k", linewidths=0.4, **style)
+        ax.scatter(part["x"], part["error_pct"], s=20, edgecolors="k", linewidths=0.4, **style)
     ticks = []
     for (kind,), part in df.group_by(["kind"], maintain_order=True):
         lo, hi = part["x"].min(), part["x"].max()
