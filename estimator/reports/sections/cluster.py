@@ -25,9 +25,12 @@ RUNS = table_with("cluster_runs", {"fabric_topology": "VARCHAR", "cluster_seed":
 COMPARISON = "r.gpus = 256 AND r.cluster_jobs = 1000 AND r.cluster_load = 0.5 AND r.cluster_scheduler = 'backfill'"
 CONTENTION = "r.gpus = 1024 AND r.cluster_jobs = 2000 AND r.cluster_load = 0.95 AND r.cluster_scheduler = 'backfill'"
 CASSINI = "r.gpus = 24 AND r.fabric_topology LIKE '%leafspine_24%'"
+# a fabric's label: a custom topology by its file's name (the comparison's 4:1 leaf-spine), others by name
+FABRIC = ("CASE WHEN r.fabric_name = 'custom' THEN 'custom ' || regexp_replace(r.fabric_topology, '^.*/|[.]yaml$', '', 'g') "
+          "ELSE r.fabric_name END")
 
 RUNS_SQL = f"""
-SELECT r.fabric_name AS fabric, r.cluster_placement AS placement, r.cluster_phases AS phases, r.contention_model,
+SELECT {FABRIC} AS fabric, r.cluster_placement AS placement, r.cluster_phases AS phases, r.contention_model,
        r.jobs, r.makespan_s / 3600 AS makespan_h, r.jct_mean_s / 3600 AS jct_mean_h, r.jct_p50_s / 3600 AS jct_p50_h,
        r.jct_p99_s / 3600 AS jct_p99_h, r.queue_mean_s / 3600 AS queue_mean_h, r.slowdown_mean, r.slowdown_max,
        r.jobs_slowed, r.setup_mean_s, r.gpu_utilisation, r.link_utilisation
@@ -36,15 +39,15 @@ ORDER BY r.gpus, r.fabric_name, r.cluster_placement, r.cluster_phases
 """
 
 CDF_SQL = f"""
-SELECT r.fabric_name AS fabric, j.jct_s / 3600 AS jct_h,
-       cume_dist() OVER (PARTITION BY r.fabric_name ORDER BY j.jct_s) AS share_of_jobs
+SELECT {FABRIC} AS fabric, j.jct_s / 3600 AS jct_h,
+       cume_dist() OVER (PARTITION BY r.config_hash ORDER BY j.jct_s) AS share_of_jobs
 FROM cluster_jobs j JOIN {RUNS} r USING (config_hash)
 WHERE {COMPARISON}
 ORDER BY fabric, jct_h
 """
 
 SLOWDOWN_SQL = f"""
-SELECT r.fabric_name || ', ' || r.cluster_placement || ', ' || r.cluster_phases AS run, j.gpus,
+SELECT {FABRIC} || ', ' || r.cluster_placement || ', ' || r.cluster_phases AS run, j.gpus,
        avg(j.slowdown) AS slowdown_mean, max(j.slowdown) AS slowdown_max, count(*) AS jobs
 FROM cluster_jobs j JOIN {RUNS} r USING (config_hash)
 WHERE {CONTENTION} AND j.gpus > 1
@@ -52,7 +55,7 @@ GROUP BY ALL ORDER BY run, j.gpus
 """
 
 UTILISATION_SQL = f"""
-WITH runs AS (SELECT r.config_hash, r.fabric_name, r.gpus FROM {RUNS} r WHERE {COMPARISON}),
+WITH runs AS (SELECT r.config_hash, {FABRIC} AS fabric_name, r.gpus FROM {RUNS} r WHERE {COMPARISON}),
 span AS (SELECT config_hash, max(submit_s) AS window_s FROM cluster_jobs WHERE config_hash IN (SELECT config_hash FROM runs)
          GROUP BY config_hash),
 bins AS (SELECT runs.*, span.window_s / 48 AS width_s, unnest(range(0, 48)) AS b FROM runs JOIN span USING (config_hash))
