@@ -27,8 +27,8 @@ def cfg(*overrides):
     return estimator.resolve_config(["model=gpt3_175b", "parallelism=hybrid", *DGX_A100, *overrides])
 
 
-def spec(model):
-    return TransformerSpec.from_cfg(estimator.resolve_config([f"model={model}"])["model"])
+def spec(model, *overrides):
+    return TransformerSpec.from_cfg(estimator.resolve_config([f"model={model}", *overrides])["model"])
 
 
 @pytest.mark.parametrize("model", ["gpt3_175b", "gpt3_13b", "llama2_7b", "llama2_70b"])
@@ -54,7 +54,7 @@ def test_parameter_counts_match_transformers():
 
 
 def test_layer_capture_flops_match_megatron_formula():
-    s = spec("gpt3_13b")
+    s = spec("gpt3_13b", "model.fused_kernels=megatron")  # the 2021 layer: s x s scores counted as Eq. (3) does
     for tp in (1, 4):
         layer = capture_parts(s, tp, False)["layer"]
         fwd = sum(n.flops for n in layer.nodes if n.phase == "forward")
@@ -83,7 +83,7 @@ def test_cli_exit_2_on_memory_overflow():
 
 
 def test_memory_follows_zero_and_korthikanti():
-    s = spec("gpt3_175b")
+    s = spec("gpt3_175b", "model.fused_kernels=megatron")  # Megatron-LM 2021's layer keeps the softmax outputs
     base = Layout(8, 16, 8, 1, 1, 192, 0, False, "none")
     m0 = memory(s, base)
     m1 = memory(s, Layout(8, 16, 8, 1, 1, 192, 1, False, "none"))

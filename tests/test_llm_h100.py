@@ -169,7 +169,7 @@ def test_a_recompute_reruns_the_context_parallel_exchange(mode):
 
 @pytest.mark.parametrize("overrides, needle", [
     (("parallelism.cp=2", "parallelism.cp_comm=a2a"), "parallelism.cp_comm must be one of ring, all_gather"),
-    (("model=gpt3_13b", "parallelism.cp=2"), "needs model.fused_kernels=te"),
+    (("model=gpt3_13b", "model.fused_kernels=megatron", "parallelism.cp=2"), "needs model.fused_kernels=te"),
     (("model.seq_len=8190", "parallelism.cp=2"), "not divisible by 2 x cp"),
     (("parallelism.cp=2", "parallelism.order=cp-tp-dp-pp"), "cp must sit directly inside dp"),
     (("parallelism.fp32_grads=yes",), "fp32_grads must be true, false or null"),

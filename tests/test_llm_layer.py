@@ -85,8 +85,11 @@ def test_long_sequences_fall_back_to_the_eager_softmax():
 
 def test_fused_kernels_option_per_model_and_errors():
     assert TransformerSpec.from_cfg(compose(["model=megatron_gpt"]).model).fused == "megatron"
-    assert TransformerSpec.from_cfg(compose(["model=gpt3_175b"]).model).fused == "megatron"
-    assert TransformerSpec.from_cfg(compose(["model=llama2_7b"]).model).fused == "none"
+    # the published GPT-3 / Llama 2 shapes default to today's Transformer Engine layer (conf/model/*.yaml)
+    for model in ("gpt3_175b", "gpt3_13b", "llama2_7b", "llama2_70b"):
+        assert TransformerSpec.from_cfg(compose([f"model={model}"]).model).fused == "te"
+    assert TransformerSpec.from_cfg(compose(["model=gpt3_175b", "model.fused_kernels=megatron"]).model).fused == "megatron"
+    assert TransformerSpec.from_cfg(compose(["model=llama2_7b", "model.fused_kernels=none"]).model).fused == "none"
     with pytest.raises(EstimatorError, match="GPT layer fusions only"):
         TransformerSpec.from_cfg(compose(["model=llama2_7b", "model.fused_kernels=megatron"]).model)
     with pytest.raises(EstimatorError, match="model.fused_kernels must be one of"):

@@ -76,20 +76,21 @@ def test_gpt_te_memory_is_korthikanti_without_the_score_term():
     # Korthikanti et al. 2022 Table 2, tensor + sequence parallel: sbh (34 + 5as/h) / t; flash keeps no scores
     assert activation_bytes_per_layer(s, lay) == pytest.approx(34 * sbh / 4)
     assert activation_bytes_per_layer(replace(s, dropout=0.0), lay) == pytest.approx(32 * sbh / 4)  # no keep-masks
-    megatron = spec("gpt3_175b")
+    megatron = spec("gpt3_175b", fused="megatron")
     assert activation_bytes_per_layer(megatron, lay) == pytest.approx(sbh * (34 + 5 * s.heads * s.seq_len / s.hidden) / 4)
 
 
 def test_gpt3_175b_interleaved_layout_fits_only_with_flash_attention():
     """MLPerf Training v3.1 / NVIDIA's DGX Cloud GPT-3 layout: TP 4, PP 8, 12 virtual stages, SP, no
     recompute, micro-batch 1 on 80 GB H100 (validation/llm_rows.md)."""
-    layout = ["model=gpt3_175b", "parallelism=hybrid", *H100, "fabric.nodes=1024", "parallelism.tp=4", "parallelism.pp=8",
+    layout = ["model=gpt3_175b", "model.fused_kernels=megatron", "parallelism=hybrid", *H100, "fabric.nodes=1024",
+              "parallelism.tp=4", "parallelism.pp=8",
               "parallelism.virtual_stages=12", "parallelism.sequence_parallel=true", "parallelism.recompute=none",
               "parallelism.global_batch=2048", "precision=bf16"]
     with pytest.raises(EstimatorError, match=r"needs 1\d\d\.\d GB per GPU on pipeline stage 0 .* GB too much") as err:
         validate_hybrid(estimator.resolve_config(layout))  # Megatron-LM 2021's layer keeps s x s softmax outputs
-    assert "\n" not in str(err.value)
-    te = estimator.resolve_config([*layout, "model.fused_kernels=te"])
+    assert "\n" not in str(err.value) and "model.fused_kernels=te is flash attention" in str(err.value)
+    te = estimator.resolve_config([*layout[:1], *layout[2:]])  # the model's default layer: te
     validate_hybrid(te)
     spec_te = TransformerSpec.from_cfg(te["model"])
     mem = memory(spec_te, Layout.from_cfg(te["parallelism"], spec_te, 1024), 4)
@@ -99,8 +100,9 @@ def test_gpt3_175b_interleaved_layout_fits_only_with_flash_attention():
 
 
 @pytest.mark.parametrize("overrides, needle", [
-    (("model=gpt3_175b", "model.dropout=0.0"), "modelled with model.fused_kernels=te only"),
-    (("model=gpt3_175b", "model.position_embedding=none"), "modelled with model.fused_kernels=te only"),
+    (("model=gpt3_175b", "model.fused_kernels=megatron", "model.dropout=0.0"), "modelled with model.fused_kernels=te only"),
+    (("model=gpt3_175b", "model.fused_kernels=megatron", "model.position_embedding=none"),
+     "modelled with model.fused_kernels=te only"),
     (("model=gpt3_175b", "model.fused_kernels=te", "model.dropout=1.0"), r"model.dropout must be a probability in \[0, 1\)"),
     (("model=gpt3_175b", "model.fused_kernels=te", "model.position_embedding=alibi"), "position_embedding must be one of"),
     (("model=nemotron4_15b", "model.fused_kernels=none"), "family_variant nemotron is modelled as Megatron-core"),
@@ -111,6 +113,14 @@ def test_bad_layer_options_are_one_line_errors(overrides, needle):
     with pytest.raises(EstimatorError, match=needle) as err:
         TransformerSpec.from_cfg(estimator.resolve_config(list(overrides))["model"])
     assert "\n" not in str(err.value)
+
+
+def test_fp8_needs_the_transformer_engine_layer():
+    base = ["model=gpt3_13b", "parallelism=hybrid", *H100, "fabric.nodes=64", "precision=fp8"]
+    with pytest.raises(EstimatorError, match="precision=fp8 needs the Transformer Engine layer") as err:
+        validate_hybrid(estimator.resolve_config([*base, "model.fused_kernels=megatron"]))
+    assert "\n" not in str(err.value)
+    validate_hybrid(estimator.resolve_config(base))  # gpt3_13b's default layer is te
 
 
 def test_position_embedding_none_drops_the_position_table():

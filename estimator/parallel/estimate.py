@@ -46,6 +46,9 @@ def _setup(cfg: dict[str, Any]):
     framework = Framework.from_cfg(cfg.get("framework"))
     precision = str(cfg.get("precision") or "amp")
     device.tensor_peak(precision)
+    if precision == "fp8" and spec.fused != "te":  # FP8 training runs through Transformer Engine's layers only
+        raise EstimatorError(f"precision=fp8 needs the Transformer Engine layer: model {spec.name!r} uses "
+                             f"model.fused_kernels={spec.fused}; add model.fused_kernels=te")
     fp32 = _bool_or_null(par, "fp32_grads")
     if fp32 is not None:  # the published run's own choice (e.g. Llama 3: FP32 gradient reduce-scatter)
         framework = replace(framework, fp32_grads_with_bf16=fp32)
@@ -83,7 +86,17 @@ def _check_fits(spec: TransformerSpec, layout: Layout, capacity: float | None, f
             f"parallelism: layout {layout.label()} needs {mem['total'] / 1e9:.1f} GB per GPU{where} "
             f"(weights {mem['weights'] / 1e9:.1f}, gradients {mem['gradients'] / 1e9:.1f}, optimizer {mem['optimizer'] / 1e9:.1f}, "
             f"activations {mem['activations'] / 1e9:.1f}) but the device has {capacity / 1e9:.1f} GB: "
-            f"{(mem['total'] - capacity) / 1e9:.1f} GB too much")
+            f"{(mem['total'] - capacity) / 1e9:.1f} GB too much{_hint(spec, layout)}")
+
+
+def _hint(spec: TransformerSpec, layout: Layout) -> str:
+    """What else the user can change when a layout does not fit (the layer keeps s x s attention
+    scores unless it is Transformer Engine's flash-attention layer)."""
+    if spec.fused != "te" and spec.family in ("gpt", "llama", "nemotron") and not spec.experts \
+            and layout.recompute != "full":
+        return (f" (model.fused_kernels={spec.fused} keeps the s x s attention scores; "
+                "model.fused_kernels=te is flash attention, as Megatron-core / NeMo run today)")
+    return ""
 
 
 def estimate_hybrid(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
