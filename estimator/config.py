@@ -65,10 +65,32 @@ def group_choices(overrides: Iterable[str]) -> list[str]:
     return [o for o in overrides if "=" in o and o.partition("=")[0].lstrip("+~") in groups]
 
 
+def _decoder_model(name: str) -> bool:
+    """``conf/model/<name>.yaml`` is a decoder-only transformer (``arch: decoder``)."""
+    path = conf_dir() / "model" / f"{name}.yaml"
+    return path.is_file() and re.search(r"^arch:\s*decoder\b", path.read_text(), re.M) is not None
+
+
+def implied_overrides(overrides: list[str]) -> list[str]:
+    """The overrides plus ``parallelism=hybrid`` when they choose one decoder-only model
+    (``model=llama3_8b``) and no parallelism: a large model is estimated by its layout
+    (:mod:`estimator.parallel`), never by capturing it whole as a data-parallel zoo model."""
+    keys = {o.partition("=")[0].lstrip("+~") for o in overrides if "=" in o}
+    if "parallelism" in keys or "experiment" in keys:
+        return overrides
+    model = next((o.partition("=")[2] for o in overrides if o.partition("=")[0].lstrip("+") == "model"), "")
+    if model and "," not in model and _decoder_model(model):
+        return [*overrides, "parallelism=hybrid"]
+    return overrides
+
+
 def compose(overrides: list[str] | tuple[str, ...] = (), config_name: str = "config") -> DictConfig:
-    """Compose ``conf/<config_name>.yaml`` with Hydra overrides; errors become one line."""
+    """Compose ``conf/<config_name>.yaml`` with Hydra overrides (and :func:`implied_overrides`);
+    errors become one line."""
     overrides = list(overrides)
     _check_group_choices(overrides)
+    if config_name == "config":
+        overrides = implied_overrides(overrides)
     return _compose_cached(tuple(overrides), config_name).copy()
 
 
@@ -107,6 +129,8 @@ def compose_plain(overrides: list[str] | tuple[str, ...] = (), config_name: str 
     ``to_container(compose(overrides))`` whenever it returns a dict (tested)."""
     overrides = list(overrides)
     _check_group_choices(overrides)
+    if config_name == "config":
+        overrides = implied_overrides(overrides)
     path = _cache_file(tuple(overrides), config_name)
     if path is None or not path.is_file():
         return None

@@ -172,6 +172,10 @@ def validate(cfg: dict[str, Any]) -> None:
         from estimator.parallel.estimate import validate_hybrid
 
         return validate_hybrid(sub)
+    model = cfg.get("model") or {}
+    if model.get("arch") == "decoder" and not cfg.get("workload"):  # never captured whole
+        raise EstimatorError(f"model {model.get('name')!r} is a decoder-only transformer: estimate it with "
+                             "parallelism=hybrid (its tp/cp/pp/dp layout), not parallelism=data")
     shared_fabric(sub["fabric"] or {})
     device = DeviceProfile.from_dict(dict(sub["device"] or {}))
     BucketPolicy.from_dict(dict(sub["parallelism"] or {}))

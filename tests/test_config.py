@@ -1,3 +1,7 @@
+import json
+import subprocess
+import sys
+
 import pytest
 
 from estimator import config
@@ -119,3 +123,30 @@ def test_cli_estimate_from_the_cache_imports_no_hydra_or_omegaconf(tmp_path):
     assert "omegaconf" in outs[0][1]
     assert outs[1][1] == "LOADED []"
     assert outs[0][0] == outs[1][0]
+
+
+def test_a_decoder_only_model_implies_the_hybrid_layout():
+    compose, implied_overrides = config.compose, config.implied_overrides
+    assert compose(["model=llama3_8b"]).parallelism.strategy == "hybrid"  # not captured whole as a zoo model
+    assert compose(["model=gpt3_175b", "parallelism.tp=4"]).parallelism.tp == 4
+    assert compose(["model=resnet50"]).parallelism.strategy == "data"
+    assert compose(["model=llama3_8b", "parallelism=data"]).parallelism.strategy == "data"  # the user's choice stands
+    assert implied_overrides(["model=llama3_8b,resnet50"]) == ["model=llama3_8b,resnet50"]  # a multirun: per job
+    assert implied_overrides(["model=llama3_8b"]) == ["model=llama3_8b", "parallelism=hybrid"]
+
+
+def test_the_obvious_llm_command_estimates_a_layout():
+    out = subprocess.run([sys.executable, "-m", "estimator.cli", "estimate", "model=llama3_8b", "system=dgx_h100",
+                          "fabric.nodes=8", "precision=bf16", "output=json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["layout"].startswith("tp8 pp1 dp1") and 0 < result["mfu"] < 1
+
+
+def test_a_decoder_only_model_is_refused_as_data_parallel_before_any_capture(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "estimator.cli", "estimate", "model=llama3_8b", "parallelism=data",
+                          f"traces_dir={tmp_path}"], capture_output=True, text=True)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == ["error: model 'llama3_8b' is a decoder-only transformer: estimate it "
+                                               "with parallelism=hybrid (its tp/cp/pp/dp layout), not parallelism=data"]
+    assert not list(tmp_path.iterdir())  # nothing captured
