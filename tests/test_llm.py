@@ -172,3 +172,14 @@ def test_device_memory_comes_from_the_device_config():
         validate_hybrid(cfg(*base, f"parallelism.device_memory_bytes={needed * 0.9:.0f}"))
     with pytest.raises(EstimatorError, match="memory_bytes"):
         validate_hybrid(cfg(*base, "device.memory_bytes=-1"))
+
+
+def test_auto_placement_also_tries_sequence_parallelism():
+    """Llama 3 70B on 64 H100 at 8k tokens: no tp x pp layout fits 80 GB without sequence parallelism
+    (selective recompute keeps sbh (10 + 24/t) per layer); the search turns it on for tp > 1."""
+    base = ["model=llama3_70b", "system=dgx_h100", "fabric.nodes=64", "precision=bf16", "parallelism.placement=auto"]
+    off = estimator.resolve_config(base)
+    assert off["parallelism"]["sequence_parallel"] is False
+    est = estimate(off)
+    assert " sp " in est.metrics["layout"] and est.metrics["layouts_evaluated"] > 0
+    assert est.metrics["memory_total_bytes"] <= 80e9

@@ -4,8 +4,10 @@ Searched: tp in the divisors of ``gpus_per_node`` (or 1..8 on fabrics without no
 the heads; pp dividing the layers and the GPU count; dp = GPUs / (tp x cp x pp) with the configured
 context-parallel degree cp; micro-batch sizes
 ``search_micro_batch_sizes``; rank orders tp-dp-pp and tp-pp-dp; for MoE models the
-expert-parallel degree ep (powers of two dividing dp and the expert count). The global batch, ZeRO stage,
-sequence parallelism, recompute and cp stay as configured. A layout is skipped when the global batch
+expert-parallel degree ep (powers of two dividing dp and the expert count); with tp > 1 also
+sequence parallelism on (Megatron-LM's --sequence-parallel: the same communication volume as TP's
+all-reduces, layer-norm and dropout activations split tp ways) when it is configured off. The global
+batch, ZeRO stage, recompute and cp stay as configured. A layout is skipped when the global batch
 does not split into whole microbatches or it does not fit the device memory.
 """
 
@@ -28,8 +30,9 @@ ORDERS = ("tp-cp-dp-pp", "tp-pp-cp-dp")
 
 def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, global_batch: int, mbs_options) -> list[Layout]:
     out = []
-    for tp in (t for t in (1, 2, 4, 8, 16) if t <= max_tp and spec.heads % t == 0 and spec.ffn % t == 0 and gpus % t == 0):
-        if base.sequence_parallel and spec.seq_len % tp:
+    tps = (t for t in (1, 2, 4, 8, 16) if t <= max_tp and spec.heads % t == 0 and spec.ffn % t == 0 and gpus % t == 0)
+    for tp, sp in ((t, s) for t in tps for s in {base.sequence_parallel, t > 1}):
+        if sp and spec.seq_len % tp:
             continue
         for pp in (p for p in range(1, spec.layers + 1) if spec.layers % p == 0 and (gpus // (tp * base.cp)) % p == 0):
             dp = gpus // (tp * base.cp * pp)
@@ -38,7 +41,7 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
                 if global_batch % (dp * mbs):
                     continue
                 for order in ORDERS if pp > 1 and dp > 1 else ORDERS[:1]:
-                    layout = replace(base, tp=tp, pp=pp, dp=dp, ep=ep, micro_batch_size=mbs,
+                    layout = replace(base, tp=tp, pp=pp, dp=dp, ep=ep, micro_batch_size=mbs, sequence_parallel=sp,
                                      microbatches=global_batch // (dp * mbs), order=order)
                     try:
                         layout.check(spec)  # e.g. a configured virtual_stages this pp does not allow
