@@ -1,14 +1,14 @@
-"""The held-out large-model rows (issue #23 item 7) where they live now, and the one published layout
-the model refuses.
+"""The held-out large-model rows (issue #23 item 7) where they live now, the rows added blind from
+NVIDIA's performance tables (h28), and the published layouts the model refuses.
 
 The 38 rows were staged in validation/pending/ while the large-model features were built and then
 moved into validation/llm.csv (commit 064ef7e), where ``estimator validate`` predicts them and
-tests/test_validation_suite.py pins their errors. One published run, Llama 3 405B on 8,192 GPUs,
-needs more memory than an H100 has under the model, so it sits in validation/pending/llm_refused.csv
-(``estimator validate`` reads no sub-folder). These tests check, without pricing a step unless
+tests/test_validation_suite.py pins their errors. Published runs that need more memory than an H100
+has under the model (Llama 3 405B on 8,192 GPUs; Mixtral 8x7B and Nemotron-4 340B from NVIDIA's tables)
+sit in validation/pending/llm_refused.csv (``estimator validate`` reads no sub-folder). These tests check, without pricing a step unless
 said: the coverage issue #23 asks for, every row's layout and overrides, the step-time conversions
 written in ``measured_what``, the same-source rule against every calibration row, that every
-published layout is accepted and fits, and that the refused row stays refused for its stated
+published layout is accepted and fits, and that each refused row stays refused for its stated
 reason (a model change that accepts it fails here and must move the row into validation/llm.csv).
 Where each number comes from: validation/llm_rows.md.
 """
@@ -47,7 +47,7 @@ HELD_OUT_PREFIXES = ("llama3-", "nemotron4-", "mlperf31-", "dgxc-gpt3-", "dgxc-l
 # measured or fitted value such as an efficiency or a bandwidth).
 ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.recompute",
                 "parallelism.sequence_parallel", "parallelism.dp_overlap", "parallelism.fp32_grads",
-                "parallelism.cp_comm", "framework.tp_comm_overlap", "fabric.nvls", "model.hidden_size",
+                "parallelism.cp_comm", "parallelism.ep", "framework.tp_comm_overlap", "fabric.nvls", "model.hidden_size",
                 "model.num_layers", "model.num_heads", "model.ffn_size", "model.num_kv_heads", "model.vocab_size",
                 "model.fused_kernels", "model.dropout",
                 # the GPU variant's datasheet capacity and bandwidth where the source states a non-standard part
@@ -57,6 +57,11 @@ DERIVATION = re.compile(r"tokens/s per GPU = (\d+) x (\d+) / \((\d+(?:\.\d+)?) s
 
 ALL_ROWS = load_rows(VALIDATION)
 HELD_OUT = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(HELD_OUT_PREFIXES)]
+# Rows added blind from NVIDIA's published performance tables (h28, issue #23 item 7; llm_rows.md, "NVIDIA
+# performance tables"): Megatron-Bridge's archive (H100 Llama 3 70B / 3.1 405B) and more lines of the NeMo 24.07
+# table; the Mixtral 8x7B runs and NeMo's Nemotron-4 340B line are in the refused file.
+TABLE_PREFIXES = ("mbridge", "nemo2407-gpt3-", "nemo2407-llama2-")
+TABLE_ROWS = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(TABLE_PREFIXES)]
 REFUSED_ROWS = load_rows(PENDING)  # every model a row names exists (an unknown one is a load error)
 # The rows whose published layout the model refuses, and why (validation/llm_rows.md, "Refused"):
 # Llama 3 405B on 8,192 GPUs holds 32 microbatches, so the interleaved warm-up keeps 141 one-layer
@@ -67,11 +72,20 @@ REFUSED = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipel
            # in 77.0 / 76.8 GiB of a 96 GB H100 with per-op selective checkpointing, which saves half the GEMM
            # outputs; the model's selective recompute keeps every activation of the TE layer.
            "titan-llama31-8b-8gpu-compile-bf16": r"needs 100\.\d GB per GPU \(.*activations 81\.\d\)",
-           "titan-llama31-8b-8gpu-compile-fp8": r"needs 100\.\d GB per GPU \(.*activations 81\.\d\)"}
+           "titan-llama31-8b-8gpu-compile-fp8": r"needs 100\.\d GB per GPU \(.*activations 81\.\d\)",
+           # The Mixtral 8x7B runs (Megatron-LM MoE README, 64 H100) and Nemotron-4 340B on 128 H100 (NeMo 24.07
+           # table) ran as published (llm_rows.md, "Refused"): the eager MoE layer keeps s x s scores; NeMo 24.07's
+           # recompute is not stated (selective assumed).
+           "mcore09-mixtral-8x7b-bf16-64gpu": r"needs 154\.\d GB per GPU on pipeline stage 0",
+           "mcore08-mixtral-8x7b-bf16-64gpu": r"needs 154\.\d GB per GPU on pipeline stage 0",
+           "nemo2407-nemotron4-340b-fp8-128gpu": r"needs 85\.\d GB per GPU on pipeline stage 0"}
 # The device memory each refused row states (GB) and a capacity that lets its layout fit.
 REFUSED_DEVICE = {"llama3-405b-8192gpu-tp8pp16dp64": ("80.0", "84e9"),
                   "titan-llama31-8b-8gpu-compile-bf16": ("96.0", "101e9"),
-                  "titan-llama31-8b-8gpu-compile-fp8": ("96.0", "101e9")}
+                  "titan-llama31-8b-8gpu-compile-fp8": ("96.0", "101e9"),
+                  "mcore09-mixtral-8x7b-bf16-64gpu": ("80.0", "160e9"),
+                  "mcore08-mixtral-8x7b-bf16-64gpu": ("80.0", "160e9"),
+                  "nemo2407-nemotron4-340b-fp8-128gpu": ("80.0", "90e9")}
 
 
 def _overrides(row) -> dict[str, str]:
@@ -79,7 +93,7 @@ def _overrides(row) -> dict[str, str]:
 
 
 def _by_id(ident: str):
-    return next(r for r in HELD_OUT + REFUSED_ROWS if r.id == ident)
+    return next(r for r in HELD_OUT + TABLE_ROWS + REFUSED_ROWS if r.id == ident)
 
 
 def test_held_out_rows_live_in_the_llm_file():
@@ -97,7 +111,7 @@ def test_refused_file_parses_with_the_loader():
     assert [r.id for r in REFUSED_ROWS] == list(REFUSED)
 
 
-@pytest.mark.parametrize("row", HELD_OUT + REFUSED_ROWS, ids=lambda r: r.id)
+@pytest.mark.parametrize("row", HELD_OUT + TABLE_ROWS + REFUSED_ROWS, ids=lambda r: r.id)
 def test_row_columns_are_complete(row):
     assert row.source and row.hardware and row.software and row.measured_what
     assert row.raw["metric"] in ("tflops_per_gpu", "tokens_per_s_per_gpu")
@@ -119,7 +133,7 @@ def test_coverage_required_by_issue_23():
     assert layout_530b == {"deepspeed", "megatron"}
 
 
-@pytest.mark.parametrize("row", HELD_OUT + REFUSED_ROWS, ids=lambda r: r.id)
+@pytest.mark.parametrize("row", HELD_OUT + TABLE_ROWS + REFUSED_ROWS, ids=lambda r: r.id)
 def test_layout_is_consistent(row):
     lay = row.layout
     model_parallel = lay["tp"] * lay["pp"] * lay["cp"]
@@ -148,6 +162,29 @@ def test_step_time_conversions_reproduce_the_measured_values():
         assert (int(gb), int(seq), int(gpus)) == (r.layout["global_batch"], r.layout["seq_len"], r.gpus), r.id
         assert float(value) == r.measured, r.id
         assert r.measured == pytest.approx(int(gb) * int(seq) / (float(step) * int(gpus)), rel=5e-6), r.id
+
+
+def test_nvidia_table_rows_are_independent_and_blind():
+    """Eight rows predicted, three refused; all independent (no calibration row cites these documents)."""
+    assert len(TABLE_ROWS) == 8 and {r.role for r in TABLE_ROWS} == {"independent"}
+    assert all(r.raw["metric"] == "tokens_per_s_per_gpu" and "Chosen before any prediction was seen" in r.measured_what
+               for r in TABLE_ROWS)
+    moe = [r for r in REFUSED_ROWS if r.model == "mixtral_8x7b"]
+    assert [_overrides(r)["parallelism.ep"] for r in moe] == ["8", "8"]
+
+
+@pytest.mark.parametrize("ident, tflops", [("mcore09-mixtral-8x7b-bf16-64gpu", 468),
+                                           ("mcore08-mixtral-8x7b-bf16-64gpu", 438)])
+def test_mixtral_tokens_are_the_readme_tflops_over_megatron_lm_flop_count(ident, tflops):
+    """Megatron-LM's num_floating_point_operations (core v0.8 / v0.9 megatron/training/training.py), per
+    token: 12 l h^2 ((1 + g/a + s/h) + (ffn/h) x topk x 3/2 + V / (2 l h)), from the preset's shape."""
+    row = _by_id(ident)
+    m = estimator.resolve_config(base_overrides(row))["model"]
+    layers, h, s = m["num_layers"], m["hidden_size"], m["seq_len"]
+    per_token = 12 * layers * h * h * ((1 + m["num_kv_heads"] / m["num_heads"] + s / h) + m["ffn_size"] / h
+                                       * m["experts_top_k"] * 1.5 + m["vocab_size"] / (2 * layers * h))
+    assert row.measured == pytest.approx(tflops * 1e12 / per_token, abs=0.06)
+    assert f"'{tflops} TFLOPS'" in row.source and f"{row.measured}" in row.measured_what
 
 
 def test_independent_rows_share_no_source_with_a_calibration_row():
@@ -182,7 +219,7 @@ def test_same_source_rule(a, b, same):
     assert shares_source(a, b) is same and shares_source(b, a) is same
 
 
-@pytest.mark.parametrize("row", HELD_OUT, ids=lambda r: r.id)
+@pytest.mark.parametrize("row", HELD_OUT + TABLE_ROWS, ids=lambda r: r.id)
 def test_published_layout_is_accepted_and_fits(row):
     """Layout and memory only (``validate_hybrid`` prices no step)."""
     from estimator.parallel.estimate import validate_hybrid
@@ -230,10 +267,11 @@ def test_every_name_and_framework_a_row_uses_is_documented():
     doc = ROWS_DOC.read_text(encoding="utf-8")
     from estimator.config import config_groups
 
-    assert {r.model for r in HELD_OUT + REFUSED_ROWS} <= set(config_groups().get("model", []))
-    for r in HELD_OUT + REFUSED_ROWS:
+    documented = HELD_OUT + TABLE_ROWS + REFUSED_ROWS
+    assert {r.model for r in documented} <= set(config_groups().get("model", []))
+    for r in documented:
         assert f"`{r.id}`" in doc, f"{r.id} is not listed in validation/llm_rows.md"
-    for name in {_overrides(r)["framework"] for r in HELD_OUT + REFUSED_ROWS}:
+    for name in {_overrides(r)["framework"] for r in documented}:
         assert f"`framework={name}`" in doc, f"framework={name} is not described in validation/llm_rows.md"
 
 
