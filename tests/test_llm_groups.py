@@ -172,7 +172,8 @@ def test_moe_activation_memory_grows_with_top_k():
     assert memory(spec, full)["activations"] == memory(dense, full)["activations"]  # only the layer input is kept
 
 
-MIXTRAL = ["model=mixtral_8x7b", "parallelism=hybrid", "system=dgx_a100", "fabric.nodes=256", "parallelism.tp=2",
+MIXTRAL = ["model=mixtral_8x7b", "model.fused_kernels=none", "parallelism=hybrid", "system=dgx_a100", "fabric.nodes=256",
+           "parallelism.tp=2",
            "parallelism.pp=4", "parallelism.ep=8", "parallelism.global_batch=512", "parallelism.sequence_parallel=true",
            "parallelism.recompute=none"]
 
@@ -187,3 +188,28 @@ def test_moe_layout_over_memory_is_a_one_line_error():
                          capture_output=True, text=True)
     assert out.returncode == 2 and "GB too much" in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_te_moe_layer_keeps_no_scores_and_routes_k_copies():
+    """model.fused_kernels=te with experts: Megatron-core's MoE layer on TE (flash attention) -- the same
+    MoE bytes as the eager layer, without the s x s attention scores; the captured MLP runs on k x the tokens."""
+    from estimator.parallel.layer import capture_parts
+    from estimator.parallel.memory import moe_mlp_bytes, te_dense_mlp_bytes
+
+    te = TransformerSpec.from_cfg(estimator.resolve_config(["model=mixtral_8x7b"])["model"])
+    eager = replace(te, fused="none")
+    assert te.fused == "te"  # the preset's default
+    layout = Layout(1, 4, 16, 8, 1, 16, 1, False, "none")
+    per_layer = memory(te, layout)["activations"] / (te.layers // 4 * 4)  # layers/pp x pp in flight on stage 0
+    s, h = te.seq_len, te.hidden
+    assert memory(eager, layout)["activations"] > memory(te, layout)["activations"] + 5 * te.heads * s * s * (te.layers // 4) * 4
+    assert te_dense_mlp_bytes(te, layout) == pytest.approx(s * (2 * h + 6 * te.ffn))
+    # the TE layer without its MLP share (the second norm's output is the router's input, counted in the MoE bytes)
+    assert per_layer == pytest.approx(s * (6 * h + 4 * h + 2 * 2 * 8 * te.head_dim) + moe_mlp_bytes(te, layout))
+    small = replace(te, hidden=256, heads=4, kv_heads=2, ffn=512, seq_len=128, layers=1, vocab=512)
+    layer = capture_parts(small, 1, False)["layer"]
+    fwd = [n for n in layer.nodes if n.phase == "forward"]
+    dense = capture_parts(replace(small, experts=0), 1, False)["layer"]
+    mm = lambda nodes: sum(n.flops for n in nodes if n.phase == "forward" and n.op == "aten::linear")  # noqa: E731
+    router = 2 * 128 * 256 * small.experts
+    assert mm(fwd) == pytest.approx(mm(dense.nodes) + (small.top_k - 1) * 2 * 128 * 256 * 3 * 512 + router)

@@ -27,6 +27,9 @@ What is captured and how:
   computes ``k`` expert MLPs' worth of its tokens. The dispatch and combine all-to-alls are
   communication (priced in ``step``) and are allocations here; the combined output is weighted
   by the router probabilities (one elementwise op standing in for the weighted sum of k outputs).
+  The same router, dispatch and combine sit in every layer form below (``te``: Megatron-core's MoE
+  layer around TE's expert GEMMs; the experts' fc1 / activation / fc2 are the dense layer's kernels
+  on ``k x`` the tokens, so grouped-GEMM and fused permute kernels are not modelled separately).
 * Fused kernels (``model.fused_kernels``, ``spec.fused``): ``none`` captures the eager PyTorch
   layer above; ``megatron`` captures what Megatron-LM runs by default (its fusions are on unless
   disabled, megatron/arguments.py @6985e58938d40ad91ac07b0fddcfad8132e1447e) with its fused CUDA
@@ -209,8 +212,18 @@ def _modules():
             ctx = self.core(q, k, v).view(s, b, self.nh * self.d)
             x = self._residual(self._scatter(self._linear(self.proj, ctx, bias=False)), self.proj.bias, x)
             y = self._norm_gather(self.norm2, x)
+            y, weight = self._dispatch(y)
             m = self._linear(self.fc2, self._activation(self._linear(self.fc1, y, cast_input=False, bias=False)), bias=False)
-            return self._residual(self._scatter(m), self.fc2.bias, x)
+            return self._residual(self._scatter(self._combine(m, weight)), self.fc2.bias, x)
+
+        def _dispatch(self, y):  # MoE: route, then k copies of each token to the experts (all-to-all stand-in)
+            if self.router is None:
+                return y, None
+            weight = self.router(y).softmax(-1).topk(self.spec.top_k, -1).values.sum(-1, keepdim=True)
+            return _Resize.apply(y, y.shape[0] * self.spec.top_k), weight
+
+        def _combine(self, m, weight):  # MoE: back to this rank's tokens, weighted by the router
+            return m if weight is None else _Resize.apply(m, m.shape[0] // self.spec.top_k) * weight
 
         def _rotary(self, x):  # Llama: rotate half the head dimensions by position-dependent angles
             s, d = x.shape[-2], x.shape[-1]
@@ -235,16 +248,12 @@ def _modules():
             a = self._scatter(self.proj(ctx))
             x = x + (F.dropout(a, self.spec.dropout, True) if self.spec.dropout else a)
             y = self._gather(self.norm2(x))
-            if self.router is not None:  # MoE: route, dispatch k copies of each token (all-to-all stand-in)
-                weight = self.router(y).softmax(-1).topk(self.spec.top_k, -1).values.sum(-1, keepdim=True)
-                y = _Resize.apply(y, y.shape[0] * self.spec.top_k)
+            y, weight = self._dispatch(y)
             if not self.spec.gated:
                 m = self.fc2(F.gelu(self.fc1(y)))
             else:
                 m = self.down(F.silu(self.gate(y)) * self.up(y))
-            if self.router is not None:  # combine: back to this rank's tokens, weighted by the router
-                m = _Resize.apply(m, m.shape[0] // self.spec.top_k) * weight
-            m = self._scatter(m)
+            m = self._scatter(self._combine(m, weight))
             return x + (F.dropout(m, self.spec.dropout, True) if self.spec.dropout else m)
 
         def _megatron(self, x):  # GPT layer with Megatron-LM's default fused kernels (module docstring)
@@ -257,13 +266,9 @@ def _modules():
             a = self._scatter(F.linear(ctx, self.proj.weight))  # skip_bias_add=True
             x = bda(a, self.proj.bias, x, self.spec.dropout)[0]
             y = self._gather(self.norm2(x))
-            if self.router is not None:
-                weight = self.router(y).softmax(-1).topk(self.spec.top_k, -1).values.sum(-1, keepdim=True)
-                y = _Resize.apply(y, y.shape[0] * self.spec.top_k)
+            y, weight = self._dispatch(y)
             m = F.linear(torch.ops.megatron.bias_gelu(F.linear(y, self.fc1.weight), self.fc1.bias), self.fc2.weight)
-            if self.router is not None:
-                m = _Resize.apply(m, m.shape[0] // self.spec.top_k) * weight
-            m = self._scatter(m)
+            m = self._scatter(self._combine(m, weight))
             return bda(m, self.fc2.bias, x, self.spec.dropout)[0]
 
     class EmbeddingShard(nn.Module):

@@ -38,6 +38,9 @@
     on those ``ks b`` tokens (GeLU ``4ksbf``; SwiGLU ``6ksbf``), the experts' outputs before the
     weighted combine ``2ksbh`` and the dropout mask ``sbh``; token-width tensors split over the
     ``t`` tensor-parallel ranks (Megatron-core requires sequence parallelism for MoE with t > 1).
+    In the TE layer the swapped-out share is :func:`te_dense_mlp_bytes` (the dropout mask counted
+    in ``moe_mlp_bytes`` stays, ``sbh/t``: the models that run TE's MoE train without dropout, an
+    overcount of under 1 % of the MoE bytes).
 
 * Microbatches in flight on stage ``i`` (Megatron's 1F1B schedule: the warm-up forwards plus the
   one running; megatron/core/pipeline_parallel/schedules.py ``num_warmup_microbatches = pp - i - 1``
@@ -120,6 +123,16 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout) -> float:
     return s * b * h * (10 + 24 / t + attn / t)
 
 
+def te_dense_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
+    """The MLP's share of the TE layer's bytes (:func:`activation_bytes_per_layer`): fc1's input (the
+    second norm's output, ``2sbh``, split with sequence parallelism), fc1 and activation outputs
+    (``6sbf/t`` SwiGLU, ``4sbf/t`` otherwise) and the MLP dropout's keep-mask (``sbh``) if any."""
+    s, b, h, t = spec.seq_len // layout.cp, layout.micro_batch_size, spec.hidden, layout.tp
+    split = t if layout.sequence_parallel else 1
+    mask = h / split if spec.dropout else 0.0
+    return s * b * (2 * h / split + (6 if spec.gated else 4) * spec.ffn / t + mask)
+
+
 def dense_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
     """The MLP's share of Korthikanti et al.'s per-layer formula (Sec. 4.1: 19sbh with a 4h GeLU
     MLP: input 2sbh, fc1 and GeLU outputs 16sbh, dropout mask sbh; t splits the 16sbh, or all of
@@ -172,7 +185,8 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
         weights += fw.zero3_live(max(zero3_units(spec, layout, fw.zero3_unit))) * WEIGHT_BYTES
     per_layer = activation_bytes_per_layer(spec, layout)
     if spec.experts and layout.recompute != "full":
-        per_layer += moe_mlp_bytes(spec, layout) - dense_mlp_bytes(spec, layout)
+        dense_share = te_dense_mlp_bytes if spec.fused == "te" else dense_mlp_bytes
+        per_layer += moe_mlp_bytes(spec, layout) - dense_share(spec, layout)
     acts = layers_in_flight(layout, stage, spec.layers) * per_layer
     if stage == layout.pp - 1:
         acts += LOGIT_BYTES * spec.seq_len // layout.cp * layout.micro_batch_size * spec.padded_vocab(layout.tp) / layout.tp

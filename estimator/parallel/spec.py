@@ -89,9 +89,6 @@ class TransformerSpec:
         if fused == "megatron" and (family != "gpt" or kv != ints["num_heads"]):
             raise EstimatorError(f"{where}: model.fused_kernels=megatron models Megatron-LM's GPT layer fusions only "
                                  "(family_variant gpt, no grouped-query attention); use model.fused_kernels=none or te")
-        if fused == "te" and experts:
-            raise EstimatorError(f"{where}: model.fused_kernels=te models Megatron-core / Transformer Engine's dense "
-                                 "layers (no experts); use model.fused_kernels=none")
         if family == "nemotron" and fused != "te":
             raise EstimatorError(f"{where}: family_variant nemotron is modelled as Megatron-core + Transformer Engine run "
                                  f"it; set model.fused_kernels=te (got {fused!r})")
