@@ -75,10 +75,10 @@ def implied_overrides(overrides: list[str]) -> list[str]:
     """The overrides plus ``parallelism=hybrid`` when they choose one decoder-only model
     (``model=llama3_8b``) and no parallelism: a large model is estimated by its layout
     (:mod:`estimator.parallel`), never by capturing it whole as a data-parallel zoo model."""
-    keys = {o.partition("=")[0].lstrip("+~") for o in overrides if "=" in o}
-    if "parallelism" in keys or "experiment" in keys:
+    chosen = {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in group_choices(overrides)}
+    if "parallelism" in chosen or "experiment" in chosen:
         return overrides
-    model = next((o.partition("=")[2] for o in overrides if o.partition("=")[0].lstrip("+") == "model"), "")
+    model = chosen.get("model", "")
     if model and "," not in model and _decoder_model(model):
         return [*overrides, "parallelism=hybrid"]
     return overrides

@@ -205,7 +205,7 @@ def test_te_moe_layer_keeps_no_scores_and_routes_k_copies():
     assert memory(eager, layout)["activations"] > memory(te, layout)["activations"] + 5 * te.heads * s * s * (te.layers // 4) * 4
     assert te_dense_mlp_bytes(te, layout) == pytest.approx(s * (2 * h + 6 * te.ffn))
     # the TE layer without its MLP share (the second norm's output is the router's input, counted in the MoE bytes)
-    assert per_layer == pytest.approx(s * (6 * h + 4 * h + 2 * 2 * 8 * te.head_dim) + moe_mlp_bytes(te, layout))
+    assert per_layer == pytest.approx(s * (6 * h + 4 * h + 2 * 2 * te.kv_heads * te.head_dim) + moe_mlp_bytes(te, layout))
     small = replace(te, hidden=256, heads=4, kv_heads=2, ffn=512, seq_len=128, layers=1, vocab=512)
     layer = capture_parts(small, 1, False)["layer"]
     fwd = [n for n in layer.nodes if n.phase == "forward"]

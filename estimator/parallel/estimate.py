@@ -93,8 +93,7 @@ def _hint(spec: TransformerSpec, layout: Layout) -> str:
     """What else the user can change when a layout does not fit: the layout search, and the layer
     (it keeps s x s attention scores unless it is Transformer Engine's flash-attention layer)."""
     hint = " (parallelism.placement=auto searches the tp/pp/dp layouts that fit"
-    if spec.fused != "te" and spec.family in ("gpt", "llama", "nemotron") and not spec.experts \
-            and layout.recompute != "full":
+    if spec.fused != "te" and spec.family in ("gpt", "llama", "nemotron") and layout.recompute != "full":
         hint += (f"; model.fused_kernels={spec.fused} keeps the s x s attention scores, "
                  "model.fused_kernels=te is flash attention, as Megatron-core / NeMo run today")
     return hint + ")"

@@ -112,11 +112,10 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout) -> float:
     token_split = t if layout.sequence_parallel else 1
     if layout.recompute == "full":
         return 2 * s * b * h / token_split
-    if spec.fused == "te":
+    if spec.fused == "te":  # the attention block's bytes, then the MLP's (te_dense_mlp_bytes)
         kv = 2 * max(1, spec.kv_heads // t) * spec.head_dim
-        mlp = (6 if spec.gated else 4) * spec.ffn / t
-        masks = 2 * h / token_split if spec.dropout else 0.0
-        return s * b * (8 * h / token_split + 4 * h / t + 2 * kv + mlp + masks)
+        mask = h / token_split if spec.dropout else 0.0
+        return s * b * (6 * h / token_split + 4 * h / t + 2 * kv + mask) + te_dense_mlp_bytes(spec, layout)
     attn = 0.0 if layout.recompute == "selective" else 5 * a * s / h
     if layout.sequence_parallel:
         return s * b * h * (34 + attn) / t
