@@ -41,8 +41,10 @@ SECTION = Section(
     title="Large-model training: best tensor x pipeline x data layout per fabric",
     intro=(
         "GPT-3 175B and Llama-2 70B (one decoder layer per tensor-parallel shard captured with torch.profiler "
-        "on the meta device), global batch 1536 sequences, A100 80 GB. For every fabric and GPU count the "
-        "estimator searches tp, pp, dp, micro-batch size and rank order (placement=auto) for the fastest "
+        "on the meta device; the presets' Megatron-core / Transformer Engine layer: flash attention, fused "
+        "norms and activations), global batch 1536 sequences, A100 80 GB. For every fabric and GPU count the "
+        "estimator searches tp, pp, dp, micro-batch size, rank order and sequence parallelism (placement=auto) "
+        "for the fastest "
         "layout that fits memory; TP all-reduces, 1F1B pipeline sends and ZeRO-1 gradient reduce-scatter / "
         "all-gather are priced where each group sits: on the leaf-spine inside a node or across nodes, "
         "sharing the node's uplinks; on the OCS each group gets its own circuits on its servers' ports and "
