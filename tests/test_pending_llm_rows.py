@@ -48,6 +48,8 @@ HELD_OUT_PREFIXES = ("llama3-", "nemotron4-", "mlperf31-", "dgxc-gpt3-", "dgxc-l
 ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.recompute",
                 "parallelism.sequence_parallel", "parallelism.dp_overlap", "parallelism.fp32_grads",
                 "parallelism.cp_comm", "parallelism.ep", "framework.tp_comm_overlap", "fabric.nvls", "model.hidden_size",
+                # the recipe's attention backend (dgxc-benchmarking's NVTE_FUSED_ATTN=0: TE runs FlashAttention-2)
+                "framework.attention_kernel",
                 "model.num_layers", "model.num_heads", "model.ffn_size", "model.num_kv_heads", "model.vocab_size",
                 "model.fused_kernels", "model.dropout",
                 # the GPU variant's datasheet capacity and bandwidth where the source states a non-standard part
@@ -70,18 +72,11 @@ REFUSED_ROWS = load_rows(PENDING)  # every model a row names exists (an unknown 
 # chunks on stage 1; Meta's own schedule (Dubey et al. 2024 Sec. 3.3.2, Fig. 6) tunes the number N of
 # consecutive microbatches per chunk, and N is not published.
 REFUSED = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipeline stage 1",
-           # torchtitan's 8-GPU Llama 3.1 8B FSDP rows (benchmarks/llama3_h100_202412_torchtitan.md Table 1) ran
-           # in 77.0 / 76.8 GiB of a 96 GB H100 with per-op selective checkpointing, which saves half the GEMM
-           # outputs; the model's selective recompute keeps every activation of the TE layer.
-           "titan-llama31-8b-8gpu-compile-bf16": r"needs 100\.\d GB per GPU \(.*activations 81\.\d\)",
-           "titan-llama31-8b-8gpu-compile-fp8": r"needs 100\.\d GB per GPU \(.*activations 81\.\d\)",
            # Nemotron-4 340B on 128 H100 (NeMo 24.07 table) ran as published (llm_rows.md, "Refused"); NeMo 24.07's
            # recompute is not stated (selective assumed).
            "nemo2407-nemotron4-340b-fp8-128gpu": r"needs 85\.\d GB per GPU on pipeline stage 0"}
 # The device memory each refused row states (GB) and a capacity that lets its layout fit.
 REFUSED_DEVICE = {"llama3-405b-8192gpu-tp8pp16dp64": ("80.0", "84e9"),
-                  "titan-llama31-8b-8gpu-compile-bf16": ("96.0", "101e9"),
-                  "titan-llama31-8b-8gpu-compile-fp8": ("96.0", "101e9"),
                   "nemo2407-nemotron4-340b-fp8-128gpu": ("80.0", "90e9")}
 
 

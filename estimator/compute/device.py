@@ -59,7 +59,11 @@ from estimator.errors import EstimatorError, positive
 from estimator.workloads.flops import OP_CLASSES
 from estimator.workloads.graph import Workload
 
-TENSOR_CORE_CLASSES = frozenset({"conv", "matmul", "attention"})
+# Fused attention kernels a framework can run (``framework.attention_kernel``): ``cudnn`` prices the
+# ``attention`` op class; another kernel prices it as ``attention_<kernel>`` (falling back to ``attention``,
+# then ``matmul``, where the device has no entry for it).
+ATTENTION_KERNELS = ("cudnn", "flash2")
+TENSOR_CORE_CLASSES = frozenset({"conv", "matmul", "attention", "attention_flash2"})
 # precision -> (peak field for tensor-core classes, activation bytes relative to the fp32 capture)
 PRECISIONS = {
     "fp32": ("peak_flops_fp32", 1.0),
@@ -70,7 +74,7 @@ PRECISIONS = {
     "fp8": ("peak_flops_fp8", 0.5),  # Transformer Engine: Linear GEMMs in FP8, the rest BF16 (module doc)
 }
 FP8_CLASSES = frozenset({"matmul"})  # op classes Transformer Engine runs in FP8 (its Linear layers' GEMMs)
-EFFICIENCY_KEYS = (*OP_CLASSES, "attention", "default")
+EFFICIENCY_KEYS = (*OP_CLASSES, "attention", "attention_flash2", "default")
 
 
 PRECISION_KEYS = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -174,11 +178,13 @@ class DeviceProfile:
     def efficiency(self, key: str, op_class: str, precision: str = "fp16") -> float:
         """The ``key`` efficiency of ``op_class`` at ``precision``: the most specific entry of
         (precision, class), (precision, default), (any, class), (any, default); an ``attention``
-        class without its own entry takes ``matmul``'s. Under fp8, classes outside FP8_CLASSES
+        class without its own entry takes ``matmul``'s (``attention_<kernel>``: ``attention``'s, then
+        ``matmul``'s). Under fp8, classes outside FP8_CLASSES
         use bf16's entries (they run in bf16)."""
         table = {(p, c): f for p, c, f in getattr(self, key)}
         prec = op_precision(precision, op_class)
-        classes = (op_class, "matmul") if op_class == "attention" else (op_class,)
+        classes = (op_class,) + (("attention",) if op_class.startswith("attention_") else ()) + \
+            (("matmul",) if op_class.startswith("attention") else ())
         for probe in (*((prec, c) for c in classes), (prec, "default"), *(("*", c) for c in classes), ("*", "default")):
             if probe in table:
                 return table[probe]
@@ -212,9 +218,13 @@ def replay_reason(workload: Workload, device: DeviceProfile) -> str | None:
     return None
 
 
-def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp") -> np.ndarray:
-    """Seconds per node of ``workload`` (in node order); 0 for communication nodes."""
+def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp",
+               attention_kernel: str = "cudnn") -> np.ndarray:
+    """Seconds per node of ``workload`` (in node order); 0 for communication nodes. Fused attention
+    ops are priced as ``attention_kernel`` runs them (:data:`ATTENTION_KERNELS`)."""
     check_precision(precision)
+    if attention_kernel not in ATTENTION_KERNELS:
+        raise EstimatorError(f"attention kernel must be one of {', '.join(ATTENTION_KERNELS)}, got {attention_kernel!r}")
     n = len(workload.nodes)
     flops = np.fromiter((x.flops for x in workload.nodes), float, n)
     mem = np.fromiter((x.mem_bytes for x in workload.nodes), float, n)
@@ -222,6 +232,8 @@ def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp"
     measured = np.fromiter((np.nan if x.duration_s is None else x.duration_s for x in workload.nodes), float, n)
     replay = replay_reason(workload, device) is not None
     classes = [x.op_class for x in workload.nodes]
+    if attention_kernel != "cudnn":
+        classes = [f"attention_{attention_kernel}" if c == "attention" else c for c in classes]
     tensor = np.fromiter((c in TENSOR_CORE_CLASSES for c in classes), bool, n)
     fp32 = device.peak_flops_fp32 or device.peak_flops
     kinds = set(classes)

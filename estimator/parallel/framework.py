@@ -39,6 +39,11 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
 * ``zero3_grad_collective`` — how ZeRO-3 reduces gradients: ``reduce_scatter`` (each rank receives
   its shard) or ``all_reduce`` (the whole gradient, then each rank keeps its shard: twice the
   bytes; DeepSpeed 2021's default path).
+* ``attention_kernel`` — which fused (flash) attention kernel the layer's attention op runs:
+  ``cudnn`` (Transformer Engine's fused attention, cuDNN's kernel on Hopper) or ``flash2``
+  (FlashAttention-2: PyTorch SDPA's flash backend, the flash-attn 2 package); the device prices
+  each at its own measured rate (:func:`~estimator.compute.device.node_times`). Only the ``te``
+  layer has a fused attention op; the eager and Megatron layers run attention as GEMMs + softmax.
 
 A config without a ``framework`` subtree (a hand-built dict) gets ``conf/framework/megatron.yaml``.
 """
@@ -50,6 +55,7 @@ from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
 
+from estimator.compute.device import ATTENTION_KERNELS
 from estimator.errors import EstimatorError
 
 ZERO3_UNITS = ("layer", "module")
@@ -73,6 +79,7 @@ class Framework:
     zero3_list_collectives: bool
     zero3_sync_per_fetch: bool
     zero3_grad_collective: str
+    attention_kernel: str
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
     zero3_max_live_params: float | None = None
@@ -97,6 +104,9 @@ class Framework:
         if data["zero3_grad_collective"] not in GRAD_COLLECTIVES:
             raise EstimatorError(f"framework.zero3_grad_collective must be one of {', '.join(GRAD_COLLECTIVES)}, "
                                  f"got {data['zero3_grad_collective']!r}")
+        if data["attention_kernel"] not in ATTENTION_KERNELS:
+            raise EstimatorError(f"framework.attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, "
+                                 f"got {data['attention_kernel']!r}")
         for key in OPTIONAL:
             value = data.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):

@@ -9,7 +9,7 @@ keys and values gathered before attention, Llama 3's method; :mod:`~estimator.pa
 degree (MoE models only; experts are split over ``ep`` of the dp ranks), ``micro_batch_size``
 sequences per microbatch, ``global_batch`` sequences per step (microbatches per pipeline =
 global_batch / (dp x micro_batch_size); context parallelism splits sequences, not the batch),
-``zero`` 0-3, ``sequence_parallel``, ``recompute`` none | selective | full, ``virtual_stages``
+``zero`` 0-3, ``sequence_parallel``, ``recompute`` none | selective | op | full, ``virtual_stages``
 model chunks per pipeline rank (interleaved 1F1B, Narayanan et al. 2021 Sec. 2.2.2; Megatron-LM's
 ``--num-layers-per-virtual-pipeline-stage k`` is ``virtual_stages = layers / (pp x k)``; its
 assertion: the microbatches divide by ``pp``), ``microbatch_group`` the number N of contiguous
@@ -58,7 +58,7 @@ from typing import Any
 from estimator.errors import EstimatorError
 from estimator.parallel.spec import TransformerSpec
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "op", "full")
 CP_COMM = ("ring", "all_gather")  # Transformer Engine's cp_comm_type p2p / all_gather (Megatron-core --cp-comm-type)
 DIMS = ("tp", "cp", "dp", "pp")
 

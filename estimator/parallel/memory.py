@@ -30,7 +30,8 @@
     bytes per head and token, are left out; attention dropout is drawn inside the kernel, no
     mask), RoPE's fused backward needs no saved input, and selective recompute has nothing left to
     drop.
-  - full recompute keeps only the layer input ``2sbh`` (/t with sequence parallelism).
+  - full recompute keeps only the layer input ``2sbh`` (/t with sequence parallelism); torchtitan's
+    per-op policy (``op``) keeps what :func:`~estimator.parallel.sac.saved_bytes_per_token` lists.
   - MoE layers (:func:`moe_mlp_bytes`, derived like the dense ``19sbh``: 16-bit tensors saved for
     the backward, masks 1 byte): the dense MLP's share of the formula (``3sbh + 16sbh/t``;
     ``19sbh/t`` with sequence parallelism) is replaced by the router's input ``2sbh`` and fp32
@@ -64,6 +65,7 @@ from __future__ import annotations
 
 from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout, schedule_chunks
+from estimator.parallel.sac import saved_bytes_per_token
 from estimator.parallel.spec import TransformerSpec
 
 ADAM_BYTES = 12  # fp32 master weights + Adam momentum + variance per parameter (ZeRO paper Sec. 3.1)
@@ -112,6 +114,8 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout) -> float:
     token_split = t if layout.sequence_parallel else 1
     if layout.recompute == "full":
         return 2 * s * b * h / token_split
+    if layout.recompute == "op":  # torchtitan's per-op checkpointing keeps its own set (sac)
+        return s * b * saved_bytes_per_token(spec, t, layout.sequence_parallel)
     if spec.fused == "te":  # the attention block's bytes, then the MLP's (te_dense_mlp_bytes)
         kv = 2 * max(1, spec.kv_heads // t) * spec.head_dim
         mask = h / token_split if spec.dropout else 0.0

@@ -6,8 +6,9 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
 
 * Per microbatch and stage ``i``: its ``n_i`` captured layers (``Layout.stage_layers``) forward and
   backward, plus the embedding (first stage) and the LM head and loss (last stage); with ``pp = 1``
-  one rank runs both. Recompute adds one more forward of each layer (``full``) or of its core
-  attention (``selective``) to the backward. Under ``precision=fp8`` the decoder layers' Linears
+  one rank runs both. Recompute adds one more forward of each layer (``full``), of its core
+  attention (``selective``) or of what torchtitan's per-op policy drops (``op``, :mod:`sac`) to the
+  backward. Under ``precision=fp8`` the decoder layers' Linears
   run as Transformer Engine FP8 GEMMs and the embedding and LM head stay BF16 (Megatron's output
   layer is not a TE module).
 * Tensor parallelism (Megatron-LM, Shoeybi et al. 2019 Sec. 3): per layer 2 all-reduces of the
@@ -88,6 +89,7 @@ from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout
 from estimator.parallel.memory import memory, stage_param_split
 from estimator.parallel.placement import group_cost, p2p_cost, p2p_pricing, strides
+from estimator.parallel.sac import recomputed_gemm_fraction
 from estimator.parallel.spec import TransformerSpec
 from estimator.parallel.zero3 import Zero3Layer, zero3_layer
 
@@ -108,12 +110,12 @@ class PartTimes:
 
 @lru_cache(maxsize=1024)
 def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: DeviceProfile, precision: str,
-               cp: int = 1) -> dict[str, PartTimes]:
+               cp: int = 1, attention_kernel: str = "cudnn") -> dict[str, PartTimes]:
     out = {}
     fp8 = precision == "fp8"
     for name, w in capture_parts(spec, tp, sp, cp, fp8).items():
         scaled = w.scaled_to_batch(mbs)
-        t = node_times(scaled, device, "bf16" if fp8 and name in ("embedding", "head") else precision)
+        t = node_times(scaled, device, "bf16" if fp8 and name in ("embedding", "head") else precision, attention_kernel)
         phase = np.array([n.phase for n in scaled.nodes])
         flops = np.array([n.flops for n in scaled.nodes])
         gemm = np.array([n.op_class in ("matmul", "attention") for n in scaled.nodes])
@@ -121,6 +123,17 @@ def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: Devic
         out[name] = PartTimes(float(t[fw].sum()), float(t[bw].sum()), float(flops[fw].sum()), float(flops[bw].sum()),
                               float(t[fw & gemm].sum()), float(t[bw & gemm].sum()))
     return out
+
+
+def recompute_cost(spec: TransformerSpec, L: Layout, layer: PartTimes, attn: PartTimes) -> tuple[float, float]:
+    """(seconds, FLOPs) of one layer's recompute per microbatch: nothing, the core attention's forward
+    (``selective``), the whole forward (``full``), or per-op SAC's share (``op``, :mod:`sac`): its
+    recomputed GEMMs plus every forward op outside the GEMMs and the attention kernel."""
+    if L.recompute == "op":
+        frac = recomputed_gemm_fraction(spec, L.tp)
+        gemm_s, gemm_flops = layer.fwd_gemm - attn.fwd_gemm, layer.fwd_flops - attn.fwd_flops
+        return frac * gemm_s + (layer.fwd - layer.fwd_gemm), frac * gemm_flops
+    return {"none": (0.0, 0.0), "selective": (attn.fwd, attn.fwd_flops), "full": (layer.fwd, layer.fwd_flops)}[L.recompute]
 
 
 class _Pricer:
@@ -179,7 +192,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     fw = framework or Framework.from_cfg(None)
     overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
     grad_bytes = fw.grad_bytes(precision)
-    parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp)
+    parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel)
     layer, attn, emb, head = parts["layer"], parts["attention"], parts["embedding"], parts["head"]
     stride = strides(L.order, L.tp, L.dp, L.pp, L.cp)
     stride.update(ep=stride["dp"], edp=stride["dp"] * L.ep)  # an EP group: ep consecutive ranks of a DP group
@@ -190,14 +203,15 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     tokens = spec.seq_len // L.cp
     act = tokens * L.micro_batch_size * spec.hidden * ACT_BYTES
     n_rc = 2 if L.recompute == "full" else 0
+    n_op = (2 if L.sequence_parallel else 1) if L.recompute == "op" else 0  # per-op SAC's repeated collectives (sac)
     per_step = m * max(stages)  # layer-microbatches per step on the busiest rank (collective counts are per rank)
     # ---- tensor parallelism per layer and microbatch
     if L.sequence_parallel:
-        one = pricer.price("tp", "reduce_scatter", act, L.tp, per_step * (4 + n_rc)) + \
-            pricer.price("tp", "all_gather", act, L.tp, per_step * (4 + n_rc))
+        redo = pricer.price("tp", "all_gather", act, L.tp, per_step * (4 + n_rc + n_op))
+        one = pricer.price("tp", "reduce_scatter", act, L.tp, per_step * (4 + n_rc)) + redo
     else:
-        one = pricer.price("tp", "all_reduce", act, L.tp, per_step * (4 + n_rc))
-    tp_f, tp_b = 2 * one, (2 + n_rc) * one
+        redo = one = pricer.price("tp", "all_reduce", act, L.tp, per_step * (4 + n_rc + n_op))
+    tp_f, tp_b = 2 * one, (2 + n_rc) * one + n_op * redo
     tp_emb = pricer.price("tp", "all_reduce", act, L.tp, m)
     tp_layer = tp_f + tp_b  # all of it, exposed or not
     if fw.tp_comm_overlap:  # hidden behind the layer's GEMMs
@@ -209,8 +223,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         ep_one = pricer.price("ep", "all_to_all", a2a, L.ep, per_step * (4 + n_rc))
     # ---- context parallelism: the K/V exchange of each layer's attention (cp_exchange)
     cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step)
-    rc = {"none": 0.0, "selective": attn.fwd, "full": layer.fwd}[L.recompute]
-    rc_flops = {"none": 0.0, "selective": attn.fwd_flops, "full": layer.fwd_flops}[L.recompute]
+    rc, rc_flops = recompute_cost(spec, L, layer, attn)
     f_layer = layer.fwd + tp_f + 2 * ep_one + cp_f
     b_layer = layer.bwd + rc + tp_b + (2 + n_rc) * ep_one + cp_b
     # ---- ZeRO-3: per-unit weight gathers (and gradient reduce-scatters) around each layer

@@ -1,0 +1,97 @@
+"""torchtitan's per-op selective checkpointing (``parallelism.recompute=op``, estimator/parallel/sac.py) and the
+framework's fused-attention kernel (``framework.attention_kernel``, estimator/compute/device.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+import estimator
+from estimator.compute.device import DeviceProfile
+from estimator.errors import EstimatorError
+from estimator.estimate import estimate
+from estimator.parallel.sac import recomputed_gemm_fraction, saved_bytes_per_token
+from estimator.parallel.spec import TransformerSpec
+
+
+def spec(model):
+    return TransformerSpec.from_cfg(estimator.resolve_config([f"model={model}"])["model"])
+
+
+def llama8b(*extra, rc="op", n=8):
+    return estimate(estimator.resolve_config([
+        "model=llama3_8b", "parallelism=hybrid", "system=dgx_h100", f"fabric.nodes={n}", "precision=bf16",
+        "parallelism.tp=1", "parallelism.pp=1", "parallelism.micro_batch_size=1", f"parallelism.global_batch={n}",
+        "framework=fsdp", "parallelism.zero=3", f"parallelism.recompute={rc}", *extra]))
+
+
+def test_every_second_gemm_is_recomputed():
+    s = spec("llama3_8b")  # h 4096, 8 KV heads of 128, SwiGLU ffn 14336
+    h, kv, f = 4096, 1024, 14336
+    wq, wk, wv, wo, w1, w3, w2 = h * h, h * kv, h * kv, h * h, h * f, h * f, h * f
+    assert recomputed_gemm_fraction(s, 1) == pytest.approx((wk + wo + w3) / (wq + wk + wv + wo + w1 + w3 + w2))
+    assert recomputed_gemm_fraction(s, 1) == pytest.approx(0.3654, abs=1e-4)
+    # TP narrows every GEMM by tp (the KV ones to max(1, kv_heads / tp) heads): at tp 8 one KV head per rank
+    assert recomputed_gemm_fraction(s, 8) == pytest.approx((wk + wo + w3) / (wq + wk + wv + wo + w1 + w3 + w2))
+    # block input, wq and wv outputs, attention output, w1's output: 2 bytes each
+    assert saved_bytes_per_token(s, 1, False) == 2 * (h + h + kv + h + f)
+    assert saved_bytes_per_token(s, 8, True) == 2 * (h / 8 + h / 8 + 128 + h / 8 + f / 8)
+
+
+def test_op_sits_between_selective_and_full():
+    sel, op, full = (llama8b(rc=rc) for rc in ("selective", "op", "full"))
+    t = [r.metrics["iter_time_s"] for r in (sel, op, full)]
+    mem = [r.metrics["memory_total_bytes"] for r in (sel, op, full)]
+    assert t[0] < t[1] < t[2]
+    assert mem[0] > mem[1] > mem[2]
+
+
+def test_op_repeats_the_sequence_all_gathers_under_tensor_parallelism():
+    base = ["parallelism.tp=8", "parallelism.sequence_parallel=true"]
+    sel = llama8b(*base, rc="selective", n=64)
+    op = llama8b(*base, rc="op", n=64)
+
+    def gathers(r):
+        return sum(c["count_per_step"] for c in r.collectives if c["group"] == "tp" and c["collective"] == "all_gather")
+
+    def scatters(r):
+        return sum(c["count_per_step"] for c in r.collectives if c["group"] == "tp" and c["collective"] == "reduce_scatter")
+
+    layers_x_mb = 32 * sel.metrics["microbatches"]
+    assert gathers(op) - gathers(sel) == 2 * layers_x_mb  # the recompute's two all-gathers per layer
+    assert scatters(op) == scatters(sel)  # reduce-scatter outputs are saved
+    assert op.metrics["tp_comm_time_s"] > sel.metrics["tp_comm_time_s"]
+
+
+def test_op_refuses_moe_layers():
+    with pytest.raises(EstimatorError, match="dense layers only"):
+        estimate(estimator.resolve_config([
+            "model=mixtral_8x7b", "parallelism=hybrid", "system=dgx_h100", "fabric.nodes=64", "precision=bf16",
+            "parallelism.tp=1", "parallelism.pp=4", "parallelism.ep=8", "parallelism.recompute=op"]))
+
+
+def test_attention_kernel_prices_the_fused_attention_op_only():
+    cudnn = llama8b("framework.attention_kernel=cudnn", rc="selective")
+    flash2 = llama8b(rc="selective")  # fsdp's preset: flash2
+    assert estimator.resolve_config(["parallelism=hybrid", "framework=fsdp"])["framework"]["attention_kernel"] == "flash2"
+    assert estimator.resolve_config(["parallelism=hybrid", "framework=megatron"])["framework"]["attention_kernel"] == "cudnn"
+    assert flash2.metrics["iter_time_s"] > cudnn.metrics["iter_time_s"]
+    # the eager layer has no fused attention op: the kernel changes nothing
+    eager = [llama8b("model.fused_kernels=none", "model.seq_len=1024", f"framework.attention_kernel={k}", rc="full")
+             for k in ("cudnn", "flash2")]
+    assert eager[0].metrics["iter_time_s"] == eager[1].metrics["iter_time_s"]
+
+
+def test_attention_kernel_efficiency_lookup_and_fallback():
+    cfg = estimator.resolve_config(["device=h100"])["device"]
+    h100 = DeviceProfile.from_dict(cfg)
+    assert h100.efficiency("compute_efficiency", "attention", "bf16") == 0.545
+    assert h100.efficiency("compute_efficiency", "attention_flash2", "bf16") == 0.335
+    assert h100.efficiency("compute_efficiency", "attention_flash2", "fp8") == 0.335  # attention stays bf16 under fp8
+    a100 = DeviceProfile.from_dict(estimator.resolve_config(["device=a100"])["device"])  # no attention entries
+    assert a100.efficiency("compute_efficiency", "attention_flash2", "bf16") == a100.efficiency(
+        "compute_efficiency", "matmul", "bf16")
+
+
+def test_unknown_attention_kernel_is_a_one_line_error():
+    with pytest.raises(EstimatorError, match="framework.attention_kernel must be one of cudnn, flash2"):
+        llama8b("framework.attention_kernel=flash9")
