@@ -1,6 +1,7 @@
 """ZeRO-3 as each engine runs it (estimator/parallel/zero3.py, conf/framework/*.yaml): DeepSpeed 2021's
 re-gathers around full recompute, tensor-list collectives with a device sync per fetch, all-reduced
-gradients, and its pipeline's partitioned activations with whole gradients."""
+gradients, its prefetch gated by the live parameters, and its pipeline's partitioned activations with
+whole gradients."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout
 from estimator.parallel.memory import zero3_units
 from estimator.parallel.spec import TransformerSpec
-from estimator.parallel.zero3 import backward_gathers
+from estimator.parallel.zero3 import backward_gathers, prefetched
 
 
 def framework(name, *overrides):
@@ -77,3 +78,38 @@ def test_bad_grad_collective_is_a_one_line_error():
     with pytest.raises(EstimatorError, match="zero3_grad_collective must be one of reduce_scatter, all_reduce") as err:
         framework("deepspeed", "framework.zero3_grad_collective=allgather")
     assert "\n" not in str(err.value)
+
+
+def linears(h):
+    return [3 * h * h, h * h, 4 * h * h, 4 * h * h]  # QKV, attention output, fc1, fc2 (GPT, ffn 4h)
+
+
+def test_live_parameters_gate_the_prefetch():
+    ds = framework("deepspeed_2021")
+    # GPT-3 175B (h 12288): no Linear reaches 1e9, the gate never closes: every gather one module ahead
+    assert prefetched(linears(12288), ds, "full") == {p: [True] * 4 for p in "frb"}
+    # 530B (h 20480): holding QKV (1.26e9) or fc1 (1.68e9) closes the gate, so the output Linear and fc2 are
+    # gathered on demand; fc1 is prefetched while the output Linear (0.42e9) runs. Backward: fc2 is kept
+    # since its recompute (its flag stays True), fc1 and the output Linear wait, QKV is prefetched
+    assert prefetched(linears(20480), ds, "full") == {"f": [False, False, True, False],
+                                                     "r": [False, False, True, False],
+                                                     "b": [True, False, False, True]}
+    # engines without the gate (FSDP, today's DeepSpeed as modelled) prefetch every unit
+    for name in ("fsdp", "deepspeed"):
+        assert prefetched(linears(20480), framework(name), "full") == {p: [True] * 4 for p in "frb"}
+
+
+def test_gated_prefetch_exposes_the_530b_gathers_only():
+    shape_530b = ["model.hidden_size=20480", "model.num_layers=105", "model.num_heads=128", "model.ffn_size=81920"]
+    off = "framework.zero3_prefetch_below_live=false"
+
+    def exposed(*extra, model="gpt3_175b"):
+        return zero3(256, "deepspeed_2021", *extra, model=model).metrics
+
+    gated, free = exposed(*shape_530b), exposed(*shape_530b, off)
+    ag = {c["bytes"]: c["time_s"] for c in zero3(256, "deepspeed_2021", *shape_530b).collectives
+          if c["collective"] == "all_gather"}
+    fc = ag[max(ag)]  # an fc1/fc2 gather (1.68e9 parameters)
+    # per layer at least fc2 forward, fc2 recompute and fc1 backward now wait whole
+    assert gated["zero3_exposed_time_s"] - free["zero3_exposed_time_s"] >= 105 * 3 * fc * 0.9
+    assert exposed()["zero3_exposed_time_s"] == exposed(off)["zero3_exposed_time_s"]  # 175B: nothing gated

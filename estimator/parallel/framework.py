@@ -36,6 +36,9 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   flat-buffer collectives (:mod:`~estimator.parallel.zero3`).
 * ``zero3_sync_per_fetch`` — the engine synchronises the whole device before every unit's
   parameters are used, so host work between units is not hidden behind queued GPU work.
+* ``zero3_prefetch_below_live`` — the engine prefetches a unit only when no gather is in flight and
+  the parameters it holds gathered are below ``zero3_max_live_params`` (DeepSpeed 2021), so units of
+  about that size are gathered on demand (:func:`~estimator.parallel.zero3.prefetched`).
 * ``zero3_grad_collective`` — how ZeRO-3 reduces gradients: ``reduce_scatter`` (each rank receives
   its shard) or ``all_reduce`` (the whole gradient, then each rank keeps its shard: twice the
   bytes; DeepSpeed 2021's default path).
@@ -80,6 +83,7 @@ class Framework:
     zero3_sync_per_fetch: bool
     zero3_grad_collective: str
     attention_kernel: str
+    zero3_prefetch_below_live: bool
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
     zero3_max_live_params: float | None = None

@@ -12,6 +12,12 @@ value cited in ``conf/framework/*.yaml``).
   twice their parameters -- stay under ``zero3_max_reuse_params``; otherwise it gathers it again.
 * Overlap, one unit ahead: a unit's gather runs while the previous unit computes, so it is exposed
   beyond the compute of one unit's share of the layer (the layer's compute split by parameters).
+* Prefetch gated by the live parameters (``zero3_prefetch_below_live``, DeepSpeed v0.3.13-v0.5.4):
+  the engine prefetches only when no gather is in flight and the parameters it holds gathered
+  (fetched, prefetched, or kept for reuse) are below ``zero3_max_live_params``
+  (:func:`prefetched` replays its rule over the unit trace). A unit not prefetched is gathered
+  when it is needed, exposed whole; a later prefetch chance at a parameterless module between two
+  units (attention's softmax before its output Linear) is not modelled.
   In backward the same links also carry the unit's gradient reduction (in ``reduce_bucket_params``
   buckets, or one per unit): a reduce-scatter, or with ``zero3_grad_collective: all_reduce`` an
   all-reduce of the whole bucket (DeepSpeed 2021: flattened, divided and copied back, 3 x 2 bytes
@@ -33,6 +39,7 @@ value cited in ``conf/framework/*.yaml``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -68,6 +75,58 @@ def backward_gathers(units: list[float], fw: Framework, recompute: str) -> list[
     return [1 + (2 * sum(units[i + 1:]) >= fw.zero3_max_reuse_params) for i in range(len(units))]
 
 
+Event = tuple[int, int, str]  # (layer, unit, pass): pass f forward, r recompute forward, b backward
+
+
+def prefetched(units: list[float], fw: Framework, recompute: str) -> dict[str, list[bool]]:
+    """Whether each unit's gather of a layer in the middle of the model was prefetched (issued while an
+    earlier unit ran), per pass ``f``, ``r`` (recompute forward, when it gathers apart) and ``b``; a
+    ``b`` unit kept since its recompute is not gathered, its flag is True. Without the live-parameter
+    gate every unit is prefetched (module docstring)."""
+    k = len(units)
+    if not fw.zero3_prefetch_below_live or fw.zero3_max_live_params is None:
+        return {p: [True] * k for p in "frb"}
+    separate = recompute == "full" and fw.zero3_max_reuse_params is not None
+
+    def backward_of(layer: int) -> list[Event]:
+        rc = [(layer, i, "r") for i in range(k)] if separate else []
+        return rc + [(layer, i, "b") for i in reversed(range(k))]
+
+    fwd = _replay([(layer, i, "f") for layer in range(3) for i in range(k)], units, fw)
+    bwd = _replay([e for layer in (2, 1, 0) for e in backward_of(layer)], units, fw)
+    flags = {**fwd, **bwd}
+    return {p: [flags.get((1, i, p), True) for i in range(k)] for p in "frb"}
+
+
+def _replay(trace: list[Event], units: list[float], fw: Framework) -> dict[Event, bool]:
+    """DeepSpeed 2021's PartitionedParameterCoordinator over ``trace`` (runtime/zero/stage3.py at v0.3.13:
+    fetch_sub_module, prefetch_next_sub_modules, release_sub_module): per event, was its unit gathered
+    before it was needed (prefetched, or kept since an earlier use)."""
+    held: dict[tuple[int, int], float] = {}  # gathered or in flight, by (layer, unit)
+    flight: set[tuple[int, int]] = set()
+    out = {}
+    for p, event in enumerate(trace):
+        unit = event[:2]
+        out[event] = unit in held
+        if unit not in held or unit in flight:  # gathered now or waited for: the engine synchronises
+            flight.clear()
+        held[unit] = units[event[1]]
+        if not flight and sum(held.values()) < fw.zero3_max_live_params:
+            ahead = 0.0
+            for later in trace[p + 1:]:
+                if later[:2] not in held:
+                    held[later[:2]] = units[later[1]]
+                    flight.add(later[:2])
+                    ahead += units[later[1]]
+                    if ahead >= (fw.zero3_prefetch_params or 0.0):
+                        break
+        reuse = next((q for q in range(p + 1, len(trace)) if trace[q][:2] == unit), None)
+        between = math.inf if reuse is None else sum(units[e[1]] for e in trace[p + 1:reuse])
+        if between >= (fw.zero3_max_reuse_params or 0.0):
+            del held[unit]
+    return out
+
+
 def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer, device: DeviceProfile,
                 precision: str, grad_bytes: int, fwd: float, bwd: float, rc: float, count: float) -> Zero3Layer:
     """ZeRO-3 of one layer and microbatch (module docstring); ``fwd``, ``bwd`` and ``rc`` are the layer's
@@ -101,16 +160,22 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     def host_exposed(window: float) -> float:
         return host if fw.zero3_sync_per_fetch else beyond(host, window)
 
+    def exposed(gather: float, other: float, window: float, ahead: bool) -> float:
+        """A gather (and the reduction behind it on the same links) against its compute window;
+        a gather not prefetched is waited for whole."""
+        return beyond(gather + other, window) if ahead else gather + beyond(other, window)
+
+    pf = prefetched(units, fw, L.recompute)
     exp_f = exp_b = 0.0
-    for u, g in zip(units, b_gathers, strict=True):
+    for i, (u, g) in enumerate(zip(units, b_gathers, strict=True)):
         f_u, b_u, r_u = fwd * u / total, bwd * u / total, rc * u / total
-        exp_f += host_exposed(f_u) + beyond(ag[u], f_u)
+        exp_f += host_exposed(f_u) + exposed(ag[u], 0.0, f_u, pf["f"][i])
         if separate:  # the recompute forward's gather, and the backward's if the unit was released meanwhile
             again = g == 2
-            exp_b += host_exposed(r_u) + beyond(ag[u], r_u)
-            exp_b += (host_exposed(b_u) if again else 0.0) + beyond((ag[u] if again else 0.0) + rs[u], b_u)
+            exp_b += host_exposed(r_u) + exposed(ag[u], 0.0, r_u, pf["r"][i])
+            exp_b += (host_exposed(b_u) if again else 0.0) + exposed(ag[u] if again else 0.0, rs[u], b_u, pf["b"][i])
         else:
-            exp_b += host_exposed(b_u + r_u) + beyond(ag[u] + rs[u], b_u + r_u)
+            exp_b += host_exposed(b_u + r_u) + exposed(ag[u], rs[u], b_u + r_u, pf["b"][i])
         exp_b += beyond(host, b_u)  # the reduce-scatter's host time, behind the unit's backward kernels
     comm = sum((1 + g) * ag[u] + rs[u] for u, g in zip(units, b_gathers, strict=True))
     return Zero3Layer(exp_f, exp_b, ag[units[0]], ag[units[-1]], comm, len(units) + sum(b_gathers))
