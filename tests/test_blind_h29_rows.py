@@ -1,10 +1,10 @@
-"""The blind held-out rows of validation/blind_h29/llm.csv (issue #23 item 7, "further published runs").
+"""The round-h29 blind held-out rows (issue #23 item 7, "further published runs"), now in validation/llm.csv.
 
-They sit in a sub-folder, which `estimator validate` does not read by default, so that the model can be
-changed without their errors in view. These checks price no step: every row parses with the project's
-loader, is a new run (id and source not already in validation/*.csv or pending/), sets only facts of the
-run, reproduces the published numbers it is derived from, composes into a config the hybrid model accepts
-and fits in memory, and is described in validation/blind_h29/README.md (where each number comes from).
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was
+frozen, then moved into llm.csv unchanged (validation/llm_rows.md, "Blind held-out rows, round h29"). These
+checks price no step: every row parses with the project's loader, is a run no other row describes (id and
+source), sets only facts of the run, reproduces the published numbers it is derived from, composes into a
+config the hybrid model accepts and fits in memory, and is described in validation/llm_rows.md.
 """
 
 from __future__ import annotations
@@ -22,9 +22,15 @@ from estimator.validation.llm import shares_source, source_keys
 from estimator.validation.predict import base_overrides
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-BLIND = VALIDATION / "blind_h29"
-ROWS = load_rows(BLIND)
-SEEN = load_rows(VALIDATION) + load_rows(VALIDATION / "pending")
+H29_IDS = ("mpt-70b-a100-80gb-64gpu", "mpt-70b-a100-80gb-32gpu", "mpt-30b-a100-80gb-8gpu", "mpt-7b-a100-80gb-8gpu",
+           "mpt-70b-a100-40gb-128gpu", "mpt-30b-a100-40gb-128gpu", "mpt-13b-a100-40gb-128gpu", "mpt-7b-a100-40gb-128gpu",
+           "mpt-3b-a100-40gb-128gpu", "mpt-70b-h100-64gpu", "mpt-30b-h100-32gpu", "mpt-13b-h100-64gpu",
+           "olmocore-olmo-1b-8gpu-bf16", "olmocore-olmo-1b-8gpu-fp8", "olmocore-olmo-7b-8gpu-bf16",
+           "olmocore-olmo-7b-8gpu-fp8", "olmocore-llama-8b-8gpu-bf16", "olmocore-llama-8b-8gpu-fp8",
+           "olmocore-olmo-13b-8gpu-bf16", "olmocore-olmo-13b-8gpu-fp8", "bloom-176b-384gpu")
+ALL = load_rows(VALIDATION)
+ROWS = [r for r in ALL if r.id in H29_IDS]
+SEEN = [r for r in ALL if r.id not in H29_IDS] + load_rows(VALIDATION / "pending")
 # What these rows may set: layout, recipe and model-shape facts, and datasheet facts of the hardware the
 # source states (memory size and bandwidth of a 40 GB A100, NIC count and line rate); no efficiency, no
 # measured bandwidth, no fitted value.
@@ -48,12 +54,13 @@ def _document(row) -> str:
 
 
 def test_rows_parse_and_come_from_three_documents():
+    assert [r.id for r in ROWS] == list(H29_IDS) and {r.file for r in ROWS} == {"validation/llm.csv"}
     assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
     assert {doc: sum(_document(r) == doc for r in ROWS) for doc in DOCUMENTS} == DOCUMENTS
     assert len(ROWS) == sum(DOCUMENTS.values())
 
 
-def test_rows_are_new_runs_and_stay_out_of_the_default_validation():
+def test_rows_are_runs_no_other_row_describes():
     seen_ids = {r.id for r in SEEN}
     assert not seen_ids & {r.id for r in ROWS}
     seen_docs = {k for r in SEEN for k in source_keys(r.source)}
@@ -124,6 +131,7 @@ def test_bloom_row_reproduces_the_log_line():
 
 
 def test_every_row_is_described():
-    doc = (BLIND / "README.md").read_text(encoding="utf-8")
+    doc = (VALIDATION / "llm_rows.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Blind held-out rows, round h29"):]
     for row in ROWS:
-        assert f"`{row.id}`" in doc, f"{row.id} is not listed in validation/blind_h29/README.md"
+        assert f"`{row.id}`" in section, f"{row.id} is not listed in validation/llm_rows.md's round-h29 section"
