@@ -119,10 +119,10 @@ def _plot_errors(df: pl.DataFrame, ax) -> None:
     ticks = []
     for (kind,), part in df.group_by(["kind"], maintain_order=True):
         lo, hi = part["x"].min(), part["x"].max()
-        ticks.append(((lo + hi) / 2, f"{kind} ({part.height} rows)"))
+        ticks.append(((lo + hi) / 2, f"{kind}\n({part.height} rows)"))  # two lines: a narrow group's label fits
         if lo > 0:
             ax.axvline(lo - 0.5, color="0.5", lw=0.8, ls="--")
-    ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks], fontsize=8)
+    ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks], fontsize=7)
     ax.set_xlim(-1, df.height)
     ax.set_ylabel("error = (predicted − measured) / measured (%)")
     ax.grid(alpha=0.3, axis="y")
