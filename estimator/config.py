@@ -65,9 +65,9 @@ def group_choices(overrides: Iterable[str]) -> list[str]:
     return [o for o in overrides if "=" in o and o.partition("=")[0].lstrip("+~") in groups]
 
 
-def _decoder_model(name: str) -> bool:
-    """``conf/model/<name>.yaml`` is a decoder-only transformer (``arch: decoder``)."""
-    path = conf_dir() / "model" / f"{name}.yaml"
+@cache
+def _decoder_model(path: Path) -> bool:
+    """The model preset at ``path`` is a decoder-only transformer (``arch: decoder``)."""
     return path.is_file() and re.search(r"^arch:\s*decoder\b", path.read_text(), re.M) is not None
 
 
@@ -79,7 +79,7 @@ def implied_overrides(overrides: list[str]) -> list[str]:
     if "parallelism" in chosen or "experiment" in chosen:
         return overrides
     model = chosen.get("model", "")
-    if model and "," not in model and _decoder_model(model):
+    if model and "," not in model and _decoder_model(conf_dir() / "model" / f"{model}.yaml"):
         return [*overrides, "parallelism=hybrid"]
     return overrides
 

@@ -63,7 +63,8 @@ from estimator.workloads.graph import Workload
 # ``attention`` op class; another kernel prices it as ``attention_<kernel>`` (falling back to ``attention``,
 # then ``matmul``, where the device has no entry for it).
 ATTENTION_KERNELS = ("cudnn", "flash2")
-TENSOR_CORE_CLASSES = frozenset({"conv", "matmul", "attention", "attention_flash2"})
+ATTENTION_CLASSES = ("attention", *(f"attention_{k}" for k in ATTENTION_KERNELS if k != "cudnn"))
+TENSOR_CORE_CLASSES = frozenset({"conv", "matmul", *ATTENTION_CLASSES})
 # precision -> (peak field for tensor-core classes, activation bytes relative to the fp32 capture)
 PRECISIONS = {
     "fp32": ("peak_flops_fp32", 1.0),
@@ -74,7 +75,7 @@ PRECISIONS = {
     "fp8": ("peak_flops_fp8", 0.5),  # Transformer Engine: Linear GEMMs in FP8, the rest BF16 (module doc)
 }
 FP8_CLASSES = frozenset({"matmul"})  # op classes Transformer Engine runs in FP8 (its Linear layers' GEMMs)
-EFFICIENCY_KEYS = (*OP_CLASSES, "attention", "attention_flash2", "default")
+EFFICIENCY_KEYS = (*OP_CLASSES, *ATTENTION_CLASSES, "default")
 
 
 PRECISION_KEYS = ("fp32", "tf32", "fp16", "bf16", "fp8")

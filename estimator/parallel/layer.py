@@ -151,7 +151,7 @@ def _modules():
             h, d, bias = spec.hidden, spec.head_dim, spec.biases
             self.spec, self.tp, self.sp, self.fp8 = spec, tp, sp, fp8
             self.seq = spec.seq_len // cp  # this rank's tokens (context parallelism)
-            self.nh, self.nkv, self.d = spec.heads // tp, max(1, spec.kv_heads // tp), d
+            self.nh, self.nkv, self.d = spec.heads // tp, spec.kv_heads_per_rank(tp), d
             self.norm1, self.norm2 = norm(spec, h), norm(spec, h)
             self.qkv = nn.Linear(h, (self.nh + 2 * self.nkv) * d, bias=bias)
             self.proj = nn.Linear(self.nh * d, h, bias=bias)
@@ -357,7 +357,7 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
     ``Workload.scaled_to_batch``); ``fp8``: the layer's Linears as Transformer Engine FP8 GEMMs."""
     torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard = _modules()
     s = spec.seq_len // cp
-    nh, nkv, d = spec.heads // tp, max(1, spec.kv_heads // tp), spec.head_dim
+    nh, nkv, d = spec.heads // tp, spec.kv_heads_per_rank(tp), spec.head_dim
     with torch.device("meta"):
         layer, emb, head = LayerShard(spec, tp, sp, cp, fp8), EmbeddingShard(spec, tp), HeadShard(spec, tp)
         core = CoreAttention(spec, cp)

@@ -117,7 +117,7 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout) -> float:
     if layout.recompute == "op":  # torchtitan's per-op checkpointing keeps its own set (sac)
         return s * b * saved_bytes_per_token(spec, t, layout.sequence_parallel)
     if spec.fused == "te":  # the attention block's bytes, then the MLP's (te_dense_mlp_bytes)
-        kv = 2 * max(1, spec.kv_heads // t) * spec.head_dim
+        kv = 2 * spec.kv_heads_per_rank(t) * spec.head_dim
         mask = h / token_split if spec.dropout else 0.0
         return s * b * (6 * h / token_split + 4 * h / t + 2 * kv + mask) + te_dense_mlp_bytes(spec, layout)
     attn = 0.0 if layout.recompute == "selective" else 5 * a * s / h

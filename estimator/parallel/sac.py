@@ -34,13 +34,17 @@ from estimator.errors import EstimatorError
 from estimator.parallel.spec import TransformerSpec
 
 
-def _gemm_widths(spec: TransformerSpec, tp: int) -> list[float]:
-    """Output x input elements of each GEMM of one block per TP rank, in forward call order."""
+def _head_widths(spec: TransformerSpec, tp: int) -> tuple[float, float]:
+    """(query, key/value) projection widths per TP rank of a dense block; MoE is a one-line error."""
     if spec.experts:
         raise EstimatorError("parallelism.recompute=op (torchtitan's per-op checkpointing) is modelled for dense "
                              f"layers only; {spec.name} has experts: use selective or full")
-    h, d = spec.hidden, spec.head_dim
-    q, kv = spec.heads * d / tp, max(1, spec.kv_heads // tp) * d
+    return spec.heads * spec.head_dim / tp, spec.kv_heads_per_rank(tp) * spec.head_dim
+
+
+def _gemm_widths(spec: TransformerSpec, tp: int) -> list[float]:
+    """Output x input elements of each GEMM of one block per TP rank, in forward call order."""
+    h, (q, kv) = spec.hidden, _head_widths(spec, tp)
     mlp = [h * spec.ffn / tp] * (3 if spec.gated else 2)
     return [h * q, h * kv, h * kv, h * q, *mlp]
 
@@ -53,8 +57,7 @@ def recomputed_gemm_fraction(spec: TransformerSpec, tp: int) -> float:
 
 def saved_bytes_per_token(spec: TransformerSpec, tp: int, sequence_parallel: bool) -> float:
     """16-bit bytes per token of one block that the per-op policy keeps for the backward."""
-    _gemm_widths(spec, tp)  # the dense-only check
+    q, kv = _head_widths(spec, tp)
     split = tp if sequence_parallel else 1
-    q, kv = spec.heads * spec.head_dim / tp, max(1, spec.kv_heads // tp) * spec.head_dim
     # block input, wq's and wv's outputs, the attention output, w1's / fc1's output
     return 2 * (spec.hidden / split + q + kv + q + spec.ffn / tp)

@@ -115,6 +115,10 @@ class TransformerSpec:
     def head_dim(self) -> int:
         return self.hidden // self.heads
 
+    def kv_heads_per_rank(self, tp: int) -> int:
+        """Key/value heads one tensor-parallel rank holds (replicated when tp exceeds them)."""
+        return max(1, self.kv_heads // tp)
+
     def padded_vocab(self, tp: int) -> int:
         """Megatron-LM pads the vocabulary to a multiple of 128 x tp (``--make-vocab-size-divisible-by
         128``) so every tensor-parallel rank holds an equal slice."""

@@ -169,7 +169,7 @@ def cp_exchange(spec: TransformerSpec, L: Layout, pricer: _Pricer, attn: PartTim
     exchange per microbatch, by ``L.cp_comm`` (module docstring); zeros without context parallelism."""
     if L.cp == 1:
         return 0.0, 0.0, 0.0
-    local = (spec.seq_len // L.cp) * L.micro_batch_size * max(1, spec.kv_heads // L.tp) * spec.head_dim * ACT_BYTES
+    local = (spec.seq_len // L.cp) * L.micro_batch_size * spec.kv_heads_per_rank(L.tp) * spec.head_dim * ACT_BYTES
     reruns = 0 if L.recompute == "none" else 1  # a recompute reruns the attention forward, exchange included
     if L.cp_comm == "ring":
         ring_f = pricer.p2p("cp", 2 * local, L.cp, per_step * (L.cp - 1) * (1 + reruns))
