@@ -84,9 +84,11 @@ def test_attention_kernel_prices_the_fused_attention_op_only():
 def test_attention_kernel_efficiency_lookup_and_fallback():
     cfg = estimator.resolve_config(["device=h100"])["device"]
     h100 = DeviceProfile.from_dict(cfg)
-    assert h100.efficiency("compute_efficiency", "attention", "bf16") == 0.545
-    assert h100.efficiency("compute_efficiency", "attention_flash2", "bf16") == 0.335
-    assert h100.efficiency("compute_efficiency", "attention_flash2", "fp8") == 0.335  # attention stays bf16 under fp8
+    cudnn, flash2 = (cfg["compute_efficiency"]["bf16"][k] for k in ("attention", "attention_flash2"))
+    assert flash2 < cudnn  # FA2 below cuDNN on H100 (the FA3 paper's bars; conf/device/h100.yaml)
+    assert h100.efficiency("compute_efficiency", "attention", "bf16") == cudnn
+    assert h100.efficiency("compute_efficiency", "attention_flash2", "bf16") == flash2
+    assert h100.efficiency("compute_efficiency", "attention_flash2", "fp8") == flash2  # attention stays bf16 under fp8
     a100 = DeviceProfile.from_dict(estimator.resolve_config(["device=a100"])["device"])  # no attention entries
     assert a100.efficiency("compute_efficiency", "attention_flash2", "bf16") == a100.efficiency(
         "compute_efficiency", "matmul", "bf16")
