@@ -25,7 +25,7 @@ from estimator.parallel.step import step_time
 HYBRID_KEYS = {"strategy", "tp", "cp", "pp", "dp", "ep", "micro_batch_size", "microbatches", "global_batch", "zero",
                "sequence_parallel", "recompute", "order", "placement", "dp_overlap", "device_memory_bytes", "virtual_stages",
                "first_stage_layers", "last_stage_layers", "fp32_grads", "cp_comm", "microbatch_group",
-               "input"}  # input: the host's data-loading facts a system preset sets (data parallelism only)
+               "comm_interference", "input"}  # input: the host's data-loading facts a system preset sets (data parallelism only)
 
 
 def _bool_or_null(par: dict[str, Any], key: str) -> bool | None:
@@ -69,11 +69,14 @@ def _setup(cfg: dict[str, Any]):
                              "has no interleaved schedule; use virtual_stages=1")
     capacity = device_memory(device.memory_bytes, par.get("device_memory_bytes"))
     overlap = _bool_or_null(par, "dp_overlap")
-    return spec, fabric, device, precision, layout, placement, capacity, overlap, framework
+    interference = par.get("comm_interference", 0.0)
+    if isinstance(interference, bool) or not isinstance(interference, int | float) or not 0 <= interference < 1:
+        raise EstimatorError(f"parallelism.comm_interference must be a fraction in [0, 1), got {interference!r}")
+    return spec, fabric, device, precision, layout, placement, capacity, overlap, framework, float(interference)
 
 
 def validate_hybrid(cfg: dict[str, Any]) -> None:
-    spec, _f, _d, precision, layout, placement, capacity, _o, framework = _setup(cfg)
+    spec, _f, _d, precision, layout, placement, capacity, _o, framework, _i = _setup(cfg)
     if placement == "fixed":
         _check_fits(spec, layout, capacity, framework, precision)
 
@@ -101,15 +104,15 @@ def _hint(spec: TransformerSpec, layout: Layout) -> str:
 
 def estimate_hybrid(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(metrics, collectives) of one hybrid-parallel training step."""
-    spec, fabric, device, precision, layout, placement, capacity, overlap, framework = _setup(cfg)
+    spec, fabric, device, precision, layout, placement, capacity, overlap, framework, interference = _setup(cfg)
     algorithm = str(cfg.get("algorithm") or "default")
     if placement == "auto":
         metrics, colls, n = search(spec, layout, layout.microbatches, fabric, device, precision, algorithm, capacity,
-                                   overlap, framework)
+                                   overlap, framework, interference)
         metrics["layouts_evaluated"] = n
     else:
         _check_fits(spec, layout, capacity, framework, precision)
-        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, overlap, framework)
+        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, overlap, framework, interference)
     metrics["placement"] = placement
     metrics["device_memory_bytes"] = capacity or 0.0
     return metrics, colls

@@ -9,6 +9,12 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
 * ``param_gather_overlap`` — with ZeRO-1/2 the updated weights' all-gather overlaps the next
   step's first forward (else it is exposed at the end of the step).
 * ``tp_comm_overlap`` — tensor-parallel collectives overlap the layer's GEMMs (up to their time).
+* ``tp_overlap_grad_reduce_scatter`` — with ``tp_comm_overlap`` and sequence parallelism, the
+  backward's reduce-scatters of the layer inputs' gradients overlap too (Transformer Engine's
+  userbuffers overlap every TP GEMM's collective). False for PyTorch's async TP (Inductor's
+  micro-pipeline pass): it fuses all-gather -> matmul and matmul -> reduce-scatter, but an input
+  gradient that is the sum of several matmuls (wq/wk/wv, w1/w3) is reduce-scattered unfused, so
+  those two reduce-scatters per layer stay exposed (pytorch/pytorch#149946).
 * ``p2p_scatter_gather`` — a pipeline boundary sends ``1 / tp`` of the activations per TP rank
   (Narayanan et al. 2021 Sec. 4.1) instead of every TP rank sending the whole tensor;
   ``p2p_grad_scatter_gather`` the same for the activation gradients sent back in backward. With
@@ -74,6 +80,7 @@ class Framework:
     grad_reduce_overlap: bool
     param_gather_overlap: bool
     tp_comm_overlap: bool
+    tp_overlap_grad_reduce_scatter: bool
     p2p_scatter_gather: bool
     p2p_grad_scatter_gather: bool
     interleaved_schedule: bool

@@ -52,7 +52,7 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
 
 
 def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, device: DeviceProfile, precision: str, algorithm: str,
-           capacity: float | None, dp_overlap: bool | None, framework: Framework,
+           capacity: float | None, dp_overlap: bool | None, framework: Framework, interference: float = 0.0,
            mbs_options=(1, 2, 4)) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
     """(metrics, collectives, layouts evaluated) of the fastest layout that fits."""
     gpus = base.gpus
@@ -62,7 +62,7 @@ def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabri
     for layout in candidates(spec, base, gpus, max_tp, global_batch, mbs_options):
         if capacity and memory(spec, layout, framework.grad_bytes(precision), framework)["total"] > capacity:
             continue
-        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap, framework)
+        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap, framework, interference)
         evaluated += 1
         if best is None or metrics["iter_time_s"] < best[0]["iter_time_s"]:
             best = (metrics, colls)

@@ -16,7 +16,8 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   forward), 1 in the embedding's forward; with sequence parallelism each all-reduce becomes a
   reduce-scatter + all-gather pair of the same buffer (Korthikanti et al. 2022 Sec. 4.2.2). Not
   overlapped, unless the framework overlaps TP communication with the layer's GEMMs
-  (``tp_comm_overlap``: exposed = what exceeds the GEMMs' time).
+  (``tp_comm_overlap``: exposed = what exceeds the GEMMs' time; PyTorch's async TP leaves the
+  backward's two input-gradient reduce-scatters exposed, ``tp_overlap_grad_reduce_scatter``).
 * Context parallelism (``cp`` > 1; :func:`cp_exchange`), as Transformer Engine runs it for
   Megatron-core (``parallelism.cp_comm``, TE's ``cp_comm_type``). ``ring`` (Megatron-core's default,
   ``AttnFuncWithCPAndKVP2P``): each layer's attention runs in ``cp`` steps; between steps every
@@ -185,9 +186,10 @@ def cp_exchange(spec: TransformerSpec, L: Layout, pricer: _Pricer, attn: PartTim
 
 
 def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
-              algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None
-              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(metrics, collectives) of one training step."""
+              algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None,
+              interference: float = 0.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(metrics, collectives) of one training step; ``interference``: the compute slow-down per second of
+    data-parallel / ZeRO communication it overlaps (module docstring)."""
     L = layout
     fw = framework or Framework.from_cfg(None)
     overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
@@ -206,16 +208,20 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     n_op = (2 if L.sequence_parallel else 1) if L.recompute == "op" else 0  # per-op SAC's repeated collectives (sac)
     per_step = m * max(stages)  # layer-microbatches per step on the busiest rank (collective counts are per rank)
     # ---- tensor parallelism per layer and microbatch
+    scatter = 0.0
     if L.sequence_parallel:
         redo = pricer.price("tp", "all_gather", act, L.tp, per_step * (4 + n_rc + n_op))
-        one = pricer.price("tp", "reduce_scatter", act, L.tp, per_step * (4 + n_rc)) + redo
+        scatter = pricer.price("tp", "reduce_scatter", act, L.tp, per_step * (4 + n_rc))
+        one = scatter + redo
     else:
         redo = one = pricer.price("tp", "all_reduce", act, L.tp, per_step * (4 + n_rc + n_op))
     tp_f, tp_b = 2 * one, (2 + n_rc) * one + n_op * redo
     tp_emb = pricer.price("tp", "all_reduce", act, L.tp, m)
     tp_layer = tp_f + tp_b  # all of it, exposed or not
     if fw.tp_comm_overlap:  # hidden behind the layer's GEMMs
-        tp_f, tp_b = max(0.0, tp_f - layer.fwd_gemm), max(0.0, tp_b - layer.bwd_gemm)
+        # async TP: the backward's two input-gradient reduce-scatters run unfused (framework docstring)
+        unfused = 0.0 if fw.tp_overlap_grad_reduce_scatter else 2 * scatter
+        tp_f, tp_b = max(0.0, tp_f - layer.fwd_gemm), unfused + max(0.0, tp_b - unfused - layer.bwd_gemm)
     # ---- expert parallelism: dispatch + combine all-to-all of each MoE layer, in forward and backward
     ep_one = 0.0
     if spec.experts and L.ep > 1:
@@ -229,7 +235,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     # ---- ZeRO-3: per-unit weight gathers (and gradient reduce-scatters) around each layer
     z3 = Zero3Layer(0.0, 0.0, 0.0, 0.0, 0.0, 0)
     if L.zero == 3 and L.dp * L.cp > 1:
-        z3 = zero3_layer(spec, L, fw, pricer, device, precision, grad_bytes, layer.fwd, layer.bwd, rc, per_step)
+        z3 = zero3_layer(spec, L, fw, pricer, device, precision, grad_bytes, layer.fwd, layer.bwd, rc, per_step,
+                         interference)
         f_layer, b_layer = f_layer + z3.fwd_exposed, b_layer + z3.bwd_exposed
     # ---- pipeline: per-stage slots, the slowest paces the steady state
     t_p2p = 0.0  # one send each way per microbatch and chunk: activations forward, their gradients backward
@@ -247,7 +254,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     if L.zero == 2:
         for i, (d, e) in enumerate(dense):
             rs = pricer.price("dp", "reduce_scatter", (d + e) * grad_bytes, L.dp * L.cp, m)
-            t_b[i] += max(0.0, rs - (t_b[i] if overlap else 0.0))
+            window = t_b[i] if overlap else 0.0
+            t_b[i] += max(0.0, rs - window) + interference * min(rs, window)
     slots = [t_f[i] + t_b[i] + 2 * v * t_p2p for i in range(L.pp)]
     slowest = max(range(L.pp), key=lambda i: slots[i])
     bubble = (sum(slots) - slots[slowest]) / v
@@ -266,7 +274,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
                 t_after += pricer.price(group, "all_gather", nbytes * WEIGHT_BYTES / grad_bytes, size, 1)  # 16-bit weights
         window = stages[i] * (layer.bwd + tp_b + (2 + n_rc) * ep_one + cp_b) if overlap else 0.0  # the last backward (recompute not counted)
         gather_window = t_f[i] if fw.param_gather_overlap else 0.0
-        dp_exposed = max(dp_exposed, max(0.0, t_grad - window) + max(0.0, t_after - gather_window))
+        hidden = min(t_grad, window) + min(t_after, gather_window)
+        dp_exposed = max(dp_exposed, max(0.0, t_grad - window) + max(0.0, t_after - gather_window) + interference * hidden)
         t_dp = max(t_dp, t_grad + t_after)
     pricer.colls[:] = _dedupe(pricer.colls)
     n_local = sum(dense[slowest])

@@ -12,6 +12,8 @@ value cited in ``conf/framework/*.yaml``).
   twice their parameters -- stay under ``zero3_max_reuse_params``; otherwise it gathers it again.
 * Overlap, one unit ahead: a unit's gather runs while the previous unit computes, so it is exposed
   beyond the compute of one unit's share of the layer (the layer's compute split by parameters).
+  Overlap is not free: NCCL's kernels hold SMs and HBM bandwidth, so the compute they overlap runs
+  slower, by ``interference`` (``parallelism.comm_interference``) of the overlapped time.
 * Prefetch gated by the live parameters (``zero3_prefetch_below_live``, DeepSpeed v0.3.13-v0.5.4):
   the engine prefetches only when no gather is in flight and the parameters it holds gathered
   (fetched, prefetched, or kept for reuse) are below ``zero3_max_live_params``
@@ -128,9 +130,11 @@ def _replay(trace: list[Event], units: list[float], fw: Framework) -> dict[Event
 
 
 def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer, device: DeviceProfile,
-                precision: str, grad_bytes: int, fwd: float, bwd: float, rc: float, count: float) -> Zero3Layer:
+                precision: str, grad_bytes: int, fwd: float, bwd: float, rc: float, count: float,
+                interference: float = 0.0) -> Zero3Layer:
     """ZeRO-3 of one layer and microbatch (module docstring); ``fwd``, ``bwd`` and ``rc`` are the layer's
-    forward, backward and recompute-forward compute, ``count`` the layer-microbatches per step."""
+    forward, backward and recompute-forward compute, ``count`` the layer-microbatches per step,
+    ``interference`` the compute slow-down per second of overlapped communication (module docstring)."""
     units = zero3_units(spec, L, fw.zero3_unit)
     total, size = sum(units), L.dp * L.cp
     b_gathers = backward_gathers(units, fw, L.recompute)
@@ -162,8 +166,10 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
 
     def exposed(gather: float, other: float, window: float, ahead: bool) -> float:
         """A gather (and the reduction behind it on the same links) against its compute window;
-        a gather not prefetched is waited for whole."""
-        return beyond(gather + other, window) if ahead else gather + beyond(other, window)
+        a gather not prefetched is waited for whole. The part that overlaps slows the window's
+        compute by ``interference`` of its time."""
+        hidden = min(gather + other, window) if ahead else min(other, window)
+        return (beyond(gather + other, window) if ahead else gather + beyond(other, window)) + interference * hidden
 
     pf = prefetched(units, fw, L.recompute)
     exp_f = exp_b = 0.0
