@@ -28,12 +28,13 @@ ROWS = [r for r in load_rows(VALIDATION) if r.kind == "llm" and r.id.startswith(
         and not (r.id.startswith("mpt-") and not re.search(r"-h100-(128|256|512)gpu$", r.id))]
 REFUSED = [r for r in load_rows(VALIDATION / "pending") if r.id.startswith(PREFIXES)]
 # What these rows may set: layout, recipe and model-shape facts, and the datasheet capacity and bandwidth of a
-# non-standard GPU the source states (never an efficiency, a measured bandwidth or a fitted value).
+# non-standard GPU the source states, or the device preset of that GPU (device=h100_gt: Grand Teton's H100; never an
+# efficiency, a measured bandwidth or a fitted value).
 ALLOWED_KEYS = {"framework", "framework.tp_comm_overlap", "parallelism.zero", "parallelism.recompute",
                 "parallelism.sequence_parallel", "parallelism.fp32_grads", "parallelism.dp_overlap",
                 "parallelism.cp_comm", "parallelism.virtual_stages", "model.fused_kernels", "model.dropout",
                 "model.hidden_size", "model.num_layers", "model.num_heads", "model.ffn_size", "model.vocab_size",
-                "device.memory_bytes", "device.mem_bw_Bps"}
+                "device.memory_bytes", "device.mem_bw_Bps", "device"}
 # Rows per source document (source_keys' first key) in llm.csv and in the refused file.
 DOCUMENTS = {"mosaicml/llm-foundry:scripts/train/benchmarking/README.md": (18, 0),
              "pytorch/torchtitan:benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md": (8, 0),
@@ -66,9 +67,18 @@ def test_row_is_an_fsdp_run_stated_by_facts(row):
     lay = row.layout
     dp = row.gpus // (lay["tp"] * lay["pp"] * lay["cp"])
     assert row.gpus == dp * lay["tp"] * lay["pp"] * lay["cp"] and lay["global_batch"] % (dp * lay["micro_batch_size"]) == 0
-    if "device.mem_bw_Bps" in keys:  # only torchtitan's Grand Teton H100s (96 GB HBM2e, 2.4 TB/s, 500 W)
-        assert (keys["device.memory_bytes"], keys["device.mem_bw_Bps"]) == ("96e9", "2.4e12") and "Grand Teton" in row.hardware
+    grand_teton = "Grand Teton" in row.hardware  # torchtitan's H100s: 96 GB HBM2e, 2.4 TB/s, 500 W
+    assert (keys.get("device") == "h100_gt") == grand_teton and "device.mem_bw_Bps" not in keys
+    if grand_teton:  # the preset's peak is an assumption within the source's bracket (conf/device/h100_gt.yaml)
         assert {"device.peak_flops_bf16", "device.peak_flops_fp8"} <= set(row.raw["unstated"].split())
+
+
+def test_grand_teton_preset_is_h100_with_its_stated_memory_and_a_bracketed_peak():
+    sxm = estimator.resolve_config(["device=h100"])["device"]
+    gt = estimator.resolve_config(["device=h100_gt"])["device"]
+    assert (gt["memory_bytes"], gt["mem_bw_Bps"]) == (96e9, 2.4e12)
+    assert 835e12 < gt["peak_flops_bf16"] < sxm["peak_flops_bf16"] and 1670e12 < gt["peak_flops_fp8"] < sxm["peak_flops_fp8"]
+    assert gt["compute_efficiency"] == sxm["compute_efficiency"]  # fractions of the peak, not refitted
 
 
 def test_no_row_shares_a_source_with_a_calibration_row():
