@@ -28,7 +28,8 @@ SEEN = load_rows(VALIDATION) + load_rows(VALIDATION / "pending")
 # fitted value.
 ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.sequence_parallel",
                 "parallelism.dp_overlap", "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap",
-                "fabric.nvls", "model.fused_kernels", "model.dropout", "model.num_kv_heads", "model.vocab_size"}
+                "fabric.nvls", "model.fused_kernels", "model.dropout", "model.num_kv_heads", "model.vocab_size",
+                "device.memory_bytes", "device.mem_bw_Bps"}
 # Rows per source document (the first repository-file key of source_keys).
 DOCUMENTS = {"mlcommons/training_results_v4.0:NVIDIA/results/*/gpt3": 3,
              "mlcommons/training_results_v4.1:NVIDIA/results/*/gpt3": 2,
@@ -37,7 +38,8 @@ DOCUMENTS = {"mlcommons/training_results_v4.0:NVIDIA/results/*/gpt3": 3,
              "NVIDIA/dgxc-benchmarking:nemo_megatron/README_175b.md": 4,
              "NVIDIA/dgxc-benchmarking:llama3.1/README_405b.md": 2,
              "NVIDIA/NeMo:docs/source/performance/performance_long_sequence.md": 9,
-             "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary-archive.md": 2}
+             "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary-archive.md": 2,
+             "pytorch/torchtitan:docs/performance.md": 1}
 VERSION = re.compile(r"\b(2\d\.\d\d(?:\.\d\d)?)\b")  # a NeMo container release, e.g. 24.12 or 26.04.01
 
 
@@ -55,8 +57,8 @@ def _version(row) -> str:
     return found.group(1)
 
 
-def test_rows_parse_and_come_from_eight_documents():
-    assert len(ROWS) == sum(DOCUMENTS.values()) == 30
+def test_rows_parse_and_come_from_nine_documents():
+    assert len(ROWS) == sum(DOCUMENTS.values()) == 31
     assert len({r.id for r in ROWS}) == len(ROWS)
     assert all(r.kind == "llm" and r.role == "independent" and r.system == "dgx_h100" for r in ROWS)
     assert {doc: sum(_document(r) == doc for r in ROWS) for doc in DOCUMENTS} == DOCUMENTS
@@ -68,8 +70,9 @@ def test_rows_are_runs_no_other_row_describes():
     described = (VALIDATION / "llm_rows.md").read_text(encoding="utf-8")
     assert not [r.id for r in ROWS if f"`{r.id}`" in described]
     for row in ROWS:
-        same_document = [s for s in SEEN if source_keys(row.source) & source_keys(s.source)]
-        # A document already used counts only at another software release (another run of the same table).
+        # The measurement's document (a settings file may be shared) already used counts only at another software
+        # release: another run of the same table.
+        same_document = [s for s in SEEN if _document(row) in source_keys(s.source)]
         clashes = [s.id for s in same_document if VERSION.search(s.software) and _version(s) == _version(row)]
         assert not clashes, f"{row.id} repeats the release of {clashes}"
         assert all(VERSION.search(s.software) for s in same_document), row.id
@@ -92,7 +95,10 @@ def test_shares_source_would_flag_a_row_of_a_calibration_document():
 def test_row_sets_only_facts_of_the_run(row):
     keys = _overrides(row)
     assert set(keys) <= ALLOWED_KEYS, set(keys) - ALLOWED_KEYS
-    assert keys["framework"] == "megatron" and row.metric == "tokens_per_s_per_gpu" and row.raw["flops_formula"] == ""
+    assert keys["framework"] == ("fsdp" if row.id.startswith("titan") else "megatron")
+    assert row.metric == "tokens_per_s_per_gpu" and row.raw["flops_formula"] == ""
+    if "device.memory_bytes" in keys:  # Grand Teton's H100 96 GB HBM2e (torchtitan's hardware section), nothing else
+        assert (keys["device.memory_bytes"], keys["device.mem_bw_Bps"]) == ("96e9", "2.4e12") and row.id.startswith("titan")
     lay = row.layout
     dp = row.gpus // (lay["tp"] * lay["pp"] * lay["cp"])
     assert row.gpus == dp * lay["tp"] * lay["pp"] * lay["cp"]
@@ -135,6 +141,13 @@ def test_long_sequence_rows_convert_the_table_tflops_with_nemos_count(row):
 @pytest.mark.parametrize("row", [r for r in ROWS if r.id.startswith("mbridge")], ids=lambda r: r.id)
 def test_bridge_rows_are_the_table_value(row):
     assert f"{row.measured:g} tokens/s/GPU" in row.source
+
+
+def test_torchtitan_row_is_the_table_value_and_its_batch():
+    (row,) = [r for r in ROWS if r.id.startswith("titan")]
+    assert f"| {row.measured:g} | 24.52% | Float8 + Async TP" in row.source
+    fsdp = row.gpus // row.layout["tp"]
+    assert fsdp == 16 and row.layout["global_batch"] == row.layout["micro_batch_size"] * fsdp == 32
 
 
 def test_every_row_is_described():
