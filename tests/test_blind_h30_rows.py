@@ -1,0 +1,161 @@
+"""The round-h30 blind held-out rows (issue #23 item 7, "further published runs"): validation/blind_h30/llm.csv.
+
+They sit in a sub-folder that `estimator validate` does not read, so nobody changing the model sees their errors
+until the lead prices them (validation/blind_h30/README.md). These checks price no step: every row parses with the
+project's loader, is a run no other row describes (id, document, or another software version of a document already
+used), shares no source with a calibration row, sets only facts of the run, reproduces the published numbers it is
+derived from, composes into a config the hybrid model accepts and fits in memory, and is described in the README.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import estimator
+from estimator.parallel.estimate import validate_hybrid
+from estimator.validation import load_rows
+from estimator.validation.llm import shares_source, source_keys
+from estimator.validation.predict import base_overrides
+
+VALIDATION = Path(__file__).resolve().parents[1] / "validation"
+BLIND = VALIDATION / "blind_h30"
+ROWS = load_rows(BLIND)
+SEEN = load_rows(VALIDATION) + load_rows(VALIDATION / "pending")
+# What these rows may set: layout, recipe and model-shape facts the sources state; no efficiency, no measured or
+# fitted value.
+ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.sequence_parallel",
+                "parallelism.dp_overlap", "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap",
+                "fabric.nvls", "model.fused_kernels", "model.dropout", "model.num_kv_heads", "model.vocab_size",
+                "device.memory_bytes", "device.mem_bw_Bps"}
+# Rows per source document (the first repository-file key of source_keys).
+DOCUMENTS = {"mlcommons/training_results_v4.0:NVIDIA/results/*/gpt3": 3,
+             "mlcommons/training_results_v4.1:NVIDIA/results/*/gpt3": 2,
+             "mlcommons/training_results_v4.1:Oracle/results/*/gpt3": 2,
+             "NVIDIA/dgxc-benchmarking:nemotron/README_15b.md": 6,
+             "NVIDIA/dgxc-benchmarking:nemo_megatron/README_175b.md": 4,
+             "NVIDIA/dgxc-benchmarking:llama3.1/README_405b.md": 2,
+             "NVIDIA/NeMo:docs/source/performance/performance_long_sequence.md": 9,
+             "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary-archive.md": 2,
+             "pytorch/torchtitan:docs/performance.md": 1}
+VERSION = re.compile(r"\b(2\d\.\d\d(?:\.\d\d)?)\b")  # a NeMo container release, e.g. 24.12 or 26.04.01
+
+
+def _overrides(row) -> dict[str, str]:
+    return dict(ov.split("=", 1) for ov in row.overrides)
+
+
+def _document(row) -> str:
+    return sorted(k for k in source_keys(row.source) if ":" in k and not k.startswith("arxiv:"))[0]
+
+
+def _version(row) -> str:
+    found = VERSION.search(row.software)
+    assert found, f"{row.id}: no software release in {row.software!r}"
+    return found.group(1)
+
+
+def test_rows_parse_and_come_from_nine_documents():
+    assert len(ROWS) == sum(DOCUMENTS.values()) == 31
+    assert len({r.id for r in ROWS}) == len(ROWS)
+    assert all(r.kind == "llm" and r.role == "independent" and r.system == "dgx_h100" for r in ROWS)
+    assert {doc: sum(_document(r) == doc for r in ROWS) for doc in DOCUMENTS} == DOCUMENTS
+    assert sum(r.gpus >= 1000 for r in ROWS) >= 5
+
+
+def test_rows_are_runs_no_other_row_describes():
+    assert not {r.id for r in SEEN} & {r.id for r in ROWS}
+    described = (VALIDATION / "llm_rows.md").read_text(encoding="utf-8")
+    assert not [r.id for r in ROWS if f"`{r.id}`" in described]
+    for row in ROWS:
+        # The measurement's document (a settings file may be shared) already used counts only at another software
+        # release: another run of the same table.
+        same_document = [s for s in SEEN if _document(row) in source_keys(s.source)]
+        clashes = [s.id for s in same_document if VERSION.search(s.software) and _version(s) == _version(row)]
+        assert not clashes, f"{row.id} repeats the release of {clashes}"
+        assert all(VERSION.search(s.software) for s in same_document), row.id
+
+
+def test_no_row_shares_a_source_with_a_calibration_row():
+    calibration = [r for r in SEEN if r.role == "calibration"]
+    assert calibration
+    for row in ROWS:
+        assert not [c.id for c in calibration if shares_source(row.source, c.source)], row.id
+
+
+def test_shares_source_would_flag_a_row_of_a_calibration_document():
+    """The check above can fail: a row citing a calibration row's document is caught."""
+    (cal, *_) = [r for r in SEEN if r.role == "calibration"]
+    assert shares_source(cal.source, ROWS[0].source + "; " + cal.source)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+def test_row_sets_only_facts_of_the_run(row):
+    keys = _overrides(row)
+    assert set(keys) <= ALLOWED_KEYS, set(keys) - ALLOWED_KEYS
+    assert keys["framework"] == ("fsdp" if row.id.startswith("titan") else "megatron")
+    assert row.metric == "tokens_per_s_per_gpu" and row.raw["flops_formula"] == ""
+    if "device.memory_bytes" in keys:  # Grand Teton's H100 96 GB HBM2e (torchtitan's hardware section), nothing else
+        assert (keys["device.memory_bytes"], keys["device.mem_bw_Bps"]) == ("96e9", "2.4e12") and row.id.startswith("titan")
+    lay = row.layout
+    dp = row.gpus // (lay["tp"] * lay["pp"] * lay["cp"])
+    assert row.gpus == dp * lay["tp"] * lay["pp"] * lay["cp"]
+    assert lay["global_batch"] % (dp * lay["micro_batch_size"]) == 0
+    assert "Chosen before any prediction was seen" in row.measured_what
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+def test_published_layout_composes_is_accepted_and_fits(row):
+    cfg = estimator.resolve_config(base_overrides(row))
+    validate_hybrid(cfg)
+    assert cfg["model"]["seq_len"] == row.layout["seq_len"]
+    assert cfg["parallelism"]["cp"] == row.layout["cp"]
+
+
+STEP = re.compile(r"tokens/s per GPU = ([\d,]+) x (\d+) / \(([\d.]+) s x ([\d,]+)\) = (\d+(?:\.\d+)?)")
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if STEP.search(r.measured_what)], ids=lambda r: r.id)
+def test_step_time_rows_reproduce_the_conversion(row):
+    gb, seq, step, gpus, value = STEP.search(row.measured_what).groups()
+    gb, gpus = int(gb.replace(",", "")), int(gpus.replace(",", ""))
+    assert (gb, int(seq), gpus) == (row.layout["global_batch"], row.layout["seq_len"], row.gpus)
+    assert row.measured == float(value) == round(gb * int(seq) / (float(step) * gpus), 3)
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r.id.startswith("nemo-longseq-")], ids=lambda r: r.id)
+def test_long_sequence_rows_convert_the_table_tflops_with_nemos_count(row):
+    """NeMo's 2024 Llama 2 count per token: l h^2 (12 + 12 g/a + 18 f/h + 12 s/h + 6 V/(l h)), from the composed
+    model; the table's TFLOP/s per GPU divided by it is the row's tokens/s per GPU."""
+    m = estimator.resolve_config(base_overrides(row))["model"]
+    layers, h, s = m["num_layers"], m["hidden_size"], m["seq_len"]
+    per_token = layers * h * h * (12 + 12 * m["num_kv_heads"] / m["num_heads"] + 18 * m["ffn_size"] / h
+                                  + 12 * s / h + 6 * m["vocab_size"] / (layers * h))
+    tflops = float(re.search(r"\| ([\d.]+) TFLOPS/GPU\)", row.source).group(1))
+    assert row.measured == round(tflops * 1e12 / per_token, 2)
+    assert f"SeqLen {s // 1024}K | {row.gpus} GPUs | Batch Size {row.layout['global_batch']}" in row.source
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r.id.startswith("mbridge")], ids=lambda r: r.id)
+def test_bridge_rows_are_the_table_value(row):
+    assert f"{row.measured:g} tokens/s/GPU" in row.source
+
+
+def test_torchtitan_row_is_the_table_value_and_its_batch():
+    (row,) = [r for r in ROWS if r.id.startswith("titan")]
+    assert f"| {row.measured:g} | 24.52% | Float8 + Async TP" in row.source
+    fsdp = row.gpus // row.layout["tp"]
+    assert fsdp == 16 and row.layout["global_batch"] == row.layout["micro_batch_size"] * fsdp == 32
+
+
+def test_every_row_is_described():
+    doc = (BLIND / "README.md").read_text(encoding="utf-8")
+    for row in ROWS:
+        assert f"`{row.id}`" in doc, f"{row.id} is not listed in validation/blind_h30/README.md"
+
+
+def test_validate_reads_no_sub_folder():
+    """`estimator validate` (validation.dir=validation) must not pick these rows up before they are priced."""
+    assert not {r.id for r in load_rows(VALIDATION)} & {r.id for r in ROWS}
