@@ -1,7 +1,8 @@
-"""The round-h30 blind held-out rows (issue #23 item 7, "further published runs"): validation/blind_h30/llm.csv.
+"""The round-h30 blind held-out rows (issue #23 item 7, "further published runs"), now in validation/llm.csv.
 
-They sit in a sub-folder that `estimator validate` does not read, so nobody changing the model sees their errors
-until the lead prices them (validation/blind_h30/README.md). These checks price no step: every row parses with the
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(6aa58ef), then moved into llm.csv (validation/llm_rows.md, "Blind held-out rows, round h30"). These checks price
+no step: every row parses with the
 project's loader, is a run no other row describes (id, document, or another software version of a document already
 used), shares no source with a calibration row, sets only facts of the run, reproduces the published numbers it is
 derived from, composes into a config the hybrid model accepts and fits in memory, and is described in the README.
@@ -21,15 +22,26 @@ from estimator.validation.llm import shares_source, source_keys
 from estimator.validation.predict import base_overrides
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-BLIND = VALIDATION / "blind_h30"
-ROWS = load_rows(BLIND)
-SEEN = load_rows(VALIDATION) + load_rows(VALIDATION / "pending")
+H30_IDS = ("mlperf40-gpt3-eos-512gpu", "mlperf40-gpt3-eos-10752gpu", "mlperf40-gpt3-eos-11616gpu",
+           "mlperf41-gpt3-eos-256gpu", "mlperf41-gpt3-eos-512gpu", "mlperf41-gpt3-oracle-1536gpu",
+           "mlperf41-gpt3-oracle-3072gpu", "dgxc2501-nemotron4-15b-bf16-16gpu", "dgxc2501-nemotron4-15b-bf16-256gpu",
+           "dgxc2501-nemotron4-15b-bf16-2048gpu", "dgxc2501-nemotron4-15b-fp8-16gpu", "dgxc2501-nemotron4-15b-fp8-256gpu",
+           "dgxc2501-nemotron4-15b-fp8-2048gpu", "dgxc2504-gpt3-175b-bf16-128gpu", "dgxc2504-gpt3-175b-bf16-512gpu",
+           "dgxc2504-gpt3-175b-fp8-128gpu", "dgxc2504-gpt3-175b-fp8-512gpu", "dgxc2503-llama31-405b-bf16-576gpu",
+           "dgxc2503-llama31-405b-fp8-576gpu", "nemo-longseq-llama2-7b-fp8-s4k-4gpu", "nemo-longseq-llama2-7b-fp8-s8k-8gpu",
+           "nemo-longseq-llama2-7b-fp8-s16k-16gpu", "nemo-longseq-llama2-7b-fp8-s32k-32gpu", "nemo-longseq-llama2-7b-fp8-s64k-64gpu",
+           "nemo-longseq-llama2-7b-fp8-s128k-128gpu", "nemo-longseq-llama2-7b-fp8-s256k-256gpu", "nemo-longseq-llama2-7b-fp8-s512k-512gpu",
+           "nemo-longseq-llama2-7b-fp8-s1024k-1024gpu", "mbridge2602-llama3-70b-fp8-64gpu", "mbridge2602-llama31-405b-fp8-1024gpu",
+           "titan2408-llama31-405b-128gpu-tp8-fp8-asynctp")
+ALL = load_rows(VALIDATION)
+ROWS = [r for r in ALL if r.id in H30_IDS]
+SEEN = [r for r in ALL if r.id not in H30_IDS] + load_rows(VALIDATION / "pending")
 # What these rows may set: layout, recipe and model-shape facts the sources state; no efficiency, no measured or
 # fitted value.
 ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.sequence_parallel",
                 "parallelism.dp_overlap", "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap",
                 "fabric.nvls", "model.fused_kernels", "model.dropout", "model.num_kv_heads", "model.vocab_size",
-                "device.memory_bytes", "device.mem_bw_Bps"}
+                "device"}
 # Rows per source document (the first repository-file key of source_keys).
 DOCUMENTS = {"mlcommons/training_results_v4.0:NVIDIA/results/*/gpt3": 3,
              "mlcommons/training_results_v4.1:NVIDIA/results/*/gpt3": 2,
@@ -58,6 +70,7 @@ def _version(row) -> str:
 
 
 def test_rows_parse_and_come_from_nine_documents():
+    assert [r.id for r in ROWS] == list(H30_IDS) and {r.file for r in ROWS} == {"validation/llm.csv"}
     assert len(ROWS) == sum(DOCUMENTS.values()) == 31
     assert len({r.id for r in ROWS}) == len(ROWS)
     assert all(r.kind == "llm" and r.role == "independent" and r.system == "dgx_h100" for r in ROWS)
@@ -67,8 +80,6 @@ def test_rows_parse_and_come_from_nine_documents():
 
 def test_rows_are_runs_no_other_row_describes():
     assert not {r.id for r in SEEN} & {r.id for r in ROWS}
-    described = (VALIDATION / "llm_rows.md").read_text(encoding="utf-8")
-    assert not [r.id for r in ROWS if f"`{r.id}`" in described]
     for row in ROWS:
         # The measurement's document (a settings file may be shared) already used counts only at another software
         # release: another run of the same table.
@@ -97,8 +108,8 @@ def test_row_sets_only_facts_of_the_run(row):
     assert set(keys) <= ALLOWED_KEYS, set(keys) - ALLOWED_KEYS
     assert keys["framework"] == ("fsdp" if row.id.startswith("titan") else "megatron")
     assert row.metric == "tokens_per_s_per_gpu" and row.raw["flops_formula"] == ""
-    if "device.memory_bytes" in keys:  # Grand Teton's H100 96 GB HBM2e (torchtitan's hardware section), nothing else
-        assert (keys["device.memory_bytes"], keys["device.mem_bw_Bps"]) == ("96e9", "2.4e12") and row.id.startswith("titan")
+    if "device" in keys:  # Grand Teton's 500 W H100 96 GB HBM2e (torchtitan's hardware section), nothing else
+        assert keys["device"] == "h100_gt" and row.id.startswith("titan")
     lay = row.layout
     dp = row.gpus // (lay["tp"] * lay["pp"] * lay["cp"])
     assert row.gpus == dp * lay["tp"] * lay["pp"] * lay["cp"]
@@ -151,11 +162,6 @@ def test_torchtitan_row_is_the_table_value_and_its_batch():
 
 
 def test_every_row_is_described():
-    doc = (BLIND / "README.md").read_text(encoding="utf-8")
+    doc = (VALIDATION / "llm_rows.md").read_text(encoding="utf-8")
     for row in ROWS:
-        assert f"`{row.id}`" in doc, f"{row.id} is not listed in validation/blind_h30/README.md"
-
-
-def test_validate_reads_no_sub_folder():
-    """`estimator validate` (validation.dir=validation) must not pick these rows up before they are priced."""
-    assert not {r.id for r in load_rows(VALIDATION)} & {r.id for r in ROWS}
+        assert f"`{row.id}`" in doc, f"{row.id} is not listed in validation/llm_rows.md"
