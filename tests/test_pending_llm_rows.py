@@ -64,7 +64,7 @@ HELD_OUT = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(HELD_OUT_
 # table, and the Mixtral 8x7B runs (Megatron-LM's MoE README; refused on memory by the eager MoE layer until
 # model.fused_kernels=te covered MoE, a change made after the refusal was seen: llm_rows.md); NeMo's
 # Nemotron-4 340B line is in the refused file.
-TABLE_PREFIXES = ("mbridge", "nemo2407-gpt3-", "nemo2407-llama2-", "mcore0")
+TABLE_PREFIXES = ("mbridge2511-", "mbridge2606-", "mbridge260401-", "nemo2407-gpt3-", "nemo2407-llama2-", "mcore0")  # round h28 (h30: test_blind_h30_rows.py)
 TABLE_ROWS = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(TABLE_PREFIXES)]
 REFUSED_ROWS = load_rows(PENDING)  # every model a row names exists (an unknown one is a load error)
 # The rows whose published layout the model refuses, and why (validation/llm_rows.md, "Refused"):
