@@ -56,6 +56,10 @@ def test_interference_charges_the_overlapped_zero3_traffic():
     # every hidden second costs 0.15 s more compute (a few first gathers are exposed whole, not hidden)
     assert charged["iter_time_s"] - free["iter_time_s"] == pytest.approx(0.15 * hidden, rel=0.1)
     assert free["iter_time_s"] < charged["iter_time_s"] < heavy["iter_time_s"]
+    # the output names the charge: what the step grew by, part of the exposed communication
+    assert free["interference_s"] == 0
+    assert charged["interference_s"] == pytest.approx(charged["iter_time_s"] - free["iter_time_s"], rel=1e-6)
+    assert charged["interference_s"] <= charged["exposed_comm_time_s"]
 
 
 def test_bad_interference_is_a_one_line_error():

@@ -251,17 +251,19 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     # ---- ZeRO-2: every microbatch's gradients reduce-scattered during its backward
     dense = [stage_param_split(spec, L, i) for i in range(L.pp)]
     edp = L.dp * L.cp // L.ep  # data-parallel copies of an expert
+    slowed_z2 = [0.0] * L.pp  # ZeRO-2's interference per stage and microbatch
     if L.zero == 2:
         for i, (d, e) in enumerate(dense):
             rs = pricer.price("dp", "reduce_scatter", (d + e) * grad_bytes, L.dp * L.cp, m)
             window = t_b[i] if overlap else 0.0
-            t_b[i] += max(0.0, rs - window) + interference * min(rs, window)
+            slowed_z2[i] = interference * min(rs, window)
+            t_b[i] += max(0.0, rs - window) + slowed_z2[i]
     slots = [t_f[i] + t_b[i] + 2 * v * t_p2p for i in range(L.pp)]
     slowest = max(range(L.pp), key=lambda i: slots[i])
     bubble = (sum(slots) - slots[slowest]) / v
     pipeline = m * slots[slowest] + bubble
     # ---- data parallel / ZeRO-0/1/2: after the last microbatch (per stage; the slowest sets the tail)
-    dp_exposed, t_dp = 0.0, 0.0
+    dp_exposed, t_dp, slowed_dp = 0.0, 0.0, 0.0
     for i, (d, e) in enumerate(dense):
         grads = [("dp", d * grad_bytes, L.dp * L.cp)] if L.ep == 1 else [("dp", d * grad_bytes, L.dp * L.cp), ("edp", e * grad_bytes, edp)]
         t_grad = t_after = 0.0
@@ -275,7 +277,9 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         window = stages[i] * (layer.bwd + tp_b + (2 + n_rc) * ep_one + cp_b) if overlap else 0.0  # the last backward (recompute not counted)
         gather_window = t_f[i] if fw.param_gather_overlap else 0.0
         hidden = min(t_grad, window) + min(t_after, gather_window)
-        dp_exposed = max(dp_exposed, max(0.0, t_grad - window) + max(0.0, t_after - gather_window) + interference * hidden)
+        stage_exposed = max(0.0, t_grad - window) + max(0.0, t_after - gather_window) + interference * hidden
+        if stage_exposed >= dp_exposed:
+            dp_exposed, slowed_dp = stage_exposed, interference * hidden
         t_dp = max(t_dp, t_grad + t_after)
     pricer.colls[:] = _dedupe(pricer.colls)
     n_local = sum(dense[slowest])
@@ -318,6 +322,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "exposed_comm_share": exposed / total, "bubble_time_s": bubble, "tp_comm_time_s": tp_comm,
         "pp_p2p_time_s": p2p, "dp_comm_time_s": t_dp, "dp_exposed_time_s": dp_exposed,
         "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * n_s * z3.comm, "optimizer_s": optimizer,
+        "interference_s": m * (n_s * z3.interference + slowed_z2[slowest]) + slowed_dp,
         "cp_comm_time_s": m * n_s * cp_comm, "cp_exposed_time_s": cp_exposed,
         "forward_s": m * comp_f, "backward_s": m * comp_b,
         "comm_time_s": tp_comm + ep_comm + p2p + t_dp + m * n_s * (cp_comm + z3.comm),

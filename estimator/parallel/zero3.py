@@ -68,6 +68,7 @@ class Zero3Layer:
     last_gather: float  # the backward's first unit (the layer's last)
     comm: float  # all ZeRO-3 communication of the layer, exposed or not (host time not included)
     gathers: int  # all-gathers of the layer per microbatch
+    interference: float = 0.0  # compute slow-down from the overlapped traffic (in fwd/bwd_exposed)
 
 
 def backward_gathers(units: list[float], fw: Framework, recompute: str) -> list[int]:
@@ -164,11 +165,14 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     def host_exposed(window: float) -> float:
         return host if fw.zero3_sync_per_fetch else beyond(host, window)
 
+    slowed = [0.0]  # the interference charged, summed over the layer's windows
+
     def exposed(gather: float, other: float, window: float, ahead: bool) -> float:
         """A gather (and the reduction behind it on the same links) against its compute window;
         a gather not prefetched is waited for whole. The part that overlaps slows the window's
         compute by ``interference`` of its time."""
         hidden = min(gather + other, window) if ahead else min(other, window)
+        slowed[0] += interference * hidden
         return (beyond(gather + other, window) if ahead else gather + beyond(other, window)) + interference * hidden
 
     pf = prefetched(units, fw, L.recompute)
@@ -184,4 +188,4 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
             exp_b += host_exposed(b_u + r_u) + exposed(ag[u], rs[u], b_u + r_u, pf["b"][i])
         exp_b += beyond(host, b_u)  # the reduce-scatter's host time, behind the unit's backward kernels
     comm = sum((1 + g) * ag[u] + rs[u] for u, g in zip(units, b_gathers, strict=True))
-    return Zero3Layer(exp_f, exp_b, ag[units[0]], ag[units[-1]], comm, len(units) + sum(b_gathers))
+    return Zero3Layer(exp_f, exp_b, ag[units[0]], ag[units[-1]], comm, len(units) + sum(b_gathers), slowed[0])
