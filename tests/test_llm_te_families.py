@@ -14,6 +14,7 @@ from estimator.compute import megatron_kernels, te_kernels  # noqa: F401  (regis
 from estimator.errors import EstimatorError
 from estimator.estimate import estimate
 from estimator.parallel.estimate import validate_hybrid
+from estimator.parallel.framework import Framework
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout
 from estimator.parallel.memory import activation_bytes_per_layer, layers_in_flight, memory, zero3_units
@@ -78,6 +79,19 @@ def test_gpt_te_memory_is_korthikanti_without_the_score_term():
     assert activation_bytes_per_layer(replace(s, dropout=0.0), lay) == pytest.approx(32 * sbh / 4)  # no keep-masks
     megatron = spec("gpt3_175b", fused="megatron")
     assert activation_bytes_per_layer(megatron, lay) == pytest.approx(sbh * (34 + 5 * s.heads * s.seq_len / s.hidden) / 4)
+
+
+def test_fp8_keeps_transformer_engine_gemm_inputs_in_one_byte():
+    s = spec("gpt3_175b", fused="te", dropout=0.0)
+    lay = Layout(4, 8, 32, 1, 1, 64, 1, True, "none", virtual_stages=12)
+    sbh, sbf = s.seq_len * s.hidden, s.seq_len * s.ffn
+    # QKV and fc1 inputs (the norm outputs) and fc2's input in 1 byte, plus proj's FP8 copy of the attention output
+    saved = activation_bytes_per_layer(s, lay) - activation_bytes_per_layer(s, lay, fp8=True)
+    assert saved == pytest.approx((2 * sbh - sbh + sbf) / 4)
+    te = Framework.from_cfg(estimator.resolve_config(["parallelism=hybrid", "framework=megatron"])["framework"])
+    torchao = Framework.from_cfg(estimator.resolve_config(["parallelism=hybrid", "framework=fsdp"])["framework"])
+    assert memory(s, lay, framework=te, fp8=True)["activations"] < memory(s, lay, framework=te)["activations"]
+    assert memory(s, lay, framework=torchao, fp8=True)["activations"] == memory(s, lay, framework=torchao)["activations"]
 
 
 def test_gpt3_175b_interleaved_layout_fits_only_with_flash_attention():

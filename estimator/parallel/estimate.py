@@ -82,7 +82,7 @@ def validate_hybrid(cfg: dict[str, Any]) -> None:
 
 
 def _check_fits(spec: TransformerSpec, layout: Layout, capacity: float | None, framework: Framework, precision: str) -> None:
-    mem = memory(spec, layout, framework.grad_bytes(precision), framework)
+    mem = memory(spec, layout, framework.grad_bytes(precision), framework, precision == "fp8")
     if capacity and mem["total"] > capacity:
         where = f" on pipeline stage {mem['stage']}" if layout.pp > 1 else ""
         raise EstimatorError(

@@ -48,6 +48,9 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
 * ``zero3_grad_collective`` — how ZeRO-3 reduces gradients: ``reduce_scatter`` (each rank receives
   its shard) or ``all_reduce`` (the whole gradient, then each rank keeps its shard: twice the
   bytes; DeepSpeed 2021's default path).
+* ``fp8_keeps_fp8_inputs`` — under ``precision=fp8`` the FP8 Linears keep their inputs for the weight
+  gradient in FP8, 1 byte (Transformer Engine), rather than in 16 bits (torchao's ``Float8Linear``
+  saves the high-precision input); memory only (:mod:`~estimator.parallel.memory`).
 * ``attention_kernel`` — which fused (flash) attention kernel the layer's attention op runs:
   ``cudnn`` (Transformer Engine's fused attention, cuDNN's kernel on Hopper) or ``flash2``
   (FlashAttention-2: PyTorch SDPA's flash backend, the flash-attn 2 package); the device prices
@@ -91,6 +94,7 @@ class Framework:
     zero3_grad_collective: str
     attention_kernel: str
     zero3_prefetch_below_live: bool
+    fp8_keeps_fp8_inputs: bool
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
     zero3_max_live_params: float | None = None

@@ -29,7 +29,13 @@
     attention-score term. Flash attention keeps no ``s x s`` tensor (its softmax statistics, 4
     bytes per head and token, are left out; attention dropout is drawn inside the kernel, no
     mask), RoPE's fused backward needs no saved input, and selective recompute has nothing left to
-    drop.
+    drop. Under ``precision=fp8`` Transformer Engine keeps a GEMM's input for its weight gradient
+    in FP8, 1 byte (NVIDIA/TransformerEngine@v1.8 ``module/linear.py``: ``saved_inputmat`` is the
+    FP8-cast input; ``module/layernorm_linear.py`` saves ``ln_out`` after its FP8 cast): the two
+    norm outputs (QKV and fc1 inputs) take ``h`` instead of ``2h`` (split with sequence
+    parallelism), fc2's input (the activation's output, which nothing else keeps) ``f/t`` instead of
+    ``2f/t``, and the output projection keeps an FP8 copy of the attention output ``h/t`` besides
+    the 16-bit one flash attention's backward reads.
   - full recompute keeps only the layer input ``2sbh`` (/t with sequence parallelism); torchtitan's
     per-op policy (``op``) keeps what :func:`~estimator.parallel.sac.saved_bytes_per_token` lists.
   - MoE layers (:func:`moe_mlp_bytes`, derived like the dense ``19sbh``: 16-bit tensors saved for
@@ -109,7 +115,7 @@ def zero3_units(spec: TransformerSpec, layout: Layout, unit: str) -> list[float]
     return [p / t for p in (qkv, proj, *mlp)]
 
 
-def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout) -> float:
+def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> float:
     s, b, h, a, t = spec.seq_len // layout.cp, layout.micro_batch_size, spec.hidden, spec.heads, layout.tp
     token_split = t if layout.sequence_parallel else 1
     if layout.recompute == "full":
@@ -119,21 +125,24 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout) -> float:
     if spec.fused == "te":  # the attention block's bytes, then the MLP's (te_dense_mlp_bytes)
         kv = 2 * spec.kv_heads_per_rank(t) * spec.head_dim
         mask = h / token_split if spec.dropout else 0.0
-        return s * b * (6 * h / token_split + 4 * h / t + 2 * kv + mask) + te_dense_mlp_bytes(spec, layout)
+        fp8_delta = (h / t - h / token_split) if fp8 else 0.0  # QKV input in FP8, proj's FP8 copy (module docstring)
+        return s * b * (6 * h / token_split + 4 * h / t + 2 * kv + mask + fp8_delta) + te_dense_mlp_bytes(spec, layout, fp8)
     attn = 0.0 if layout.recompute == "selective" else 5 * a * s / h
     if layout.sequence_parallel:
         return s * b * h * (34 + attn) / t
     return s * b * h * (10 + 24 / t + attn / t)
 
 
-def te_dense_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
+def te_dense_mlp_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> float:
     """The MLP's share of the TE layer's bytes (:func:`activation_bytes_per_layer`): fc1's input (the
     second norm's output, ``2sbh``, split with sequence parallelism), fc1 and activation outputs
-    (``6sbf/t`` SwiGLU, ``4sbf/t`` otherwise) and the MLP dropout's keep-mask (``sbh``) if any."""
+    (``6sbf/t`` SwiGLU, ``4sbf/t`` otherwise) and the MLP dropout's keep-mask (``sbh``) if any; with
+    ``fp8`` fc1's and fc2's inputs are kept in 1 byte (module docstring)."""
     s, b, h, t = spec.seq_len // layout.cp, layout.micro_batch_size, spec.hidden, layout.tp
     split = t if layout.sequence_parallel else 1
     mask = h / split if spec.dropout else 0.0
-    return s * b * (2 * h / split + (6 if spec.gated else 4) * spec.ffn / t + mask)
+    per_byte = 1 if fp8 else 2  # fc1's input and fc2's input (the activation's output)
+    return s * b * (per_byte * h / split + ((4 if spec.gated else 2) + per_byte) * spec.ffn / t + mask)
 
 
 def dense_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
@@ -172,7 +181,7 @@ def layers_in_flight(layout: Layout, stage: int, model_layers: int) -> float:
 
 
 def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: int = 2,
-                 framework: Framework | None = None) -> dict[str, float]:
+                 framework: Framework | None = None, fp8: bool = False) -> dict[str, float]:
     """Bytes per GPU of pipeline stage ``stage``: weights, gradients, optimizer state, activations, total."""
     dense, expert = stage_param_split(spec, layout, stage)
     replicas = layout.dp * layout.cp
@@ -186,10 +195,10 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     if layout.zero == 3:  # the unit running and those prefetched, gathered
         fw = framework or Framework.from_cfg(None)
         weights += fw.zero3_live(max(zero3_units(spec, layout, fw.zero3_unit))) * WEIGHT_BYTES
-    per_layer = activation_bytes_per_layer(spec, layout)
+    per_layer = activation_bytes_per_layer(spec, layout, fp8)
     if spec.experts and layout.recompute != "full":
-        dense_share = te_dense_mlp_bytes if spec.fused == "te" else dense_mlp_bytes
-        per_layer += moe_mlp_bytes(spec, layout) - dense_share(spec, layout)
+        dense_share = te_dense_mlp_bytes(spec, layout, fp8) if spec.fused == "te" else dense_mlp_bytes(spec, layout)
+        per_layer += moe_mlp_bytes(spec, layout) - dense_share
     acts = layers_in_flight(layout, stage, spec.layers) * per_layer
     if stage == layout.pp - 1:
         acts += LOGIT_BYTES * spec.seq_len // layout.cp * layout.micro_batch_size * spec.padded_vocab(layout.tp) / layout.tp
@@ -197,9 +206,13 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
             "total": weights + grads + optim + acts}
 
 
-def memory(spec: TransformerSpec, layout: Layout, grad_bytes: int = 2, framework: Framework | None = None) -> dict[str, float]:
-    """The stage that needs the most: its bytes per GPU (``stage_memory``) plus ``stage`` (its index)."""
-    stages = [stage_memory(spec, layout, i, grad_bytes, framework) for i in range(layout.pp)]
+def memory(spec: TransformerSpec, layout: Layout, grad_bytes: int = 2, framework: Framework | None = None,
+           fp8: bool = False) -> dict[str, float]:
+    """The stage that needs the most: its bytes per GPU (``stage_memory``) plus ``stage`` (its index);
+    ``fp8``: ``precision=fp8``, whose saved inputs are 1 byte where the framework's FP8 Linears keep
+    them so (``Framework.fp8_keeps_fp8_inputs``: Transformer Engine; module docstring)."""
+    fp8 = fp8 and (framework or Framework.from_cfg(None)).fp8_keeps_fp8_inputs
+    stages = [stage_memory(spec, layout, i, grad_bytes, framework, fp8) for i in range(layout.pp)]
     peak = max(range(layout.pp), key=lambda i: stages[i]["total"])
     return {**stages[peak], "stage": peak}
 

@@ -60,7 +60,7 @@ def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabri
     best = None
     evaluated = 0
     for layout in candidates(spec, base, gpus, max_tp, global_batch, mbs_options):
-        if capacity and memory(spec, layout, framework.grad_bytes(precision), framework)["total"] > capacity:
+        if capacity and memory(spec, layout, framework.grad_bytes(precision), framework, precision == "fp8")["total"] > capacity:
             continue
         metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap, framework, interference)
         evaluated += 1

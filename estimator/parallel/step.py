@@ -311,7 +311,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
                            + head.fwd_flops + head.bwd_flops)
     hw_flops = model_flops + scale * n_layers * rc_flops
     peak = device.tensor_peak(precision)
-    mem = memory(spec, L, grad_bytes, fw)
+    mem = memory(spec, L, grad_bytes, fw, precision == "fp8")
     metrics = {
         "layout": L.label(), "tp": L.tp, "cp": L.cp, "pp": L.pp, "dp": L.dp, "ep": L.ep, "zero": L.zero,
         "micro_batch_size": L.micro_batch_size, "microbatches": m, "global_batch": gb,
