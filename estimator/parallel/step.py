@@ -67,7 +67,9 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   also carries the gradients' reduce-scatter (in ``framework.reduce_bucket_params`` buckets), and
   the first unit of each pass is exposed whole. Gathers are priced as collectives over the
   ``dp x cp`` group, so their latency grows with the group (a ring all-gather takes ``n - 1``
-  steps) and their exposure grows with scale instead of being hidden.
+  steps) and their exposure grows with scale instead of being hidden. Hidden is not free: the
+  compute a DP / ZeRO collective overlaps runs slower by ``interference`` of the overlapped time
+  (``parallelism.comm_interference``; output ``interference_s``).
 * Optimizer: fused Adam streams 32 bytes per (unsharded) parameter through HBM (fp32 master,
   momentum and variance read and written, 16-bit gradient read, 16-bit weight written).
 * Circuits (fabrics whose groups get their own circuits, the OCS): the step pays the
