@@ -27,7 +27,7 @@ def test_async_tp_exposes_two_reduce_scatters_per_layer():
     userbuffers = run(fixed_dp, "framework.tp_comm_overlap=true").metrics
     async_tp = run(fixed_dp, "framework.tp_comm_overlap=true", "framework.tp_overlap_grad_reduce_scatter=false").metrics
     rs = next(c["time_s"] for c in vanilla.collectives if c["group"] == "tp" and c["collective"] == "reduce_scatter")
-    layers = 80  # llama3_70b, one pipeline stage
+    layers = estimator.resolve_config(["model=llama3_70b"])["model"]["num_layers"]  # one pipeline stage
     extra = async_tp["iter_time_s"] - userbuffers["iter_time_s"]
     # with TE userbuffers every TP collective hides behind the GEMMs; async TP pays 2 reduce-scatters per layer
     assert extra == pytest.approx(2 * rs * layers * userbuffers["microbatches"], rel=0.02)

@@ -91,6 +91,7 @@ from estimator.parallel.framework import Framework
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout
 from estimator.parallel.memory import memory, stage_param_split
+from estimator.parallel.overlap import behind
 from estimator.parallel.placement import group_cost, p2p_cost, p2p_pricing, strides
 from estimator.parallel.sac import recomputed_gemm_fraction
 from estimator.parallel.spec import TransformerSpec
@@ -257,9 +258,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     if L.zero == 2:
         for i, (d, e) in enumerate(dense):
             rs = pricer.price("dp", "reduce_scatter", (d + e) * grad_bytes, L.dp * L.cp, m)
-            window = t_b[i] if overlap else 0.0
-            slowed_z2[i] = interference * min(rs, window)
-            t_b[i] += max(0.0, rs - window) + slowed_z2[i]
+            late, slowed_z2[i] = behind(rs, t_b[i] if overlap else 0.0, interference)
+            t_b[i] += late
     slots = [t_f[i] + t_b[i] + 2 * v * t_p2p for i in range(L.pp)]
     slowest = max(range(L.pp), key=lambda i: slots[i])
     bubble = (sum(slots) - slots[slowest]) / v
@@ -278,10 +278,10 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
                 t_after += pricer.price(group, "all_gather", nbytes * WEIGHT_BYTES / grad_bytes, size, 1)  # 16-bit weights
         window = stages[i] * (layer.bwd + tp_b + (2 + n_rc) * ep_one + cp_b) if overlap else 0.0  # the last backward (recompute not counted)
         gather_window = t_f[i] if fw.param_gather_overlap else 0.0
-        hidden = min(t_grad, window) + min(t_after, gather_window)
-        stage_exposed = max(0.0, t_grad - window) + max(0.0, t_after - gather_window) + interference * hidden
-        if stage_exposed >= dp_exposed:
-            dp_exposed, slowed_dp = stage_exposed, interference * hidden
+        (grad_late, grad_slow), (gather_late, gather_slow) = (behind(t_grad, window, interference),
+                                                              behind(t_after, gather_window, interference))
+        if grad_late + gather_late >= dp_exposed:
+            dp_exposed, slowed_dp = grad_late + gather_late, grad_slow + gather_slow
         t_dp = max(t_dp, t_grad + t_after)
     pricer.colls[:] = _dedupe(pricer.colls)
     n_local = sum(dense[slowest])

@@ -49,6 +49,7 @@ from estimator.compute.device import DeviceProfile
 from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout
 from estimator.parallel.memory import WEIGHT_BYTES, zero3_units
+from estimator.parallel.overlap import behind
 from estimator.parallel.spec import TransformerSpec
 
 GATHER_COPIES = 3  # HBM bytes per gathered byte: zero-filled buffer (write) + slice copy-out (read + write)
@@ -165,15 +166,15 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     def host_exposed(window: float) -> float:
         return host if fw.zero3_sync_per_fetch else beyond(host, window)
 
-    slowed = [0.0]  # the interference charged, summed over the layer's windows
+    slowed = 0.0  # the interference charged over the layer's windows
 
     def exposed(gather: float, other: float, window: float, ahead: bool) -> float:
-        """A gather (and the reduction behind it on the same links) against its compute window;
-        a gather not prefetched is waited for whole. The part that overlaps slows the window's
-        compute by ``interference`` of its time."""
-        hidden = min(gather + other, window) if ahead else min(other, window)
-        slowed[0] += interference * hidden
-        return (beyond(gather + other, window) if ahead else gather + beyond(other, window)) + interference * hidden
+        """A gather and the reduction behind it on the same links against their compute window
+        (:func:`~estimator.parallel.overlap.behind`); a gather not prefetched is waited for whole."""
+        nonlocal slowed
+        late, slow = behind(gather + other, window, interference) if ahead else behind(other, window, interference)
+        slowed += slow
+        return late if ahead else gather + late
 
     pf = prefetched(units, fw, L.recompute)
     exp_f = exp_b = 0.0
@@ -188,4 +189,4 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
             exp_b += host_exposed(b_u + r_u) + exposed(ag[u], rs[u], b_u + r_u, pf["b"][i])
         exp_b += beyond(host, b_u)  # the reduce-scatter's host time, behind the unit's backward kernels
     comm = sum((1 + g) * ag[u] + rs[u] for u, g in zip(units, b_gathers, strict=True))
-    return Zero3Layer(exp_f, exp_b, ag[units[0]], ag[units[-1]], comm, len(units) + sum(b_gathers), slowed[0])
+    return Zero3Layer(exp_f, exp_b, ag[units[0]], ag[units[-1]], comm, len(units) + sum(b_gathers), slowed)
