@@ -14,13 +14,16 @@ from pathlib import Path
 import pytest
 
 from estimator.validation import load_rows, predict
+from estimator.validation.envelope import RECORD_DRIFT_PCT, read_record
 from estimator.validation.pins import read_pins
-from estimator.validation.rows import PINS_FILE, csv_files
+from estimator.validation.predict import row_class
+from estimator.validation.rows import PINS_FILE, RECORD_FILE, csv_files
 
 FOLDER = Path(__file__).resolve().parents[1] / "validation"
 ROWS = load_rows(FOLDER) if FOLDER.is_dir() and csv_files(FOLDER) else []
 PINS = read_pins(FOLDER / PINS_FILE)
-REPIN = "run `estimator validate pin=true` and commit validation/pinned_errors.csv"
+RECORD = {e.id: e for e in read_record(FOLDER / RECORD_FILE)}
+REPIN = "run `estimator validate pin=true` and commit validation/pinned_errors.csv and validation/record.csv"
 
 
 def test_there_are_measurements():
@@ -39,8 +42,14 @@ def test_row_within_its_pinned_error(row):
         f"(predicted {res.predicted:.4g}, measured {row.measured:.4g} {row.unit}); the model got worse on this "
         f"measurement. If the change is intended and better overall, {REPIN}."
     )
+    if row.kind == "llm":  # the record `estimator estimate` prints beside an LLM estimate stays current
+        entry = RECORD.get(row.id)
+        assert entry is not None, f"{row.id} is not in validation/record.csv: {REPIN}"
+        assert (entry.cls, entry.role) == (row_class(row), row.role), f"{row.id}: record's class/role is stale: {REPIN}"
+        assert abs(entry.error_pct - res.error_pct) <= RECORD_DRIFT_PCT, (
+            f"{row.id}: recorded error {entry.error_pct:+.1f} % but the model now gives {res.error_pct:+.1f} %: {REPIN}")
 
 
 def test_no_stale_pins():
-    stale = sorted(set(PINS) - {r.id for r in ROWS})
+    stale = sorted((set(PINS) | set(RECORD)) - {r.id for r in ROWS})
     assert not stale, f"pins for rows that no longer exist: {', '.join(stale)}; {REPIN}"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from estimator.config import to_container
 from estimator.estimate import estimate, validate, workload_path
+from estimator.validation.envelope import trust
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -66,6 +67,7 @@ def run(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
         "device": (est.config["device"] or {}).get("name"),
         **est.metrics,
         **est.notes,
+        **trust(resolved),
         "config_hash": est.config_hash,
         "collectives": est.collectives,
     }
@@ -82,7 +84,7 @@ def format_text(result: dict[str, Any]) -> str:
         ("cp_exposed_time_s", "s"), ("dp_exposed_time_s", "s"), ("zero3_exposed_time_s", "s"), ("tokens_per_s", "tokens/s"),
         ("reconfig_time_s", "s"), ("circuit_reconfigs_per_step", ""), ("circuit_plan", ""),
         ("mfu", ""), ("tflops_per_gpu", "TFLOP/s"), ("memory_total_bytes", "B"), ("memory_peak_stage", ""),
-        ("layouts_evaluated", ""),
+        ("layouts_evaluated", ""), ("validation_class", ""), ("validation_record", ""),
     ]
     lines = []
     if result.get("compute_pricing") == "replayed":  # said before any number it explains

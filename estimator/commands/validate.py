@@ -3,6 +3,7 @@
   estimator validate                          # table (id, role, measured, predicted, error %) + summary
   estimator validate output=json
   estimator validate pin=true                 # also write validation/pinned_errors.csv (|error| + 2 points)
+                                              # and validation/record.csv (each LLM row's class and error)
   estimator validate validation.dir=other/ store=results/other.duckdb
   estimator validate validation.only='a100x8-*'   # just the rows whose id matches (printed, not stored)
 
@@ -25,8 +26,10 @@ from estimator.config import to_container
 from estimator.errors import EstimatorError
 from estimator.files import resolve_input
 from estimator.validation import load_rows, predict_all, summary
+from estimator.validation.envelope import Entry, write_record
 from estimator.validation.pins import read_pins, violations, write_pins
-from estimator.validation.rows import PINS_FILE
+from estimator.validation.predict import row_class
+from estimator.validation.rows import PINS_FILE, RECORD_FILE
 from estimator.validation.table import record, replace_validation
 
 HELP = "run validation/*.csv (real-hardware measurements) through the model; store + pin the errors"
@@ -63,6 +66,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                            "rows": out_rows, "summary": summary(results)}
     if tree.get("pin"):
         out["pins_written"] = str(write_pins(pins_path, results, float(opts.get("margin_pct", 2.0))))
+        entries = [Entry(r.row.id, cls, r.row.role, r.error_pct) for r in results
+                   if (cls := row_class(r.row)) is not None]
+        out["record_written"] = str(write_record(pins_path.parent / RECORD_FILE, entries))
     else:
         out["pin_problems"] = violations(results, pins)
     return out
@@ -88,7 +94,7 @@ def format_text(result: dict[str, Any]) -> str:
     lines.append(f"{result['count']} rows -> table validation in {result['store']}" if result["store"]
                  else f"{result['count']} rows (validation.only: not stored)")
     if "pins_written" in result:
-        lines.append(f"pins written: {result['pins_written']}")
+        lines.append(f"pins written: {result['pins_written']}; record written: {result['record_written']}")
     elif result["pin_problems"]:
         unpinned = [p for p in result["pin_problems"] if ": no pin (" in p]
         over = [p for p in result["pin_problems"] if p not in unpinned]

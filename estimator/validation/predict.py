@@ -80,6 +80,13 @@ def _composed(overrides: tuple[str, ...]) -> dict[str, Any]:
     return to_container(compose(list(overrides)))
 
 
+def row_class(row: Row) -> str | None:
+    """The class of run of an llm row (:func:`estimator.validation.envelope.run_class`); None otherwise."""
+    from estimator.validation.envelope import run_class
+
+    return run_class(_composed(tuple(base_overrides(row)))) if row.kind == "llm" else None
+
+
 def predict(row: Row) -> Result:
     try:
         if row.kind == "llm":

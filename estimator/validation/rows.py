@@ -4,7 +4,8 @@ One row is one public measurement. A file's kind is read from its header: ``nccl
 ``measured_busbw_GBps`` (nccl-tests bus bandwidth), ``training`` files carry
 ``measured_samples_per_s`` (training throughput over all GPUs), ``llm`` files carry ``measured``
 in the unit of their ``metric`` column (:mod:`estimator.validation.llm`). The header must hold exactly the
-columns below (any order). ``validation/pinned_errors.csv`` (the pins) is not a measurement file.
+columns below (any order). ``validation/pinned_errors.csv`` (the pins) and ``validation/record.csv`` (the record) are not
+measurement files.
 
 Every problem is one :class:`~estimator.errors.EstimatorError` line naming the file, the line and
 the column, raised before anything is estimated or written.
@@ -25,6 +26,7 @@ from estimator.files import decode_text, read_input
 from estimator.validation import llm as _llm  # the llm kind (validation/llm.csv)
 
 PINS_FILE = "pinned_errors.csv"
+RECORD_FILE = "record.csv"  # the validation record (estimator.validation.envelope), not a measurement file
 
 COMMON_TAIL = ("role", "overrides", "hardware", "software", "source", "measured_what")
 COLUMNS = {
@@ -93,11 +95,11 @@ class Row:
 
 
 def csv_files(folder: str | Path) -> list[Path]:
-    """The measurement files of a validation folder (sorted; the pins file excluded)."""
+    """The measurement files of a validation folder (sorted; the pins and record files excluded)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise EstimatorError(f"{folder}: validation folder not found (set validation.dir=...)")
-    return sorted(p for p in folder.glob("*.csv") if p.name != PINS_FILE)
+    return sorted(p for p in folder.glob("*.csv") if p.name not in (PINS_FILE, RECORD_FILE))
 
 
 def load_rows(folder: str | Path) -> list[Row]:

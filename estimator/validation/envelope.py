@@ -1,0 +1,132 @@
+"""How far to trust a large-model estimate: its class of run and the model's record on that class.
+
+A hybrid (LLM) estimate belongs to one *class*: the training stack that runs it (``framework.name``),
+whether its sequence is longer than :data:`LONG_CONTEXT` tokens, and, for PyTorch FSDP, whether it
+checkpoints activations. These are the three things the validation found the model's error to
+depend on (docs/large-models.md, "How far to trust an estimate"): the Megatron rows up to 16k tokens
+hold; long-context rows and FSDP rows without checkpointing are optimistic.
+
+``estimator validate pin=true`` writes ``validation/record.csv`` (:data:`RECORD_FILE`): every LLM
+row's class, group and signed error. ``estimator estimate`` then prints, beside a hybrid estimate,
+the independent rows of its class: how many, mean |error| and the signed range, or that no published
+run of the class was checked. The record is the validation's own output, never typed in by hand;
+tests/test_validation_suite.py fails when it drifts from the model by more than
+:data:`RECORD_DRIFT_PCT` points.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from estimator.errors import EstimatorError
+from estimator.files import REPO_ROOT, decode_text, read_input, write_atomic
+from estimator.validation.rows import RECORD_FILE
+
+HEADER = ("id", "class", "role", "error_pct")
+#: the longest sequence of the Megatron rows that hold (NeMo's long-sequence table: +15 % at 16k, +31 % at 32k)
+LONG_CONTEXT = 16384
+#: how far (percentage points) a recorded error may drift from the current model before the test asks for a re-pin
+RECORD_DRIFT_PCT = 1.0
+
+STACKS = {"megatron": "Megatron-LM / NeMo", "fsdp": "PyTorch FSDP", "deepspeed": "DeepSpeed",
+          "deepspeed_2021": "DeepSpeed (2021 engine)"}
+
+
+def run_class(cfg: dict[str, Any]) -> str | None:
+    """The class of a composed config (module docstring), e.g. ``megatron/le16k`` or
+    ``fsdp/le16k/no-ac``; None for what is not a hybrid (LLM) estimate."""
+    par = cfg.get("parallelism") or {}
+    if par.get("strategy") != "hybrid":
+        return None
+    framework = str((cfg.get("framework") or {}).get("name") or "megatron")
+    seq = int((cfg.get("model") or {}).get("seq_len") or 0)
+    parts = [framework, "gt16k" if seq > LONG_CONTEXT else "le16k"]
+    if framework == "fsdp" and seq <= LONG_CONTEXT:
+        parts.append("ac" if str(par.get("recompute") or "none") != "none" else "no-ac")
+    if framework.startswith("deepspeed") and int(par.get("zero") or 0) == 3:
+        parts.append("zero3")
+    return "/".join(parts)
+
+
+def describe(cls: str) -> str:
+    """``fsdp/le16k/no-ac`` -> ``PyTorch FSDP, up to 16k tokens, no activation checkpointing``."""
+    framework, length, *rest = cls.split("/")
+    words = [STACKS.get(framework, framework), "up to 16k tokens" if length == "le16k" else "over 16k tokens"]
+    words += [{"ac": "activation checkpointing", "no-ac": "no activation checkpointing",
+               "zero3": "ZeRO-3"}.get(r, r) for r in rest]
+    return ", ".join(words)
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    cls: str
+    role: str
+    error_pct: float
+
+
+def write_record(path: str | Path, entries: list[Entry]) -> Path:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(HEADER)
+    for e in sorted(entries, key=lambda e: e.id):
+        writer.writerow([e.id, e.cls, e.role, f"{e.error_pct:+.1f}"])
+    return write_atomic(path, buf.getvalue())
+
+
+def read_record(path: str | Path) -> list[Entry]:
+    """The record's entries (empty when the file does not exist); a malformed line is one error."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    text = decode_text(read_input(path, "validation record"), path, "validation record")
+    reader = csv.reader(text.splitlines())
+    header = tuple(h.strip() for h in next(reader, ()))
+    if header != HEADER:
+        raise EstimatorError(f"{path.name}:1: header must be {','.join(HEADER)}, got {','.join(header)!r}")
+    out = []
+    for lineno, values in enumerate(reader, start=2):
+        if not values:
+            continue
+        if len(values) != len(HEADER):
+            raise EstimatorError(f"{path.name}:{lineno}: expected {len(HEADER)} fields ({','.join(HEADER)}), "
+                                 f"got {len(values)}")
+        try:
+            error = float(values[3])
+        except ValueError:
+            error = math.nan
+        if not math.isfinite(error):
+            raise EstimatorError(f"{path.name}:{lineno}: column error_pct: {values[3]!r} is not a number")
+        out.append(Entry(values[0].strip(), values[1].strip(), values[2].strip(), error))
+    return out
+
+
+@lru_cache(maxsize=8)
+def _cached(path: str, mtime_ns: int) -> tuple[Entry, ...]:
+    return tuple(read_record(path))
+
+
+def trust(cfg: dict[str, Any], folder: str | Path = REPO_ROOT / "validation") -> dict[str, Any]:
+    """``validation_class`` and ``validation_record`` for a hybrid estimate (empty for others): the
+    independent rows of its class in ``folder``'s record (this checkout's by default: the record
+    belongs to the model it was measured on), or that none was checked."""
+    cls = run_class(cfg)
+    if cls is None:
+        return {}
+    path = Path(folder) / RECORD_FILE
+    if not path.exists():
+        return {"validation_class": describe(cls), "validation_record": f"no validation record ({path} not found)"}
+    errors = [e.error_pct for e in _cached(str(path), path.stat().st_mtime_ns) if e.cls == cls and e.role == "independent"]
+    if not errors:
+        text = "no published run of this class has been checked: the estimate is unvalidated"
+    else:
+        mean = sum(abs(x) for x in errors) / len(errors)
+        text = (f"{len(errors)} independent published runs: mean |error| {mean:.1f} %, range "
+                f"{min(errors):+.1f} .. {max(errors):+.1f} % (+ = the model was optimistic)")
+    return {"validation_class": describe(cls), "validation_record": text}

@@ -1,0 +1,73 @@
+"""The class of run of a hybrid estimate and the validation record printed beside it
+(estimator/validation/envelope.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator.config import compose, to_container
+from estimator.errors import EstimatorError
+from estimator.validation.envelope import (
+    RECORD_FILE,
+    Entry,
+    describe,
+    read_record,
+    run_class,
+    trust,
+    write_record,
+)
+
+
+def cls_of(*overrides: str) -> str | None:
+    return run_class(to_container(compose(list(overrides))))
+
+
+def test_classes_follow_stack_sequence_and_checkpointing():
+    base = ("system=dgx_h100", "fabric.nodes=64", "model=llama3_8b", "parallelism=hybrid")
+    assert cls_of(*base, "framework=megatron") == "megatron/le16k"
+    assert cls_of(*base, "framework=megatron", "model.seq_len=32768") == "megatron/gt16k"
+    assert cls_of(*base, "framework=fsdp", "parallelism.recompute=none") == "fsdp/le16k/no-ac"
+    assert cls_of(*base, "framework=fsdp", "parallelism.recompute=full") == "fsdp/le16k/ac"
+    assert cls_of(*base, "framework=fsdp", "parallelism.recompute=none", "model.seq_len=65536") == "fsdp/gt16k"
+    assert cls_of(*base, "framework=deepspeed_2021", "parallelism.zero=3") == "deepspeed_2021/le16k/zero3"
+    assert cls_of("model=resnet50", "system=dgx_a100", "fabric.nodes=8") is None  # not an LLM estimate
+
+
+def test_describe_names_each_part():
+    assert describe("fsdp/le16k/no-ac") == "PyTorch FSDP, up to 16k tokens, no activation checkpointing"
+    assert describe("megatron/gt16k") == "Megatron-LM / NeMo, over 16k tokens"
+
+
+def test_trust_counts_only_independent_rows_of_the_class(tmp_path):
+    write_record(tmp_path / RECORD_FILE, [
+        Entry("a", "megatron/le16k", "independent", 4.0), Entry("b", "megatron/le16k", "independent", -10.0),
+        Entry("c", "megatron/le16k", "calibration", 0.0), Entry("d", "fsdp/gt16k", "independent", 60.0)])
+    cfg = to_container(compose(["system=dgx_h100", "fabric.nodes=8", "model=llama3_8b", "parallelism=hybrid",
+                                "framework=megatron"]))
+    out = trust(cfg, tmp_path)
+    assert out["validation_class"] == "Megatron-LM / NeMo, up to 16k tokens"
+    assert out["validation_record"].startswith("2 independent published runs: mean |error| 7.0 %, range -10.0 .. +4.0 %")
+    cfg["framework"]["name"] = "deepspeed"
+    assert "unvalidated" in trust(cfg, tmp_path)["validation_record"]
+    assert "not found" in trust(cfg, tmp_path / "missing")["validation_record"]
+
+
+def test_malformed_record_is_one_line_naming_the_line(tmp_path):
+    path = tmp_path / RECORD_FILE
+    path.write_text("id,class,role,error_pct\na,megatron/le16k,independent,abc\n")
+    with pytest.raises(EstimatorError, match=r"record.csv:2: column error_pct: 'abc' is not a number"):
+        read_record(path)
+    path.write_text("id,error_pct\n")
+    with pytest.raises(EstimatorError, match=r"record.csv:1: header must be"):
+        read_record(path)
+
+
+def test_estimate_prints_the_record_of_its_class():
+    from estimator.commands import estimate
+
+    out = estimate.run(to_container(compose([
+        "system=dgx_h100", "fabric.nodes=8", "model=llama3_8b", "parallelism=hybrid", "framework=megatron",
+        "precision=bf16", "parallelism.global_batch=16"])))
+    assert out["validation_class"] == "Megatron-LM / NeMo, up to 16k tokens"
+    assert "independent published runs" in out["validation_record"]  # validation/record.csv is committed
+    assert "validation_record" in estimate.format_text(out)
