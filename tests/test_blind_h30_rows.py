@@ -41,7 +41,7 @@ SEEN = [r for r in ALL if r.id not in H30_IDS] + load_rows(VALIDATION / "pending
 ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.sequence_parallel",
                 "parallelism.dp_overlap", "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap",
                 "fabric.nvls", "model.fused_kernels", "model.dropout", "model.num_kv_heads", "model.vocab_size",
-                "device"}
+                "device", "framework.attention_kernel"}
 # Rows per source document (the first repository-file key of source_keys).
 DOCUMENTS = {"mlcommons/training_results_v4.0:NVIDIA/results/*/gpt3": 3,
              "mlcommons/training_results_v4.1:NVIDIA/results/*/gpt3": 2,
@@ -110,6 +110,8 @@ def test_row_sets_only_facts_of_the_run(row):
     assert row.metric == "tokens_per_s_per_gpu" and row.raw["flops_formula"] == ""
     if "device" in keys:  # Grand Teton's 500 W H100 96 GB HBM2e (torchtitan's hardware section), nothing else
         assert keys["device"] == "h100_gt" and row.id.startswith("titan")
+    if "framework.attention_kernel" in keys:  # the launcher's NVTE_FUSED_ATTN: 0, cited in the row (round h31)
+        assert keys["framework.attention_kernel"] == "flash2" and "NVTE_FUSED_ATTN: 0" in row.measured_what
     lay = row.layout
     dp = row.gpus // (lay["tp"] * lay["pp"] * lay["cp"])
     assert row.gpus == dp * lay["tp"] * lay["pp"] * lay["cp"]
