@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 
-import estimator
-from estimator.parallel.estimate import validate_hybrid
 from estimator.validation import load_rows
 from estimator.validation.llm import shares_source, source_keys
-from estimator.validation.predict import base_overrides
+from tests.blind_checks import STEP, check_composes_and_fits, check_layout_and_mark, check_step_conversion
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 BLIND = VALIDATION / "blind_h31"
@@ -103,22 +101,14 @@ def test_row_sets_only_facts_of_the_run(row):
     assert set(keys) <= ALLOWED_KEYS, set(keys) - ALLOWED_KEYS
     assert keys["framework"] == ("fsdp" if row.id.startswith("olmocore") else "megatron")
     assert row.metric == "tokens_per_s_per_gpu" and row.raw["flops_formula"] == ""
-    lay = row.layout
-    dp = row.gpus // (lay["tp"] * lay["pp"] * lay["cp"])
-    assert row.gpus == dp * lay["tp"] * lay["pp"] * lay["cp"]
-    assert lay["global_batch"] % (dp * lay["micro_batch_size"]) == 0
-    assert "Chosen before any prediction was seen" in row.measured_what
+    check_layout_and_mark(row)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_published_layout_composes_is_accepted_and_fits(row):
-    cfg = estimator.resolve_config(base_overrides(row))
-    validate_hybrid(cfg)
-    assert cfg["model"]["seq_len"] == row.layout["seq_len"]
-    assert cfg["parallelism"]["cp"] == row.layout["cp"]
+    check_composes_and_fits(row)
 
 
-STEP = re.compile(r"tokens/s per GPU = ([\d,]+) x (\d+) / \(([\d.]+) s x ([\d,]+)\) = (\d+(?:\.\d+)?)")
 STEP_ROWS = [r for r in ROWS if STEP.search(r.measured_what)]
 
 
@@ -129,10 +119,7 @@ def test_step_time_rows_are_the_dgxc_and_mlperf_rows():
 
 @pytest.mark.parametrize("row", STEP_ROWS, ids=lambda r: r.id)
 def test_step_time_rows_reproduce_the_conversion(row):
-    gb, seq, step, gpus, value = STEP.search(row.measured_what).groups()
-    gb, gpus = int(gb.replace(",", "")), int(gpus.replace(",", ""))
-    assert (gb, int(seq), gpus) == (row.layout["global_batch"], row.layout["seq_len"], row.gpus)
-    assert row.measured == float(value) == round(gb * int(seq) / (float(step) * gpus), 3)
+    check_step_conversion(row)
 
 
 @pytest.mark.parametrize("row", [r for r in ROWS if r.id.startswith("dgxc2504")], ids=lambda r: r.id)
