@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 import estimator
-from estimator.parallel.estimate import validate_hybrid
 from estimator.validation import load_rows
 from estimator.validation.llm import shares_source, source_keys
 from estimator.validation.predict import base_overrides
+from tests.blind_checks import STEP, check_composes_and_fits, check_layout_and_mark, check_step_conversion
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 H30_IDS = ("mlperf40-gpt3-eos-512gpu", "mlperf40-gpt3-eos-10752gpu", "mlperf40-gpt3-eos-11616gpu",
@@ -112,30 +112,17 @@ def test_row_sets_only_facts_of_the_run(row):
         assert keys["device"] == "h100_gt" and row.id.startswith("titan")
     if "framework.attention_kernel" in keys:  # the launcher's NVTE_FUSED_ATTN: 0, cited in the row (round h31)
         assert keys["framework.attention_kernel"] == "flash2" and "NVTE_FUSED_ATTN: 0" in row.measured_what
-    lay = row.layout
-    dp = row.gpus // (lay["tp"] * lay["pp"] * lay["cp"])
-    assert row.gpus == dp * lay["tp"] * lay["pp"] * lay["cp"]
-    assert lay["global_batch"] % (dp * lay["micro_batch_size"]) == 0
-    assert "Chosen before any prediction was seen" in row.measured_what
+    check_layout_and_mark(row)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_published_layout_composes_is_accepted_and_fits(row):
-    cfg = estimator.resolve_config(base_overrides(row))
-    validate_hybrid(cfg)
-    assert cfg["model"]["seq_len"] == row.layout["seq_len"]
-    assert cfg["parallelism"]["cp"] == row.layout["cp"]
-
-
-STEP = re.compile(r"tokens/s per GPU = ([\d,]+) x (\d+) / \(([\d.]+) s x ([\d,]+)\) = (\d+(?:\.\d+)?)")
+    check_composes_and_fits(row)
 
 
 @pytest.mark.parametrize("row", [r for r in ROWS if STEP.search(r.measured_what)], ids=lambda r: r.id)
 def test_step_time_rows_reproduce_the_conversion(row):
-    gb, seq, step, gpus, value = STEP.search(row.measured_what).groups()
-    gb, gpus = int(gb.replace(",", "")), int(gpus.replace(",", ""))
-    assert (gb, int(seq), gpus) == (row.layout["global_batch"], row.layout["seq_len"], row.gpus)
-    assert row.measured == float(value) == round(gb * int(seq) / (float(step) * gpus), 3)
+    check_step_conversion(row)
 
 
 @pytest.mark.parametrize("row", [r for r in ROWS if r.id.startswith("nemo-longseq-")], ids=lambda r: r.id)

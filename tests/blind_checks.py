@@ -1,0 +1,37 @@
+"""Checks shared by the blind held-out row tests (tests/test_blind_h*_rows.py): a row's layout is whole, its command
+composes into a config the hybrid model accepts and fits, and a step-time row reproduces its published conversion."""
+
+from __future__ import annotations
+
+import re
+
+import estimator
+from estimator.parallel.estimate import validate_hybrid
+from estimator.validation.predict import base_overrides
+
+# "tokens/s per GPU = <global batch> x <seq> / (<step> s x <gpus>) = <value>" in a row's measured_what.
+STEP = re.compile(r"tokens/s per GPU = ([\d,]+) x (\d+) / \(([\d.]+) s x ([\d,]+)\) = (\d+(?:\.\d+)?)")
+BLIND_MARK = "Chosen before any prediction was seen"
+
+
+def check_layout_and_mark(row) -> None:
+    """tp x pp x cp divides the GPUs, the global batch is whole microbatches, and the row says it was blind."""
+    lay = row.layout
+    dp = row.gpus // (lay["tp"] * lay["pp"] * lay["cp"])
+    assert row.gpus == dp * lay["tp"] * lay["pp"] * lay["cp"]
+    assert lay["global_batch"] % (dp * lay["micro_batch_size"]) == 0
+    assert BLIND_MARK in row.measured_what
+
+
+def check_composes_and_fits(row) -> None:
+    cfg = estimator.resolve_config(base_overrides(row))
+    validate_hybrid(cfg)
+    assert cfg["model"]["seq_len"] == row.layout["seq_len"]
+    assert cfg["parallelism"]["cp"] == row.layout["cp"]
+
+
+def check_step_conversion(row) -> None:
+    gb, seq, step, gpus, value = STEP.search(row.measured_what).groups()
+    gb, gpus = int(gb.replace(",", "")), int(gpus.replace(",", ""))
+    assert (gb, int(seq), gpus) == (row.layout["global_batch"], row.layout["seq_len"], row.gpus)
+    assert row.measured == float(value) == round(gb * int(seq) / (float(step) * gpus), 3)
