@@ -1,7 +1,8 @@
-"""The round-h31 blind held-out rows (issue #23 item 7, "further published runs"): validation/blind_h31/llm.csv.
+"""The round-h31 blind held-out rows (issue #23 item 7, "further published runs"), now in validation/llm.csv.
 
-`estimator validate` reads no sub-folder, so these rows are not priced by the default run; they wait, unpriced, until
-the model changes in progress are done (validation/blind_h31/README.md). These checks price no step: every row parses
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(b1a8a8b), then moved into llm.csv (validation/llm_rows.md, "Blind held-out rows, round h31"). These checks price no
+step: every row parses
 with the project's loader, is a run no other row describes (id, or document + software release + model), shares no
 source with a calibration row, sets only facts of the run, reproduces the published numbers it is derived from,
 composes into a config the hybrid model accepts and fits in memory, and is described in the folder's README.
@@ -19,9 +20,21 @@ from estimator.validation.llm import shares_source, source_keys
 from tests.blind_checks import STEP, check_composes_and_fits, check_layout_and_mark, check_step_conversion
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-BLIND = VALIDATION / "blind_h31"
-ROWS = load_rows(BLIND)
-SEEN = load_rows(VALIDATION) + load_rows(VALIDATION / "pending")
+H31_IDS = ("dgxc2504-llama31-70b-bf16-64gpu", "dgxc2504-llama31-70b-bf16-2048gpu", "dgxc2504-llama31-70b-fp8-64gpu",
+           "dgxc2504-llama31-70b-fp8-2048gpu", "dgxc2504-llama31-405b-bf16-512gpu",
+           "dgxc2504-llama31-405b-bf16-2048gpu", "dgxc2504-llama31-405b-fp8-512gpu",
+           "dgxc2504-llama31-405b-fp8-2048gpu", "dgxc2504-llama31-8b-bf16-128gpu", "dgxc2504-llama31-8b-fp8-128gpu",
+           "dgxc2502-nemotron4-15b-bf16-16gpu", "dgxc2502-nemotron4-15b-bf16-2048gpu",
+           "dgxc2502-nemotron4-15b-fp8-16gpu", "dgxc2502-nemotron4-15b-fp8-2048gpu",
+           "mlperf50-llama31-405b-eos-512gpu", "mlperf50-llama31-405b-eos-2048gpu",
+           "mlperf50-llama31-405b-eos-8192gpu", "mlperf50-llama31-405b-nebius-h200-512gpu",
+           "mlperf50-llama31-405b-nebius-h200-1024gpu", "mlperf51-llama31-8b-cisco-64gpu",
+           "mlperf51-llama31-8b-cisco-128gpu", "mbridge260201-llama3-70b-fp8-64gpu",
+           "mbridge2604-llama3-70b-fp8-64gpu", "mbridge260401-llama31-405b-fp8-1024gpu",
+           "olmocore16-olmo-1b-8gpu-bf16", "olmocore16-olmo-1b-8gpu-fp8")
+ALL = load_rows(VALIDATION)
+ROWS = [r for r in ALL if r.id in H31_IDS]
+SEEN = [r for r in ALL if r.id not in H31_IDS] + load_rows(VALIDATION / "pending")
 # What these rows may set: layout, recipe and model-shape facts the sources state; no efficiency, no measured or
 # fitted value.
 ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.sequence_parallel",
@@ -61,7 +74,7 @@ def _release(row) -> str:
 
 def test_rows_parse_and_come_from_seven_documents():
     assert len(ROWS) == sum(DOCUMENTS.values()) == 26
-    assert {r.file for r in ROWS} == {"validation/blind_h31/llm.csv"}
+    assert {r.file for r in ROWS} == {"validation/llm.csv"}
     assert len({r.id for r in ROWS}) == len(ROWS)
     assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
     assert {doc: sum(_document(r) == doc for r in ROWS) for doc in DOCUMENTS} == DOCUMENTS
@@ -144,6 +157,7 @@ def test_table_rows_are_the_table_value(row):
 
 
 def test_every_row_is_described():
-    doc = (BLIND / "README.md").read_text(encoding="utf-8")
+    doc = (VALIDATION / "llm_rows.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Blind held-out rows, round h31"):]
     for row in ROWS:
-        assert f"`{row.id}`" in doc, f"{row.id} is not listed in validation/blind_h31/README.md"
+        assert f"`{row.id}`" in section, f"{row.id} is not listed in llm_rows.md, 'Blind held-out rows, round h31'"
