@@ -63,7 +63,8 @@ def test_rows_parse_and_come_from_three_documents():
 def test_rows_are_runs_no_other_row_describes():
     seen_ids = {r.id for r in SEEN}
     assert not seen_ids & {r.id for r in ROWS}
-    seen_docs = {k for r in SEEN for k in source_keys(r.source)}
+    # Round h31's OLMo-core 1.6 rows are a later release of the same README table (test_blind_h31_rows.py checks them).
+    seen_docs = {k for r in SEEN if not r.id.startswith("olmocore16-") for k in source_keys(r.source)}
     assert not seen_docs & set(DOCUMENTS) - {"mosaicml/llm-foundry:scripts/train/benchmarking/README.md"}
     # MosaicML's README is already cited for its H100 large-scale table; these are other tables of it.
     mpt_seen = {r.source.split("table '")[1].split("'")[0] for r in SEEN if r.id.startswith("mpt-")}
