@@ -16,8 +16,6 @@ tests/test_validation_suite.py fails when it drifts from the model by more than
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from estimator.errors import EstimatorError
-from estimator.files import REPO_ROOT, decode_text, read_input, write_atomic
-from estimator.validation.rows import RECORD_FILE
+from estimator.files import REPO_ROOT
+from estimator.validation.rows import RECORD_FILE, number, read_written, write_written
 
 HEADER = ("id", "class", "role", "error_pct")
 #: the longest sequence of the Megatron rows that hold (NeMo's long-sequence table: +15 % at 16k, +31 % at 32k)
@@ -72,38 +70,18 @@ class Entry:
 
 
 def write_record(path: str | Path, entries: list[Entry]) -> Path:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(HEADER)
-    for e in sorted(entries, key=lambda e: e.id):
-        writer.writerow([e.id, e.cls, e.role, f"{e.error_pct:+.1f}"])
-    return write_atomic(path, buf.getvalue())
+    return write_written(path, HEADER, [[e.id, e.cls, e.role, f"{e.error_pct:+.1f}"]
+                                        for e in sorted(entries, key=lambda e: e.id)])
 
 
 def read_record(path: str | Path) -> list[Entry]:
     """The record's entries (empty when the file does not exist); a malformed line is one error."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    text = decode_text(read_input(path, "validation record"), path, "validation record")
-    reader = csv.reader(text.splitlines())
-    header = tuple(h.strip() for h in next(reader, ()))
-    if header != HEADER:
-        raise EstimatorError(f"{path.name}:1: header must be {','.join(HEADER)}, got {','.join(header)!r}")
     out = []
-    for lineno, values in enumerate(reader, start=2):
-        if not values:
-            continue
-        if len(values) != len(HEADER):
-            raise EstimatorError(f"{path.name}:{lineno}: expected {len(HEADER)} fields ({','.join(HEADER)}), "
-                                 f"got {len(values)}")
-        try:
-            error = float(values[3])
-        except ValueError:
-            error = math.nan
+    for lineno, (ident, cls, role, text) in read_written(path, HEADER, "validation record"):
+        error = number(text)
         if not math.isfinite(error):
-            raise EstimatorError(f"{path.name}:{lineno}: column error_pct: {values[3]!r} is not a number")
-        out.append(Entry(values[0].strip(), values[1].strip(), values[2].strip(), error))
+            raise EstimatorError(f"{Path(path).name}:{lineno}: column error_pct: {text!r} is not a number")
+        out.append(Entry(ident, cls, role, error))
     return out
 
 

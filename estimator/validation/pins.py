@@ -10,43 +10,25 @@ deterministic).
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from pathlib import Path
 
 from estimator.errors import EstimatorError
-from estimator.files import decode_text, read_input, write_atomic
 from estimator.validation.predict import Result
+from estimator.validation.rows import number, read_written, write_written
 
 HEADER = ("id", "max_abs_error_pct")
 
 
 def read_pins(path: str | Path) -> dict[str, float]:
     """id -> pinned max |error| in percent (empty when the file does not exist)."""
-    path = Path(path)
-    if not path.exists():
-        return {}
-    text = decode_text(read_input(path, "pins"), path, "pins file")  # a regular file, size-bounded
-    reader = csv.reader(text.splitlines())
-    header = tuple(h.strip() for h in next(reader, ()))
-    if header != HEADER:
-        raise EstimatorError(f"{path.name}:1: header must be {','.join(HEADER)}, got {','.join(header)!r}")
     pins: dict[str, float] = {}
-    for lineno, values in enumerate(reader, start=2):
-        if not values:
-            continue
-        if len(values) != 2:
-            raise EstimatorError(f"{path.name}:{lineno}: expected 2 fields (id,max_abs_error_pct), got {len(values)}")
-        ident, text = values[0].strip(), values[1].strip()
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
+    for lineno, (ident, text) in read_written(path, HEADER, "pins"):
+        value = number(text)
         if not (math.isfinite(value) and value >= 0):
-            raise EstimatorError(f"{path.name}:{lineno}: column max_abs_error_pct: {text!r} is not a number >= 0")
+            raise EstimatorError(f"{Path(path).name}:{lineno}: column max_abs_error_pct: {text!r} is not a number >= 0")
         if ident in pins:
-            raise EstimatorError(f"{path.name}:{lineno}: column id: duplicate id {ident!r}")
+            raise EstimatorError(f"{Path(path).name}:{lineno}: column id: duplicate id {ident!r}")
         pins[ident] = value
     return pins
 
@@ -59,12 +41,8 @@ def pin_value(error_pct: float, margin_pct: float) -> float:
 def write_pins(path: str | Path, results: list[Result], margin_pct: float) -> Path:
     if not (math.isfinite(margin_pct) and margin_pct >= 0):
         raise EstimatorError(f"validation.margin_pct must be a number >= 0, got {margin_pct!r}")
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(HEADER)
-    for res in sorted(results, key=lambda r: r.row.id):
-        writer.writerow([res.row.id, f"{pin_value(res.error_pct, margin_pct):.1f}"])
-    return write_atomic(path, buf.getvalue())
+    lines = [[res.row.id, f"{pin_value(res.error_pct, margin_pct):.1f}"] for res in sorted(results, key=lambda r: r.row.id)]
+    return write_written(path, HEADER, lines)
 
 
 def violations(results: list[Result], pins: dict[str, float]) -> list[str]:

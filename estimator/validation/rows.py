@@ -14,6 +14,7 @@ the column, raised before anything is estimated or written.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 import shlex
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from estimator.errors import EstimatorError
-from estimator.files import decode_text, read_input
+from estimator.files import decode_text, read_input, write_atomic
 from estimator.validation import llm as _llm  # the llm kind (validation/llm.csv)
 
 PINS_FILE = "pinned_errors.csv"
@@ -100,6 +101,46 @@ def csv_files(folder: str | Path) -> list[Path]:
     if not folder.is_dir():
         raise EstimatorError(f"{folder}: validation folder not found (set validation.dir=...)")
     return sorted(p for p in folder.glob("*.csv") if p.name not in (PINS_FILE, RECORD_FILE))
+
+
+def read_written(path: str | Path, header: tuple[str, ...], what: str) -> list[tuple[int, list[str]]]:
+    """(line number, stripped fields) of each line of a file ``estimator validate`` writes (the pins,
+    the record); empty when the file does not exist; a wrong header or field count is one error
+    naming the line."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    text = decode_text(read_input(path, what), path, f"{what} file")  # a regular file, size-bounded
+    reader = csv.reader(text.splitlines())
+    got = tuple(h.strip() for h in next(reader, ()))
+    if got != header:
+        raise EstimatorError(f"{path.name}:1: header must be {','.join(header)}, got {','.join(got)!r}")
+    lines = []
+    for lineno, values in enumerate(reader, start=2):
+        if not values:
+            continue
+        if len(values) != len(header):
+            raise EstimatorError(f"{path.name}:{lineno}: expected {len(header)} fields ({','.join(header)}), "
+                                 f"got {len(values)}")
+        lines.append((lineno, [v.strip() for v in values]))
+    return lines
+
+
+def number(text: str) -> float:
+    """A field's float, NaN when it is not one (the caller names the column in its error)."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def write_written(path: str | Path, header: tuple[str, ...], lines: list[list[str]]) -> Path:
+    """Write (atomically) a file ``estimator validate`` derives: ``header`` then ``lines`` as given."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(lines)
+    return write_atomic(path, buf.getvalue())
 
 
 def load_rows(folder: str | Path) -> list[Row]:
