@@ -1,5 +1,6 @@
 """Checks shared by the blind held-out row tests (tests/test_blind_h*_rows.py): a row's layout is whole, its command
-composes into a config the hybrid model accepts and fits, and a step-time row reproduces its published conversion."""
+composes into a config the hybrid model accepts and fits, a step-time row reproduces its published conversion, and no
+row cites a calibration row's document."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 
 import estimator
 from estimator.parallel.estimate import validate_hybrid
+from estimator.validation.llm import shares_source
 from estimator.validation.predict import base_overrides
 
 # "tokens/s per GPU = <global batch> x <seq> / (<step> s x <gpus>) = <value>" in a row's measured_what.
@@ -35,3 +37,14 @@ def check_step_conversion(row) -> None:
     gb, gpus = int(gb.replace(",", "")), int(gpus.replace(",", ""))
     assert (gb, int(seq), gpus) == (row.layout["global_batch"], row.layout["seq_len"], row.gpus)
     assert row.measured == float(value) == round(gb * int(seq) / (float(step) * gpus), 3)
+
+
+def check_no_calibration_source(rows, seen) -> None:
+    """No row shares a source with a calibration row of ``seen``; and the check can fail: a row that cites a
+    calibration row's document is caught."""
+    calibration = [r for r in seen if r.role == "calibration"]
+    assert calibration
+    for row in rows:
+        assert not [c.id for c in calibration if shares_source(row.source, c.source)], row.id
+    cal = calibration[0]
+    assert shares_source(cal.source, rows[0].source + "; " + cal.source)
