@@ -50,6 +50,8 @@ ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "
                 "parallelism.cp_comm", "parallelism.ep", "framework.tp_comm_overlap", "fabric.nvls", "model.hidden_size",
                 # the recipe's attention backend (dgxc-benchmarking's NVTE_FUSED_ATTN=0: TE runs FlashAttention-2)
                 "framework.attention_kernel",
+                # the recipe's Adam state dtype (NeMo optim.dtype: bf16 for distributed_fused_adam)
+                "framework.optimizer_state",
                 "model.num_layers", "model.num_heads", "model.ffn_size", "model.num_kv_heads", "model.vocab_size",
                 "model.fused_kernels", "model.dropout",
                 # the GPU variant's datasheet capacity and bandwidth where the source states a non-standard part
@@ -74,14 +76,13 @@ REFUSED_ROWS = load_rows(PENDING)  # every model a row names exists (an unknown 
 # Llama 3 405B on 8,192 GPUs holds 32 microbatches, so the interleaved warm-up keeps 141 one-layer
 # chunks on stage 1; Meta's own schedule (Dubey et al. 2024 Sec. 3.3.2, Fig. 6) tunes the number N of
 # consecutive microbatches per chunk, and N is not published.
-REFUSED = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipeline stage 1",
-           # Nemotron-4 340B on 128 H100 (NeMo 24.07 table) ran as published (llm_rows.md, "Refused"); NeMo 24.07's
-           # recompute is not stated (selective assumed). 85.3 GB until TE's FP8-saved GEMM inputs were counted in 1 byte
-           # (round h30); 80.4 GB since.
-           "nemo2407-nemotron4-340b-fp8-128gpu": r"needs 80\.\d GB per GPU on pipeline stage 0"}
+REFUSED = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipeline stage 1"}
 # The device memory each refused row states (GB) and a capacity that lets its layout fit.
-REFUSED_DEVICE = {"llama3-405b-8192gpu-tp8pp16dp64": ("80.0", "84e9"),
-                  "nemo2407-nemotron4-340b-fp8-128gpu": ("80.0", "90e9")}
+REFUSED_DEVICE = {"llama3-405b-8192gpu-tp8pp16dp64": ("80.0", "84e9")}
+# Nemotron-4 340B on 128 H100 (NeMo 24.07 table) was refused at 80.4 GB (85.3 GB until round h30 counted TE's
+# FP8-saved GEMM inputs in 1 byte) until round h32 read the recipe's Adam state dtype (optim.dtype: bf16,
+# framework.optimizer_state=bf16): it is in llm.csv now, and with fp32 state it is refused again.
+NEMOTRON_340B_128 = "nemo2407-nemotron4-340b-fp8-128gpu"
 
 
 def _overrides(row) -> dict[str, str]:
@@ -238,6 +239,20 @@ def test_refused_row_stays_refused_for_its_reason(ident):
         predict(row)  # what `estimator validate validation.dir=validation/pending` reports
     roomier = estimator.resolve_config([*base_overrides(row), f"parallelism.device_memory_bytes={roomy}"])
     validate_hybrid(roomier)  # the check can also say "fits": only the memory is short
+
+
+def test_nemotron_340b_fits_with_its_recipes_bf16_adam_state():
+    """NeMo 24.07's Nemotron-4 340B recipe keeps Adam's state in bf16 (optim.dtype: bf16): 6 bytes per
+    parameter instead of 12, so the published TP8 PP8 DP2 layout fits; with an fp32 state the same
+    layout is refused on stage 0, by the 0.4 GB it was refused by before round h32."""
+    from estimator.parallel.estimate import validate_hybrid
+
+    row = next(r for r in ALL_ROWS if r.id == NEMOTRON_340B_128)
+    assert "framework.optimizer_state=bf16" in row.overrides and row.role == "independent"
+    validate_hybrid(estimator.resolve_config(base_overrides(row)))
+    fp32 = [*base_overrides(row), "framework.optimizer_state=fp32"]
+    with pytest.raises(EstimatorError, match=r"needs 80\.4 GB per GPU on pipeline stage 0 .*optimizer 34\.6"):
+        validate_hybrid(estimator.resolve_config(fp32))
 
 
 def test_no_microbatch_group_lets_the_refused_llama3_row_fit():

@@ -56,6 +56,11 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   (FlashAttention-2: PyTorch SDPA's flash backend, the flash-attn 2 package); the device prices
   each at its own measured rate (:func:`~estimator.compute.device.node_times`). Only the ``te``
   layer has a fused attention op; the eager and Megatron layers run attention as GEMMs + softmax.
+* ``optimizer_state`` — the dtype of Adam's state: ``fp32`` (fp32 master weights, momentum and
+  variance: 12 bytes per parameter, ZeRO paper Sec. 3.1) or ``bf16`` (Apex's DistributedFusedAdam
+  with ``dtype=bf16``, NeMo's ``optim.dtype: bf16``: a bf16 copy of the parameters, kept by its
+  default ``store_params=True``, plus bf16 momentum and variance: 6 bytes); memory and the
+  optimizer step's HBM traffic (:mod:`~estimator.parallel.memory`, :mod:`~estimator.parallel.step`).
 
 A config without a ``framework`` subtree (a hand-built dict) gets ``conf/framework/megatron.yaml``.
 """
@@ -72,6 +77,7 @@ from estimator.errors import EstimatorError
 
 ZERO3_UNITS = ("layer", "module")
 GRAD_COLLECTIVES = ("reduce_scatter", "all_reduce")
+OPTIMIZER_STATES = ("fp32", "bf16")
 OPTIONAL = ("reduce_bucket_params", "zero3_prefetch_params", "zero3_max_live_params",
             "zero3_max_reuse_params")  # parameter counts; null = none
 DEFAULT = "megatron"
@@ -95,6 +101,7 @@ class Framework:
     attention_kernel: str
     zero3_prefetch_below_live: bool
     fp8_keeps_fp8_inputs: bool
+    optimizer_state: str
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
     zero3_max_live_params: float | None = None
@@ -119,6 +126,9 @@ class Framework:
         if data["zero3_grad_collective"] not in GRAD_COLLECTIVES:
             raise EstimatorError(f"framework.zero3_grad_collective must be one of {', '.join(GRAD_COLLECTIVES)}, "
                                  f"got {data['zero3_grad_collective']!r}")
+        if data["optimizer_state"] not in OPTIMIZER_STATES:
+            raise EstimatorError(f"framework.optimizer_state must be one of {', '.join(OPTIMIZER_STATES)}, "
+                                 f"got {data['optimizer_state']!r}")
         if data["attention_kernel"] not in ATTENTION_KERNELS:
             raise EstimatorError(f"framework.attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, "
                                  f"got {data['attention_kernel']!r}")

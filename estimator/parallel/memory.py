@@ -3,7 +3,7 @@
 * Model state, mixed-precision Adam (Rajbhandari et al. 2020, ZeRO, Sec. 3.1): 16-bit weights,
   gradients of ``grad_bytes`` (2, or 4 where the framework keeps fp32 gradients:
   :class:`~estimator.parallel.framework.Framework`), 12 bytes of fp32 master weights + momentum +
-  variance per parameter; ZeRO-1 shards the 12, ZeRO-2 also the gradients, ZeRO-3 also the weights
+  variance per parameter (6 with ``framework.optimizer_state=bf16``); ZeRO-1 shards the 12, ZeRO-2 also the gradients, ZeRO-3 also the weights
   over the ``dp x cp`` ranks holding a copy (expert parameters over ``dp x cp / ep``). ZeRO-3
   also holds the gathered weights of the unit running and of those prefetched
   (:func:`zero3_units`, ``Framework.zero3_live``).
@@ -74,7 +74,8 @@ from estimator.parallel.layout import Layout, schedule_chunks
 from estimator.parallel.sac import saved_bytes_per_token
 from estimator.parallel.spec import TransformerSpec
 
-ADAM_BYTES = 12  # fp32 master weights + Adam momentum + variance per parameter (ZeRO paper Sec. 3.1)
+ADAM_BYTES = {"fp32": 12,  # fp32 master weights + Adam momentum + variance per parameter (ZeRO paper Sec. 3.1)
+              "bf16": 6}  # the same three in bf16 (Apex DistributedFusedAdam dtype=bf16, store_params=True)
 WEIGHT_BYTES = 2  # fp16/bf16 weights
 LOGIT_BYTES = 4  # fp32 logits kept for the vocabulary-parallel cross-entropy's backward
 
@@ -191,9 +192,10 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
             return (dense + expert) * per_param
         return dense * per_param / replicas + expert * per_param / (replicas // layout.ep)
 
-    weights, grads, optim = sharded(WEIGHT_BYTES, 3), sharded(grad_bytes, 2), sharded(ADAM_BYTES, 1)
+    fw = framework or Framework.from_cfg(None)
+    weights, grads = sharded(WEIGHT_BYTES, 3), sharded(grad_bytes, 2)
+    optim = sharded(ADAM_BYTES[fw.optimizer_state], 1)
     if layout.zero == 3:  # the unit running and those prefetched, gathered
-        fw = framework or Framework.from_cfg(None)
         weights += fw.zero3_live(max(zero3_units(spec, layout, fw.zero3_unit))) * WEIGHT_BYTES
     per_layer = activation_bytes_per_layer(spec, layout, fp8)
     if spec.experts and layout.recompute != "full":

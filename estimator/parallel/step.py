@@ -71,7 +71,8 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   compute a DP / ZeRO collective overlaps runs slower by ``interference`` of the overlapped time
   (``parallelism.comm_interference``; output ``interference_s``).
 * Optimizer: fused Adam streams 32 bytes per (unsharded) parameter through HBM (fp32 master,
-  momentum and variance read and written, 16-bit gradient read, 16-bit weight written).
+  momentum and variance read and written, 16-bit gradient read, 16-bit weight written); with a
+  bf16 state (``framework.optimizer_state=bf16``) 16: the three in bf16, the same gradient and weight.
 * Circuits (fabrics whose groups get their own circuits, the OCS): the step pays the
   reconfigurations of its circuit plan (:mod:`~estimator.parallel.circuits`), exposed.
 """
@@ -99,7 +100,7 @@ from estimator.parallel.zero3 import Zero3Layer, zero3_layer
 
 ACT_BYTES = 2  # 16-bit activations on the wire
 WEIGHT_BYTES = 2  # 16-bit weights gathered by ZeRO
-ADAM_STEP_BYTES = 32  # per parameter, see the module docstring
+ADAM_STEP_BYTES = {"fp32": 32, "bf16": 16}  # per parameter and optimizer state dtype, see the module docstring
 
 
 @dataclass(frozen=True)
@@ -287,7 +288,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     n_local = sum(dense[slowest])
     d_s, e_s = dense[slowest]
     opt_params = d_s / (L.dp * L.cp) + e_s / edp if L.zero >= 1 else n_local
-    optimizer = opt_params * ADAM_STEP_BYTES / (device.mem_bw_Bps * device.efficiency("memory_efficiency", "optimizer", precision))
+    optimizer = opt_params * ADAM_STEP_BYTES[fw.optimizer_state] / (device.mem_bw_Bps * device.efficiency("memory_efficiency", "optimizer", precision))
     # ---- circuits: dimension -> (group size, phases per step), see estimator/parallel/circuits.py
     counts = {g: sum(c["count_per_step"] for c in pricer.colls if c["group"] == g) for g in ("tp", "ep", "cp")}
     z3_gathers = per_step * z3.gathers

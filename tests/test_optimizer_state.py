@@ -1,0 +1,55 @@
+"""Adam's state dtype (``framework.optimizer_state``): fp32 keeps 12 bytes per parameter, bf16 (Apex's
+DistributedFusedAdam with dtype=bf16, NeMo's optim.dtype: bf16) keeps 6, in memory and in the optimizer
+step's HBM traffic."""
+
+from __future__ import annotations
+
+import pytest
+
+import estimator
+from estimator.errors import EstimatorError
+from estimator.estimate import estimate
+from estimator.parallel.framework import Framework
+from estimator.parallel.layout import Layout
+from estimator.parallel.memory import stage_memory
+from estimator.parallel.spec import TransformerSpec
+
+BASE = ["model=llama3_8b", "parallelism=hybrid", "system=dgx_h100", "fabric.nodes=16", "precision=bf16",
+        "parallelism.tp=2", "parallelism.pp=1", "parallelism.micro_batch_size=1", "parallelism.global_batch=16",
+        "parallelism.zero=1"]
+
+
+def _cfg(*extra):
+    framework = [] if any(e.startswith("framework=") for e in extra) else ["framework=megatron"]
+    return estimator.resolve_config([*BASE, *framework, *extra])
+
+
+def test_bf16_state_halves_the_optimizer_memory_and_nothing_else():
+    cfg = _cfg()
+    spec = TransformerSpec.from_cfg(cfg["model"])
+    layout = Layout.from_cfg(cfg["parallelism"], spec, 16)
+    fp32 = Framework.from_cfg(cfg["framework"])
+    bf16 = Framework.from_cfg({**cfg["framework"], "optimizer_state": "bf16"})
+    a, b = stage_memory(spec, layout, 0, 2, fp32), stage_memory(spec, layout, 0, 2, bf16)
+    assert fp32.optimizer_state == "fp32" and a["optimizer"] > 0
+    assert b["optimizer"] == pytest.approx(a["optimizer"] / 2)
+    assert {k: b[k] for k in ("weights", "gradients", "activations")} == {k: a[k] for k in ("weights", "gradients", "activations")}
+    # ZeRO-1 over dp 8: the shard is 12 (6) bytes x the stage's parameters / 8
+    params = a["weights"] / 2
+    assert a["optimizer"] == pytest.approx(12 * params / 8)
+
+
+def test_bf16_state_halves_the_optimizer_step():
+    fp32, bf16 = estimate(_cfg()).metrics, estimate(_cfg("framework.optimizer_state=bf16")).metrics
+    assert bf16["optimizer_s"] == pytest.approx(fp32["optimizer_s"] / 2)
+    assert bf16["memory_total_bytes"] < fp32["memory_total_bytes"]
+
+
+def test_every_framework_preset_states_fp32():
+    for name in ("megatron", "deepspeed", "deepspeed_2021", "fsdp"):
+        assert _cfg(f"framework={name}")["framework"]["optimizer_state"] == "fp32"
+
+
+def test_unknown_optimizer_state_is_a_one_line_error():
+    with pytest.raises(EstimatorError, match=r"^framework.optimizer_state must be one of fp32, bf16, got 'fp16'$"):
+        estimate(_cfg("framework.optimizer_state=fp16"))
