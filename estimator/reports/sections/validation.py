@@ -152,6 +152,33 @@ GROUP BY system, gpus, role
 ORDER BY system, gpus, {ROLE_ORDER}
 """
 
+# issue #23's acceptance rule for independent large-model rows, applied per class of run (a class with fewer
+# rows than this says so rather than a verdict)
+ISSUE_23 = "issue #23's acceptance"
+LLM_MEAN_PCT, LLM_MAX_PCT, LLM_MIN_ROWS = 10.0, 20.0, 3
+
+LLM_CLASSES_SQL = f"""
+SELECT run_class, count(*) AS rows,
+       round(avg(abs(error_pct)), 1) AS mean_abs_error_pct,
+       round(max(abs(error_pct)), 1) AS max_abs_error_pct,
+       round(min(error_pct), 1) AS lowest_error_pct, round(max(error_pct), 1) AS highest_error_pct,
+       CASE WHEN count(*) < {LLM_MIN_ROWS} THEN 'too few rows'
+            WHEN avg(abs(error_pct)) <= {LLM_MEAN_PCT} AND max(abs(error_pct)) <= {LLM_MAX_PCT} THEN 'holds'
+            ELSE 'fails' END AS verdict,
+       arg_max(id, abs(error_pct)) AS worst_id
+FROM validation
+WHERE kind = 'llm' AND role = 'independent' AND error_pct IS NOT NULL
+GROUP BY run_class
+ORDER BY rows DESC, run_class
+"""
+
+LLM_INDEPENDENT_SQL = """
+SELECT count(*) AS n, avg(abs(error_pct)) AS mean_abs, max(abs(error_pct)) AS max_abs,
+       arg_max(id, abs(error_pct)) AS worst_id
+FROM validation
+WHERE kind = 'llm' AND role = 'independent' AND error_pct IS NOT NULL
+"""
+
 ROLES_SQL = f"""
 SELECT kind, role, count(*) AS rows, string_agg(id, ', ' ORDER BY id) AS ids
 FROM validation
@@ -247,7 +274,26 @@ def _claims(q: Query):
                       f"max {worst:.1f} % over {len(multi)} pairs (worst {worst_id}){pairs}" if worst is not None else "",
                       AtMost(5, lambda v: f"{v:.1f} %", ISSUE_10), where=ISSUE_10, unit="%",
                       sql=MULTINODE_SQL + "-- the rows with gpus <= 256"))
+    out.extend(_llm_claims(q))
     return out
+
+
+def _llm_claims(q: Query):
+    """Issue #23's acceptance on the independent large-model rows: mean and max |error|, both judged."""
+    r = rows(q, LLM_INDEPENDENT_SQL)[0]
+    if not r["n"]:
+        return [judged(f"Independent large-model rows: mean |error| <= {LLM_MEAN_PCT:g} %", f"<= {LLM_MEAN_PCT:g} %",
+                       None, "", None, where=ISSUE_23, unit="%", sql=LLM_INDEPENDENT_SQL)]
+    over = f" over {r['n']} rows"
+    return [
+        judged(f"Independent large-model rows: mean |error| <= {LLM_MEAN_PCT:g} %", f"<= {LLM_MEAN_PCT:g} %",
+               r["mean_abs"], f"mean |error| {r['mean_abs']:.1f} %{over}",
+               AtMost(LLM_MEAN_PCT, lambda v: f"{v:.1f} %", ISSUE_23), where=ISSUE_23, unit="%", sql=LLM_INDEPENDENT_SQL),
+        judged(f"Independent large-model rows: max |error| <= {LLM_MAX_PCT:g} %", f"<= {LLM_MAX_PCT:g} %",
+               r["max_abs"], f"max |error| {r['max_abs']:.1f} %{over} (worst {r['worst_id']}); per class of run: "
+               "the table 'Large-model rows by class of run'",
+               AtMost(LLM_MAX_PCT, lambda v: f"{v:.1f} %", ISSUE_23), where=ISSUE_23, unit="%", sql=LLM_INDEPENDENT_SQL),
+    ]
 
 
 SECTION = Section(
@@ -262,7 +308,8 @@ SECTION = Section(
         "as a calibration row; an <b>independent</b> row (circles) shares no source with anything the model was "
         "fitted on — its error is the one that says how good the model is out of sample. "
         "error = (predicted − measured) / measured; the grey band is ±15 % around predicted = measured. "
-        "The claim rows check issue #10's accuracy targets on every matching row (the independent part in the detail)."
+        "The claim rows check issue #10's accuracy targets on every matching row (the independent part in the detail) "
+        "and issue #23's on the independent large-model rows."
     ),
     figures=(
         Figure(name="validation_nccl", title="nccl-tests bus bandwidth: predicted vs measured", sql=NCCL_SQL,
@@ -294,6 +341,14 @@ SECTION = Section(
         Table(name="validation_training_errors", title="Training rows", sql=_errors_sql("training")),
         Table(name="validation_llm_errors", title="Large-model training rows (tensor x pipeline x data parallel)",
               sql=LLM_ROWS_SQL, caption="Per-GPU TFLOP/s as the source counts it (estimator/validation/llm.py)."),
+        Table(name="validation_llm_classes", title="Large-model rows by class of run: how far to trust an estimate",
+              sql=LLM_CLASSES_SQL,
+              caption="The independent large-model rows grouped by the class <code>estimator estimate</code> prints "
+                      "beside a hybrid estimate (<code>validation_class</code>: training stack, sequence up to / over "
+                      "16k tokens, FSDP with or without activation checkpointing, DeepSpeed ZeRO-3). verdict applies "
+                      f"issue #23's rule to the class: holds when mean |error| <= {LLM_MEAN_PCT:g} % and max |error| "
+                      f"<= {LLM_MAX_PCT:g} %, fails otherwise; fewer than {LLM_MIN_ROWS} rows: too few rows. "
+                      "error > 0: the model was optimistic."),
         Table(name="validation_scaling", title="Data-parallel scaling efficiency (rows paired with a 1-GPU row)",
               sql=SCALING_SQL,
               caption="Pairs of training rows of the same setup (system, model, precision, per-GPU batch, source "

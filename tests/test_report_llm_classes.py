@@ -1,0 +1,57 @@
+"""The report's large-model verdicts: issue #23's rule (mean |error| <= 10 %, max <= 20 %) per class of
+run and over all independent rows, judged from the validation table (DuckDB), both ways."""
+
+from __future__ import annotations
+
+import duckdb
+
+from estimator.reports.sections import validation as v
+
+
+def _con(rows):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE validation (id VARCHAR, kind VARCHAR, role VARCHAR, run_class VARCHAR, error_pct DOUBLE)")
+    con.executemany("INSERT INTO validation VALUES (?, ?, ?, ?, ?)", rows)
+    return con
+
+
+ROWS = [
+    # a class that holds: mean 5, max 8
+    ("a1", "llm", "independent", "megatron/le16k", 2.0), ("a2", "llm", "independent", "megatron/le16k", -5.0),
+    ("a3", "llm", "independent", "megatron/le16k", 8.0),
+    # one that fails on its max alone (mean 9.3 <= 10, max 21 > 20)
+    ("b1", "llm", "independent", "fsdp/le16k/ac", 21.0), ("b2", "llm", "independent", "fsdp/le16k/ac", 3.0),
+    ("b3", "llm", "independent", "fsdp/le16k/ac", -4.0),
+    # too few rows for a verdict
+    ("c1", "llm", "independent", "deepspeed/le16k", 1.0),
+    # not counted: a calibration row, an nccl row, a row the model refused (no error)
+    ("d1", "llm", "calibration", "megatron/le16k", 90.0), ("d2", "nccl", "independent", None, 90.0),
+    ("d3", "llm", "independent", "megatron/le16k", None),
+]
+
+
+def test_each_class_gets_the_rules_verdict():
+    got = {r[0]: r for r in _con(ROWS).execute(v.LLM_CLASSES_SQL).fetchall()}
+    cols = [c[0] for c in _con(ROWS).execute(v.LLM_CLASSES_SQL).description]
+    verdict, rows, worst = cols.index("verdict"), cols.index("rows"), cols.index("worst_id")
+    assert {k: r[verdict] for k, r in got.items()} == {"megatron/le16k": "holds", "fsdp/le16k/ac": "fails",
+                                                        "deepspeed/le16k": "too few rows"}
+    assert got["megatron/le16k"][rows] == 3 and got["fsdp/le16k/ac"][worst] == "b1"
+
+
+def _claims(rows):
+    con = _con(rows)
+    return v._llm_claims(lambda sql: con.sql(sql).pl())
+
+
+def test_issue_23_claims_fail_on_the_max_and_hold_without_the_outlier():
+    mean, worst = _claims(ROWS)
+    assert mean.verdict == "holds" and "over 7 rows" in mean.project_value  # (2+5+8+21+3+4+1)/7 = 6.3
+    assert worst.verdict == "fails" and "worst b1" in worst.project_value
+    mean, worst = _claims([r for r in ROWS if r[0] != "b1"])
+    assert (mean.verdict, worst.verdict) == ("holds", "holds")
+
+
+def test_no_independent_rows_is_no_data_not_a_verdict():
+    (claim,) = _claims([r for r in ROWS if r[2] != "independent"])
+    assert claim.verdict != "holds" and claim.verdict != "fails"
