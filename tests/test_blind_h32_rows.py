@@ -20,8 +20,11 @@ from tests.blind_checks import (
     STEP,
     check_composes_and_fits,
     check_layout_and_mark,
+    check_new_runs,
     check_no_calibration_source,
     check_step_conversion,
+    document,
+    overrides,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
@@ -45,19 +48,6 @@ RELEASE = re.compile(r"\b(2\d\.\d\d(?:\.\d\d)?)\b|\br(\d+\.\d+\.\d+)\b|@([0-9a-f
 TFLOPS = re.compile(r"'Per-GPU teraFLOP/s' (\d+(?:\.\d+)?)")
 
 
-def _overrides(row) -> dict[str, str]:
-    return dict(ov.split("=", 1) for ov in row.overrides)
-
-
-def _document(row) -> str:
-    """The measurement's document: the repository-file key the source cites first (settings files follow it)."""
-    def position(key: str) -> tuple[int, int]:
-        repo, path = key.split(":", 1)
-        return row.source.find(repo), row.source.find(path.split("*")[0])
-
-    return min((k for k in source_keys(row.source) if ":" in k and not k.startswith("arxiv:")), key=position)
-
-
 def _release(row) -> str:
     found = RELEASE.search(row.software)
     assert found, f"{row.id}: no software release in {row.software!r}"
@@ -69,26 +59,21 @@ def test_rows_parse_and_come_from_four_documents():
     assert {r.file for r in ROWS} == {"validation/blind_h32/llm.csv"}
     assert len({r.id for r in ROWS}) == len(ROWS)
     assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
-    assert {doc: sum(_document(r) == doc for r in ROWS) for doc in DOCUMENTS} == DOCUMENTS
+    assert {doc: sum(document(r) == doc for r in ROWS) for doc in DOCUMENTS} == DOCUMENTS
     assert {r.system for r in ROWS} == {"dgx_h100"}
     assert sum(r.gpus >= 1000 for r in ROWS) >= 5
     assert {_release(r) for r in ROWS} == {"25.02.01", "24.05", "0.8.0", "25.09"}
 
 
 def test_rows_are_runs_no_other_row_describes():
-    assert not {r.id for r in SEEN} & {r.id for r in ROWS}
-    for row in ROWS:
-        # A document already used counts only at another software release, or for a model no row of that release has.
-        same_document = [s for s in SEEN if _document(row) in source_keys(s.source)]
-        clashes = [s.id for s in same_document if _release(s) == _release(row) and s.model == row.model]
-        assert not clashes, f"{row.id} repeats {clashes}"
+    check_new_runs(ROWS, SEEN, _release)
 
 
 def test_the_run_check_can_fail():
     """The 25.09 row shares its document and model with the 25.11 row of llm.csv; only the release tells them apart."""
     (seen,) = [s for s in SEEN if s.id == "mbridge2511-llama3-70b-fp8-64gpu"]
     (row,) = [r for r in ROWS if r.id == "mbridge2509-llama3-70b-fp8-64gpu"]
-    assert _document(row) in source_keys(seen.source) and seen.model == row.model
+    assert document(row) in source_keys(seen.source) and seen.model == row.model
     assert _release(row) == "25.09" != _release(seen) == "25.11"
 
 
@@ -98,7 +83,7 @@ def test_no_row_shares_a_source_with_a_calibration_row():
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_row_sets_only_facts_of_the_run(row):
-    keys = _overrides(row)
+    keys = overrides(row)
     assert set(keys) <= ALLOWED_KEYS, set(keys) - ALLOWED_KEYS
     assert keys["framework"] == "megatron"
     assert row.metric == "tokens_per_s_per_gpu" and row.raw["flops_formula"] == ""
@@ -131,7 +116,7 @@ def test_dgxc_nemotron_rows_use_the_launch_scripts_batch_rule(row):
         assert (lay["global_batch"], lay["tp"], lay["pp"], lay["micro_batch_size"]) == (4 * row.gpus, 2, 1, 2)
     else:
         assert (lay["global_batch"], lay["tp"], lay["pp"], lay["micro_batch_size"]) == (row.gpus // 4, 8, 8, 1)
-        assert _overrides(row)["parallelism.virtual_stages"] == "12"
+        assert overrides(row)["parallelism.virtual_stages"] == "12"
 
 
 MLM_ROWS = [r for r in ROWS if r.id.startswith("mlm08")]
@@ -139,7 +124,7 @@ MLM_ROWS = [r for r in ROWS if r.id.startswith("mlm08")]
 
 def _megatron_flops_per_token(row) -> float:
     """Megatron-LM core_r0.8.0 num_floating_point_operations per token (no GQA, no SwiGLU, no MoE)."""
-    ov = _overrides(row)
+    ov = overrides(row)
     h, layers, vocab, ffn = (int(ov[k]) for k in ("model.hidden_size", "model.num_layers", "model.vocab_size",
                                                   "model.ffn_size"))
     s = row.layout["seq_len"]
@@ -151,7 +136,7 @@ def test_megatron_lm_rows_reproduce_the_table_and_its_flop_count(row):
     tflops = TFLOPS.search(row.measured_what).group(1)
     assert f"{tflops} TFLOP/s/GPU" in row.source
     assert row.measured == round(float(tflops) * 1e12 / _megatron_flops_per_token(row), 3)
-    ov = _overrides(row)
+    ov = overrides(row)
     assert ov["model.vocab_size"] == "131072" and row.layout["seq_len"] == 4096
     assert int(ov["model.ffn_size"]) == 4 * int(ov["model.hidden_size"])
     # --tp-comm-overlap needs --sequence-parallel; both only where TP > 1.
@@ -172,7 +157,7 @@ def test_table_rows_are_the_table_value(row):
     if row.id.startswith("nfl"):
         assert (f"| {row.gpus} | GBS {lay['global_batch']} | MBS {lay['micro_batch_size']} | {lay['seq_len']} | "
                 f"TP {lay['tp']} | PP {lay['pp']} | CP {lay['cp']} |") in row.source
-        assert _overrides(row)["framework.attention_kernel"] == "flash2"  # the 24.05 launcher's NVTE_FUSED_ATTN: 0
+        assert overrides(row)["framework.attention_kernel"] == "flash2"  # the 24.05 launcher's NVTE_FUSED_ATTN: 0
 
 
 def test_every_row_is_described():
