@@ -1,6 +1,6 @@
 """Checks shared by the blind held-out row tests (tests/test_blind_h*_rows.py): a row's layout is whole, its command
-composes into a config the hybrid model accepts and fits, a step-time row reproduces its published conversion, and no
-row cites a calibration row's document."""
+composes into a config the hybrid model accepts and fits, a step-time row reproduces its published conversion, no
+row cites a calibration row's document, and no row repeats a run already described."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 
 import estimator
 from estimator.parallel.estimate import validate_hybrid
-from estimator.validation.llm import shares_source
+from estimator.validation.llm import shares_source, source_keys
 from estimator.validation.predict import base_overrides
 
 # "tokens/s per GPU = <global batch> x <seq> / (<step> s x <gpus>) = <value>" in a row's measured_what.
@@ -48,3 +48,27 @@ def check_no_calibration_source(rows, seen) -> None:
         assert not [c.id for c in calibration if shares_source(row.source, c.source)], row.id
     cal = calibration[0]
     assert shares_source(cal.source, rows[0].source + "; " + cal.source)
+
+
+def overrides(row) -> dict[str, str]:
+    """A row's overrides as ``{key: value}``."""
+    return dict(ov.split("=", 1) for ov in row.overrides)
+
+
+def document(row) -> str:
+    """The measurement's document: the repository-file key the source cites first (settings files follow it)."""
+    def position(key: str) -> tuple[int, int]:
+        repo, path = key.split(":", 1)
+        return row.source.find(repo), row.source.find(path.split("*")[0])
+
+    return min((k for k in source_keys(row.source) if ":" in k and not k.startswith("arxiv:")), key=position)
+
+
+def check_new_runs(rows, seen, release) -> None:
+    """No row repeats an id of ``seen``, and none is a run ``seen`` already describes: a document already used counts
+    only at another software release (``release(row)``), or for a model no row of that release has."""
+    assert not {r.id for r in seen} & {r.id for r in rows}
+    for row in rows:
+        same_document = [s for s in seen if document(row) in source_keys(s.source)]
+        clashes = [s.id for s in same_document if release(s) == release(row) and s.model == row.model]
+        assert not clashes, f"{row.id} repeats {clashes}"

@@ -24,6 +24,8 @@ from tests.blind_checks import (
     check_no_calibration_source,
     check_step_conversion,
 )
+from tests.blind_checks import document as _document
+from tests.blind_checks import overrides as _overrides
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 H31_IDS = ("dgxc2504-llama31-70b-bf16-64gpu", "dgxc2504-llama31-70b-bf16-2048gpu", "dgxc2504-llama31-70b-fp8-64gpu",
@@ -57,19 +59,6 @@ DOCUMENTS = {"NVIDIA/dgxc-benchmarking:llama3.1/README.md": 10,
              "allenai/OLMo-core:README.md": 2}
 # A software release: a NeMo container (24.12, 25.02.01, 26.04.01) or a repository commit (OLMo-core @41400c46).
 RELEASE = re.compile(r"\b(2\d\.\d\d(?:\.\d\d)?)\b|@([0-9a-f]{8})")
-
-
-def _overrides(row) -> dict[str, str]:
-    return dict(ov.split("=", 1) for ov in row.overrides)
-
-
-def _document(row) -> str:
-    """The measurement's document: the repository-file key the source cites first (settings files follow it)."""
-    def position(key: str) -> tuple[int, int]:
-        repo, path = key.split(":", 1)
-        return row.source.find(repo), row.source.find(path.split("*")[0])
-
-    return min((k for k in source_keys(row.source) if ":" in k and not k.startswith("arxiv:")), key=position)
 
 
 def _release(row) -> str:
