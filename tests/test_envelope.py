@@ -14,6 +14,7 @@ from estimator.validation.envelope import (
     read_record,
     run_class,
     trust,
+    verdict,
     write_record,
 )
 
@@ -47,9 +48,18 @@ def test_trust_counts_only_independent_rows_of_the_class(tmp_path):
     out = trust(cfg, tmp_path)
     assert out["validation_class"] == "Megatron-LM / NeMo, up to 16k tokens"
     assert out["validation_record"].startswith("2 independent published runs: mean |error| 7.0 %, range -10.0 .. +4.0 %")
+    assert out["validation_record"].endswith(": too few rows")  # two rows: no verdict under issue #23's rule
     cfg["framework"]["name"] = "deepspeed"
     assert "unvalidated" in trust(cfg, tmp_path)["validation_record"]
     assert "not found" in trust(cfg, tmp_path / "missing")["validation_record"]
+
+
+def test_verdict_applies_issue_23s_rule_both_ways():
+    assert verdict([5.0, -8.0, 19.9]) == "fails"  # max under 20 % but mean (5 + 8 + 19.9) / 3 = 11.0 > 10 %
+    assert verdict([2.0, -8.0, 19.9]) == "holds"  # mean 10.0, max 19.9
+    assert verdict([1.0, -1.0, 20.5]) == "fails"  # max over 20 %
+    assert verdict([12.0, -12.0, 12.0]) == "fails"  # mean over 10 %
+    assert verdict([1.0, 2.0]) == "too few rows"
 
 
 def test_malformed_record_is_one_line_naming_the_line(tmp_path):

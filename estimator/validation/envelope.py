@@ -31,6 +31,9 @@ HEADER = ("id", "class", "role", "error_pct")
 LONG_CONTEXT = 16384
 #: how far (percentage points) a recorded error may drift from the current model before the test asks for a re-pin
 RECORD_DRIFT_PCT = 1.0
+#: issue #23's acceptance rule for independent large-model rows, applied to a class of run: it holds when the mean
+#: |error| is at most ACCEPT_MEAN_PCT and the max at most ACCEPT_MAX_PCT; fewer than ACCEPT_MIN_ROWS rows get no verdict
+ACCEPT_MEAN_PCT, ACCEPT_MAX_PCT, ACCEPT_MIN_ROWS = 10.0, 20.0, 3
 
 STACKS = {"megatron": "Megatron-LM / NeMo", "fsdp": "PyTorch FSDP", "deepspeed": "DeepSpeed",
           "deepspeed_2021": "DeepSpeed (2021 engine)"}
@@ -50,6 +53,14 @@ def run_class(cfg: dict[str, Any]) -> str | None:
     if framework.startswith("deepspeed") and int(par.get("zero") or 0) == 3:
         parts.append("zero3")
     return "/".join(parts)
+
+
+def verdict(errors: list[float]) -> str:
+    """Issue #23's rule on a class's independent errors (signed, %): holds / fails / too few rows."""
+    if len(errors) < ACCEPT_MIN_ROWS:
+        return "too few rows"
+    mean, worst = sum(abs(x) for x in errors) / len(errors), max(abs(x) for x in errors)
+    return "holds" if mean <= ACCEPT_MEAN_PCT and worst <= ACCEPT_MAX_PCT else "fails"
 
 
 def describe(cls: str) -> str:
@@ -106,5 +117,6 @@ def trust(cfg: dict[str, Any], folder: str | Path = REPO_ROOT / "validation") ->
     else:
         mean = sum(abs(x) for x in errors) / len(errors)
         text = (f"{len(errors)} independent published runs: mean |error| {mean:.1f} %, range "
-                f"{min(errors):+.1f} .. {max(errors):+.1f} % (+ = the model was optimistic)")
+                f"{min(errors):+.1f} .. {max(errors):+.1f} % (+ = the model was optimistic); issue #23's rule "
+                f"(mean <= {ACCEPT_MEAN_PCT:g} %, max <= {ACCEPT_MAX_PCT:g} %): {verdict(errors)}")
     return {"validation_class": describe(cls), "validation_record": text}
