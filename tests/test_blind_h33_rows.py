@@ -1,8 +1,8 @@
-"""The round-h33 blind held-out rows (issue #23 item 7, "further published runs"): validation/blind_h33/llm.csv.
+"""The round-h33 blind held-out rows (issue #23 item 7, "further published runs"), now in validation/llm.csv.
 
-`estimator validate` reads no sub-folder, so these rows do not change main's results; they wait, unpriced, until the
-model is frozen (validation/blind_h33/README.md). These checks price no step: every row parses with the project's
-loader, is a run no other row describes, shares no source with a calibration row, sets only facts of the run,
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(7f1c5ea), then moved into llm.csv (validation/llm_rows.md, "Blind held-out rows, round h33"). These checks price no
+step: every row parses with the project's loader, is a run no other row describes, shares no source with a calibration row, sets only facts of the run,
 reproduces the published numbers it is derived from, composes into a config the hybrid model accepts and fits in
 memory, and is described in the folder's README.
 """
@@ -28,9 +28,15 @@ from tests.blind_checks import (
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-FOLDER = VALIDATION / "blind_h33"
-ROWS = load_rows(FOLDER)
-SEEN = load_rows(VALIDATION) + load_rows(VALIDATION / "pending")
+H33_IDS = ("nfl2401-gpt3-5b-fp8-64gpu", "nfl2401-gpt3-20b-fp8-64gpu", "nfl2401-llama2-7b-fp8-8gpu",
+           "nfl2401-llama2-13b-fp8-16gpu", "nfl2401-llama2-70b-fp8-64gpu", "nfl240101-gpt3-5b-fp8-64gpu",
+           "nfl240101-gpt3-20b-fp8-64gpu", "nfl240101-llama2-7b-fp8-8gpu", "nfl240101-llama2-70b-fp8-64gpu",
+           "mpt0723-30b-a100-80gb-64gpu", "mpt0723-13b-a100-80gb-64gpu", "mpt0723-7b-a100-80gb-64gpu",
+           "mpt0723-3b-a100-80gb-64gpu", "mpt0723-1b-a100-80gb-64gpu", "mpt-70b-h100-32gpu", "mpt-30b-h100-16gpu",
+           "mpt-13b-h100-8gpu-s4096", "mpt-3b-h100-64gpu", "mpt-1b-h100-64gpu")
+ALL = load_rows(VALIDATION)
+ROWS = [r for r in ALL if r.id in H33_IDS]
+SEEN = [r for r in ALL if r.id not in H33_IDS] + load_rows(VALIDATION / "pending")
 NFL = "NVIDIA/NeMo-Framework-Launcher:examples/README.md"
 MPT = "mosaicml/llm-foundry:scripts/train/benchmarking/README.md"
 DOCUMENTS = {NFL: 9, MPT: 10}
@@ -68,7 +74,7 @@ def _repeats(row, seen) -> list[str]:
 
 def test_rows_parse_and_come_from_two_documents_at_four_releases():
     assert len(ROWS) == sum(DOCUMENTS.values()) == 19
-    assert {r.file for r in ROWS} == {"validation/blind_h33/llm.csv"}
+    assert {r.file for r in ROWS} == {"validation/llm.csv"}
     assert len({r.id for r in ROWS}) == len(ROWS)
     assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
     assert {doc: sum(document(r) == doc for r in ROWS) for doc in DOCUMENTS} == DOCUMENTS
@@ -140,6 +146,7 @@ def test_mpt_rows_reproduce_the_published_table(row):
 
 
 def test_every_row_is_described():
-    doc = (FOLDER / "README.md").read_text(encoding="utf-8")
+    doc = (VALIDATION / "llm_rows.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Blind held-out rows, round h33"):]
     for row in ROWS:
-        assert f"`{row.id}`" in doc, f"{row.id} is not listed in validation/blind_h33/README.md"
+        assert f"`{row.id}`" in section, f"{row.id} is not listed in llm_rows.md, 'Blind held-out rows, round h33'"
