@@ -158,7 +158,33 @@ def test_all_gather_context_parallelism_gathers_kv_and_exposes_it():
     assert ring["memory_total_bytes"] == m["memory_total_bytes"]
 
 
-@pytest.mark.parametrize("mode", ["ring", "all_gather"])
+def test_torch_context_parallelism_moves_repeated_heads_and_merges_in_fp32():
+    """PyTorch's context_parallel as torchtitan runs it (docs/research/h32-evidence.md 2c): one all-gather of
+    cat(K, V) per pass carrying the query heads (torchtitan's Llama repeats K/V before SDPA), dK/dV permuted
+    around the ring in fp32 once per step, and fp32 merges / gradient accumulations as memory-bound time."""
+    from estimator.compute.device import DeviceProfile
+    from estimator.parallel.step import CP_GRAD_PASSES, CP_MERGE_PASSES
+
+    res = estimate(cfg("llama3_8b", *CP_BASE, "parallelism.recompute=none", "parallelism.cp_comm=torch"))
+    m, s, tp, cp = res.metrics, spec("llama3_8b"), 2, 4
+    q_elems = (s.seq_len // cp) * (s.heads // tp) * s.head_dim
+    assert s.heads // s.kv_heads == 4  # GQA: the repeated K/V is 4x the model's K/V
+    colls = {c["collective"]: c for c in res.collectives if c["group"] == "cp"}
+    assert set(colls) == {"all_gather", "p2p"}
+    assert colls["all_gather"]["bytes"] == cp * 2 * q_elems * 2  # the gathered cat(K, V), 16-bit
+    assert colls["p2p"]["bytes"] == 2 * q_elems * 4  # dK, dV in fp32
+    per_layer = m["microbatches"] * s.layers
+    assert colls["all_gather"]["count_per_step"] == per_layer * 2 and colls["p2p"]["count_per_step"] == per_layer * cp
+    # the merges and accumulations alone set a floor under the exposed time; the all_gather mode has neither
+    device = DeviceProfile.from_dict(dict(res.config["device"]))
+    hbm = device.mem_bw_Bps * device.efficiency("memory_efficiency", "elementwise", "bf16")
+    floor = per_layer * ((cp - 1) * CP_MERGE_PASSES * 2 + cp * CP_GRAD_PASSES * 3) * q_elems * 4 / hbm
+    assert m["cp_exposed_time_s"] >= floor * 0.999
+    gathered = estimate(cfg("llama3_8b", *CP_BASE, "parallelism.recompute=none", "parallelism.cp_comm=all_gather")).metrics
+    assert m["cp_exposed_time_s"] > gathered["cp_exposed_time_s"] and "cp4(torch)" in m["layout"]
+
+
+@pytest.mark.parametrize("mode", ["ring", "all_gather", "torch"])
 def test_a_recompute_reruns_the_context_parallel_exchange(mode):
     none, selective = (estimate(cfg("llama3_8b", *CP_BASE, f"parallelism.recompute={rc}", f"parallelism.cp_comm={mode}")).metrics
                        for rc in ("none", "selective"))
@@ -168,7 +194,7 @@ def test_a_recompute_reruns_the_context_parallel_exchange(mode):
 
 
 @pytest.mark.parametrize("overrides, needle", [
-    (("parallelism.cp=2", "parallelism.cp_comm=a2a"), "parallelism.cp_comm must be one of ring, all_gather"),
+    (("parallelism.cp=2", "parallelism.cp_comm=a2a"), "parallelism.cp_comm must be one of ring, all_gather, torch"),
     (("model=gpt3_13b", "model.fused_kernels=megatron", "parallelism.cp=2"), "needs model.fused_kernels=te"),
     (("model.seq_len=8190", "parallelism.cp=2"), "not divisible by 2 x cp"),
     (("parallelism.cp=2", "parallelism.order=cp-tp-dp-pp"), "cp must sit directly inside dp"),

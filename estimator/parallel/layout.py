@@ -59,7 +59,8 @@ from estimator.errors import EstimatorError
 from estimator.parallel.spec import TransformerSpec
 
 RECOMPUTE = ("none", "selective", "op", "full")
-CP_COMM = ("ring", "all_gather")  # Transformer Engine's cp_comm_type p2p / all_gather (Megatron-core --cp-comm-type)
+# Transformer Engine's cp_comm_type p2p / all_gather (Megatron-core --cp-comm-type); torch: PyTorch's context_parallel
+CP_COMM = ("ring", "all_gather", "torch")
 DIMS = ("tp", "cp", "dp", "pp")
 
 
@@ -100,7 +101,7 @@ class Layout:
     cp: int = 1  # context-parallel degree
     first_stage_layers: int | None = None  # None: the module docstring's rule
     last_stage_layers: int | None = None
-    cp_comm: str = "ring"  # how the CP ranks exchange keys and values: ring | all_gather
+    cp_comm: str = "ring"  # how the CP ranks exchange keys and values: ring | all_gather | torch
     microbatch_group: int | None = None  # contiguous microbatches per model chunk (interleaved); None = pp
 
     @property

@@ -35,8 +35,19 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   d``), then attention runs on the rank's two query chunks; backward gathers K and V again (TE
   saves only the local chunks), runs the attention backward and reduce-scatters dK and dV (two
   more collectives). Every one of them is exposed (TE issues them synchronously on the compute
-  stream). Both modes: a recompute (``selective`` or ``full``) reruns the attention forward in
-  backward with its exchange. The reorder copies of the gathered K/V (``index_select``, a few
+  stream). ``torch`` (PyTorch's ``torch.distributed.tensor.experimental.context_parallel`` as
+  torchtitan runs it, rotate method all-gather, load-balanced; docs/research/h32-evidence.md
+  section 2c): SDPA receives K and V after torchtitan's Llama repeated them to the query heads, so
+  the exchange carries ``heads/tp`` heads, not ``kv_heads/tp``; one all-gather of ``cat(K, V)``
+  per pass, waited at the second step, so exposed beyond the first (local) step's attention;
+  every later step's partial output is merged into an fp32 output with separate elementwise
+  kernels (:data:`CP_MERGE_PASSES` read-and-write passes over the fp32 local output per step); the
+  backward gathers K and V again, sends each step's dK/dV on around the ring in fp32 (one
+  point-to-point permute per step, exposed beyond one step's attention backward) and adds every
+  step's dQ/dK/dV into fp32 accumulators (:data:`CP_GRAD_PASSES` passes). The merges and
+  accumulations are memory-bound kernels priced at the device's elementwise memory rate. All
+  modes: a recompute (``selective`` or ``full``) reruns the attention forward in backward with its
+  exchange. The reorder copies of the gathered K/V (``index_select``, a few
   passes over ``s x kv_heads/tp x d`` values per layer) are not priced.
 * Pipeline (Narayanan et al. 2021 Sec. 2.2, 1F1B): stage ``i``'s slot is ``t_f,i + t_b,i + 2 v
   t_p2p``; the slowest slot paces the steady state and every stage's slot passes once through the
@@ -99,6 +110,13 @@ from estimator.parallel.spec import TransformerSpec
 from estimator.parallel.zero3 import Zero3Layer, zero3_layer
 
 ACT_BYTES = 2  # 16-bit activations on the wire
+FP32_BYTES = 4
+# PyTorch context parallelism (cp_comm=torch): fp32 passes per step over the local output when merging a step's
+# partial attention (out and lse cast to fp32, sigmoid/logsigmoid rescaling, torch.cat for the load-balanced half:
+# ~5 reads and writes, h32-evidence 2c), and over dQ/dK/dV when the backward adds a step's gradients into its fp32
+# accumulators (read accumulator, read step gradient, write accumulator)
+CP_MERGE_PASSES = 5
+CP_GRAD_PASSES = 3
 WEIGHT_BYTES = 2  # 16-bit weights gathered by ZeRO
 ADAM_STEP_BYTES = {"fp32": 32, "bf16": 16}  # per parameter and optimizer state dtype, see the module docstring
 
@@ -168,14 +186,26 @@ class _Pricer:
         return t
 
 
-def cp_exchange(spec: TransformerSpec, L: Layout, pricer: _Pricer, attn: PartTimes, per_step: float
-                ) -> tuple[float, float, float]:
-    """(exposed forward, exposed backward, all) seconds of one layer's context-parallel K/V
-    exchange per microbatch, by ``L.cp_comm`` (module docstring); zeros without context parallelism."""
+def cp_exchange(spec: TransformerSpec, L: Layout, pricer: _Pricer, attn: PartTimes, per_step: float,
+                hbm: float) -> tuple[float, float, float]:
+    """(exposed forward, exposed backward, all communication) seconds of one layer's context-parallel
+    K/V exchange per microbatch, by ``L.cp_comm`` (module docstring); zeros without context
+    parallelism. ``hbm``: the device's elementwise memory rate (bytes/s) for ``torch``'s fp32 merges."""
     if L.cp == 1:
         return 0.0, 0.0, 0.0
-    local = (spec.seq_len // L.cp) * L.micro_batch_size * spec.kv_heads_per_rank(L.tp) * spec.head_dim * ACT_BYTES
+    tokens = (spec.seq_len // L.cp) * L.micro_batch_size
+    local = tokens * spec.kv_heads_per_rank(L.tp) * spec.head_dim * ACT_BYTES
     reruns = 0 if L.recompute == "none" else 1  # a recompute reruns the attention forward, exchange included
+    if L.cp_comm == "torch":
+        q_elems = tokens * max(1, spec.heads // L.tp) * spec.head_dim  # K and V repeated to the query heads
+        gather = pricer.price("cp", "all_gather", L.cp * 2 * q_elems * ACT_BYTES, L.cp, per_step * (2 + reruns))
+        permute = pricer.p2p("cp", 2 * q_elems * FP32_BYTES, L.cp, per_step * L.cp)  # dK, dV in fp32, each step
+        merges = (L.cp - 1) * CP_MERGE_PASSES * 2 * q_elems * FP32_BYTES / hbm
+        accumulate = L.cp * CP_GRAD_PASSES * 3 * q_elems * FP32_BYTES / hbm  # dQ, dK, dV
+        cp_f = max(0.0, gather - attn.fwd / L.cp) + merges
+        cp_b = (max(0.0, gather - attn.bwd / L.cp) + L.cp * max(0.0, permute - attn.bwd / L.cp) + accumulate
+                + reruns * cp_f)
+        return cp_f, cp_b, (2 + reruns) * gather + L.cp * permute
     if L.cp_comm == "ring":
         ring_f = pricer.p2p("cp", 2 * local, L.cp, per_step * (L.cp - 1) * (1 + reruns))
         ring_b = pricer.p2p("cp", 4 * local, L.cp, per_step * (L.cp - 1))
@@ -232,7 +262,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         a2a = tokens * L.micro_batch_size * spec.top_k * spec.hidden * ACT_BYTES / L.tp
         ep_one = pricer.price("ep", "all_to_all", a2a, L.ep, per_step * (4 + n_rc))
     # ---- context parallelism: the K/V exchange of each layer's attention (cp_exchange)
-    cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step)
+    hbm = device.mem_bw_Bps * device.efficiency("memory_efficiency", "elementwise", precision)
+    cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step, hbm)
     rc, rc_flops = recompute_cost(spec, L, layer, attn)
     f_layer = layer.fwd + tp_f + 2 * ep_one + cp_f
     b_layer = layer.bwd + rc + tp_b + (2 + n_rc) * ep_one + cp_b
