@@ -10,8 +10,9 @@ from estimator.reports.sections import validation as v
 
 def _con(rows):
     con = duckdb.connect()
-    con.execute("CREATE TABLE validation (id VARCHAR, kind VARCHAR, role VARCHAR, run_class VARCHAR, error_pct DOUBLE)")
-    con.executemany("INSERT INTO validation VALUES (?, ?, ?, ?, ?)", rows)
+    con.execute("CREATE TABLE validation (id VARCHAR, kind VARCHAR, role VARCHAR, run_class VARCHAR, error_pct DOUBLE, "
+                "validation_class VARCHAR)")
+    con.executemany("INSERT INTO validation VALUES (?, ?, ?, ?, ?, ?)", [(*r, r[3] and r[3].upper()) for r in rows])
     return con
 
 
@@ -37,6 +38,7 @@ def test_each_class_gets_the_rules_verdict():
     assert {k: r[verdict] for k, r in got.items()} == {"megatron/le16k": "holds", "fsdp/le16k/ac": "fails",
                                                         "deepspeed/le16k": "too few rows"}
     assert got["megatron/le16k"][rows] == 3 and got["fsdp/le16k/ac"][worst] == "b1"
+    assert got["megatron/le16k"][cols.index("validation_class")] == "MEGATRON/LE16K"  # the class in words, carried along
 
 
 def _claims(rows):

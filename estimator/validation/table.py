@@ -5,7 +5,8 @@ batch_per_gpu, metric (busbw | samples_per_s), unit (GB/s | samples/s), measured
 error_pct (signed, 100 (predicted - measured) / measured), role (calibration | same-source | independent),
 algorithm (what the model chose), source, hardware, software, measured_what, overrides, file,
 line, command (the CLI line that reproduces the prediction), version (the project's), created_at,
-run_class (an llm row's class of run, :func:`estimator.validation.envelope.run_class`; null otherwise).
+run_class (an llm row's class of run, :func:`estimator.validation.envelope.run_class`; null otherwise),
+validation_class (the same class in words, as ``estimator estimate`` prints it).
 
 Each run replaces the whole table in one transaction (drop, create, insert): a reader sees the
 previous run's rows or the new ones, never a mix, and a failed run leaves the previous rows.
@@ -19,6 +20,7 @@ from typing import Any
 
 from estimator import __version__
 from estimator.store.duckdb_store import connect
+from estimator.validation.envelope import describe
 from estimator.validation.predict import Result, command_line, row_class
 
 TABLE = "validation"
@@ -29,7 +31,7 @@ SCHEMA = (
     ("error_pct", "DOUBLE"), ("role", "VARCHAR"), ("algorithm", "VARCHAR"), ("source", "VARCHAR"),
     ("hardware", "VARCHAR"), ("software", "VARCHAR"), ("measured_what", "VARCHAR"), ("overrides", "VARCHAR"),
     ("file", "VARCHAR"), ("line", "BIGINT"), ("command", "VARCHAR"), ("version", "VARCHAR"),
-    ("created_at", "VARCHAR"), ("run_class", "VARCHAR"),
+    ("created_at", "VARCHAR"), ("run_class", "VARCHAR"), ("validation_class", "VARCHAR"),
 )
 
 
@@ -42,7 +44,8 @@ def record(result: Result, created_at: str) -> dict[str, Any]:
         "error_pct": result.error_pct, "role": r.role, "algorithm": result.algorithm, "source": r.source,
         "hardware": r.hardware, "software": r.software, "measured_what": r.measured_what,
         "overrides": " ".join(r.overrides), "file": r.file, "line": r.line, "command": command_line(r),
-        "version": __version__, "created_at": created_at, "run_class": row_class(r),
+        "version": __version__, "created_at": created_at, "run_class": (cls := row_class(r)),
+        "validation_class": describe(cls) if cls else None,
     }
 
 
