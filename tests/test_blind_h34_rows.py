@@ -32,7 +32,8 @@ MBRIDGE = "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary-archive.md"
 MLPERF50 = "mlcommons/training_results_v5.0:NVIDIA/results/*/llama31_405b"
 MLPERF31 = "mlcommons/training_results_v3.1:NVIDIA/results/*/gpt3"
 BLOOM = "bigscience-workshop/bigscience:train/tr11-176B-ml/README.md"
-DOCUMENTS = {MBRIDGE: 1, MLPERF50: 2, MLPERF31: 1, BLOOM: 1}
+PREQUEL = "bigscience-workshop/bigscience:train/tr11-176B-ml/chronicles-prequel.md"
+DOCUMENTS = {MBRIDGE: 1, MLPERF50: 2, MLPERF31: 1, BLOOM: 1, PREQUEL: 3}
 ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.sequence_parallel",
                 "parallelism.dp_overlap", "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap",
                 "fabric.nvls", "model.vocab_size", "model.hidden_size", "model.num_layers", "model.num_heads",
@@ -54,8 +55,8 @@ def _repeats(row, seen) -> list[str]:
     return [s.id for s in seen if document(row) in source_keys(s.source) and _run(s) == _run(row)]
 
 
-def test_rows_parse_and_come_from_four_documents():
-    assert len(ROWS) == sum(DOCUMENTS.values()) == 5
+def test_rows_parse_and_come_from_five_documents():
+    assert len(ROWS) == sum(DOCUMENTS.values()) == 8
     assert {r.file for r in ROWS} == {"validation/blind_h34/llm.csv"}
     assert len({r.id for r in ROWS}) == len(ROWS)
     assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
@@ -67,9 +68,10 @@ def test_rows_are_runs_no_other_row_describes():
     assert not {r.id for r in SEEN} & {r.id for r in ROWS}
     for row in ROWS:
         assert not _repeats(row, SEEN), f"{row.id} repeats {_repeats(row, SEEN)}"
-    # Every document is one llm.csv already cites (another size, batch or model of it: another run).
+    # Every document but the BigScience prequel is one llm.csv already cites (another size, batch or model of it:
+    # another run); the prequel is new.
     for doc in DOCUMENTS:
-        assert [s.id for s in SEEN if doc in source_keys(s.source)], doc
+        assert bool([s.id for s in SEEN if doc in source_keys(s.source)]) == (doc != PREQUEL), doc
 
 
 def test_the_run_check_can_fail():
@@ -88,7 +90,7 @@ def test_no_row_shares_a_source_with_a_calibration_row():
 def test_row_sets_only_facts_of_the_run(row):
     keys = overrides(row)
     assert set(keys) <= ALLOWED_KEYS, set(keys) - ALLOWED_KEYS
-    assert keys["framework"] == ("deepspeed" if document(row) == BLOOM else "megatron")
+    assert keys["framework"] == ("deepspeed" if document(row) in (BLOOM, PREQUEL) else "megatron")
     assert row.metric == "tokens_per_s_per_gpu" and row.raw["flops_formula"] == ""
     check_layout_and_mark(row)
 
@@ -119,3 +121,17 @@ def test_every_row_is_described():
     doc = (FOLDER / "README.md").read_text(encoding="utf-8")
     for row in ROWS:
         assert f"`{row.id}`" in doc, f"{row.id} is not listed in validation/blind_h34/README.md"
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if document(r) == PREQUEL], ids=lambda r: r.id)
+def test_prequel_rows_are_the_slurm_of_their_date(row):
+    """The prequel's fp16 runs of 2022-02-17 use the tr11-200B-ml.slurm of that day: TP 8, MBS 1, GBS 2048, hidden
+    14400, ZeRO-1, activation checkpointing; the GPU count is the table's, DP = GPUs / (TP x PP)."""
+    ov = overrides(row)
+    assert "tr11-200B-ml/tr11-200B-ml.slurm" in row.source and "(commit 'a100', 2022-02-17" in row.source
+    assert row.precision == "fp16" and row.layout["tp"] == 8 and row.layout["micro_batch_size"] == 1
+    assert row.layout["global_batch"] == 2048 and ov["model.hidden_size"] == "14400"
+    assert ov["parallelism.zero"] == "1" and ov["parallelism.recompute"] == "full"
+    dp = row.gpus // (row.layout["tp"] * row.layout["pp"])
+    assert f"'{row.gpus} | {'20B' if row.gpus == 8 else '200B'} | {dp} | 8 | {row.layout['pp']} | 1 | " in row.source
+    assert "model.vocab_size" in row.raw["unstated"].split()
