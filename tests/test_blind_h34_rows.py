@@ -22,6 +22,7 @@ from tests.blind_checks import (
     check_step_conversion,
     document,
     overrides,
+    run_key,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
@@ -42,17 +43,9 @@ ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "
 STEP_ROWS = [r for r in ROWS if document(r) != MBRIDGE]
 
 
-def _run(row) -> tuple:
-    """What makes a run of a document: system, shape, precision, GPUs and layout."""
-    ov = overrides(row)
-    lay = row.layout
-    return (row.system, row.model, ov.get("model.hidden_size"), ov.get("model.num_layers"), row.precision, row.gpus,
-            lay["tp"], lay["pp"], lay["cp"], lay["micro_batch_size"], lay["global_batch"], lay.get("seq_len"))
-
-
 def _repeats(row, seen) -> list[str]:
     """Rows of ``seen`` from the same document that describe the same run (same system, shape, GPUs and layout)."""
-    return [s.id for s in seen if document(row) in source_keys(s.source) and _run(s) == _run(row)]
+    return [s.id for s in seen if document(row) in source_keys(s.source) and run_key(s) == run_key(row)]
 
 
 def test_rows_parse_and_come_from_five_documents():
