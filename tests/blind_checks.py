@@ -55,6 +55,14 @@ def overrides(row) -> dict[str, str]:
     return dict(ov.split("=", 1) for ov in row.overrides)
 
 
+def run_key(row) -> tuple:
+    """What makes a run of a document: system, shape, precision, GPUs and layout."""
+    ov = overrides(row)
+    lay = row.layout
+    return (row.system, row.model, ov.get("model.hidden_size"), ov.get("model.num_layers"), row.precision, row.gpus,
+            lay["tp"], lay["pp"], lay["cp"], lay["micro_batch_size"], lay["global_batch"], lay.get("seq_len"))
+
+
 def document(row) -> str:
     """The measurement's document: the repository-file key the source cites first (settings files follow it)."""
     def position(key: str) -> tuple[int, int]:
