@@ -1,10 +1,10 @@
-"""The round-h34 blind held-out rows (issue #23 item 7, "further published runs"): validation/blind_h34/llm.csv.
+"""The round-h34 blind held-out rows (issue #23 item 7, "further published runs"), now in validation/llm.csv.
 
-`estimator validate` reads no sub-folder, so these rows do not change main's results; they wait, unpriced, until the
-model is frozen (validation/blind_h34/README.md). These checks price no step: every row parses with the project's
-loader, is a run no other row describes, shares no source with a calibration row, sets only facts of the run,
-reproduces the published step-time conversion it is derived from, composes into a config the hybrid model accepts
-and fits in memory, and is described in the folder's README.
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(1479cc6), then moved into llm.csv (validation/llm_rows.md, "Blind held-out rows, round h34"). These checks price no
+step: every row parses with the project's loader, is a run no other row describes, shares no source with a
+calibration row, sets only facts of the run, reproduces the published numbers it is derived from, composes into a
+config the hybrid model accepts and fits in memory, and is described in llm_rows.md.
 """
 
 from __future__ import annotations
@@ -26,9 +26,12 @@ from tests.blind_checks import (
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-FOLDER = VALIDATION / "blind_h34"
-ROWS = load_rows(FOLDER)
-SEEN = load_rows(VALIDATION) + load_rows(VALIDATION / "pending")
+H34_IDS = ("mbridge2509-llama3-8b-fp8-8gpu-mfsdp", "mlperf50-llama31-405b-eos-2432gpu",
+           "mlperf50-llama31-405b-eos-2560gpu", "mlperf31-gpt3-eos-768gpu", "bloom-176b-384gpu-gbs16",
+           "bigsci-prequel-20b-fp16-8gpu", "bigsci-prequel-200b-fp16-80gpu", "bigsci-prequel-200b-fp16-160gpu")
+ALL = load_rows(VALIDATION)
+ROWS = [r for r in ALL if r.id in H34_IDS]
+SEEN = [r for r in ALL if r.id not in H34_IDS] + load_rows(VALIDATION / "pending")
 MBRIDGE = "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary-archive.md"
 MLPERF50 = "mlcommons/training_results_v5.0:NVIDIA/results/*/llama31_405b"
 MLPERF31 = "mlcommons/training_results_v3.1:NVIDIA/results/*/gpt3"
@@ -50,7 +53,7 @@ def _repeats(row, seen) -> list[str]:
 
 def test_rows_parse_and_come_from_five_documents():
     assert len(ROWS) == sum(DOCUMENTS.values()) == 8
-    assert {r.file for r in ROWS} == {"validation/blind_h34/llm.csv"}
+    assert {r.file for r in ROWS} == {"validation/llm.csv"}
     assert len({r.id for r in ROWS}) == len(ROWS)
     assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
     assert {doc: sum(document(r) == doc for r in ROWS) for doc in DOCUMENTS} == DOCUMENTS
@@ -111,9 +114,10 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 
 def test_every_row_is_described():
-    doc = (FOLDER / "README.md").read_text(encoding="utf-8")
+    doc = (VALIDATION / "llm_rows.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Blind held-out rows, round h34"):]
     for row in ROWS:
-        assert f"`{row.id}`" in doc, f"{row.id} is not listed in validation/blind_h34/README.md"
+        assert f"`{row.id}`" in section, f"{row.id} is not listed in llm_rows.md, 'Blind held-out rows, round h34'"
 
 
 @pytest.mark.parametrize("row", [r for r in ROWS if document(r) == PREQUEL], ids=lambda r: r.id)

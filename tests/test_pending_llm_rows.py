@@ -61,7 +61,7 @@ DERIVATION = re.compile(r"tokens/s per GPU = (\d+) x (\d+) / \((\d+(?:\.\d+)?) s
 
 ALL_ROWS = load_rows(VALIDATION)
 # A later row that shares a prefix but is not one of the 38 staged ones (round h31, not blind: llm_rows.md, "Round h31")
-LATER = ("mlperf31-gpt3-eos-512gpu",)
+LATER = ("mlperf31-gpt3-eos-512gpu", "mlperf31-gpt3-eos-768gpu")  # the second: blind round h34
 HELD_OUT = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(HELD_OUT_PREFIXES) and r.id not in LATER]
 # Rows added blind from NVIDIA's published performance tables (h28, issue #23 item 7; llm_rows.md, "NVIDIA
 # performance tables"): Megatron-Bridge's archive (H100 Llama 3 70B / 3.1 405B) and more lines of the NeMo 24.07
