@@ -80,3 +80,13 @@ def check_new_runs(rows, seen, release) -> None:
         same_document = [s for s in seen if document(row) in source_keys(s.source)]
         clashes = [s.id for s in same_document if release(s) == release(row) and s.model == row.model]
         assert not clashes, f"{row.id} repeats {clashes}"
+
+
+def check_rows_in_llm_file(rows, documents: dict[str, int], count: int) -> None:
+    """A round's rows: ``count`` of them, all in validation/llm.csv with unique ids, independent llm rows,
+    ``documents[doc]`` from each source document."""
+    assert len(rows) == sum(documents.values()) == count
+    assert {r.file for r in rows} == {"validation/llm.csv"}
+    assert len({r.id for r in rows}) == len(rows)
+    assert all(r.kind == "llm" and r.role == "independent" for r in rows)
+    assert {doc: sum(document(r) == doc for r in rows) for doc in documents} == documents

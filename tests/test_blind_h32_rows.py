@@ -23,6 +23,7 @@ from tests.blind_checks import (
     check_layout_and_mark,
     check_new_runs,
     check_no_calibration_source,
+    check_rows_in_llm_file,
     check_step_conversion,
     document,
     overrides,
@@ -65,11 +66,7 @@ def _release(row) -> str:
 
 
 def test_rows_parse_and_come_from_four_documents():
-    assert len(ROWS) == sum(DOCUMENTS.values()) == 25
-    assert {r.file for r in ROWS} == {"validation/llm.csv"}
-    assert len({r.id for r in ROWS}) == len(ROWS)
-    assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
-    assert {doc: sum(document(r) == doc for r in ROWS) for doc in DOCUMENTS} == DOCUMENTS
+    check_rows_in_llm_file(ROWS, DOCUMENTS, 25)
     assert {r.system for r in ROWS} == {"dgx_h100"}
     assert sum(r.gpus >= 1000 for r in ROWS) >= 5
     assert {_release(r) for r in ROWS} == {"25.02.01", "24.05", "0.8.0", "25.09"}

@@ -23,6 +23,7 @@ from tests.blind_checks import (
     check_composes_and_fits,
     check_layout_and_mark,
     check_no_calibration_source,
+    check_rows_in_llm_file,
     document,
     overrides,
 )
@@ -73,11 +74,7 @@ def _repeats(row, seen) -> list[str]:
 
 
 def test_rows_parse_and_come_from_two_documents_at_four_releases():
-    assert len(ROWS) == sum(DOCUMENTS.values()) == 19
-    assert {r.file for r in ROWS} == {"validation/llm.csv"}
-    assert len({r.id for r in ROWS}) == len(ROWS)
-    assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
-    assert {doc: sum(document(r) == doc for r in ROWS) for doc in DOCUMENTS} == DOCUMENTS
+    check_rows_in_llm_file(ROWS, DOCUMENTS, 19)
     assert {c: sum(_commit(r) == c for r in ROWS) for c in RELEASES} == RELEASES
     assert {r.system for r in ROWS} == {"dgx_h100", "dgx_a100"}
 

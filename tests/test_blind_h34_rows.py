@@ -19,6 +19,7 @@ from tests.blind_checks import (
     check_composes_and_fits,
     check_layout_and_mark,
     check_no_calibration_source,
+    check_rows_in_llm_file,
     check_step_conversion,
     document,
     overrides,
@@ -52,11 +53,7 @@ def _repeats(row, seen) -> list[str]:
 
 
 def test_rows_parse_and_come_from_five_documents():
-    assert len(ROWS) == sum(DOCUMENTS.values()) == 8
-    assert {r.file for r in ROWS} == {"validation/llm.csv"}
-    assert len({r.id for r in ROWS}) == len(ROWS)
-    assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
-    assert {doc: sum(document(r) == doc for r in ROWS) for doc in DOCUMENTS} == DOCUMENTS
+    check_rows_in_llm_file(ROWS, DOCUMENTS, 8)
     assert {r.system for r in ROWS} == {"dgx_h100", "dgx_a100"}
 
 
