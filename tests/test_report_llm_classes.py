@@ -57,3 +57,23 @@ def test_issue_23_claims_fail_on_the_max_and_hold_without_the_outlier():
 def test_no_independent_rows_is_no_data_not_a_verdict():
     (claim,) = _claims([r for r in ROWS if r[2] != "independent"])
     assert claim.verdict != "holds" and claim.verdict != "fails"
+
+
+def test_the_report_and_the_estimate_give_each_class_the_same_verdict():
+    """The report's SQL and ``estimator estimate``'s envelope.verdict apply the same rule: on the committed
+    record (validation/record.csv, written by ``estimator validate pin=true``) they agree class by class."""
+    from pathlib import Path
+
+    from estimator.validation.envelope import read_record, verdict
+    from estimator.validation.rows import RECORD_FILE
+
+    entries = read_record(Path(__file__).resolve().parents[1] / "validation" / RECORD_FILE)
+    con = _con([(e.id, "llm", e.role, e.cls, e.error_pct) for e in entries])
+    cols = [c[0] for c in con.execute(v.LLM_CLASSES_SQL).description]
+    sql = {r[0]: r[cols.index("verdict")] for r in con.execute(v.LLM_CLASSES_SQL).fetchall()}
+    errors: dict[str, list[float]] = {}
+    for e in entries:
+        if e.role == "independent":
+            errors.setdefault(e.cls, []).append(e.error_pct)
+    assert len(sql) >= 5 and sql == {cls: verdict(errs) for cls, errs in errors.items()}
+    assert {"holds", "fails"} <= set(sql.values())  # both verdicts occur on real data
