@@ -77,3 +77,22 @@ def test_the_report_and_the_estimate_give_each_class_the_same_verdict():
             errors.setdefault(e.cls, []).append(e.error_pct)
     assert len(sql) >= 5 and sql == {cls: verdict(errs) for cls, errs in errors.items()}
     assert {"holds", "fails"} <= set(sql.values())  # both verdicts occur on real data
+
+
+def test_estimator_validate_prints_each_class_verdict():
+    """``estimator validate`` (text and JSON) lists the independent llm rows per class with the same verdict."""
+    from estimator.commands.validate import classes, format_text
+
+    rows = [{"id": i, "kind": k, "role": role, "run_class": cls, "error_pct": err, "measured": 1.0, "predicted": 1.0,
+             "unit": "x", "pin_pct": None} for i, k, role, cls, err in ROWS]
+    got = {c["run_class"]: c for c in classes(rows)}
+    assert {k: c["verdict"] for k, c in got.items()} == {"megatron/le16k": "holds", "fsdp/le16k/ac": "fails",
+                                                         "deepspeed/le16k": "too few rows"}
+    assert got["megatron/le16k"]["count"] == 3 and got["fsdp/le16k/ac"]["max_abs_error_pct"] == 21.0
+    assert got["megatron/le16k"]["validation_class"] == "Megatron-LM / NeMo, up to 16k tokens"
+    priced = [r for r in rows if r["error_pct"] is not None]  # estimator validate prints priced rows only
+    text = format_text({"rows": priced, "summary": [], "classes": classes(rows), "count": len(priced), "store": None,
+                        "pin_problems": []})
+    lines = text.splitlines()
+    assert "fsdp/le16k/ac" in text and any(line.startswith("fsdp/le16k/ac") and line.endswith("fails") for line in lines)
+    assert not classes([r for r in rows if r["kind"] == "nccl"])  # no llm rows: no class table

@@ -11,7 +11,9 @@ Every row is checked first (a malformed row: one line naming file, line and colu
 nothing written). nccl-tests rows are priced as ``estimator collective ... algorithm=auto`` and
 compared as nccl-tests bus bandwidth; training rows as ``estimator estimate ...`` samples/s. The
 results replace the DuckDB table ``validation`` in one transaction. The summary gives mean and max
-|error| per kind and group (calibration / same-source / independent: validation/README.md).
+|error| per kind and group (calibration / same-source / independent: validation/README.md), then the
+independent large-model rows per class of run with issue #23's verdict on each (the rule
+``estimator estimate`` prints beside a hybrid estimate: estimator/validation/envelope.py).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from estimator.config import to_container
 from estimator.errors import EstimatorError
 from estimator.files import resolve_input
 from estimator.validation import load_rows, predict_all, summary
-from estimator.validation.envelope import Entry, write_record
+from estimator.validation.envelope import Entry, describe, verdict, write_record
 from estimator.validation.pins import read_pins, violations, write_pins
 from estimator.validation.predict import row_class
 from estimator.validation.rows import PINS_FILE, RECORD_FILE
@@ -63,7 +65,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         rec["pin_pct"] = pins.get(res.row.id)
         out_rows.append(rec)
     out: dict[str, Any] = {"dir": str(folder), "store": None if only else str(tree["store"]), "count": len(results),
-                           "rows": out_rows, "summary": summary(results)}
+                           "rows": out_rows, "summary": summary(results), "classes": classes(out_rows)}
     if tree.get("pin"):
         out["pins_written"] = str(write_pins(pins_path, results, float(opts.get("margin_pct", 2.0))))
         entries = [Entry(r.row.id, cls, r.row.role, r.error_pct) for r in results
@@ -72,6 +74,18 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     else:
         out["pin_problems"] = violations(results, pins)
     return out
+
+
+def classes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Independent large-model rows per class of run: count, mean and max |error|, issue #23's verdict."""
+    errors: dict[str, list[float]] = {}
+    for r in rows:
+        if r["kind"] == "llm" and r["role"] == "independent" and r.get("run_class") and r["error_pct"] is not None:
+            errors.setdefault(r["run_class"], []).append(r["error_pct"])
+    out = [{"run_class": cls, "validation_class": describe(cls), "count": len(errs),
+            "mean_abs_error_pct": sum(abs(e) for e in errs) / len(errs), "max_abs_error_pct": max(abs(e) for e in errs),
+            "verdict": verdict(errs)} for cls, errs in errors.items()]
+    return sorted(out, key=lambda c: (-c["count"], c["run_class"]))
 
 
 def format_text(result: dict[str, Any]) -> str:
@@ -90,6 +104,12 @@ def format_text(result: dict[str, Any]) -> str:
     for s in result["summary"]:
         lines.append(f"{s['kind']:<8} {s['role']:<11} {s['count']:>5} {s['mean_abs_error_pct']:>10.1f} "
                      f"{s['max_abs_error_pct']:>9.1f}")
+    if result.get("classes"):
+        cw = max(len(c["run_class"]) for c in result["classes"])
+        lines += ["", "independent llm rows by class of run (issue #23's rule: mean <= 10 %, max <= 20 %)",
+                  f"{'class':<{cw}} {'count':>5} {'mean|err|%':>10} {'max|err|%':>9}  verdict"]
+        lines += [f"{c['run_class']:<{cw}} {c['count']:>5} {c['mean_abs_error_pct']:>10.1f} {c['max_abs_error_pct']:>9.1f}"
+                  f"  {c['verdict']}" for c in result["classes"]]
     lines.append("")
     lines.append(f"{result['count']} rows -> table validation in {result['store']}" if result["store"]
                  else f"{result['count']} rows (validation.only: not stored)")
