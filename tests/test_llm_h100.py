@@ -176,8 +176,7 @@ def test_torch_context_parallelism_moves_repeated_heads_and_merges_in_fp32():
     per_layer = m["microbatches"] * s.layers
     assert colls["all_gather"]["count_per_step"] == per_layer * 2 and colls["p2p"]["count_per_step"] == per_layer * cp
     # the merges and accumulations alone set a floor under the exposed time; the all_gather mode has neither
-    device = DeviceProfile.from_dict(dict(res.config["device"]))
-    hbm = device.mem_bw_Bps * device.efficiency("memory_efficiency", "elementwise", "bf16")
+    hbm = DeviceProfile.from_dict(dict(res.config["device"])).memory_rate("elementwise", "bf16")
     floor = per_layer * ((cp - 1) * CP_MERGE_PASSES * 2 + cp * CP_GRAD_PASSES * 3) * q_elems * 4 / hbm
     assert m["cp_exposed_time_s"] >= floor * 0.999
     gathered = estimate(cfg("llama3_8b", *CP_BASE, "parallelism.recompute=none", "parallelism.cp_comm=all_gather")).metrics

@@ -54,6 +54,12 @@ def test_issue_23_claims_fail_on_the_max_and_hold_without_the_outlier():
     assert (mean.verdict, worst.verdict) == ("holds", "holds")
 
 
+def test_issue_23_mean_claim_fails_when_the_mean_is_over_and_the_max_is_not():
+    rows = [(f"m{i}", "llm", "independent", "fsdp/le16k/ac", err) for i, err in enumerate((12.0, -15.0, 11.0))]
+    mean, worst = _claims(rows)  # mean 12.7 % > 10 %, max 15 % <= 20 %
+    assert (mean.verdict, worst.verdict) == ("fails", "holds")
+
+
 def test_no_independent_rows_is_no_data_not_a_verdict():
     (claim,) = _claims([r for r in ROWS if r[2] != "independent"])
     assert claim.verdict != "holds" and claim.verdict != "fails"

@@ -28,9 +28,8 @@ from estimator.config import to_container
 from estimator.errors import EstimatorError
 from estimator.files import resolve_input
 from estimator.validation import load_rows, predict_all, summary
-from estimator.validation.envelope import Entry, describe, verdict, write_record
+from estimator.validation.envelope import Entry, class_summary, describe, write_record
 from estimator.validation.pins import read_pins, violations, write_pins
-from estimator.validation.predict import row_class
 from estimator.validation.rows import PINS_FILE, RECORD_FILE
 from estimator.validation.table import record, replace_validation
 
@@ -68,8 +67,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                            "rows": out_rows, "summary": summary(results), "classes": classes(out_rows)}
     if tree.get("pin"):
         out["pins_written"] = str(write_pins(pins_path, results, float(opts.get("margin_pct", 2.0))))
-        entries = [Entry(r.row.id, cls, r.row.role, r.error_pct) for r in results
-                   if (cls := row_class(r.row)) is not None]
+        entries = [Entry(r["id"], r["run_class"], r["role"], r["error_pct"]) for r in out_rows if r["run_class"]]
         out["record_written"] = str(write_record(pins_path.parent / RECORD_FILE, entries))
     else:
         out["pin_problems"] = violations(results, pins)
@@ -82,9 +80,7 @@ def classes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         if r["kind"] == "llm" and r["role"] == "independent" and r.get("run_class") and r["error_pct"] is not None:
             errors.setdefault(r["run_class"], []).append(r["error_pct"])
-    out = [{"run_class": cls, "validation_class": describe(cls), "count": len(errs),
-            "mean_abs_error_pct": sum(abs(e) for e in errs) / len(errs), "max_abs_error_pct": max(abs(e) for e in errs),
-            "verdict": verdict(errs)} for cls, errs in errors.items()]
+    out = [{"run_class": cls, "validation_class": describe(cls), **class_summary(errs)} for cls, errs in errors.items()]
     return sorted(out, key=lambda c: (-c["count"], c["run_class"]))
 
 

@@ -191,6 +191,11 @@ class DeviceProfile:
                 return table[probe]
         return 1.0
 
+    def memory_rate(self, op_class: str, precision: str) -> float:
+        """Bytes/s a memory-bound ``op_class`` kernel streams at ``precision``: HBM bandwidth x its
+        ``memory_efficiency``."""
+        return self.mem_bw_Bps * self.efficiency("memory_efficiency", op_class, precision)
+
     def tensor_peak(self, precision: str) -> float:
         """The conv/matmul peak FLOP/s at ``precision``; a one-line error if the device lacks it."""
         check_precision(precision)

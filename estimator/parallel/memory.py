@@ -3,10 +3,10 @@
 * Model state, mixed-precision Adam (Rajbhandari et al. 2020, ZeRO, Sec. 3.1): 16-bit weights,
   gradients of ``grad_bytes`` (2, or 4 where the framework keeps fp32 gradients:
   :class:`~estimator.parallel.framework.Framework`), 12 bytes of fp32 master weights + momentum +
-  variance per parameter (6 with ``framework.optimizer_state=bf16``); ZeRO-1 shards the 12, ZeRO-2 also the gradients, ZeRO-3 also the weights
-  over the ``dp x cp`` ranks holding a copy (expert parameters over ``dp x cp / ep``). ZeRO-3
-  also holds the gathered weights of the unit running and of those prefetched
-  (:func:`zero3_units`, ``Framework.zero3_live``).
+  variance per parameter (6 with ``framework.optimizer_state=bf16``); ZeRO-1 shards that state,
+  ZeRO-2 also the gradients, ZeRO-3 also the weights over the ``dp x cp`` ranks holding a copy
+  (expert parameters over ``dp x cp / ep``). ZeRO-3 also holds the gathered weights of the unit
+  running and of those prefetched (:func:`zero3_units`, ``Framework.zero3_live``).
 * Parameters of stage ``i``: its decoder layers (``Layout.stage_layers``) / tp, plus the
   embedding on the first stage and the LM head on the last (a tied head is a second copy when
   ``pp`` > 1); experts further split over ``ep``.

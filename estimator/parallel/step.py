@@ -111,10 +111,10 @@ from estimator.parallel.zero3 import Zero3Layer, zero3_layer
 
 ACT_BYTES = 2  # 16-bit activations on the wire
 FP32_BYTES = 4
-# PyTorch context parallelism (cp_comm=torch): fp32 passes per step over the local output when merging a step's
-# partial attention (out and lse cast to fp32, sigmoid/logsigmoid rescaling, torch.cat for the load-balanced half:
-# ~5 reads and writes, h32-evidence 2c), and over dQ/dK/dV when the backward adds a step's gradients into its fp32
-# accumulators (read accumulator, read step gradient, write accumulator)
+# PyTorch context parallelism (cp_comm=torch), per step: read-and-write passes over the fp32 local output when merging
+# a step's partial attention (out and lse cast to fp32, sigmoid/logsigmoid rescaling, torch.cat for the load-balanced
+# half: ~5, h32-evidence 2c), each moving the output's bytes twice; and single passes over dQ/dK/dV when the backward
+# adds a step's gradients into its fp32 accumulators (read accumulator, read step gradient, write accumulator)
 CP_MERGE_PASSES = 5
 CP_GRAD_PASSES = 3
 WEIGHT_BYTES = 2  # 16-bit weights gathered by ZeRO
@@ -262,8 +262,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         a2a = tokens * L.micro_batch_size * spec.top_k * spec.hidden * ACT_BYTES / L.tp
         ep_one = pricer.price("ep", "all_to_all", a2a, L.ep, per_step * (4 + n_rc))
     # ---- context parallelism: the K/V exchange of each layer's attention (cp_exchange)
-    hbm = device.mem_bw_Bps * device.efficiency("memory_efficiency", "elementwise", precision)
-    cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step, hbm)
+    cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step, device.memory_rate("elementwise", precision))
     rc, rc_flops = recompute_cost(spec, L, layer, attn)
     f_layer = layer.fwd + tp_f + 2 * ep_one + cp_f
     b_layer = layer.bwd + rc + tp_b + (2 + n_rc) * ep_one + cp_b
@@ -319,7 +318,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     n_local = sum(dense[slowest])
     d_s, e_s = dense[slowest]
     opt_params = d_s / (L.dp * L.cp) + e_s / edp if L.zero >= 1 else n_local
-    optimizer = opt_params * ADAM_STEP_BYTES[fw.optimizer_state] / (device.mem_bw_Bps * device.efficiency("memory_efficiency", "optimizer", precision))
+    optimizer = opt_params * ADAM_STEP_BYTES[fw.optimizer_state] / device.memory_rate("optimizer", precision)
     # ---- circuits: dimension -> (group size, phases per step), see estimator/parallel/circuits.py
     counts = {g: sum(c["count_per_step"] for c in pricer.colls if c["group"] == g) for g in ("tp", "ep", "cp")}
     z3_gathers = per_step * z3.gathers

@@ -142,7 +142,7 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     b_gathers = backward_gathers(units, fw, L.recompute)
     separate = L.recompute == "full" and fw.zero3_max_reuse_params is not None  # recompute has its own gathers
     lists = fw.zero3_list_collectives
-    hbm = device.mem_bw_Bps * device.efficiency("memory_efficiency", "elementwise", precision)
+    hbm = device.memory_rate("elementwise", precision)
     host = size * device.launch_s if lists else 0.0
 
     def gathers_of(u: float) -> int:

@@ -156,15 +156,14 @@ ORDER BY system, gpus, {ROLE_ORDER}
 # issue #23's acceptance rule for independent large-model rows, applied per class of run (the rule estimator
 # estimate prints beside a hybrid estimate: estimator/validation/envelope.py)
 ISSUE_23 = "issue #23's acceptance"
-LLM_MEAN_PCT, LLM_MAX_PCT, LLM_MIN_ROWS = ACCEPT_MEAN_PCT, ACCEPT_MAX_PCT, ACCEPT_MIN_ROWS
 
 LLM_CLASSES_SQL = f"""
 SELECT run_class, any_value(validation_class) AS validation_class, count(*) AS rows,
        round(avg(abs(error_pct)), 1) AS mean_abs_error_pct,
        round(max(abs(error_pct)), 1) AS max_abs_error_pct,
        round(min(error_pct), 1) AS lowest_error_pct, round(max(error_pct), 1) AS highest_error_pct,
-       CASE WHEN count(*) < {LLM_MIN_ROWS} THEN 'too few rows'
-            WHEN avg(abs(error_pct)) <= {LLM_MEAN_PCT} AND max(abs(error_pct)) <= {LLM_MAX_PCT} THEN 'holds'
+       CASE WHEN count(*) < {ACCEPT_MIN_ROWS} THEN 'too few rows'
+            WHEN avg(abs(error_pct)) <= {ACCEPT_MEAN_PCT} AND max(abs(error_pct)) <= {ACCEPT_MAX_PCT} THEN 'holds'
             ELSE 'fails' END AS verdict,
        arg_max(id, abs(error_pct)) AS worst_id
 FROM validation
@@ -283,17 +282,17 @@ def _llm_claims(q: Query):
     """Issue #23's acceptance on the independent large-model rows: mean and max |error|, both judged."""
     r = rows(q, LLM_INDEPENDENT_SQL)[0]
     if not r["n"]:
-        return [judged(f"Independent large-model rows: mean |error| <= {LLM_MEAN_PCT:g} %", f"<= {LLM_MEAN_PCT:g} %",
+        return [judged(f"Independent large-model rows: mean |error| <= {ACCEPT_MEAN_PCT:g} %", f"<= {ACCEPT_MEAN_PCT:g} %",
                        None, "", None, where=ISSUE_23, unit="%", sql=LLM_INDEPENDENT_SQL)]
     over = f" over {r['n']} rows"
     return [
-        judged(f"Independent large-model rows: mean |error| <= {LLM_MEAN_PCT:g} %", f"<= {LLM_MEAN_PCT:g} %",
+        judged(f"Independent large-model rows: mean |error| <= {ACCEPT_MEAN_PCT:g} %", f"<= {ACCEPT_MEAN_PCT:g} %",
                r["mean_abs"], f"mean |error| {r['mean_abs']:.1f} %{over}",
-               AtMost(LLM_MEAN_PCT, lambda v: f"{v:.1f} %", ISSUE_23), where=ISSUE_23, unit="%", sql=LLM_INDEPENDENT_SQL),
-        judged(f"Independent large-model rows: max |error| <= {LLM_MAX_PCT:g} %", f"<= {LLM_MAX_PCT:g} %",
+               AtMost(ACCEPT_MEAN_PCT, lambda v: f"{v:.1f} %", ISSUE_23), where=ISSUE_23, unit="%", sql=LLM_INDEPENDENT_SQL),
+        judged(f"Independent large-model rows: max |error| <= {ACCEPT_MAX_PCT:g} %", f"<= {ACCEPT_MAX_PCT:g} %",
                r["max_abs"], f"max |error| {r['max_abs']:.1f} %{over} (worst {r['worst_id']}); per class of run: "
                "the table 'Large-model rows by class of run'",
-               AtMost(LLM_MAX_PCT, lambda v: f"{v:.1f} %", ISSUE_23), where=ISSUE_23, unit="%", sql=LLM_INDEPENDENT_SQL),
+               AtMost(ACCEPT_MAX_PCT, lambda v: f"{v:.1f} %", ISSUE_23), where=ISSUE_23, unit="%", sql=LLM_INDEPENDENT_SQL),
     ]
 
 
@@ -347,8 +346,8 @@ SECTION = Section(
               caption="The independent large-model rows grouped by the class estimator estimate prints "
                       "beside a hybrid estimate (validation_class: training stack, sequence up to / over "
                       "16k tokens, FSDP with or without activation checkpointing, DeepSpeed ZeRO-3). verdict applies "
-                      f"issue #23's rule to the class: holds when mean |error| <= {LLM_MEAN_PCT:g} % and max |error| "
-                      f"<= {LLM_MAX_PCT:g} %, fails otherwise; fewer than {LLM_MIN_ROWS} rows: too few rows. "
+                      f"issue #23's rule to the class: holds when mean |error| <= {ACCEPT_MEAN_PCT:g} % and max |error| "
+                      f"<= {ACCEPT_MAX_PCT:g} %, fails otherwise; fewer than {ACCEPT_MIN_ROWS} rows: too few rows. "
                       "error > 0: the model was optimistic."),
         Table(name="validation_scaling", title="Data-parallel scaling efficiency (rows paired with a 1-GPU row)",
               sql=SCALING_SQL,
