@@ -8,6 +8,7 @@ import re
 
 import estimator
 from estimator.parallel.estimate import validate_hybrid
+from estimator.parallel.spec import TransformerSpec
 from estimator.validation.llm import shares_source, source_keys
 from estimator.validation.predict import base_overrides
 
@@ -90,3 +91,17 @@ def check_rows_in_llm_file(rows, documents: dict[str, int], count: int) -> None:
     assert len({r.id for r in rows}) == len(rows)
     assert all(r.kind == "llm" and r.role == "independent" for r in rows)
     assert {doc: sum(document(r) == doc for r in rows) for doc in documents} == documents
+
+
+def check_mpt_table(row) -> bool:
+    """A MosaicML (llm-foundry) row: its model has the README table's parameter count, its measured value is the
+    table's total throughput over its GPUs, and its gradient dtype follows the run's mixed-precision mode (PURE:
+    bf16 reductions). Returns whether the run was PURE."""
+    cfg = estimator.resolve_config(base_overrides(row))["model"]
+    published = int(re.search(r"MPT-\w+ \((\d+) parameters", row.measured_what).group(1))
+    assert TransformerSpec.from_cfg(cfg).params() == published
+    total = int(re.search(r"'Throughput \(T/s\)' ([\d,]+) over (\d+) GPUs", row.measured_what).group(1).replace(",", ""))
+    assert row.measured == round(total / row.gpus, 1)
+    pure = "MP Mode PURE" in row.measured_what
+    assert overrides(row)["parallelism.fp32_grads"] == ("false" if pure else "true")
+    return pure

@@ -9,17 +9,16 @@ config the hybrid model accepts and fits in memory, and is described in validati
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 import estimator
 from estimator.parallel.estimate import validate_hybrid
-from estimator.parallel.spec import TransformerSpec
 from estimator.validation import load_rows
 from estimator.validation.llm import shares_source, source_keys
 from estimator.validation.predict import base_overrides
+from tests.blind_checks import check_mpt_table
 from tests.test_blind_h33_rows import H33_IDS
 from tests.test_blind_h34_rows import H34_IDS
 
@@ -105,13 +104,7 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 @pytest.mark.parametrize("row", [r for r in ROWS if r.id.startswith("mpt-")], ids=lambda r: r.id)
 def test_mpt_rows_reproduce_the_published_table(row):
-    cfg = estimator.resolve_config(base_overrides(row))["model"]
-    published = int(re.search(r"MPT-\w+ \((\d+) parameters", row.measured_what).group(1))
-    assert TransformerSpec.from_cfg(cfg).params() == published
-    total = int(re.search(r"'Throughput \(T/s\)' ([\d,]+) over (\d+) GPUs", row.measured_what).group(1).replace(",", ""))
-    assert row.measured == round(total / row.gpus, 1)
-    pure = "MP Mode PURE" in row.measured_what
-    assert _overrides(row)["parallelism.fp32_grads"] == ("false" if pure else "true")
+    check_mpt_table(row)
 
 
 @pytest.mark.parametrize("row", [r for r in ROWS if r.id.startswith("olmocore-")], ids=lambda r: r.id)

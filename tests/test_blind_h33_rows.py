@@ -14,14 +14,12 @@ from pathlib import Path
 
 import pytest
 
-import estimator
-from estimator.parallel.spec import TransformerSpec
 from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
-from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
     check_composes_and_fits,
     check_layout_and_mark,
+    check_mpt_table,
     check_no_calibration_source,
     check_rows_in_llm_file,
     document,
@@ -130,15 +128,9 @@ def test_launcher_rows_are_the_table_value(row):
 
 @pytest.mark.parametrize("row", MPT_ROWS, ids=lambda r: r.id)
 def test_mpt_rows_reproduce_the_published_table(row):
-    cfg = estimator.resolve_config(base_overrides(row))["model"]
-    published = int(re.search(r"MPT-\w+ \((\d+) parameters", row.measured_what).group(1))
-    assert TransformerSpec.from_cfg(cfg).params() == published
-    total = int(re.search(r"'Throughput \(T/s\)' ([\d,]+) over (\d+) GPUs", row.measured_what).group(1).replace(",", ""))
-    assert row.measured == round(total / row.gpus, 1)
+    pure = check_mpt_table(row)
     assert f"| {row.layout['seq_len']} | {row.gpus} | {'a100_80gb' if row.system == 'dgx_a100' else 'h100_80gb'}" \
         in row.source
-    pure = "MP Mode PURE" in row.measured_what
-    assert overrides(row)["parallelism.fp32_grads"] == ("false" if pure else "true")
     assert pure == (row.system == "dgx_a100")
 
 
