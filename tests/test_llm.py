@@ -75,6 +75,22 @@ def test_bad_layouts_are_one_line_errors():
         validate_hybrid(cfg("fabric.nodes=64", "parallelism.tp=8", "parallelism.pp=1", "parallelism.global_batch=64"))
 
 
+def test_memory_error_names_sequence_parallelism_only_when_it_alone_makes_the_layout_fit():
+    """The published 405B layout without sequence parallelism is refused; the one line says that turning it on fits
+    (and says nothing about it when even that is not enough, or when it is already on)."""
+    base = ["model=llama3_405b", "system=dgx_h100", "parallelism=hybrid", "fabric.nodes=1024", "parallelism.tp=8",
+            "parallelism.pp=8", "parallelism.virtual_stages=8", "parallelism.cp=2", "parallelism.global_batch=512",
+            "parallelism.recompute=none"]
+    with pytest.raises(EstimatorError, match=r"it fits with parallelism.sequence_parallel=true: \d+\.\d GB") as err:
+        validate_hybrid(estimator.resolve_config(base))
+    assert "\n" not in str(err.value)
+    validate_hybrid(estimator.resolve_config([*base, "parallelism.sequence_parallel=true"]))  # and it does fit
+    for still_too_big in (["parallelism.cp=1"], ["parallelism.sequence_parallel=true", "parallelism.cp=1"]):
+        with pytest.raises(EstimatorError, match="GB too much") as err:
+            validate_hybrid(estimator.resolve_config([*base, *still_too_big]))
+        assert "sequence_parallel=true:" not in str(err.value)
+
+
 def test_cli_exit_2_on_memory_overflow():
     out = subprocess.run([sys.executable, "-m", "estimator.cli", "estimate", "model=gpt3_175b", "parallelism=hybrid",
                           *DGX_A100, "fabric.nodes=64", "parallelism.global_batch=64"], capture_output=True, text=True)

@@ -82,20 +82,29 @@ def validate_hybrid(cfg: dict[str, Any]) -> None:
 
 
 def _check_fits(spec: TransformerSpec, layout: Layout, capacity: float | None, framework: Framework, precision: str) -> None:
-    mem = memory(spec, layout, framework.grad_bytes(precision), framework, precision == "fp8")
+    def need(candidate: Layout) -> dict[str, Any]:
+        return memory(spec, candidate, framework.grad_bytes(precision), framework, precision == "fp8")
+
+    mem = need(layout)
     if capacity and mem["total"] > capacity:
         where = f" on pipeline stage {mem['stage']}" if layout.pp > 1 else ""
         raise EstimatorError(
             f"parallelism: layout {layout.label()} needs {mem['total'] / 1e9:.1f} GB per GPU{where} "
             f"(weights {mem['weights'] / 1e9:.1f}, gradients {mem['gradients'] / 1e9:.1f}, optimizer {mem['optimizer'] / 1e9:.1f}, "
             f"activations {mem['activations'] / 1e9:.1f}) but the device has {capacity / 1e9:.1f} GB: "
-            f"{(mem['total'] - capacity) / 1e9:.1f} GB too much{_hint(spec, layout)}")
+            f"{(mem['total'] - capacity) / 1e9:.1f} GB too much{_hint(spec, layout, need, capacity)}")
 
 
-def _hint(spec: TransformerSpec, layout: Layout) -> str:
-    """What else the user can change when a layout does not fit: the layout search, and the layer
-    (it keeps s x s attention scores unless it is Transformer Engine's flash-attention layer)."""
-    hint = " (parallelism.placement=auto searches the tp/pp/dp layouts that fit"
+def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float) -> str:
+    """What else the user can change when a layout does not fit: sequence parallelism (off by default;
+    most published tp > 1 layouts run with it) if that alone makes it fit, the layout search, and the
+    layer (it keeps s x s attention scores unless it is Transformer Engine's flash-attention layer)."""
+    hint = " ("
+    if layout.tp > 1 and not layout.sequence_parallel:
+        with_sp = need(replace(layout, sequence_parallel=True))["total"]
+        if with_sp <= capacity:
+            hint += f"it fits with parallelism.sequence_parallel=true: {with_sp / 1e9:.1f} GB; "
+    hint += "parallelism.placement=auto searches the tp/pp/dp layouts that fit"
     if spec.fused != "te" and spec.family in ("gpt", "llama", "nemotron") and layout.recompute != "full":
         hint += (f"; model.fused_kernels={spec.fused} keeps the s x s attention scores, "
                  "model.fused_kernels=te is flash attention, as Megatron-core / NeMo run today")
