@@ -26,6 +26,16 @@ def check_layout_and_mark(row) -> None:
     assert BLIND_MARK in row.measured_what
 
 
+def check_facts_only(row, allowed: set[str]) -> dict[str, str]:
+    """The row's overrides set only ``allowed`` keys, it is a tokens/s row with no FLOP formula, and its layout is
+    whole and marked blind (check_layout_and_mark). Returns the overrides as ``{key: value}``."""
+    keys = overrides(row)
+    assert set(keys) <= allowed, set(keys) - allowed
+    assert row.metric == "tokens_per_s_per_gpu" and row.raw["flops_formula"] == ""
+    check_layout_and_mark(row)
+    return keys
+
+
 def check_composes_and_fits(row) -> None:
     cfg = estimator.resolve_config(base_overrides(row))
     validate_hybrid(cfg)
