@@ -16,12 +16,14 @@
     2022, "Reducing Activation Recomputation in Large Transformer Models", Sec. 4, Table 2 (s
     sequence, b microbatch, h hidden, a heads, t tp): no parallelism ``sbh(34 + 5as/h)``; tensor
     parallel ``sbh(10 + 24/t + 5as/(ht))``; + sequence parallel ``sbh(34 + 5as/h)/t``; selective
-    recompute drops the ``5as/h`` term.
+    recompute drops the ``5as/h`` term. With ``model.head_dim`` (query width ``w`` != h) the
+    ``24/t`` becomes ``(16 + 8w/h)/t``: q, k, v and the output projection's input are ``w`` wide.
   - Megatron-core + Transformer Engine layer (``te``; derived the same way from the tensors each
     op saves for its backward, 16-bit, ``f`` = ffn, ``g`` = key/value width kv_heads x d per TP
-    rank): the two norms' inputs and outputs ``8h`` (TE's LayerNormLinear saves the norm input
-    and its output; split over t with sequence parallelism), q ``2h/t``, k and v ``4g``, the
-    attention output ``2h/t`` (also the output projection's input); the MLP: SwiGLU (Llama) its
+    rank, ``w`` = query width heads x head_dim, ``h`` unless ``model.head_dim`` is set): the two
+    norms' inputs and outputs ``8h`` (TE's LayerNormLinear saves the norm input and its output;
+    split over t with sequence parallelism), q ``2w/t``, k and v ``4g``, the attention output
+    ``2w/t`` (also the output projection's input); the MLP: SwiGLU (Llama) its
     ``2f``-wide input ``4f/t`` and output ``2f/t`` (fc2's input), bias-GeLU (GPT) and squared ReLU
     (Nemotron) their input and output ``4f/t``; with dropout (GPT, ``model.dropout`` > 0) the two
     bias-dropout-add keep-masks ``2h`` (1 byte; split with sequence parallelism). For GPT with
@@ -104,7 +106,7 @@ def zero3_units(spec: TransformerSpec, layout: Layout, unit: str) -> list[float]
     dense = spec.layer_params() - spec.expert_layer_params()
     if unit == "layer":
         return [dense / t + spec.expert_layer_params() / (t * layout.ep)]
-    qkv, proj = h * (spec.heads + 2 * spec.kv_heads) * d, h * h
+    qkv, proj = h * (spec.heads + 2 * spec.kv_heads) * d, spec.attn_width * h
     if spec.experts:
         mlp = [spec.expert_layer_params() / layout.ep]
     elif not spec.gated:  # GPT, Nemotron: fc1 and fc2
@@ -123,15 +125,17 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout, fp8: bool 
         return 2 * s * b * h / token_split
     if layout.recompute == "op":  # torchtitan's per-op checkpointing keeps its own set (sac)
         return s * b * saved_bytes_per_token(spec, t, layout.sequence_parallel)
+    w = spec.attn_width  # q and the attention output are heads x head_dim wide (h unless model.head_dim)
     if spec.fused == "te":  # the attention block's bytes, then the MLP's (te_dense_mlp_bytes)
         kv = 2 * spec.kv_heads_per_rank(t) * spec.head_dim
         mask = h / token_split if spec.dropout else 0.0
-        fp8_delta = (h / t - h / token_split) if fp8 else 0.0  # QKV input in FP8, proj's FP8 copy (module docstring)
-        return s * b * (6 * h / token_split + 4 * h / t + 2 * kv + mask + fp8_delta) + te_dense_mlp_bytes(spec, layout, fp8)
+        fp8_delta = (w / t - h / token_split) if fp8 else 0.0  # QKV input in FP8, proj's FP8 copy (module docstring)
+        return s * b * (6 * h / token_split + 4 * w / t + 2 * kv + mask + fp8_delta) + te_dense_mlp_bytes(spec, layout, fp8)
     attn = 0.0 if layout.recompute == "selective" else 5 * a * s / h
+    split = 16 + 8 * w / h  # Korthikanti's 24 sbh/t: q, k, v and the projection's input (8, width w) + the MLP's 16
     if layout.sequence_parallel:
-        return s * b * h * (34 + attn) / t
-    return s * b * h * (10 + 24 / t + attn / t)
+        return s * b * h * (10 + split + attn) / t
+    return s * b * h * (10 + split / t + attn / t)
 
 
 def te_dense_mlp_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> float:

@@ -19,6 +19,13 @@ probability. Defaults per family (gpt: learned, 0.1 = GPT-3 / Megatron-LM; llama
 0). Only the Transformer Engine layer (``te``) models other values; the eager and Megatron-LM 2021
 layers are their families' as published.
 
+Attention width (``model.head_dim``, default null): each of the ``num_heads`` query heads (and
+``num_kv_heads`` key/value heads) is ``head_dim`` wide, so the QKV projection is ``h x (heads +
+2 kv_heads) head_dim`` and the output projection ``heads head_dim x h``; null means ``h / heads``
+(every family above). Qwen3 sets it wider than that (Yang et al. 2025, arXiv 2505.09388; e.g.
+hidden 2048, 32 heads of 128). Qwen3's per-head RMSNorm on q and k (two small elementwise kernels
+per layer) is not modelled.
+
 Mixture of experts (``num_experts`` E > 0, ``experts_top_k`` k; Mixtral, Jiang et al. 2024): every
 layer's MLP is E expert MLPs of ``ffn_size`` plus a bias-free router (h x E); each token goes to
 its top-k experts.
@@ -59,6 +66,7 @@ class TransformerSpec:
     fused: str = "none"  # model.fused_kernels: none | megatron | te (estimator/parallel/layer.py)
     position: str = "learned"  # model.position_embedding: learned | rope | none
     dropout: float = 0.1  # hidden and attention dropout probability
+    attn_head_dim: int = 0  # model.head_dim; 0 = hidden / heads (the attention is as wide as the hidden state)
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> TransformerSpec:
@@ -75,8 +83,12 @@ class TransformerSpec:
                 raise EstimatorError(f"model.{key} must be a positive integer, got {value!r}")
             ints[key] = value
         kv = cfg.get("num_kv_heads") or ints["num_heads"]
-        if ints["hidden_size"] % ints["num_heads"]:
-            raise EstimatorError(f"model.hidden_size {ints['hidden_size']} is not divisible by num_heads {ints['num_heads']}")
+        head_dim = cfg.get("head_dim")
+        if head_dim is not None and (isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 1):
+            raise EstimatorError(f"model.head_dim must be a positive integer (or null: hidden_size / num_heads), got {head_dim!r}")
+        if head_dim is None and ints["hidden_size"] % ints["num_heads"]:
+            raise EstimatorError(f"model.hidden_size {ints['hidden_size']} is not divisible by num_heads {ints['num_heads']} "
+                                 "(set model.head_dim if the attention width differs from the hidden size)")
         if ints["num_heads"] % kv:
             raise EstimatorError(f"model.num_heads {ints['num_heads']} is not divisible by num_kv_heads {kv}")
         experts = int(cfg.get("num_experts") or 0)
@@ -94,7 +106,8 @@ class TransformerSpec:
                                  f"it; set model.fused_kernels=te (got {fused!r})")
         position, dropout = _position_and_dropout(cfg, family, fused, where)
         return cls(str(cfg.get("name")), family, ints["hidden_size"], ints["num_layers"], ints["num_heads"], int(kv),
-                   ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k, fused, position, dropout)
+                   ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k, fused, position, dropout,
+                   0 if head_dim is None or head_dim * ints["num_heads"] == ints["hidden_size"] else head_dim)
 
     @property
     def gated(self) -> bool:
@@ -113,7 +126,14 @@ class TransformerSpec:
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        """Width of one attention head: ``model.head_dim`` if set (Qwen3: 128 at hidden 2048 and 32 heads),
+        else ``hidden / heads``."""
+        return self.attn_head_dim or self.hidden // self.heads
+
+    @property
+    def attn_width(self) -> int:
+        """Query / attention-output width ``heads x head_dim`` (the output projection is attn_width x hidden)."""
+        return self.heads * self.head_dim
 
     def kv_heads_per_rank(self, tp: int) -> int:
         """Key/value heads one tensor-parallel rank holds (replicated when tp exceeds them)."""
@@ -137,7 +157,7 @@ class TransformerSpec:
     def layer_params(self) -> int:
         h, d = self.hidden, self.head_dim
         qkv_out = (self.heads + 2 * self.kv_heads) * d
-        attn = h * qkv_out + h * h + (qkv_out + h if self.biases else 0)
+        attn = h * qkv_out + self.attn_width * h + (qkv_out + h if self.biases else 0)
         mlp = self._mlp_params()
         if self.experts:
             mlp = self.expert_layer_params() + h * self.experts  # experts + router
