@@ -73,3 +73,19 @@ class LinearFabric(Fabric):
 
 def linear_fabric(nodes=8, spb=1e-9):
     return LinearFabric.from_dict({"name": "linear", "nodes": nodes, "seconds_per_byte": spb})
+
+
+def transformers_mixtral_params(spec) -> int:
+    """Parameters of ``transformers``' Mixtral at a TransformerSpec's shapes, built on the meta device (the reference
+    count for llama-family MoE presets); skips the test when torch is not installed."""
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    with torch.device("meta"):
+        hf = MixtralForCausalLM(MixtralConfig(
+            hidden_size=spec.hidden, intermediate_size=spec.ffn, num_hidden_layers=spec.layers,
+            num_attention_heads=spec.heads, num_key_value_heads=spec.kv_heads, num_local_experts=spec.experts,
+            num_experts_per_tok=spec.top_k, vocab_size=spec.vocab))
+    return sum(p.numel() for p in hf.parameters())
