@@ -6,6 +6,9 @@
                                               # and validation/record.csv (each LLM row's class and error)
   estimator validate validation.dir=other/ store=results/other.duckdb
   estimator validate validation.only='a100x8-*'   # just the rows whose id matches (printed, not stored)
+  estimator validate 'validation.unstate=[framework.tp_comm_overlap,parallelism.sequence_parallel]'
+                      # llm rows as stated and without those keys (preset defaults): what a user who does not
+                      # know them gets; refusals counted; printed, not stored
 
 Every row is checked first (a malformed row: one line naming file, line and column, exit 2,
 nothing written). nccl-tests rows are priced as ``estimator collective ... algorithm=auto`` and
@@ -19,6 +22,7 @@ independent large-model rows per class of run with issue #23's verdict on each (
 from __future__ import annotations
 
 import fnmatch
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +34,8 @@ from estimator.files import resolve_input
 from estimator.validation import load_rows, predict_all, summary
 from estimator.validation.envelope import Entry, class_summary, describe, write_record
 from estimator.validation.pins import read_pins, violations, write_pins
-from estimator.validation.rows import PINS_FILE, RECORD_FILE
+from estimator.validation.predict import predict, row_class
+from estimator.validation.rows import PINS_FILE, RECORD_FILE, Row
 from estimator.validation.table import record, replace_validation
 
 HELP = "run validation/*.csv (real-hardware measurements) through the model; store + pin the errors"
@@ -53,6 +58,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         rows = [r for r in rows if fnmatch.fnmatchcase(r.id, str(only))]
         if not rows:
             raise EstimatorError(f"validation.only={only!r} matches no row id in {folder}")
+    unstate = [str(k) for k in (opts.get("unstate") or [])]
+    if unstate:
+        return _unstated(rows, unstate, folder, tree)
     pins = {} if tree.get("pin") else read_pins(pins_path)
     results = predict_all(rows)
     if not only:  # a partial run never replaces the table of the last full run
@@ -74,6 +82,45 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     return out
 
 
+def _unstated(rows: list[Row], keys: list[str], folder: Path, tree: dict[str, Any]) -> dict[str, Any]:
+    """The llm rows priced twice, with their overrides and without the override keys ``keys`` (what a user who
+    leaves those settings at the presets' defaults gets); a row the model refuses without them is counted as
+    refused. Printed, not stored, no pins."""
+    if tree.get("pin"):
+        raise EstimatorError("pin=true pins the rows as stated; drop validation.unstate")
+    rows = [r for r in rows if r.kind == "llm"]
+    if not rows:
+        raise EstimatorError(f"validation.unstate applies to llm rows; {folder} has none")
+    out_rows = []
+    for row in rows:
+        stated = predict(row)
+        kept = tuple(o for o in row.overrides if o.lstrip("+").split("=", 1)[0] not in keys)
+        entry = {"id": row.id, "role": row.role, "run_class": row_class(row), "dropped": len(row.overrides) - len(kept),
+                 "error_pct": stated.error_pct, "unstated_error_pct": None, "refused": None}
+        try:
+            entry["unstated_error_pct"] = predict(replace(row, overrides=kept)).error_pct
+        except EstimatorError as exc:
+            entry["refused"] = str(exc).split(f"row {row.id}: ", 1)[-1]
+        out_rows.append(entry)
+    groups = []
+    for role in ("calibration", "same-source", "independent"):
+        mine = [r for r in out_rows if r["role"] == role]
+        priced = [r for r in mine if r["refused"] is None]
+        if mine:
+            groups.append({"role": role, "count": len(mine), "refused": len(mine) - len(priced),
+                           "mean_abs_error_pct": _mean_abs(r["error_pct"] for r in priced),
+                           "unstated_mean_abs_error_pct": _mean_abs(r["unstated_error_pct"] for r in priced),
+                           "max_abs_error_pct": max((abs(r["error_pct"]) for r in priced), default=None),
+                           "unstated_max_abs_error_pct": max((abs(r["unstated_error_pct"]) for r in priced), default=None)})
+    return {"dir": str(folder), "store": None, "count": len(out_rows), "unstate": keys, "unstated_rows": out_rows,
+            "unstated_summary": groups, "rows": [], "summary": [], "classes": []}
+
+
+def _mean_abs(values) -> float | None:
+    values = [abs(v) for v in values]
+    return sum(values) / len(values) if values else None
+
+
 def classes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Independent large-model rows per class of run: count, mean and max |error|, issue #23's verdict."""
     errors: dict[str, list[float]] = {}
@@ -85,6 +132,8 @@ def classes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def format_text(result: dict[str, Any]) -> str:
+    if "unstate" in result:
+        return _format_unstated(result)
     if not result["rows"]:
         return f"no measurement rows in {result['dir']} (validation/README.md describes the format); " \
                f"table validation emptied in {result['store']}"
@@ -120,4 +169,24 @@ def format_text(result: dict[str, Any]) -> str:
         lines += [f"  {p.split(': no pin')[0]}: no pin" for p in unpinned[:5]]
         if len(unpinned) > 5:
             lines.append(f"  ... {len(unpinned) - 5} more without a pin")
+    return "\n".join(lines)
+
+
+def _format_unstated(result: dict[str, Any]) -> str:
+    rows = result["unstated_rows"]
+    width = max(len(r["id"]) for r in rows)
+    lines = [f"llm rows priced with their overrides and without {', '.join(result['unstate'])} (preset defaults)",
+             f"{'id':<{width}}  {'role':<11} {'dropped':>7} {'error%':>8} {'unstated%':>9}"]
+    for r in rows:
+        after = "refused" if r["refused"] else f"{r['unstated_error_pct']:>+9.1f}"
+        lines.append(f"{r['id']:<{width}}  {r['role']:<11} {r['dropped']:>7} {r['error_pct']:>+8.1f} {after:>9}")
+    lines += ["", f"{'group':<11} {'count':>5} {'refused':>7} {'mean|err|% as stated':>21} {'without':>8} "
+              f"{'max|err|% as stated':>20} {'without':>8}"]
+    for g in result["unstated_summary"]:
+        def num(v):
+            return "-" if v is None else f"{v:.1f}"
+        lines.append(f"{g['role']:<11} {g['count']:>5} {g['refused']:>7} {num(g['mean_abs_error_pct']):>21} "
+                     f"{num(g['unstated_mean_abs_error_pct']):>8} {num(g['max_abs_error_pct']):>20} "
+                     f"{num(g['unstated_max_abs_error_pct']):>8}")
+    lines.append("(means over the rows priced both ways; printed, not stored)")
     return "\n".join(lines)
