@@ -115,3 +115,12 @@ def check_mpt_table(row) -> bool:
     pure = "MP Mode PURE" in row.measured_what
     assert overrides(row)["parallelism.fp32_grads"] == ("false" if pure else "true")
     return pure
+
+
+def section(path, heading: str) -> str:
+    """The text of the Markdown section of ``path`` that starts with the line ``heading`` ("## ..."), up to the next
+    "## " heading."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index(f"\n{heading}\n") + 1
+    end = text.find("\n## ", start + len(heading))
+    return text[start:] if end < 0 else text[start:end + 1]

@@ -1,10 +1,11 @@
-"""The round-h35 blind held-out MLPerf rows (issue #23 item 7), in validation/blind_h35_mlperf/llm.csv.
+"""The round-h35 blind held-out MLPerf rows (issue #23 item 7), now in validation/llm.csv.
 
-They sit in a sub-folder that `estimator validate` does not read, so the model's results do not change until the lead
-prices them. These checks price no step: every row parses with the project's loader, is a run no other row describes
-(and not a resubmission of logs another row already converted), shares no source with a calibration row, sets only
-facts of the run, reproduces its step-time -> throughput conversion and the layout its config file name states,
-composes into a config the hybrid model accepts and fits in memory, and is described in the folder's README.
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(7330199), then moved into llm.csv (validation/llm_rows.md, "Blind held-out rows, round h35 (MLPerf)"). These checks
+price no step: every row parses with the project's loader, is a run no other row describes (and not a resubmission of
+logs another row already converted), shares no source with a calibration row, sets only facts of the run, reproduces
+its step-time -> throughput conversion and the layout its config file name states, composes into a config the hybrid
+model accepts and fits in memory, and is described in llm_rows.md.
 """
 
 from __future__ import annotations
@@ -21,16 +22,22 @@ from tests.blind_checks import (
     check_facts_only,
     check_new_runs,
     check_no_calibration_source,
+    check_rows_in_llm_file,
     check_step_conversion,
     document,
     overrides,
     run_key,
+    section,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-FOLDER = VALIDATION / "blind_h35_mlperf"
-ROWS = load_rows(FOLDER)
-SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"]
+H35_MLPERF_IDS = ("mlperf30-gpt3-nvidia-512gpu", "mlperf30-gpt3-nvidia-768gpu", "mlperf30-gpt3-coreweave-768gpu",
+                  "mlperf30-gpt3-coreweave-1536gpu", "mlperf30-gpt3-coreweave-3584gpu", "mlperf40-gpt3-smc-512gpu",
+                  "mlperf51-llama31-8b-hpe-h200-64gpu")
+ALL = load_rows(VALIDATION)
+ROWS = [r for r in ALL if r.id in H35_MLPERF_IDS]
+SEEN = [r for r in ALL + load_rows(VALIDATION / "pending") if r.kind == "llm" and r.id not in H35_MLPERF_IDS]
+SECTION = "## Blind held-out rows, round h35 (MLPerf)"
 V30_NVIDIA = "mlcommons/training_results_v3.0:NVIDIA/results/*/gpt3"
 V30_COREWEAVE = "mlcommons/training_results_v3.0:NVIDIA_CoreWeave/results/*/gpt3"
 V40_SMC = "mlcommons/training_results_v4.0:smc/results/*/gpt3"
@@ -59,16 +66,13 @@ def _resubmitted(row, seen) -> list[str]:
 
 
 def test_rows_parse_are_independent_and_come_from_four_documents():
-    assert len(ROWS) == sum(DOCUMENTS.values()) == 7
-    assert len({r.id for r in ROWS}) == len(ROWS)
-    assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
-    assert {doc: sum(document(r) == doc for r in ROWS) for doc in DOCUMENTS} == DOCUMENTS
+    check_rows_in_llm_file(ROWS, DOCUMENTS, 7)
     assert {r.system for r in ROWS} == {"dgx_h100", "dgx_h200"}
 
 
-def test_estimator_validate_does_not_read_the_folder():
-    """The rows stay blind: the default validation folder holds none of them."""
-    assert not {r.id for r in load_rows(VALIDATION)} & {r.id for r in ROWS}
+def test_estimator_validate_reads_the_rows_from_llm_csv():
+    """Priced once, the rows are in the default validation folder's llm.csv: every id of the round is there."""
+    assert set(H35_MLPERF_IDS) <= {r.id for r in ALL} and {r.file for r in ROWS} == {"validation/llm.csv"}
 
 
 def test_rows_are_runs_no_other_row_describes():
@@ -141,7 +145,7 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 
 def test_every_row_is_described():
-    doc = (FOLDER / "README.md").read_text(encoding="utf-8")
+    doc = section(VALIDATION / "llm_rows.md", SECTION)
     for row in ROWS:
-        assert f"`{row.id}`" in doc, f"{row.id} is not in validation/blind_h35_mlperf/README.md"
-        assert f"{row.measured:.3f}" in doc, f"{row.id}'s measured value is not in the README table"
+        assert f"`{row.id}`" in doc, f"{row.id} is not in llm_rows.md, '{SECTION[3:]}'"
+        assert f"{row.measured:.3f}" in doc, f"{row.id}'s measured value is not in the section's table"

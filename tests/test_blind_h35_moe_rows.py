@@ -1,10 +1,13 @@
-"""The round-h35 blind held-out rows: mixture-of-experts training on H100 (issue #23 item 7), in
-validation/blind_h35_moe/ (a sub-folder `estimator validate` does not read), and the two MoE presets they use.
+"""The round-h35 blind held-out rows: mixture-of-experts training on H100 (issue #23 item 7), now in
+validation/llm.csv (the one row the memory model refuses: validation/pending/llm_refused.csv), and the two MoE
+presets they use.
 
-These checks price no step: every row parses with the project's loader, is an independent llm row no other row
-describes, shares no source with a calibration row, sets only facts of the run, reproduces the published numbers it is
-derived from, composes into a config the hybrid model accepts and fits in memory (or, for the one refused row, is
-refused), and is described in the round's README. The presets have their published parameter counts.
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(7330199), then moved (validation/llm_rows.md, "Blind held-out rows, round h35 (mixture of experts)"). These checks
+price no step: every row parses with the project's loader, is an independent llm row no other row describes, shares no
+source with a calibration row, sets only facts of the run, reproduces the published numbers it is derived from,
+composes into a config the hybrid model accepts and fits in memory (or, for the one refused row, is refused), and is
+described in llm_rows.md. The presets have their published parameter counts.
 """
 
 from __future__ import annotations
@@ -28,14 +31,25 @@ from tests.blind_checks import (
     document,
     overrides,
     run_key,
+    section,
 )
 from tests.helpers import transformers_mixtral_params
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-ROUND = VALIDATION / "blind_h35_moe"
-ROWS = load_rows(ROUND)
-REFUSED = load_rows(ROUND / "refused")
-SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"]
+H35_MOE_IDS = ("dgxc2502-grok1-314b-bf16-8gpu", "dgxc2502-grok1-314b-bf16-16gpu", "dgxc2502-grok1-314b-bf16-32gpu",
+               "dgxc2502-grok1-314b-bf16-64gpu", "dgxc2502-grok1-314b-bf16-128gpu", "dgxc2502-grok1-314b-bf16-256gpu",
+               "dgxc2502-grok1-314b-bf16-512gpu", "dgxc2502-grok1-314b-bf16-1024gpu", "dgxc2502-grok1-314b-bf16-2048gpu",
+               "dgxc2502-grok1-314b-fp8-8gpu", "dgxc2502-grok1-314b-fp8-16gpu", "dgxc2502-grok1-314b-fp8-32gpu",
+               "dgxc2502-grok1-314b-fp8-64gpu", "dgxc2502-grok1-314b-fp8-128gpu", "dgxc2502-grok1-314b-fp8-256gpu",
+               "dgxc2502-grok1-314b-fp8-512gpu", "dgxc2502-grok1-314b-fp8-1024gpu", "dgxc2502-grok1-314b-fp8-2048gpu",
+               "mbridge260201-qwen3-30b-a3b-fp8-16gpu", "mbridge260401-qwen3-30b-a3b-fp8-16gpu")
+H35_MOE_REFUSED_IDS = ("mbridge2511-qwen3-30b-a3b-fp8-16gpu",)
+ALL = load_rows(VALIDATION)
+PENDING = load_rows(VALIDATION / "pending")
+ROWS = [r for r in ALL if r.id in H35_MOE_IDS]
+REFUSED = [r for r in PENDING if r.id in H35_MOE_REFUSED_IDS]
+SEEN = [r for r in ALL + PENDING if r.kind == "llm" and r.id not in H35_MOE_IDS + H35_MOE_REFUSED_IDS]
+SECTION = "## Blind held-out rows, round h35 (mixture of experts)"
 GROK = "NVIDIA/dgxc-benchmarking:grok1/README_314b.md"
 MBRIDGE = "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary-archive.md"
 ALLOWED_KEYS = {"framework", "parallelism.ep", "parallelism.zero", "parallelism.virtual_stages",
@@ -50,6 +64,8 @@ def _model(name: str) -> dict:
 
 def test_rows_parse_and_come_from_two_documents():
     assert len(ROWS) == 20 and len(REFUSED) == 1
+    assert {r.file for r in ROWS} == {"validation/llm.csv"}
+    assert {r.file for r in REFUSED} == {"validation/pending/llm_refused.csv"}
     everything = ROWS + REFUSED
     assert len({r.id for r in everything}) == len(everything)
     assert all(r.kind == "llm" and r.role == "independent" and r.system == "dgx_h100" for r in everything)
@@ -126,16 +142,16 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 def test_refused_row_is_refused_on_memory():
     """Megatron-Bridge 25.11's Qwen3-30B-A3B run (MBS 2, VP 24) ran; the memory model refuses it (held out in
-    refused/, README "Refused")."""
+    validation/pending/llm_refused.csv; llm_rows.md, round h35 (mixture of experts), "Refused")."""
     (row,) = REFUSED
     with pytest.raises(EstimatorError, match="GB per GPU"):
         validate_hybrid(estimator.resolve_config(base_overrides(row)))
 
 
 def test_every_row_is_described():
-    doc = (ROUND / "README.md").read_text(encoding="utf-8")
+    doc = section(VALIDATION / "llm_rows.md", SECTION)
     for row in ROWS + REFUSED:
-        assert f"`{row.id}`" in doc, f"{row.id} is not listed in validation/blind_h35_moe/README.md"
+        assert f"`{row.id}`" in doc, f"{row.id} is not listed in llm_rows.md, '{SECTION[3:]}'"
 
 
 def test_grok1_preset_has_the_published_parameter_count():

@@ -4,11 +4,12 @@ NVIDIA's performance tables (h28), and the published layouts the model refuses.
 The 38 rows were staged in validation/pending/ while the large-model features were built and then
 moved into validation/llm.csv (commit 064ef7e), where ``estimator validate`` predicts them and
 tests/test_validation_suite.py pins their errors. Published runs that need more memory than an H100
-has under the model (Llama 3 405B on 8,192 GPUs; Mixtral 8x7B and Nemotron-4 340B from NVIDIA's tables)
-sit in validation/pending/llm_refused.csv (``estimator validate`` reads no sub-folder). These tests check, without pricing a step unless
-said: the coverage issue #23 asks for, every row's layout and overrides, the step-time conversions
-written in ``measured_what``, the same-source rule against every calibration row, that every
-published layout is accepted and fits, and that each refused row stays refused for its stated
+has under the model (Llama 3 405B on 8,192 GPUs; Mixtral 8x7B and Nemotron-4 340B from NVIDIA's tables;
+Qwen3-30B-A3B from Megatron-Bridge's 25.11 table, blind round h35) sit in validation/pending/llm_refused.csv
+(``estimator validate`` reads no sub-folder). These tests check, without pricing a step unless said: the
+coverage issue #23 asks for, every row's layout and overrides, the step-time conversions written in
+``measured_what``, the same-source rule against every calibration row, that every published layout is
+accepted and fits, and that each refused row stays refused for its stated
 reason (a model change that accepts it fails here and must move the row into validation/llm.csv).
 Where each number comes from: validation/llm_rows.md.
 """
@@ -69,16 +70,22 @@ HELD_OUT = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(HELD_OUT_
 # model.fused_kernels=te covered MoE, a change made after the refusal was seen: llm_rows.md); NeMo's
 # Nemotron-4 340B line is in the refused file.
 TABLE_PREFIXES = ("mbridge2511-", "mbridge2606-", "mbridge260401-", "nemo2407-gpt3-", "nemo2407-llama2-", "mcore0")  # round h28 (h30: test_blind_h30_rows.py)
-TABLE_ROWS = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(TABLE_PREFIXES)
-              and r.id != "mbridge260401-llama31-405b-fp8-1024gpu"]  # round h31's (test_blind_h31_rows.py)
+# Later rows that share a prefix: round h31's 405B line (test_blind_h31_rows.py) and blind round h35's Qwen3-30B-A3B
+# line (test_blind_h35_moe_rows.py).
+TABLE_LATER = ("mbridge260401-llama31-405b-fp8-1024gpu", "mbridge260401-qwen3-30b-a3b-fp8-16gpu")
+TABLE_ROWS = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(TABLE_PREFIXES) and r.id not in TABLE_LATER]
 REFUSED_ROWS = load_rows(PENDING)  # every model a row names exists (an unknown one is a load error)
 # The rows whose published layout the model refuses, and why (validation/llm_rows.md, "Refused"):
 # Llama 3 405B on 8,192 GPUs holds 32 microbatches, so the interleaved warm-up keeps 141 one-layer
 # chunks on stage 1; Meta's own schedule (Dubey et al. 2024 Sec. 3.3.2, Fig. 6) tunes the number N of
 # consecutive microbatches per chunk, and N is not published.
-REFUSED = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipeline stage 1"}
+# Megatron-Bridge 25.11's Qwen3-30B-A3B on 16 H100 (blind round h35; llm_rows.md, "round h35 (mixture of experts)")
+# interleaves 24 one-layer chunks per rank at MBS 2: stage 1 holds 59.6 GB of activations under the model.
+REFUSED = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipeline stage 1",
+           "mbridge2511-qwen3-30b-a3b-fp8-16gpu": r"needs 92\.\d GB per GPU on pipeline stage 1"}
 # The device memory each refused row states (GB) and a capacity that lets its layout fit.
-REFUSED_DEVICE = {"llama3-405b-8192gpu-tp8pp16dp64": ("80.0", "84e9")}
+REFUSED_DEVICE = {"llama3-405b-8192gpu-tp8pp16dp64": ("80.0", "84e9"),
+                  "mbridge2511-qwen3-30b-a3b-fp8-16gpu": ("80.0", "94e9")}
 # Nemotron-4 340B on 128 H100 (NeMo 24.07 table) was refused at 80.4 GB (85.3 GB until round h30 counted TE's
 # FP8-saved GEMM inputs in 1 byte) until round h32 read the recipe's Adam state dtype (optim.dtype: bf16,
 # framework.optimizer_state=bf16): it is in llm.csv now, and with fp32 state it is refused again.
