@@ -32,11 +32,15 @@ def test_classes_follow_stack_sequence_and_checkpointing():
     assert cls_of(*base, "framework=fsdp", "parallelism.recompute=none", "model.seq_len=65536") == "fsdp/gt16k"
     assert cls_of(*base, "framework=deepspeed_2021", "parallelism.zero=3") == "deepspeed_2021/le16k/zero3"
     assert cls_of("model=resnet50", "system=dgx_a100", "fabric.nodes=8") is None  # not an LLM estimate
+    moe = ("system=dgx_h100", "fabric.nodes=64", "model=mixtral_8x7b", "parallelism=hybrid", "parallelism.ep=8")
+    assert cls_of(*moe) == "megatron/le16k/moe"
+    assert cls_of(*moe, "model.num_experts=0") == "megatron/le16k"  # the same shape, dense
 
 
 def test_describe_names_each_part():
     assert describe("fsdp/le16k/no-ac") == "PyTorch FSDP, up to 16k tokens, no activation checkpointing"
     assert describe("megatron/gt16k") == "Megatron-LM / NeMo, over 16k tokens"
+    assert describe("megatron/le16k/moe") == "Megatron-LM / NeMo, up to 16k tokens, mixture of experts"
 
 
 def test_trust_counts_only_independent_rows_of_the_class(tmp_path):

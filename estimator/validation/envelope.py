@@ -1,10 +1,11 @@
 """How far to trust a large-model estimate: its class of run and the model's record on that class.
 
 A hybrid (LLM) estimate belongs to one *class*: the training stack that runs it (``framework.name``),
-whether its sequence is longer than :data:`LONG_CONTEXT` tokens, and, for PyTorch FSDP, whether it
-checkpoints activations. These are the three things the validation found the model's error to
-depend on (docs/large-models.md, "How far to trust an estimate"); FSDP rows without checkpointing and
-long-context FSDP rows are optimistic. Each class's record ends with issue #23's verdict on it
+whether its sequence is longer than :data:`LONG_CONTEXT` tokens, for PyTorch FSDP whether it
+checkpoints activations, and whether the model is a mixture of experts (``/moe``). These are the
+things the validation found the model's error to depend on (docs/large-models.md, "How far to trust
+an estimate"); FSDP rows without checkpointing, long-context FSDP rows and the MoE rows of blind
+round h35 are optimistic. Each class's record ends with issue #23's verdict on it
 (:func:`class_summary`), the rule ``estimator validate`` and the report apply too.
 
 ``estimator validate pin=true`` writes ``validation/record.csv`` (:data:`RECORD_FILE`): every LLM
@@ -55,6 +56,8 @@ def run_class(cfg: dict[str, Any]) -> str | None:
         parts.append("ac" if str(par.get("recompute") or "none") != "none" else "no-ac")
     if framework.startswith("deepspeed") and int(par.get("zero") or 0) == 3:
         parts.append("zero3")
+    if int((cfg.get("model") or {}).get("num_experts") or 0) > 0:
+        parts.append("moe")
     return "/".join(parts)
 
 
@@ -78,7 +81,7 @@ def describe(cls: str) -> str:
     framework, length, *rest = cls.split("/")
     words = [STACKS.get(framework, framework), "up to 16k tokens" if length == "le16k" else "over 16k tokens"]
     words += [{"ac": "activation checkpointing", "no-ac": "no activation checkpointing",
-               "zero3": "ZeRO-3"}.get(r, r) for r in rest]
+               "zero3": "ZeRO-3", "moe": "mixture of experts"}.get(r, r) for r in rest]
     return ", ".join(words)
 
 
