@@ -5,6 +5,7 @@ row cites a calibration row's document, and no row repeats a run already describ
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import estimator
 from estimator.parallel.estimate import validate_hybrid
@@ -124,3 +125,11 @@ def section(path, heading: str) -> str:
     start = text.index(f"\n{heading}\n") + 1
     end = text.find("\n## ", start + len(heading))
     return text[start:] if end < 0 else text[start:end + 1]
+
+
+def check_described(rows, heading: str, measured: bool = False) -> None:
+    """Every row's id (and with ``measured`` its value to 3 decimals) is in its round's section of llm_rows.md."""
+    doc = section(Path(__file__).resolve().parents[1] / "validation" / "llm_rows.md", heading)
+    for row in rows:
+        assert f"`{row.id}`" in doc, f"{row.id} is not listed in llm_rows.md, '{heading[3:]}'"
+        assert not measured or f"{row.measured:.3f}" in doc, f"{row.id}'s measured value is not in the section's table"

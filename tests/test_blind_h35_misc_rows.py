@@ -23,12 +23,12 @@ from estimator.validation.llm import source_keys
 from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
     check_composes_and_fits,
+    check_described,
     check_layout_and_mark,
     check_no_calibration_source,
     check_rows_in_llm_file,
     document,
     overrides,
-    section,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
@@ -162,6 +162,4 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 
 def test_every_row_is_described():
-    doc = section(VALIDATION / "llm_rows.md", SECTION)
-    for row in ROWS:
-        assert f"`{row.id}`" in doc, f"{row.id} is not listed in llm_rows.md, '{SECTION[3:]}'"
+    check_described(ROWS, SECTION)

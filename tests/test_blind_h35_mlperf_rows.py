@@ -19,6 +19,7 @@ from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from tests.blind_checks import (
     check_composes_and_fits,
+    check_described,
     check_facts_only,
     check_new_runs,
     check_no_calibration_source,
@@ -27,7 +28,6 @@ from tests.blind_checks import (
     document,
     overrides,
     run_key,
-    section,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
@@ -145,7 +145,4 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 
 def test_every_row_is_described():
-    doc = section(VALIDATION / "llm_rows.md", SECTION)
-    for row in ROWS:
-        assert f"`{row.id}`" in doc, f"{row.id} is not in llm_rows.md, '{SECTION[3:]}'"
-        assert f"{row.measured:.3f}" in doc, f"{row.id}'s measured value is not in the section's table"
+    check_described(ROWS, SECTION, measured=True)

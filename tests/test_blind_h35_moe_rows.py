@@ -25,13 +25,13 @@ from estimator.validation.llm import source_keys
 from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
     check_composes_and_fits,
+    check_described,
     check_layout_and_mark,
     check_no_calibration_source,
     check_step_conversion,
     document,
     overrides,
     run_key,
-    section,
 )
 from tests.helpers import transformers_mixtral_params
 
@@ -149,9 +149,7 @@ def test_refused_row_is_refused_on_memory():
 
 
 def test_every_row_is_described():
-    doc = section(VALIDATION / "llm_rows.md", SECTION)
-    for row in ROWS + REFUSED:
-        assert f"`{row.id}`" in doc, f"{row.id} is not listed in llm_rows.md, '{SECTION[3:]}'"
+    check_described(ROWS + REFUSED, SECTION)
 
 
 def test_grok1_preset_has_the_published_parameter_count():
