@@ -31,7 +31,7 @@ from omegaconf import DictConfig
 from estimator.config import to_container
 from estimator.errors import EstimatorError
 from estimator.files import resolve_input
-from estimator.validation import load_rows, predict_all, summary
+from estimator.validation import ROLES, load_rows, predict_all, summary
 from estimator.validation.envelope import Entry, class_summary, describe, write_record
 from estimator.validation.pins import read_pins, violations, write_pins
 from estimator.validation.predict import predict, row_class
@@ -91,34 +91,36 @@ def _unstated(rows: list[Row], keys: list[str], folder: Path, tree: dict[str, An
     rows = [r for r in rows if r.kind == "llm"]
     if not rows:
         raise EstimatorError(f"validation.unstate applies to llm rows; {folder} has none")
-    out_rows = []
+    out_rows, stated, unstated = [], [], []
     for row in rows:
-        stated = predict(row)
+        as_stated = predict(row)
         kept = tuple(o for o in row.overrides if o.lstrip("+").split("=", 1)[0] not in keys)
         entry = {"id": row.id, "role": row.role, "run_class": row_class(row), "dropped": len(row.overrides) - len(kept),
-                 "error_pct": stated.error_pct, "unstated_error_pct": None, "refused": None}
+                 "error_pct": as_stated.error_pct, "unstated_error_pct": None, "refused": None}
         try:
-            entry["unstated_error_pct"] = predict(replace(row, overrides=kept)).error_pct
+            without = predict(replace(row, overrides=kept))
         except EstimatorError as exc:
             entry["refused"] = str(exc).split(f"row {row.id}: ", 1)[-1]
+        else:
+            entry["unstated_error_pct"] = without.error_pct
+            stated.append(as_stated)
+            unstated.append(without)
         out_rows.append(entry)
+    # the same per-role figures as the summary of a plain run, over the rows priced both ways
+    before = {s["role"]: s for s in summary(stated)}
+    after = {s["role"]: s for s in summary(unstated)}
     groups = []
-    for role in ("calibration", "same-source", "independent"):
+    for role in ROLES:
         mine = [r for r in out_rows if r["role"] == role]
-        priced = [r for r in mine if r["refused"] is None]
         if mine:
-            groups.append({"role": role, "count": len(mine), "refused": len(mine) - len(priced),
-                           "mean_abs_error_pct": _mean_abs(r["error_pct"] for r in priced),
-                           "unstated_mean_abs_error_pct": _mean_abs(r["unstated_error_pct"] for r in priced),
-                           "max_abs_error_pct": max((abs(r["error_pct"]) for r in priced), default=None),
-                           "unstated_max_abs_error_pct": max((abs(r["unstated_error_pct"]) for r in priced), default=None)})
+            b, a = before.get(role, {}), after.get(role, {})
+            groups.append({"role": role, "count": len(mine), "refused": sum(1 for r in mine if r["refused"]),
+                           "mean_abs_error_pct": b.get("mean_abs_error_pct"),
+                           "unstated_mean_abs_error_pct": a.get("mean_abs_error_pct"),
+                           "max_abs_error_pct": b.get("max_abs_error_pct"),
+                           "unstated_max_abs_error_pct": a.get("max_abs_error_pct")})
     return {"dir": str(folder), "store": None, "count": len(out_rows), "unstate": keys, "unstated_rows": out_rows,
             "unstated_summary": groups, "rows": [], "summary": [], "classes": []}
-
-
-def _mean_abs(values) -> float | None:
-    values = [abs(v) for v in values]
-    return sum(values) / len(values) if values else None
 
 
 def classes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -345,7 +345,8 @@ SECTION = Section(
               sql=LLM_CLASSES_SQL,
               caption="The independent large-model rows grouped by the class estimator estimate prints "
                       "beside a hybrid estimate (validation_class: training stack, sequence up to / over "
-                      "16k tokens, FSDP with or without activation checkpointing, DeepSpeed ZeRO-3). verdict applies "
+                      "16k tokens, FSDP with or without activation checkpointing, DeepSpeed ZeRO-3, mixture of experts). "
+                      "verdict applies "
                       f"issue #23's rule to the class: holds when mean |error| <= {ACCEPT_MEAN_PCT:g} % and max |error| "
                       f"<= {ACCEPT_MAX_PCT:g} %, fails otherwise; fewer than {ACCEPT_MIN_ROWS} rows: too few rows. "
                       "error > 0: the model was optimistic."),
