@@ -26,7 +26,7 @@ from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
     check_composes_and_fits,
     check_described,
-    check_layout_and_mark,
+    check_facts_only,
     check_no_calibration_source,
     check_step_conversion,
     document,
@@ -91,12 +91,9 @@ def test_no_row_shares_a_source_with_a_calibration_row():
 
 @pytest.mark.parametrize("row", ROWS + REFUSED, ids=lambda r: r.id)
 def test_row_sets_only_facts_of_the_run(row):
-    keys = overrides(row)
-    assert set(keys) <= ALLOWED_KEYS, set(keys) - ALLOWED_KEYS
+    keys = check_facts_only(row, ALLOWED_KEYS)
     assert keys["framework"] == "megatron" and keys["parallelism.zero"] == "1"
     assert keys["fabric.nvls"] == "false" and keys["parallelism.fp32_grads"] == "false"
-    assert row.metric == "tokens_per_s_per_gpu" and row.raw["flops_formula"] == ""
-    check_layout_and_mark(row)
     lay = row.layout
     dp = row.gpus // (lay["tp"] * lay["pp"] * lay["cp"])
     ep = int(keys["parallelism.ep"])
