@@ -340,7 +340,8 @@ SECTION = Section(
         Table(name="validation_nccl_errors", title="nccl-tests rows", sql=_errors_sql("nccl")),
         Table(name="validation_training_errors", title="Training rows", sql=_errors_sql("training")),
         Table(name="validation_llm_errors", title="Large-model training rows (tensor x pipeline x data parallel)",
-              sql=LLM_ROWS_SQL, caption="Per-GPU TFLOP/s as the source counts it (estimator/validation/llm.py)."),
+              sql=LLM_ROWS_SQL, caption="Per-GPU throughput as the source states it (unit column): tokens/s, or TFLOP/s by the source's own "
+                      "FLOP count (estimator/validation/llm.py). error > 0: the model was optimistic."),
         Table(name="validation_llm_classes", title="Large-model rows by class of run: how far to trust an estimate",
               sql=LLM_CLASSES_SQL,
               caption="The independent large-model rows grouped by the class estimator estimate prints "
