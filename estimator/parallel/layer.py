@@ -21,15 +21,22 @@ What is captured and how:
   GPT-3-175B layer (1.8 B parameters) is captured at its real hidden size and sequence length in
   seconds. Measured durations are meaningless on meta and are not kept; a GPU's time comes from
   the compute model (``estimator.compute.device.node_times``).
-* Mixture of experts (``spec.experts`` > 0): the MLP is a router (h x E), softmax and top-k, then
-  the rank's experts run on ``k x`` its tokens — balanced routing (the load-balancing loss's
-  aim; no token dropped, capacity factor 1), so whatever the expert-parallel degree every rank
-  computes ``k`` expert MLPs' worth of its tokens. The dispatch and combine all-to-alls are
-  communication (priced in ``step``) and are allocations here; the combined output is weighted
-  by the router probabilities (one elementwise op standing in for the weighted sum of k outputs).
-  The same router, dispatch and combine sit in every layer form below (``te``: Megatron-core's MoE
-  layer around TE's expert GEMMs; the experts' fc1 / activation / fc2 are the dense layer's kernels
-  on ``k x`` the tokens, so grouped-GEMM and fused permute kernels are not modelled separately).
+* Mixture of experts (``spec.experts`` > 0): balanced routing (the load-balancing loss's aim; no
+  token dropped, capacity factor 1), so whatever the expert-parallel degree every rank computes
+  ``k`` expert MLPs' worth of its tokens. With ``te`` the MoE MLP is Megatron-core's MoE layer with
+  its all-to-all token dispatcher (megatron/core/transformer/moe/token_dispatcher.py): the second
+  norm on the rank's own ``T`` tokens (no sequence gather), a bias-free router (h x E), softmax
+  and top-k, the fused permutation of each token to its ``k`` experts (``te::moe_permute``,
+  ``estimator.compute.te_moe_kernels``), [dispatch all-to-all], the experts' TP all-gather of the
+  ``kT`` routed rows over ``etp`` ranks (with sequence parallelism or tp 1), the regrouping by local
+  expert when a rank holds more than one (``te::moe_sort_chunks``), the experts' fc1 / activation /
+  fc2 at ``ffn / etp`` wide on those rows (the dense layer's kernels; one GEMM per Linear, grouped
+  GEMM efficiency not modelled separately), the regrouping back, the reduce-scatter, [combine
+  all-to-all], and the weighted sum of each token's ``k`` outputs (``te::moe_unpermute``). The
+  all-to-alls and the experts' TP collectives are communication (priced in ``step``) and are
+  allocations here. ``none`` / ``megatron`` (eager and Megatron-LM layers): the MLP runs on the
+  gathered sequence, the router too, ``k`` copies of each token as an allocation, the combined
+  output weighted by the router probabilities (one elementwise op).
 * Fused kernels (``model.fused_kernels``, ``spec.fused``): ``none`` captures the eager PyTorch
   layer above; ``megatron`` captures what Megatron-LM runs by default (its fusions are on unless
   disabled, megatron/arguments.py @6985e58938d40ad91ac07b0fddcfad8132e1447e) with its fused CUDA

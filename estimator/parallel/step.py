@@ -62,9 +62,16 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   Megatron's ``get_tensor_shapes`` sends ``s / tp`` tokens with ``sequence_parallel``), all
   boundaries at once; ``t_p2p`` is the mean of the two sends.
 * Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer's dispatch and
-  combine all-to-alls of ``s x b x k x h / tp`` 16-bit values per rank over the ``ep`` group, in
-  forward, backward and again in a full recompute; not overlapped. Expert gradients are reduced
-  over the ``dp / ep`` ranks holding the same experts, after the dense gradients.
+  combine all-to-alls of ``k T h`` 16-bit values per rank (``T = s b / (tp cp)`` tokens with
+  sequence parallelism) over the ``ep`` group, in forward, backward and again in a full recompute;
+  not overlapped. The expert groups fold a stage's ``tp x cp x dp`` ranks as ``etp x ep x edp``
+  (:meth:`~estimator.parallel.layout.Layout.expert_strides`). With ``model.fused_kernels=te`` and
+  sequence parallelism (Megatron-core requires it for MoE with tp > 1) the MLP's half of the
+  layer's TP collectives is the dispatcher's: an all-gather of the ``k T etp`` routed rows over the
+  ``etp`` experts' TP ranks and a reduce-scatter back (``k x`` the sequence gather's bytes at
+  ``etp = tp``; none at ``etp = 1``), plain NCCL collectives that TP-communication overlap does not
+  hide. Expert gradients are reduced over the ``edp`` ranks holding the same experts, after the
+  dense gradients.
 * Data parallelism (gradients of ``framework.grad_bytes`` per element, over the ``dp x cp`` ranks
   holding the same weights): ``zero`` 0: one all-reduce after the last microbatch; 1: a
   reduce-scatter, then the updated 16-bit weights' all-gather; with ``grad_reduce_overlap`` the
