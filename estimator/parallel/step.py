@@ -227,18 +227,23 @@ def cp_exchange(spec: TransformerSpec, L: Layout, pricer: _Pricer, attn: PartTim
     return cp_f, cp_b, cp_f + cp_b
 
 
+def _half_count(n: int) -> int | float:
+    return n // 2 if n % 2 == 0 else n / 2  # counts stay integers where they are
+
+
 def _tp_half(pricer: _Pricer, group: str, nbytes: float, size: int, sp: bool, per_step: float, n_rc: int,
-             n_op: int) -> tuple[float, float, float]:
+             n_op: int, halves: int = 1) -> tuple[float, float, float]:
     """(forward, backward, one reduce-scatter) seconds of one half of a layer's tensor-parallel
     collectives per microbatch (the attention's or the MLP's): with sequence parallelism an all-gather
     + reduce-scatter pair each way (and again in a full recompute; per-op SAC repeats the gather),
-    else an all-reduce."""
+    else an all-reduce. ``halves``: how many halves of the layer run these same collectives (their
+    counts per step are recorded once)."""
     if sp:
-        redo = pricer.price(group, "all_gather", nbytes, size, per_step * (2 + (n_rc + n_op) / 2))
-        rs = pricer.price(group, "reduce_scatter", nbytes, size, per_step * (2 + n_rc / 2))
+        redo = pricer.price(group, "all_gather", nbytes, size, _half_count(per_step * halves * (4 + n_rc + n_op)))
+        rs = pricer.price(group, "reduce_scatter", nbytes, size, _half_count(per_step * halves * (4 + n_rc)))
         one = rs + redo
     else:
-        redo = one = pricer.price(group, "all_reduce", nbytes, size, per_step * (2 + (n_rc + n_op) / 2))
+        redo = one = pricer.price(group, "all_reduce", nbytes, size, _half_count(per_step * halves * (4 + n_rc + n_op)))
         rs = 0.0
     return one, (1 + n_rc / 2) * one + n_op / 2 * redo, rs
 
@@ -273,8 +278,12 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     if moe_dispatcher:  # Megatron-core's MoE layer: no sequence gather; the dispatcher gathers the k x T routed
         # rows over the experts' TP ranks after the all-to-all and reduce-scatters them before the combine
         mlp = ("tp" if L.expert_tp == L.tp else "etp", act * spec.top_k * L.expert_tp / L.tp, L.expert_tp)
-    halves = [_tp_half(pricer, *half, L.sequence_parallel, per_step, n_rc, n_op) for half in (("tp", act, L.tp), mlp)]
-    (attn_f, attn_b, attn_rs), (mlp_f, mlp_b, mlp_rs) = halves
+    attention = ("tp", act, L.tp)
+    if mlp == attention:  # one record of the layer's TP collectives (both halves alike)
+        attn_f, attn_b, attn_rs = mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc, n_op, 2)
+    else:
+        attn_f, attn_b, attn_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc, n_op)
+        mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *mlp, L.sequence_parallel, per_step, n_rc, n_op)
     tp_emb = pricer.price("tp", "all_reduce", act, L.tp, m)
     tp_layer = attn_f + attn_b + mlp_f + mlp_b  # all of it, exposed or not
     if fw.tp_comm_overlap:  # hidden behind the layer's GEMMs (not the MoE dispatcher's: plain NCCL collectives)
