@@ -37,6 +37,7 @@ ROWS = load_rows(FOLDER)
 SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"]
 GROK = "NVIDIA/dgxc-benchmarking:grok1/README.md"
 MBRIDGE = "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary-archive.md"
+MOE_DOC = "NVIDIA-NeMo/Megatron-Bridge:docs/training/moe-optimization.md"
 ETP_IDS = {"mbridge2511-qwen3-235b-a22b-fp8-256gpu", "mbridge260201-qwen3-235b-a22b-fp8-256gpu",
            "mbridge260401-qwen3-235b-a22b-fp8-256gpu", "dgxc250502-grok1-314b-bf16-512gpu",
            "dgxc250502-grok1-314b-fp8-512gpu"}
@@ -58,11 +59,12 @@ def _has_etp() -> bool:
     return "etp" in estimator.resolve_config(["parallelism=hybrid"])["parallelism"]
 
 
-def test_rows_parse_and_come_from_two_documents():
-    assert len(ROWS) == 7 and len({r.id for r in ROWS}) == 7
+def test_rows_parse_and_come_from_three_documents():
+    assert len(ROWS) == 8 and len({r.id for r in ROWS}) == 8
     assert {r.file for r in ROWS} == {"validation/blind_h36_moe/llm.csv"}
     assert all(r.kind == "llm" and r.role == "independent" and r.system == "dgx_h100" for r in ROWS)
-    assert {doc: sum(document(r) == doc for r in ROWS) for doc in (GROK, MBRIDGE)} == {GROK: 2, MBRIDGE: 5}
+    assert {doc: sum(document(r) == doc for r in ROWS) for doc in (GROK, MBRIDGE, MOE_DOC)} == {
+        GROK: 2, MBRIDGE: 5, MOE_DOC: 1}
     assert {r.id for r in ROWS if "parallelism.etp" in overrides(r)} == ETP_IDS
 
 
@@ -117,7 +119,8 @@ def test_qwen3_235b_rows_are_the_archive_line_and_split_as_published(row):
     assert chunks == (2,) + (3,) * 30 + (2,)
 
 
-@pytest.mark.parametrize("row", [r for r in ROWS if r.model == "qwen3_30b_a3b"], ids=lambda r: r.id)
+@pytest.mark.parametrize("row", [r for r in ROWS if r.model == "qwen3_30b_a3b" and document(r) == MBRIDGE],
+                         ids=lambda r: r.id)
 def test_qwen3_30b_rows_are_the_archive_line(row):
     release = "26.06" if row.id.startswith("mbridge2606") else "26.04"
     fsdp = "" if release == "26.06" else " 0 |"
@@ -137,6 +140,15 @@ def test_grok_rows_reproduce_the_readme_step_time_and_launch_layout(row):
     assert keys["model.vocab_size"] == "128256" and keys["framework.tp_comm_overlap"] == "true"
     step = {"bf16": "15.933", "fp8": "13.433"}[row.precision]
     assert f"'Training step time (seconds per step)' {step}" in row.measured_what
+
+
+def test_moe_optimization_row_reproduces_the_documented_step_time():
+    """docs/training/moe-optimization.md: 'verified 50-step run averaged 20.14729 seconds' for the 16xH100 Qwen3
+    30B-A3B BF16 recipe (TP 1, PP 1, EP 16, GBS 1024, seq 4096 at the same commit)."""
+    (row,) = [r for r in ROWS if document(r) == MOE_DOC]
+    check_step_conversion(row)
+    assert "averaged 20.14729 seconds" in row.measured_what and row.precision == "bf16"
+    assert (row.gpus, row.layout["global_batch"], overrides(row)["parallelism.ep"]) == (16, 1024, "16")
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
