@@ -1,13 +1,14 @@
 """The round-h36 blind held-out rows: mixture-of-experts training on H100 (issue #23 item 7), in
 validation/blind_h36_moe/llm.csv (a sub-folder `estimator validate` does not read), and the preset they add
-(conf/model/qwen3_235b_a22b.yaml).
+(conf/model/qwen3_235b_a22b.yaml). One more row, which the memory model refuses, is kept apart in
+validation/blind_h36_moe/refused/llm.csv.
 
 Five of the seven rows need expert tensor parallelism 1 with TP > 1 (`parallelism.etp=1`, Megatron-core's "MoE parallel
 folding"), which the lead is adding while these rows stay blind. These checks price no step: every row parses with the
 project's loader, is an independent llm row that repeats no run already described, shares no source with a
 calibration row, sets only facts of the run, reproduces the published numbers it is derived from, composes into a
 config the hybrid model accepts and fits in memory (the etp rows once `parallelism.etp` exists; skipped before), and is
-described in the round's README.md. The new preset has its published parameter count.
+described in the round's README.md; the refused row is refused on memory. The new preset has its published parameter count.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from pathlib import Path
 import pytest
 
 import estimator
+from estimator.errors import EstimatorError
+from estimator.parallel.estimate import validate_hybrid
 from estimator.parallel.layout import Layout
 from estimator.parallel.spec import TransformerSpec
 from estimator.validation import load_rows
+from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
     check_composes_and_fits,
     check_facts_only,
@@ -34,10 +38,13 @@ from tests.blind_checks import (
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 FOLDER = VALIDATION / "blind_h36_moe"
 ROWS = load_rows(FOLDER)
+REFUSED = load_rows(FOLDER / "refused")
+EVERY = ROWS + REFUSED
 SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"]
 GROK = "NVIDIA/dgxc-benchmarking:grok1/README.md"
 MBRIDGE = "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary-archive.md"
 MOE_DOC = "NVIDIA-NeMo/Megatron-Bridge:docs/training/moe-optimization.md"
+AUTOMODEL = "NVIDIA-NeMo/Automodel:docs/performance-summary.md"
 ETP_IDS = {"mbridge2511-qwen3-235b-a22b-fp8-256gpu", "mbridge260201-qwen3-235b-a22b-fp8-256gpu",
            "mbridge260401-qwen3-235b-a22b-fp8-256gpu", "dgxc250502-grok1-314b-bf16-512gpu",
            "dgxc250502-grok1-314b-fp8-512gpu"}
@@ -59,33 +66,38 @@ def _has_etp() -> bool:
     return "etp" in estimator.resolve_config(["parallelism=hybrid"])["parallelism"]
 
 
-def test_rows_parse_and_come_from_three_documents():
-    assert len(ROWS) == 8 and len({r.id for r in ROWS}) == 8
+def test_rows_parse_and_come_from_four_documents():
+    assert len(ROWS) == 8 and len(REFUSED) == 1 and len({r.id for r in EVERY}) == 9
     assert {r.file for r in ROWS} == {"validation/blind_h36_moe/llm.csv"}
-    assert all(r.kind == "llm" and r.role == "independent" and r.system == "dgx_h100" for r in ROWS)
-    assert {doc: sum(document(r) == doc for r in ROWS) for doc in (GROK, MBRIDGE, MOE_DOC)} == {
-        GROK: 2, MBRIDGE: 5, MOE_DOC: 1}
+    assert {r.file for r in REFUSED} == {"validation/blind_h36_moe/refused/llm.csv"}
+    assert all(r.kind == "llm" and r.role == "independent" and r.system == "dgx_h100" for r in EVERY)
+    assert {doc: sum(document(r) == doc for r in EVERY) for doc in (GROK, MBRIDGE, MOE_DOC, AUTOMODEL)} == {
+        GROK: 2, MBRIDGE: 5, MOE_DOC: 1, AUTOMODEL: 1}
     assert {r.id for r in ROWS if "parallelism.etp" in overrides(r)} == ETP_IDS
 
 
 def test_rows_are_runs_no_other_row_describes():
     """Same document and model as an earlier row only at another release (the Qwen3-30B-A3B rows repeat the 26.04.01
     layout at 26.04 and 26.06, as README.md says); the check fails on a row that repeats a release."""
-    check_new_runs(ROWS, SEEN, _release)
+    check_new_runs(EVERY, SEEN, _release)
     (earlier,) = [s for s in SEEN if s.id == "mbridge260401-qwen3-30b-a3b-fp8-16gpu"]
     with pytest.raises(AssertionError, match="repeats"):
         check_new_runs([dataclasses.replace(earlier, id="mbridge260401-qwen3-30b-a3b-copy")], SEEN, _release)
 
 
 def test_no_row_shares_a_source_with_a_calibration_row():
-    check_no_calibration_source(ROWS, SEEN)
+    check_no_calibration_source(EVERY, SEEN)
 
 
-@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+@pytest.mark.parametrize("row", EVERY, ids=lambda r: r.id)
 def test_row_sets_only_facts_of_the_run(row):
     keys = check_facts_only(row, ALLOWED_KEYS)
-    assert keys["framework"] == "megatron" and keys["parallelism.zero"] == "1"
-    assert keys["parallelism.fp32_grads"] == "false" and keys["parallelism.recompute"] == "none"
+    if document(row) == AUTOMODEL:  # FSDP2 without resharding after forward, fp32 reduction, checkpointed blocks
+        assert (keys["framework"], keys["parallelism.zero"], keys["parallelism.fp32_grads"]) == ("fsdp", "2", "true")
+        assert keys["parallelism.recompute"] == "full"
+    else:
+        assert keys["framework"] == "megatron" and keys["parallelism.zero"] == "1"
+        assert keys["parallelism.fp32_grads"] == "false" and keys["parallelism.recompute"] == "none"
     lay, model = row.layout, _model(row.model)
     dp = row.gpus // (lay["tp"] * lay["pp"] * lay["cp"])
     ep, etp = int(keys["parallelism.ep"]), int(keys.get("parallelism.etp", lay["tp"]))
@@ -158,9 +170,20 @@ def test_published_layout_composes_is_accepted_and_fits(row):
     check_composes_and_fits(row)
 
 
+def test_automodel_row_is_the_table_line_and_is_refused_on_memory():
+    """NeMo AutoModel's Qwen3-30B-A3B BF16 run on 8 H100 ran; the memory model refuses its layout (kept apart in
+    refused/llm.csv; README.md, "Refused")."""
+    (row,) = REFUSED
+    check_step_conversion(row)
+    line = "| Qwen3 MoE 30B | 8 | 512 | 4 | 4 | 16 | 4096 | 1 | 1 | 1 | 8 | - | 8 | TE + DeepEP | 21.773 | 277 | 12,040 |"
+    assert line in row.source and overrides(row)["parallelism.ep"] == "8" and row.layout["micro_batch_size"] == 4
+    with pytest.raises(EstimatorError, match="GB per GPU"):
+        validate_hybrid(estimator.resolve_config(base_overrides(row)))
+
+
 def test_every_row_is_described_with_its_value():
     text = (FOLDER / "README.md").read_text(encoding="utf-8")
-    for row in ROWS:
+    for row in EVERY:
         assert f"`{row.id}`" in text, row.id
         assert f"{row.measured:.10g}" in text, row.id
 
