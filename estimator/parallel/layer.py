@@ -90,6 +90,7 @@ def _modules():
     from torch.nn import functional as F
 
     import estimator.compute.megatron_kernels  # noqa: F401  (registers torch.ops.megatron.*)
+    import estimator.compute.te_moe_kernels  # noqa: F401  (registers torch.ops.te.moe_*)
     from estimator.compute.te_kernels import Fp8GradOutput, Fp8Input
 
     class _Resize(torch.autograd.Function):
@@ -146,16 +147,19 @@ def _modules():
             return torch.bmm(probs, v3).view(b, nh, s, d)
 
     class LayerShard(nn.Module):
-        def __init__(self, spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False):
+        def __init__(self, spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False,
+                     etp: int | None = None, ep: int = 1):
             super().__init__()
             h, d, bias = spec.hidden, spec.head_dim, spec.biases
             self.spec, self.tp, self.sp, self.fp8 = spec, tp, sp, fp8
+            self.etp = tp if etp is None else etp  # the experts' tensor-parallel degree (MoE)
+            self.ep, self.local_experts = ep, spec.experts // ep if spec.experts else 0
             self.seq = spec.seq_len // cp  # this rank's tokens (context parallelism)
             self.nh, self.nkv, self.d = spec.heads // tp, spec.kv_heads_per_rank(tp), d
             self.norm1, self.norm2 = norm(spec, h), norm(spec, h)
             self.qkv = nn.Linear(h, (self.nh + 2 * self.nkv) * d, bias=bias)
             self.proj = nn.Linear(self.nh * d, h, bias=bias)
-            f = spec.ffn // tp
+            f = spec.ffn // (self.etp if spec.experts and spec.fused == "te" else tp)
             self.router = nn.Linear(h, spec.experts, bias=False) if spec.experts else None
             if not spec.gated:  # GPT (GeLU, biases), Nemotron (squared ReLU, no biases)
                 self.fc1, self.fc2 = nn.Linear(h, f, bias=bias), nn.Linear(f, h, bias=bias)
@@ -211,10 +215,34 @@ def _modules():
                 q, k = te.rope(q), te.rope(k)
             ctx = self.core(q, k, v).view(s, b, self.nh * self.d)
             x = self._residual(self._scatter(self._linear(self.proj, ctx, bias=False)), self.proj.bias, x)
+            if self.router is not None:
+                return self._residual(self._moe(x), self.fc2.bias, x)
             y = self._norm_gather(self.norm2, x)
-            y, weight = self._dispatch(y)
             m = self._linear(self.fc2, self._activation(self._linear(self.fc1, y, cast_input=False, bias=False)), bias=False)
-            return self._residual(self._scatter(self._combine(m, weight)), self.fc2.bias, x)
+            return self._residual(self._scatter(m), self.fc2.bias, x)
+
+        def _moe(self, x):  # Megatron-core's MoE layer on this rank's tokens (module docstring)
+            te = torch.ops.te
+            s, b, h = x.shape
+            y = (te.rmsnorm(x, self.norm2.weight, 1e-5) if self.spec.rmsnorm
+                 else te.layernorm(x, self.norm2.weight, self.norm2.bias, 1e-5)).view(s * b, h)
+            k, n = self.spec.top_k, s * b * self.spec.top_k
+            weight = self.router(y).softmax(-1).topk(k, -1).values
+            # the experts' TP ranks hold distinct tokens (sequence parallel) and gather them, or (tp > 1
+            # without it, etp = tp) the same tokens already
+            gather = self.etp if self.sp or self.tp == 1 else 1
+            p = te.moe_permute(y, k)  # then the EP all-to-all (communication)
+            if gather > 1:
+                p = _Resize.apply(p, n * gather)  # the experts' TP all-gather (communication)
+            sort = self.local_experts > 1
+            if sort:
+                p = te.moe_sort_chunks(p, self.ep * gather, self.local_experts)  # [source ranks, experts] -> [experts, ranks]
+            m = self._linear(self.fc2, self._activation(self._linear(self.fc1, p, bias=False)), bias=False)
+            if sort:
+                m = te.moe_sort_chunks(m, self.local_experts, self.ep * gather)
+            if gather > 1:
+                m = _Resize.apply(m, n)  # the experts' TP reduce-scatter (communication)
+            return te.moe_unpermute(m, weight).view(s, b, h)  # after the combine all-to-all
 
         def _dispatch(self, y):  # MoE: route, then k copies of each token to the experts (all-to-all stand-in)
             if self.router is None:
@@ -350,18 +378,21 @@ def _capture(name: str, module, make_inputs, fused: str, grad_output: bool = Tru
 
 @lru_cache(maxsize=64)
 @disk_cached  # kept between processes, keyed by every argument and this capture's sources
-def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False) -> dict[str, Workload]:
+def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False,
+                  etp: int | None = None, ep: int = 1) -> dict[str, Workload]:
     """The per-rank ``layer``, ``attention`` (core attention only, for selective recompute),
     ``embedding`` and ``head`` workloads of ``spec`` at tensor-parallel degree ``tp`` and
     context-parallel degree ``cp`` (one sequence of ``seq / cp`` tokens; scale with
-    ``Workload.scaled_to_batch``); ``fp8``: the layer's Linears as Transformer Engine FP8 GEMMs."""
+    ``Workload.scaled_to_batch``); ``fp8``: the layer's Linears as Transformer Engine FP8 GEMMs;
+    ``etp`` / ``ep``: the experts' tensor- and expert-parallel degrees (MoE; ``etp`` None = ``tp``)."""
     torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard = _modules()
     s = spec.seq_len // cp
     nh, nkv, d = spec.heads // tp, spec.kv_heads_per_rank(tp), spec.head_dim
     with torch.device("meta"):
-        layer, emb, head = LayerShard(spec, tp, sp, cp, fp8), EmbeddingShard(spec, tp), HeadShard(spec, tp)
+        layer, emb, head = LayerShard(spec, tp, sp, cp, fp8, etp, ep), EmbeddingShard(spec, tp), HeadShard(spec, tp)
         core = CoreAttention(spec, cp)
-        tag = (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}"
+        moe = f".etp{etp or tp}.ep{ep}" if spec.experts and spec.fused == "te" else ""
+        tag = (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}{moe}"
                f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}")
         if spec.fused == "te":  # flash attention takes [s, b, heads, d] with kv_heads for k and v
             def core_inputs(b):

@@ -6,7 +6,8 @@ exchange keys and values (``ring``: Megatron-core's default ring attention; ``al
 keys and values gathered before attention, Llama 3's method; :mod:`~estimator.parallel.step`),
 ``pp`` pipeline,
 ``dp`` data parallel degree (tp x cp x pp x dp = GPUs = ``fabric.nodes``), ``ep`` expert parallel
-degree (MoE models only; experts are split over ``ep`` of the dp ranks), ``micro_batch_size``
+degree and ``etp`` the experts' tensor-parallel degree (MoE models only; :meth:`Layout.expert_strides`),
+``micro_batch_size``
 sequences per microbatch, ``global_batch`` sequences per step (microbatches per pipeline =
 global_batch / (dp x micro_batch_size); context parallelism splits sequences, not the batch),
 ``zero`` 0-3, ``sequence_parallel``, ``recompute`` none | selective | op | full, ``virtual_stages``
@@ -28,6 +29,15 @@ null and ``pp`` not dividing the layers (our rule, chosen to reproduce Llama 3 4
 the last stages" because they also hold the embedding and the LM head): every stage gets
 ``ceil(layers / pp)`` and the surplus is taken one layer each from the first, the last, the second,
 the second-to-last stage...
+
+Expert layers (Megatron-core's "MoE parallel folding", ``--expert-tensor-parallel-size``;
+``parallel_state.initialize_model_parallel`` builds a second rank generator for them with order
+``tp-ep-dp-pp``): the ``tp x cp x dp`` ranks of a pipeline stage are regrouped as ``etp`` (innermost)
+x ``ep`` x ``edp`` (the ranks holding the same experts, which reduce their gradients), so
+``etp x ep`` must divide ``tp x cp x dp``. ``etp`` null = ``tp`` (experts split like the dense MLP).
+With ``etp = tp`` and ``cp = 1`` an EP group is ``ep`` ranks of a DP group, in any rank order; any
+other fold needs the stage's ranks to be one arithmetic run (``pp`` outermost or innermost in
+``order``).
 
 Interleaved (``virtual_stages`` v > 1; :meth:`Layout.chunk_layers`): rank ``i``'s ``j``-th model
 chunk is global chunk ``c = j pp + i`` (Megatron-core's interleaved order), so the first chunk of
@@ -103,6 +113,35 @@ class Layout:
     last_stage_layers: int | None = None
     cp_comm: str = "ring"  # how the CP ranks exchange keys and values: ring | all_gather | torch
     microbatch_group: int | None = None  # contiguous microbatches per model chunk (interleaved); None = pp
+    etp: int | None = None  # the experts' tensor-parallel degree; None = tp
+
+    @property
+    def expert_tp(self) -> int:
+        return self.tp if self.etp is None else self.etp
+
+    @property
+    def edp(self) -> int:
+        """Ranks holding the same experts (expert data parallelism; module docstring)."""
+        return self.tp * self.cp * self.dp // (self.expert_tp * self.ep)
+
+    def expert_strides(self, stride: Mapping[str, int]) -> dict[str, int]:
+        """Rank strides of the expert groups ``etp``, ``ep``, ``edp`` given the dense dims' ``stride``
+        (module docstring: Megatron-core's fold of a stage's ranks)."""
+        if self.expert_tp == self.tp and self.cp == 1:
+            return {"etp": stride["tp"], "ep": stride["dp"], "edp": stride["dp"] * self.ep}
+        base = self._fold_base()
+        return {"etp": base, "ep": base * self.expert_tp, "edp": base * self.expert_tp * self.ep}
+
+    def _fold_base(self) -> int:
+        """Rank stride of a stage's ``tp x cp x dp`` ranks, which the expert groups fold (module docstring)."""
+        dims = self.order.split("-")
+        if dims[-1] == "pp":
+            return 1
+        if dims[0] == "pp":
+            return self.pp
+        raise EstimatorError(f"parallelism.etp={self.expert_tp}, ep={self.ep}, cp={self.cp}: experts are folded over a "
+                             f"stage's tp x cp x dp ranks, which needs pp outermost or innermost in parallelism.order "
+                             f"(got {self.order!r})")
 
     @property
     def gpus(self) -> int:
@@ -114,7 +153,7 @@ class Layout:
 
     def label(self) -> str:
         cp = f" cp{self.cp}" + ("" if self.cp_comm == "ring" else f"({self.cp_comm})") if self.cp > 1 else ""
-        extra = cp + (f" ep{self.ep}" if self.ep > 1 else "") + \
+        extra = cp + (f" ep{self.ep}" if self.ep > 1 else "") + (f" etp{self.etp}" if self.etp not in (None, self.tp) else "") + \
             (f" zero{self.zero}" if self.zero else "")
         sp = (" sp" if self.sequence_parallel else "") + (f" v{self.virtual_stages}" if self.virtual_stages > 1 else "") + \
             (f" N{self.microbatch_group}" if self.microbatch_group is not None else "")
@@ -154,8 +193,9 @@ class Layout:
         if cp_comm not in CP_COMM:
             raise EstimatorError(f"parallelism.cp_comm must be one of {', '.join(CP_COMM)}, got {cp_comm!r}")
         group = None if par.get("microbatch_group") is None else _int(par, "microbatch_group")
+        etp = None if par.get("etp") is None else _int(par, "etp")
         layout = cls(tp, pp, dp, _int(par, "ep", 1), mbs, m, zero, sp, recompute, order, _int(par, "virtual_stages", 1),
-                     cp, first, last, cp_comm, group)
+                     cp, first, last, cp_comm, group, etp)
         layout.check(spec)
         return layout
 
@@ -234,9 +274,27 @@ class Layout:
             raise EstimatorError(f"parallelism.sequence_parallel: seq_len / cp = {spec.seq_len // self.cp} is not divisible by tp={self.tp}")
         if self.ep > 1 and not spec.experts:
             raise EstimatorError(f"parallelism.ep={self.ep}: model {spec.name} is dense (no experts); use ep=1")
-        if self.ep > 1 and self.dp % self.ep:
-            raise EstimatorError(f"parallelism.ep={self.ep} must divide the data-parallel degree dp={self.dp} "
-                                 f"(expert-parallel groups are made of data-parallel ranks)")
+        etp, ranks = self.expert_tp, self.tp * self.cp * self.dp
+        if self.etp is not None and self.etp != self.tp:
+            if not spec.experts:
+                raise EstimatorError(f"parallelism.etp={self.etp}: model {spec.name} is dense (no experts); leave etp null")
+            if spec.fused != "te":
+                raise EstimatorError(f"parallelism.etp={self.etp}: an expert tensor-parallel degree other than tp is "
+                                     f"Megatron-core's MoE layer; model {spec.name} needs model.fused_kernels=te")
+            if self.tp > 1 and not self.sequence_parallel:
+                raise EstimatorError(f"parallelism.etp={self.etp} with tp={self.tp} needs parallelism.sequence_parallel=true "
+                                     "(Megatron-core requires sequence parallelism for MoE with tensor parallelism)")
+        if spec.experts and spec.ffn % etp:
+            raise EstimatorError(f"parallelism.etp={etp}: model {spec.name} ffn_size {spec.ffn} is not divisible by the "
+                                 "experts' tensor-parallel degree")
+        if spec.experts and not (etp == self.tp and self.cp == 1):
+            self._fold_base()
+        if (self.ep > 1 or etp != self.tp) and ranks % (etp * self.ep):
+            if etp == self.tp and self.cp == 1:
+                raise EstimatorError(f"parallelism.ep={self.ep} must divide the data-parallel degree dp={self.dp} "
+                                     f"(expert-parallel groups are made of data-parallel ranks)")
+            raise EstimatorError(f"parallelism: etp x ep = {etp} x {self.ep} must divide tp x cp x dp = {ranks} "
+                                 "(Megatron-core regroups a pipeline stage's ranks for the expert layers)")
         if self.ep > 1 and spec.experts % self.ep:
             raise EstimatorError(f"parallelism.ep={self.ep}: model {spec.name} has {spec.experts} experts, not divisible by ep")
 

@@ -5,11 +5,11 @@
   :class:`~estimator.parallel.framework.Framework`), 12 bytes of fp32 master weights + momentum +
   variance per parameter (6 with ``framework.optimizer_state=bf16``); ZeRO-1 shards that state,
   ZeRO-2 also the gradients, ZeRO-3 also the weights over the ``dp x cp`` ranks holding a copy
-  (expert parameters over ``dp x cp / ep``). ZeRO-3 also holds the gathered weights of the unit
+  (expert parameters over the ``edp`` ranks holding the same experts, ``Layout.edp``). ZeRO-3 also holds the gathered weights of the unit
   running and of those prefetched (:func:`zero3_units`, ``Framework.zero3_live``).
 * Parameters of stage ``i``: its decoder layers (``Layout.stage_layers``) / tp, plus the
   embedding on the first stage and the LM head on the last (a tied head is a second copy when
-  ``pp`` > 1); experts further split over ``ep``.
+  ``pp`` > 1); experts split over ``ep`` and over ``etp`` (the experts' tensor-parallel degree).
 * Activations per layer and microbatch of ``s / cp`` tokens:
 
   - eager and Megatron-LM GPT layers (``model.fused_kernels`` none / megatron): Korthikanti et al.
@@ -83,10 +83,10 @@ LOGIT_BYTES = 4  # fp32 logits kept for the vocabulary-parallel cross-entropy's 
 
 
 def stage_param_split(spec: TransformerSpec, layout: Layout, stage: int) -> tuple[int, int]:
-    """(parameters data-parallel over ``dp x cp``, expert parameters over ``dp x cp / ep``) one GPU
+    """(parameters data-parallel over ``dp x cp``, expert parameters over ``edp``) one GPU
     of pipeline stage ``stage`` holds."""
     n = layout.stage_layers(spec.layers)[stage]
-    experts = n * spec.expert_layer_params() // (layout.tp * layout.ep)
+    experts = n * spec.expert_layer_params() // (layout.expert_tp * layout.ep)
     layers = n * (spec.layer_params() - spec.expert_layer_params())
     v = spec.padded_vocab(layout.tp)
     emb = v * spec.hidden + (spec.embedding_params() - spec.vocab * spec.hidden)
@@ -105,10 +105,10 @@ def zero3_units(spec: TransformerSpec, layout: Layout, unit: str) -> list[float]
     t, h, d = layout.tp, spec.hidden, spec.head_dim
     dense = spec.layer_params() - spec.expert_layer_params()
     if unit == "layer":
-        return [dense / t + spec.expert_layer_params() / (t * layout.ep)]
+        return [dense / t + spec.expert_layer_params() / (layout.expert_tp * layout.ep)]
     qkv, proj = h * (spec.heads + 2 * spec.kv_heads) * d, spec.attn_width * h
     if spec.experts:
-        mlp = [spec.expert_layer_params() / layout.ep]
+        mlp = [spec.expert_layer_params() * t / (layout.expert_tp * layout.ep)]  # divided by t below
     elif not spec.gated:  # GPT, Nemotron: fc1 and fc2
         mlp = [h * spec.ffn, h * spec.ffn]
     elif spec.fused == "te":
@@ -194,7 +194,7 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     def sharded(per_param: float, zero_stage: int) -> float:  # ZeRO shards over the ranks that hold a copy
         if layout.zero < zero_stage:
             return (dense + expert) * per_param
-        return dense * per_param / replicas + expert * per_param / (replicas // layout.ep)
+        return dense * per_param / replicas + expert * per_param / layout.edp
 
     fw = framework or Framework.from_cfg(None)
     weights, grads = sharded(WEIGHT_BYTES, 3), sharded(grad_bytes, 2)

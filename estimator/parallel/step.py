@@ -133,10 +133,11 @@ class PartTimes:
 
 @lru_cache(maxsize=1024)
 def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: DeviceProfile, precision: str,
-               cp: int = 1, attention_kernel: str = "cudnn") -> dict[str, PartTimes]:
+               cp: int = 1, attention_kernel: str = "cudnn", etp: int | None = None, ep: int = 1) -> dict[str, PartTimes]:
     out = {}
     fp8 = precision == "fp8"
-    for name, w in capture_parts(spec, tp, sp, cp, fp8).items():
+    moe = (None if etp == tp else etp, ep) if spec.experts and spec.fused == "te" else (None, 1)  # one capture per distinct layer
+    for name, w in capture_parts(spec, tp, sp, cp, fp8, *moe).items():
         scaled = w.scaled_to_batch(mbs)
         t = node_times(scaled, device, "bf16" if fp8 and name in ("embedding", "head") else precision, attention_kernel)
         phase = np.array([n.phase for n in scaled.nodes])
@@ -219,6 +220,22 @@ def cp_exchange(spec: TransformerSpec, L: Layout, pricer: _Pricer, attn: PartTim
     return cp_f, cp_b, cp_f + cp_b
 
 
+def _tp_half(pricer: _Pricer, group: str, nbytes: float, size: int, sp: bool, per_step: float, n_rc: int,
+             n_op: int) -> tuple[float, float, float]:
+    """(forward, backward, one reduce-scatter) seconds of one half of a layer's tensor-parallel
+    collectives per microbatch (the attention's or the MLP's): with sequence parallelism an all-gather
+    + reduce-scatter pair each way (and again in a full recompute; per-op SAC repeats the gather),
+    else an all-reduce."""
+    if sp:
+        redo = pricer.price(group, "all_gather", nbytes, size, per_step * (2 + (n_rc + n_op) / 2))
+        rs = pricer.price(group, "reduce_scatter", nbytes, size, per_step * (2 + n_rc / 2))
+        one = rs + redo
+    else:
+        redo = one = pricer.price(group, "all_reduce", nbytes, size, per_step * (2 + (n_rc + n_op) / 2))
+        rs = 0.0
+    return one, (1 + n_rc / 2) * one + n_op / 2 * redo, rs
+
+
 def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
               algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None,
               interference: float = 0.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -228,10 +245,12 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     fw = framework or Framework.from_cfg(None)
     overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
     grad_bytes = fw.grad_bytes(precision)
-    parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel)
+    parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
+                       L.expert_tp, L.ep)
     layer, attn, emb, head = parts["layer"], parts["attention"], parts["embedding"], parts["head"]
     stride = strides(L.order, L.tp, L.dp, L.pp, L.cp)
-    stride.update(ep=stride["dp"], edp=stride["dp"] * L.ep)  # an EP group: ep consecutive ranks of a DP group
+    if spec.experts:
+        stride.update(L.expert_strides(stride))  # the expert layers' etp / ep / edp groups
     stride["dpcp"] = stride["cp"] if L.cp > 1 else stride["dp"]  # the gradient group: dp x cp ranks (cp inside dp)
     pricer = _Pricer(fabric, {**stride, "dp": stride["dpcp"]}, algorithm)
     m, stages, v = L.microbatches, L.stage_layers(spec.layers), L.virtual_stages
@@ -241,21 +260,24 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     n_rc = 2 if L.recompute == "full" else 0
     n_op = (2 if L.sequence_parallel else 1) if L.recompute == "op" else 0  # per-op SAC's repeated collectives (sac)
     per_step = m * max(stages)  # layer-microbatches per step on the busiest rank (collective counts are per rank)
-    # ---- tensor parallelism per layer and microbatch
-    scatter = 0.0
-    if L.sequence_parallel:
-        redo = pricer.price("tp", "all_gather", act, L.tp, per_step * (4 + n_rc + n_op))
-        scatter = pricer.price("tp", "reduce_scatter", act, L.tp, per_step * (4 + n_rc))
-        one = scatter + redo
-    else:
-        redo = one = pricer.price("tp", "all_reduce", act, L.tp, per_step * (4 + n_rc + n_op))
-    tp_f, tp_b = 2 * one, (2 + n_rc) * one + n_op * redo
+    # ---- tensor parallelism per layer and microbatch: the attention's and the MLP's collectives
+    mlp = ("tp", act, L.tp)
+    moe_dispatcher = spec.experts and spec.fused == "te" and (L.sequence_parallel or L.expert_tp != L.tp)
+    if moe_dispatcher:  # Megatron-core's MoE layer: no sequence gather; the dispatcher gathers the k x T routed
+        # rows over the experts' TP ranks after the all-to-all and reduce-scatters them before the combine
+        mlp = ("tp" if L.expert_tp == L.tp else "etp", act * spec.top_k * L.expert_tp / L.tp, L.expert_tp)
+    halves = [_tp_half(pricer, *half, L.sequence_parallel, per_step, n_rc, n_op) for half in (("tp", act, L.tp), mlp)]
+    (attn_f, attn_b, attn_rs), (mlp_f, mlp_b, mlp_rs) = halves
     tp_emb = pricer.price("tp", "all_reduce", act, L.tp, m)
-    tp_layer = tp_f + tp_b  # all of it, exposed or not
-    if fw.tp_comm_overlap:  # hidden behind the layer's GEMMs
-        # async TP: the backward's two input-gradient reduce-scatters run unfused (framework docstring)
-        unfused = 0.0 if fw.tp_overlap_grad_reduce_scatter else 2 * scatter
-        tp_f, tp_b = max(0.0, tp_f - layer.fwd_gemm), unfused + max(0.0, tp_b - unfused - layer.bwd_gemm)
+    tp_layer = attn_f + attn_b + mlp_f + mlp_b  # all of it, exposed or not
+    if fw.tp_comm_overlap:  # hidden behind the layer's GEMMs (not the MoE dispatcher's: plain NCCL collectives)
+        # async TP: the backward's input-gradient reduce-scatters run unfused (framework docstring)
+        hidden_f, hidden_b, rs = (attn_f, attn_b, attn_rs) if moe_dispatcher else (attn_f + mlp_f, attn_b + mlp_b, attn_rs + mlp_rs)
+        unfused = 0.0 if fw.tp_overlap_grad_reduce_scatter else rs
+        hidden_f, hidden_b = max(0.0, hidden_f - layer.fwd_gemm), unfused + max(0.0, hidden_b - unfused - layer.bwd_gemm)
+        tp_f, tp_b = (hidden_f + mlp_f, hidden_b + mlp_b) if moe_dispatcher else (hidden_f, hidden_b)
+    else:
+        tp_f, tp_b = attn_f + mlp_f, attn_b + mlp_b
     # ---- expert parallelism: dispatch + combine all-to-all of each MoE layer, in forward and backward
     ep_one = 0.0
     if spec.experts and L.ep > 1:
@@ -284,7 +306,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     t_b = [n * b_layer + ends_b[i] + z3.last_gather for i, n in enumerate(stages)]
     # ---- ZeRO-2: every microbatch's gradients reduce-scattered during its backward
     dense = [stage_param_split(spec, L, i) for i in range(L.pp)]
-    edp = L.dp * L.cp // L.ep  # data-parallel copies of an expert
+    edp = L.edp  # data-parallel copies of an expert
     slowed_z2 = [0.0] * L.pp  # ZeRO-2's interference per stage and microbatch
     if L.zero == 2:
         for i, (d, e) in enumerate(dense):
@@ -320,9 +342,9 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     opt_params = d_s / (L.dp * L.cp) + e_s / edp if L.zero >= 1 else n_local
     optimizer = opt_params * ADAM_STEP_BYTES[fw.optimizer_state] / device.memory_rate("optimizer", precision)
     # ---- circuits: dimension -> (group size, phases per step), see estimator/parallel/circuits.py
-    counts = {g: sum(c["count_per_step"] for c in pricer.colls if c["group"] == g) for g in ("tp", "ep", "cp")}
+    counts = {g: sum(c["count_per_step"] for c in pricer.colls if c["group"] == g) for g in ("tp", "etp", "ep", "cp")}
     z3_gathers = per_step * z3.gathers
-    circuits = plan(fabric, {"tp": (L.tp, counts["tp"]), "cp": (L.cp, counts["cp"]), "ep": (L.ep, counts["ep"] / 2),
+    circuits = plan(fabric, {"tp": (L.tp, counts["tp"] + counts["etp"]), "cp": (L.cp, counts["cp"]), "ep": (L.ep, counts["ep"] / 2),
                              "pp": (L.pp, 2 * m * v), "dp": (L.dp * L.cp, 1 + z3_gathers),
                              "edp": (edp, 1 if L.ep > 1 else 0)})
     total = pipeline + dp_exposed + optimizer + circuits.reconfig_s

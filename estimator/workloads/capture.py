@@ -199,6 +199,7 @@ def _cost_mode():
 
     import estimator.compute.megatron_kernels  # noqa: F401  (registers the megatron:: ops)
     import estimator.compute.te_kernels  # noqa: F401  (registers the te:: ops and their FLOP formulas)
+    import estimator.compute.te_moe_kernels  # noqa: F401  (registers the te:: MoE token permutations)
 
     class CostMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):

@@ -41,6 +41,7 @@ _ELEMENTWISE = {
     "clamp", "clamp_", "maximum", "minimum", "abs", "sign", "_foreach_add_", "_foreach_mul_",
     "bias_gelu", "bias_gelu_backward", "bias_dropout_add",  # megatron:: fused kernels
     "rope", "rope_backward", "swiglu", "swiglu_backward", "fp8_cast_transpose",  # te:: fused kernels
+    "moe_permute", "moe_permute_backward", "moe_sort_chunks", "moe_unpermute", "moe_unpermute_backward",  # te:: MoE
 }  # fmt: skip
 
 

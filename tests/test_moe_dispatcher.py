@@ -1,0 +1,119 @@
+"""Megatron-core's MoE layer as the estimator prices it: the token permutations around the experts
+(te::moe_* kernels), the experts' own tensor-parallel degree (``parallelism.etp``, MoE parallel
+folding) and the dispatcher's tensor-parallel collectives."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import estimator
+import estimator.compute.te_moe_kernels  # noqa: F401  (registers torch.ops.te.moe_*)
+from estimator.errors import EstimatorError
+from estimator.estimate import estimate
+from estimator.parallel.estimate import validate_hybrid
+from estimator.parallel.layer import capture_parts
+from estimator.parallel.layout import Layout
+from estimator.parallel.memory import stage_param_split
+from estimator.parallel.spec import TransformerSpec
+
+GROK = ["model=grok1_314b", "parallelism=hybrid", "system=dgx_h100", "precision=bf16", "model.seq_len=4096",
+        "parallelism.sequence_parallel=true", "parallelism.recompute=none", "parallelism.global_batch=256"]
+
+
+def cfg(*overrides, gpus=512):
+    return estimator.resolve_config([*GROK, f"fabric.nodes={gpus}", "parallelism.tp=4", "parallelism.pp=8", *overrides])
+
+
+def spec(model="grok1_314b", **change):
+    m = dict(estimator.resolve_config([f"model={model}"])["model"])
+    m.update(change)
+    return TransformerSpec.from_cfg(m)
+
+
+def _ops(workload, name):
+    return [n for n in workload.nodes if n.op.endswith(name)]
+
+
+def test_permutation_kernels_compute_the_real_result():
+    x, probs = torch.randn(6, 4, requires_grad=True), torch.rand(6, 2, requires_grad=True)
+    routed = torch.ops.te.moe_permute(x, 2)
+    assert torch.equal(routed[::2], x.detach()) and torch.equal(routed[1::2], x.detach())
+    sorted_ = torch.ops.te.moe_sort_chunks(routed, 2, 3)
+    assert not torch.equal(sorted_, routed) and torch.equal(torch.ops.te.moe_sort_chunks(sorted_, 3, 2), routed)
+    out = torch.ops.te.moe_unpermute(sorted_.detach() * 0 + routed, probs)
+    assert torch.allclose(out, x * probs.sum(1, keepdim=True))
+    double = (torch.randn(6, 4, dtype=torch.double, requires_grad=True),
+              torch.rand(6, 2, dtype=torch.double, requires_grad=True))
+    assert torch.autograd.gradcheck(lambda a, p: torch.ops.te.moe_unpermute(torch.ops.te.moe_permute(a, 2), p), double)
+
+
+def test_captured_moe_layer_moves_the_permutations_bytes():
+    s = spec("qwen3_30b_a3b", seq_len=1024)
+    layer = capture_parts(s, 1, False, 1, False, None, 8)["layer"]
+    t, h, k = s.seq_len, s.hidden, s.top_k
+    (permute,) = [n for n in _ops(layer, "moe_permute") if n.phase == "forward"]
+    assert permute.mem_bytes == pytest.approx((t + k * t) * h * 4, rel=1e-3)  # fp32 capture: reads T rows, writes kT
+    (unpermute,) = [n for n in _ops(layer, "moe_unpermute") if n.phase == "forward"]
+    assert unpermute.mem_bytes == pytest.approx((k * t + t) * h * 4 + t * k * 4, rel=1e-3)
+    assert len(_ops(layer, "moe_sort_chunks")) == 4  # 16 local experts: sorted and restored, forward and backward
+    one_expert_each = capture_parts(s, 1, False, 1, False, None, 128)["layer"]
+    assert not _ops(one_expert_each, "moe_sort_chunks")  # one local expert: nothing to sort
+
+
+def test_etp_keeps_the_experts_work_and_widens_their_gemms():
+    s = spec(seq_len=1024)
+    split = capture_parts(s, 4, True, 1, False, None, 2)["layer"]  # experts split over the 4 TP ranks
+    whole = capture_parts(s, 4, True, 1, False, 1, 2)["layer"]  # etp 1: whole experts on a quarter of the rows
+    gemm = {name: sum(n.flops for n in w.nodes if n.op_class == "matmul") for name, w in (("split", split), ("whole", whole))}
+    assert gemm["whole"] == pytest.approx(gemm["split"], rel=1e-6)  # the same FLOPs either way
+    rows = {name: max(n.mem_bytes for n in _ops(w, "moe_sort_chunks")) for name, w in (("split", split), ("whole", whole))}
+    assert rows["split"] == pytest.approx(4 * rows["whole"])  # sorted after the TP gather: 4 x the rows
+
+
+def test_etp_one_folds_the_expert_groups_over_the_tensor_parallel_ranks():
+    folded = estimate(cfg("parallelism.ep=8", "parallelism.etp=1"))
+    split = estimate(cfg("parallelism.ep=2"))
+    ep = [c for c in folded.collectives if c["group"] == "ep"]
+    assert ep[0]["group_size"] == 8 and ep[0]["stride"] == 1  # EP 8 over TP 4 x 2 DP ranks of a stage
+    assert not [c for c in folded.collectives if c["group"] == "etp"]  # whole experts: no TP collective around them
+    edp = [c for c in folded.collectives if c["group"] == "edp"]
+    assert edp[0]["group_size"] == 8 and edp[0]["stride"] == 8  # edp = 4 x 16 / (1 x 8), the next 8-rank blocks
+    split_ep = [c for c in split.collectives if c["group"] == "ep"][0]
+    assert split_ep["group_size"] == 2 and split_ep["stride"] == 4  # EP over DP ranks, as before
+    # the dispatcher gathers the k x T routed rows over the experts' TP ranks: k times the sequence gather
+    gathers = sorted(c["bytes"] for c in split.collectives if c["group"] == "tp" and c["collective"] == "all_gather")
+    assert gathers[1] == pytest.approx(2 * gathers[0])  # Grok-1: top-2
+
+
+def test_etp_shards_expert_parameters_over_etp_x_ep():
+    s = spec()
+    split = Layout(4, 8, 2, 2, 1, 128, 1, True, "none")
+    whole = Layout(4, 8, 2, 8, 1, 128, 1, True, "none", etp=1)
+    assert split.edp == 1 and whole.edp == 1
+    _, e_split = stage_param_split(s, split, 1)
+    _, e_whole = stage_param_split(s, whole, 1)
+    assert e_whole == e_split  # 8 experts / (4 x 2) = 8 / (1 x 8): one expert's worth either way
+    wide = Layout(4, 8, 2, 4, 1, 128, 1, True, "none", etp=1)
+    assert wide.edp == 2 and stage_param_split(s, wide, 1)[1] == 2 * e_split
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (("parallelism.ep=8", "parallelism.etp=16"), r"etp x ep = 16 x 8 must divide tp x cp x dp = 64"),
+    (("parallelism.ep=8", "parallelism.etp=1", "parallelism.sequence_parallel=false"), "needs parallelism.sequence_parallel=true"),
+    (("parallelism.ep=4", "parallelism.etp=1", "parallelism.order=tp-pp-dp"), "pp outermost or innermost"),
+    (("parallelism.etp=0",), "parallelism.etp must be an integer >= 1"),
+])
+def test_bad_expert_folds_are_one_line_errors(extra, needle):
+    with pytest.raises(EstimatorError, match=needle):
+        c = cfg(*extra)
+        validate_hybrid(c)
+        estimate(c)
+
+
+def test_etp_on_a_dense_model_is_an_error():
+    c = estimator.resolve_config(["model=llama3_8b", "parallelism=hybrid", "system=dgx_h100", "fabric.nodes=16",
+                                  "parallelism.tp=2", "parallelism.sequence_parallel=true", "parallelism.etp=1",
+                                  "parallelism.global_batch=64"])
+    with pytest.raises(EstimatorError, match="is dense"):
+        validate_hybrid(c)
