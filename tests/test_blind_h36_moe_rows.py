@@ -1,14 +1,14 @@
 """The round-h36 blind held-out rows: mixture-of-experts training on H100 (issue #23 item 7), in
 validation/blind_h36_moe/llm.csv (a sub-folder `estimator validate` does not read), and the preset they add
-(conf/model/qwen3_235b_a22b.yaml). One more row, which the memory model refuses, is kept apart in
+(conf/model/qwen3_235b_a22b.yaml). The four rows the memory model refuses are kept apart in
 validation/blind_h36_moe/refused/llm.csv.
 
-Five of the seven rows need expert tensor parallelism 1 with TP > 1 (`parallelism.etp=1`, Megatron-core's "MoE parallel
-folding"), which the lead is adding while these rows stay blind. These checks price no step: every row parses with the
-project's loader, is an independent llm row that repeats no run already described, shares no source with a
-calibration row, sets only facts of the run, reproduces the published numbers it is derived from, composes into a
-config the hybrid model accepts and fits in memory (the etp rows once `parallelism.etp` exists; skipped before), and is
-described in the round's README.md; the refused row is refused on memory. The new preset has its published parameter count.
+Five of the nine rows need expert tensor parallelism 1 with TP > 1 (`parallelism.etp=1`, Megatron-core's "MoE parallel
+folding", main 2067c0a). These checks price no step: every row parses with the project's loader, is an independent llm
+row that repeats no run already described, shares no source with a calibration row, sets only facts of the run,
+reproduces the published numbers it is derived from, composes into a config the hybrid model accepts and fits in memory
+(the refused rows: is refused on memory), and is described in the round's README.md. The new preset has its published
+parameter count.
 """
 
 from __future__ import annotations
@@ -62,18 +62,15 @@ def _release(row) -> str:
     return row.id.split("-", 1)[0]
 
 
-def _has_etp() -> bool:
-    return "etp" in estimator.resolve_config(["parallelism=hybrid"])["parallelism"]
-
-
 def test_rows_parse_and_come_from_four_documents():
-    assert len(ROWS) == 8 and len(REFUSED) == 1 and len({r.id for r in EVERY}) == 9
+    assert len(ROWS) == 5 and len(REFUSED) == 4 and len({r.id for r in EVERY}) == 9
     assert {r.file for r in ROWS} == {"validation/blind_h36_moe/llm.csv"}
     assert {r.file for r in REFUSED} == {"validation/blind_h36_moe/refused/llm.csv"}
     assert all(r.kind == "llm" and r.role == "independent" and r.system == "dgx_h100" for r in EVERY)
     assert {doc: sum(document(r) == doc for r in EVERY) for doc in (GROK, MBRIDGE, MOE_DOC, AUTOMODEL)} == {
         GROK: 2, MBRIDGE: 5, MOE_DOC: 1, AUTOMODEL: 1}
-    assert {r.id for r in ROWS if "parallelism.etp" in overrides(r)} == ETP_IDS
+    assert {r.id for r in EVERY if "parallelism.etp" in overrides(r)} == ETP_IDS
+    assert {r.model for r in REFUSED} == {"qwen3_235b_a22b", "qwen3_30b_a3b"}
 
 
 def test_rows_are_runs_no_other_row_describes():
@@ -110,7 +107,7 @@ def test_row_sets_only_facts_of_the_run(row):
         assert dp % ep == 0 and lay["tp"] == 1
 
 
-@pytest.mark.parametrize("row", [r for r in ROWS if r.model == "qwen3_235b_a22b"], ids=lambda r: r.id)
+@pytest.mark.parametrize("row", [r for r in EVERY if r.model == "qwen3_235b_a22b"], ids=lambda r: r.id)
 def test_qwen3_235b_rows_are_the_archive_line_and_split_as_published(row):
     lay, keys = row.layout, overrides(row)
     columns = "| 0 | 2 | 8 | 1 | 4 | 32 |"
@@ -165,20 +162,22 @@ def test_moe_optimization_row_reproduces_the_documented_step_time():
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_published_layout_composes_is_accepted_and_fits(row):
-    if row.id in ETP_IDS and not _has_etp():
-        pytest.skip("waiting for parallelism.etp (the lead is adding it; validation/blind_h36_moe/README.md)")
     check_composes_and_fits(row)
 
 
-def test_automodel_row_is_the_table_line_and_is_refused_on_memory():
-    """NeMo AutoModel's Qwen3-30B-A3B BF16 run on 8 H100 ran; the memory model refuses its layout (kept apart in
-    refused/llm.csv; README.md, "Refused")."""
-    (row,) = REFUSED
+@pytest.mark.parametrize("row", REFUSED, ids=lambda r: r.id)
+def test_refused_rows_are_refused_on_memory(row):
+    """These runs ran; the memory model refuses their layouts (README.md, "Refused"). Fails when a model change
+    accepts one: then it can join the other rows."""
+    with pytest.raises(EstimatorError, match="GB per GPU"):
+        validate_hybrid(estimator.resolve_config(base_overrides(row)))
+
+
+def test_automodel_row_is_the_table_line():
+    (row,) = [r for r in EVERY if document(r) == AUTOMODEL]
     check_step_conversion(row)
     line = "| Qwen3 MoE 30B | 8 | 512 | 4 | 4 | 16 | 4096 | 1 | 1 | 1 | 8 | - | 8 | TE + DeepEP | 21.773 | 277 | 12,040 |"
     assert line in row.source and overrides(row)["parallelism.ep"] == "8" and row.layout["micro_batch_size"] == 4
-    with pytest.raises(EstimatorError, match="GB per GPU"):
-        validate_hybrid(estimator.resolve_config(base_overrides(row)))
 
 
 def test_every_row_is_described_with_its_value():
