@@ -89,3 +89,21 @@ def transformers_mixtral_params(spec) -> int:
             num_attention_heads=spec.heads, num_key_value_heads=spec.kv_heads, num_local_experts=spec.experts,
             num_experts_per_tok=spec.top_k, vocab_size=spec.vocab))
     return sum(p.numel() for p in hf.parameters())
+
+
+def transformers_qwen3_moe_params(spec) -> int:
+    """Parameters of ``transformers``' Qwen3-MoE at a TransformerSpec's shapes (every layer MoE, untied output layer),
+    built on the meta device, minus the per-head q/k RMSNorm weights (2 x head_dim per layer) the tool does not
+    express: the reference count for Qwen3-MoE presets; skips the test when torch is not installed."""
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    with torch.device("meta"):
+        hf = Qwen3MoeForCausalLM(Qwen3MoeConfig(
+            hidden_size=spec.hidden, moe_intermediate_size=spec.ffn, num_hidden_layers=spec.layers,
+            num_attention_heads=spec.heads, num_key_value_heads=spec.kv_heads, head_dim=spec.head_dim,
+            num_experts=spec.experts, num_experts_per_tok=spec.top_k, vocab_size=spec.vocab,
+            tie_word_embeddings=False, decoder_sparse_step=1, mlp_only_layers=[]))
+    return sum(p.numel() for p in hf.parameters()) - spec.layers * 2 * spec.head_dim
