@@ -14,7 +14,7 @@ from estimator.estimate import estimate
 from estimator.parallel.estimate import validate_hybrid
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout
-from estimator.parallel.memory import stage_param_split
+from estimator.parallel.memory import moe_mlp_bytes, stage_param_split
 from estimator.parallel.spec import TransformerSpec
 
 GROK = ["model=grok1_314b", "parallelism=hybrid", "system=dgx_h100", "precision=bf16", "model.seq_len=4096",
@@ -117,3 +117,24 @@ def test_etp_on_a_dense_model_is_an_error():
                                   "parallelism.global_batch=64"])
     with pytest.raises(EstimatorError, match="is dense"):
         validate_hybrid(c)
+
+
+def test_moe_activations_keep_fp8_inputs_and_the_gathered_rows():
+    s = spec(seq_len=4096)
+    split = Layout(4, 8, 16, 2, 1, 128, 1, True, "none")  # etp = tp = 4: fc1's input is the gathered k T x 4 rows
+    whole = Layout(4, 8, 16, 8, 1, 128, 1, True, "none", etp=1)
+    t_rows, h, f, k = 4096 / 4, s.hidden, s.ffn, s.top_k
+    assert moe_mlp_bytes(s, split) - moe_mlp_bytes(s, whole) == pytest.approx(k * t_rows * 3 * 2 * h)
+    assert moe_mlp_bytes(s, whole) - moe_mlp_bytes(s, whole, fp8=True) == pytest.approx(k * t_rows * (h + f))
+
+
+def test_qwen3_235b_layout_that_ran_fits():
+    """Megatron-Bridge's DGX-H100 Qwen3-235B-A22B layout (TP 2, PP 8, VP 4, EP 32, ETP 1, FP8, no recompute;
+    docs/performance-summary-archive.md, 25.11 to 26.04.01) ran, so it fits; at twice the micro-batch it would not."""
+    layout = ["model=qwen3_235b_a22b", "parallelism=hybrid", "system=dgx_h100", "fabric.nodes=256", "framework=megatron",
+              "parallelism.tp=2", "parallelism.pp=8", "parallelism.virtual_stages=4", "parallelism.ep=32",
+              "parallelism.etp=1", "parallelism.sequence_parallel=true", "parallelism.recompute=none",
+              "parallelism.fp32_grads=false", "parallelism.global_batch=2048", "precision=fp8"]
+    validate_hybrid(estimator.resolve_config(layout))
+    with pytest.raises(EstimatorError, match=r"needs \d+\.\d GB per GPU on pipeline stage"):
+        validate_hybrid(estimator.resolve_config([*layout, "parallelism.micro_batch_size=2"]))

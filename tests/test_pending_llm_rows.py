@@ -82,7 +82,7 @@ REFUSED_ROWS = load_rows(PENDING)  # every model a row names exists (an unknown 
 # Megatron-Bridge 25.11's Qwen3-30B-A3B on 16 H100 (blind round h35; llm_rows.md, "round h35 (mixture of experts)")
 # interleaves 24 one-layer chunks per rank at MBS 2: stage 1 holds 59.6 GB of activations under the model.
 REFUSED = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipeline stage 1",
-           "mbridge2511-qwen3-30b-a3b-fp8-16gpu": r"needs 92\.\d GB per GPU on pipeline stage 1"}
+           "mbridge2511-qwen3-30b-a3b-fp8-16gpu": r"needs 84\.\d GB per GPU on pipeline stage 1"}
 # The device memory each refused row states (GB) and a capacity that lets its layout fit.
 REFUSED_DEVICE = {"llama3-405b-8192gpu-tp8pp16dp64": ("80.0", "84e9"),
                   "mbridge2511-qwen3-30b-a3b-fp8-16gpu": ("80.0", "94e9")}

@@ -47,9 +47,14 @@
     on those ``ks b`` tokens (GeLU ``4ksbf``; SwiGLU ``6ksbf``), the experts' outputs before the
     weighted combine ``2ksbh`` and the dropout mask ``sbh``; token-width tensors split over the
     ``t`` tensor-parallel ranks (Megatron-core requires sequence parallelism for MoE with t > 1).
-    In the TE layer the swapped-out share is :func:`te_dense_mlp_bytes` (the dropout mask counted
-    in ``moe_mlp_bytes`` stays, ``sbh/t``: the models that run TE's MoE train without dropout, an
-    overcount of under 1 % of the MoE bytes).
+    In the TE layer (Megatron-core's MoE layer, :mod:`~estimator.parallel.layer`) what each op
+    keeps: fc1's input, the ``k T`` routed rows gathered over the experts' TP ranks (``k T etp x h``,
+    1 byte with ``fp8``: TE's FP8 grouped Linears keep the FP8 copy for the weight gradient, as its
+    dense Linears do), fc1's output (``2f`` SwiGLU / ``f``, 16-bit, ``k T etp x f/etp``), fc2's input
+    (``f``, 1 byte with ``fp8``) and the unpermute's input (``k T x h``, 16-bit, for the
+    probabilities' gradient); the swapped-out share is :func:`te_dense_mlp_bytes` (the dropout mask
+    counted in ``moe_mlp_bytes`` stays, ``sbh/t``: the models that run TE's MoE train without
+    dropout, an overcount of under 1 % of the MoE bytes).
 
 * Microbatches in flight on stage ``i`` (Megatron's 1F1B schedule: the warm-up forwards plus the
   one running; megatron/core/pipeline_parallel/schedules.py ``num_warmup_microbatches = pp - i - 1``
@@ -158,12 +163,18 @@ def dense_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
     return s * b * h * 19 / t if layout.sequence_parallel else s * b * h * (3 + 16 / t)
 
 
-def moe_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
+def moe_mlp_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> float:
     """Bytes one GPU saves for the backward of one MoE MLP per microbatch (the module docstring)."""
     s, b, h, t, k = spec.seq_len // layout.cp, layout.micro_batch_size, spec.hidden, layout.tp, spec.top_k
-    inner = 6 if spec.gated else 4  # SwiGLU: 2f-wide fc1 output + its output; GeLU: fc1 + GeLU outputs
     tokens = s * b / t
-    return tokens * (3 * h + 4 * spec.experts) + k * tokens * (4 * h + inner * spec.ffn)
+    if spec.fused != "te":
+        inner = 6 if spec.gated else 4  # SwiGLU: 2f-wide fc1 output + its output; GeLU: fc1 + GeLU outputs
+        return tokens * (3 * h + 4 * spec.experts) + k * tokens * (4 * h + inner * spec.ffn)
+    per_byte = 1 if fp8 else 2  # what TE's FP8 grouped Linears keep of their inputs
+    gather = layout.expert_tp  # routed rows per token on this rank: gathered over the experts' TP (or, tp > 1 without
+    # sequence parallelism, where etp = tp: every TP rank routes all the tokens)
+    fc1_out = (4 if spec.gated else 2) * spec.ffn  # the 2f-wide (SwiGLU) or f-wide fc1 output, 16-bit
+    return tokens * (3 * h + 4 * spec.experts) + k * tokens * (gather * per_byte * h + fc1_out + per_byte * spec.ffn + 2 * h)
 
 
 def layers_in_flight(layout: Layout, stage: int, model_layers: int) -> float:
@@ -204,7 +215,7 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     per_layer = activation_bytes_per_layer(spec, layout, fp8)
     if spec.experts and layout.recompute != "full":
         dense_share = te_dense_mlp_bytes(spec, layout, fp8) if spec.fused == "te" else dense_mlp_bytes(spec, layout)
-        per_layer += moe_mlp_bytes(spec, layout) - dense_share
+        per_layer += moe_mlp_bytes(spec, layout, fp8) - dense_share
     acts = layers_in_flight(layout, stage, spec.layers) * per_layer
     if stage == layout.pp - 1:
         acts += LOGIT_BYTES * spec.seq_len // layout.cp * layout.micro_batch_size * spec.padded_vocab(layout.tp) / layout.tp
