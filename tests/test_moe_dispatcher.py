@@ -15,6 +15,7 @@ from estimator.parallel.estimate import validate_hybrid
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout
 from estimator.parallel.memory import moe_mlp_bytes, stage_param_split
+from estimator.parallel.search import candidates
 from estimator.parallel.spec import TransformerSpec
 
 GROK = ["model=grok1_314b", "parallelism=hybrid", "system=dgx_h100", "precision=bf16", "model.seq_len=4096",
@@ -138,3 +139,13 @@ def test_qwen3_235b_layout_that_ran_fits():
     validate_hybrid(estimator.resolve_config(layout))
     with pytest.raises(EstimatorError, match=r"needs \d+\.\d GB per GPU on pipeline stage"):
         validate_hybrid(estimator.resolve_config([*layout, "parallelism.micro_batch_size=2"]))
+
+
+def test_layout_search_tries_whole_experts_folded_over_tensor_parallelism():
+    s = spec()
+    base = Layout(4, 8, 16, 1, 1, 64, 1, True, "none")
+    found = {(x.tp, x.ep, x.etp) for x in candidates(s, base, 512, 8, 1024, (1,))}
+    assert (4, 8, 1) in found and (4, 8, None) in found  # EP 8 over 8 DP ranks, or over TP 4 x 2 DP ranks whole
+    assert not {x for x in found if x[2] == 1 and x[0] == 1}  # tp 1: nothing to fold
+    dense = {x.etp for x in candidates(spec("qwen3_30b_a3b", num_experts=0), base, 512, 8, 1024, (1,))}
+    assert dense == {None}

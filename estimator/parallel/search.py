@@ -4,7 +4,9 @@ Searched: tp in the divisors of ``gpus_per_node`` (or 1..8 on fabrics without no
 the heads; pp dividing the layers and the GPU count; dp = GPUs / (tp x cp x pp) with the configured
 context-parallel degree cp; micro-batch sizes
 ``search_micro_batch_sizes``; rank orders tp-dp-pp and tp-pp-dp; for MoE models the
-expert-parallel degree ep (powers of two dividing dp and the expert count); with tp > 1 also
+expert-parallel degree ep (powers of two dividing cp x dp and the expert count) and, for
+Megatron-core's MoE layer (``model.fused_kernels=te``) with tp > 1 and sequence parallelism, whole
+experts (``etp`` 1) with ep folded over the TP ranks too (dividing tp x cp x dp); with tp > 1 also
 sequence parallelism on (Megatron-LM's --sequence-parallel: the same communication volume as TP's
 all-reduces, layer-norm and dropout activations split tp ways) when it is configured off. The global
 batch, ZeRO stage, recompute and cp stay as configured. A layout is skipped when the global batch
@@ -28,6 +30,11 @@ from estimator.parallel.step import step_time
 ORDERS = ("tp-cp-dp-pp", "tp-pp-cp-dp")
 
 
+def _eps(spec: TransformerSpec, ranks: int) -> list[int]:
+    """Expert-parallel degrees (powers of two) dividing ``ranks`` and the expert count; [1] for a dense model."""
+    return [e for e in (1, 2, 4, 8, 16, 32, 64) if ranks % e == 0 and spec.experts % e == 0] if spec.experts else [1]
+
+
 def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, global_batch: int, mbs_options) -> list[Layout]:
     out = []
     tps = (t for t in (1, 2, 4, 8, 16) if t <= max_tp and spec.heads % t == 0 and spec.ffn % t == 0 and gpus % t == 0)
@@ -36,12 +43,14 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
             continue
         for pp in (p for p in range(1, spec.layers + 1) if spec.layers % p == 0 and (gpus // (tp * base.cp)) % p == 0):
             dp = gpus // (tp * base.cp * pp)
-            eps = [e for e in (1, 2, 4, 8, 16, 32, 64) if dp % e == 0 and spec.experts % e == 0] if spec.experts else [1]
-            for mbs, ep in ((mb, e) for mb in mbs_options for e in eps):
+            experts = [(None, e) for e in _eps(spec, dp * base.cp)]  # experts split like the dense MLP (etp = tp)
+            if spec.experts and spec.fused == "te" and tp > 1 and sp:  # whole experts, EP folded over the TP ranks
+                experts += [(1, e) for e in _eps(spec, tp * base.cp * dp) if e > 1]
+            for mbs, (etp, ep) in ((mb, x) for mb in mbs_options for x in experts):
                 if global_batch % (dp * mbs):
                     continue
                 for order in ORDERS if pp > 1 and dp > 1 else ORDERS[:1]:
-                    layout = replace(base, tp=tp, pp=pp, dp=dp, ep=ep, micro_batch_size=mbs, sequence_parallel=sp,
+                    layout = replace(base, tp=tp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs, sequence_parallel=sp,
                                      microbatches=global_batch // (dp * mbs), order=order)
                     try:
                         layout.check(spec)  # e.g. a configured virtual_stages this pp does not allow
