@@ -86,23 +86,23 @@ REFUSED_ROWS = load_rows(PENDING)  # every model a row names exists (an unknown 
 # consecutive microbatches per chunk, and N is not published.
 # Megatron-Bridge 25.11's Qwen3-30B-A3B on 16 H100 (blind round h35; llm_rows.md, "round h35 (mixture of experts)")
 # interleaves 24 one-layer chunks per rank at MBS 2: stage 1 holds 59.6 GB of activations under the model.
+REFUSED = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipeline stage 1",
+           "mbridge2511-qwen3-30b-a3b-fp8-16gpu": r"needs 92\.\d GB per GPU on pipeline stage 1"}
+# The device memory each refused row states (GB) and a capacity that lets its layout fit.
+REFUSED_DEVICE = {"llama3-405b-8192gpu-tp8pp16dp64": ("80.0", "84e9"),
+                  "mbridge2511-qwen3-30b-a3b-fp8-16gpu": ("80.0", "94e9")}
 # Blind round h36 (llm_rows.md, "round h36 (mixture of experts)"): Megatron-Bridge's Qwen3-235B-A22B on 256 H100
 # (25.11, 26.02.01, 26.04.01; TP2 PP8 VP4 EP32 ETP1) needs 0.4 GB more than the device on stage 1; NeMo AutoModel's
 # Qwen3-30B-A3B on 8 H100 (FSDP2, EP 8 = DP 8) holds 45.8 GB of optimizer state per GPU under the model.
 QWEN3_235B = r"needs 80\.\d GB per GPU on pipeline stage 1"
-REFUSED = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipeline stage 1",
-           "mbridge2511-qwen3-30b-a3b-fp8-16gpu": r"needs 92\.\d GB per GPU on pipeline stage 1",
-           "mbridge2511-qwen3-235b-a22b-fp8-256gpu": QWEN3_235B,
-           "mbridge260201-qwen3-235b-a22b-fp8-256gpu": QWEN3_235B,
-           "mbridge260401-qwen3-235b-a22b-fp8-256gpu": QWEN3_235B,
-           "automodel-qwen3-30b-a3b-bf16-8gpu": r"needs 84\.\d GB per GPU \(weights"}
-# The device memory each refused row states (GB) and a capacity that lets its layout fit.
-REFUSED_DEVICE = {"llama3-405b-8192gpu-tp8pp16dp64": ("80.0", "84e9"),
-                  "mbridge2511-qwen3-30b-a3b-fp8-16gpu": ("80.0", "94e9"),
-                  "mbridge2511-qwen3-235b-a22b-fp8-256gpu": ("80.0", "82e9"),
-                  "mbridge260201-qwen3-235b-a22b-fp8-256gpu": ("80.0", "82e9"),
-                  "mbridge260401-qwen3-235b-a22b-fp8-256gpu": ("80.0", "82e9"),
-                  "automodel-qwen3-30b-a3b-bf16-8gpu": ("80.0", "86e9")}
+REFUSED |= {"mbridge2511-qwen3-235b-a22b-fp8-256gpu": QWEN3_235B,
+            "mbridge260201-qwen3-235b-a22b-fp8-256gpu": QWEN3_235B,
+            "mbridge260401-qwen3-235b-a22b-fp8-256gpu": QWEN3_235B,
+            "automodel-qwen3-30b-a3b-bf16-8gpu": r"needs 84\.\d GB per GPU \(weights"}
+REFUSED_DEVICE |= {"mbridge2511-qwen3-235b-a22b-fp8-256gpu": ("80.0", "82e9"),
+                   "mbridge260201-qwen3-235b-a22b-fp8-256gpu": ("80.0", "82e9"),
+                   "mbridge260401-qwen3-235b-a22b-fp8-256gpu": ("80.0", "82e9"),
+                   "automodel-qwen3-30b-a3b-bf16-8gpu": ("80.0", "86e9")}
 # Nemotron-4 340B on 128 H100 (NeMo 24.07 table) was refused at 80.4 GB (85.3 GB until round h30 counted TE's
 # FP8-saved GEMM inputs in 1 byte) until round h32 read the recipe's Adam state dtype (optim.dtype: bf16,
 # framework.optimizer_state=bf16): it is in llm.csv now, and with fp32 state it is refused again.
