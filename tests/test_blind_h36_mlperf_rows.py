@@ -1,11 +1,12 @@
 """The round-h36 blind held-out MLPerf rows (issue #23 item 7): MLPerf Training v6.0 llama31_8b on Cisco's Zeus H100
-systems, in validation/blind_h36_mlperf/ (a sub-folder `estimator validate` does not read, so no prediction of them is
-priced until the lead moves them into llm.csv).
+systems, now in validation/llm.csv.
 
-These checks price no step: every row parses with the project's loader, is a run no other row describes (and not a
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(3b910d2), then moved into llm.csv (validation/llm_rows.md, "Blind held-out rows, round h36 (MLPerf v6.0)"). These
+checks price no step: every row parses with the project's loader, is a run no other row describes (and not a
 resubmission of logs another row already converted), shares no source with a calibration row, sets only facts of the
 run, reproduces its step-time -> throughput conversion and the layout its config states, composes into a config the
-hybrid model accepts and fits in memory, and is described in the folder's README.md.
+hybrid model accepts and fits in memory, and is described in llm_rows.md.
 """
 
 from __future__ import annotations
@@ -25,14 +26,16 @@ from tests.blind_checks import (
     document,
     overrides,
     run_key,
+    section,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-FOLDER = VALIDATION / "blind_h36_mlperf"
-ROWS = load_rows(FOLDER)
-SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"]
+H36_MLPERF_IDS = ("mlperf60-llama31-8b-cisco-zeus-64gpu", "mlperf60-llama31-8b-cisco-zeus-128gpu")
+ALL = load_rows(VALIDATION)
+ROWS = [r for r in ALL if r.id in H36_MLPERF_IDS]
+SEEN = [r for r in ALL + load_rows(VALIDATION / "pending") if r.kind == "llm" and r.id not in H36_MLPERF_IDS]
+SECTION = "## Blind held-out rows, round h36 (MLPerf v6.0)"
 V60_CISCO = "mlcommons/training_results_v6.0:Cisco/results/*/llama31_8b"
-IDS = ("mlperf60-llama31-8b-cisco-zeus-64gpu", "mlperf60-llama31-8b-cisco-zeus-128gpu")
 ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.sequence_parallel", "parallelism.dp_overlap",
                 "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap", "fabric.nvls"}
 # The config files' settings (Cisco/benchmarks/llama31_8b/nemo/config_DGXH100_8x8x36xtp8pp8cp2.sh, which the 16-node
@@ -53,16 +56,18 @@ def _resubmitted(row, seen) -> list[str]:
 
 
 def test_rows_parse_are_independent_and_come_from_one_document():
-    assert tuple(r.id for r in ROWS) == IDS
-    assert {r.file for r in ROWS} == {"validation/blind_h36_mlperf/llm.csv"}
+    assert tuple(r.id for r in ROWS) == H36_MLPERF_IDS
+    assert {r.file for r in ROWS} == {"validation/llm.csv"}
     assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
     assert {document(r) for r in ROWS} == {V60_CISCO}
     assert {r.system for r in ROWS} == {"dgx_h100"} and {r.model for r in ROWS} == {"llama3_8b"}
 
 
-def test_estimator_validate_does_not_read_the_rows_yet():
-    """Blind: the default validation folder holds none of the round's ids (llm.csv, pending/)."""
-    assert not set(IDS) & {r.id for r in SEEN}
+def test_estimator_validate_reads_the_rows_from_llm_csv():
+    """Priced once, the rows are in the default validation folder's llm.csv, each id once (not also in pending/)."""
+    assert set(H36_MLPERF_IDS) <= {r.id for r in ALL} and {r.file for r in ROWS} == {"validation/llm.csv"}
+    everywhere = [r.id for r in ALL + load_rows(VALIDATION / "pending") if r.id in H36_MLPERF_IDS]
+    assert sorted(everywhere) == sorted(H36_MLPERF_IDS)
 
 
 def test_rows_are_runs_no_other_row_describes():
@@ -127,7 +132,7 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 
 def test_every_row_is_described():
-    readme = (FOLDER / "README.md").read_text(encoding="utf-8")
+    readme = section(VALIDATION / "llm_rows.md", SECTION)
     for row in ROWS:
         assert f"`{row.id}`" in readme and f"{row.measured:.3f}" in readme, row.id
         step = row.measured_what.split(" s per step")[0].rsplit(" ", 1)[1]

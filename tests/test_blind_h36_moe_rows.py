@@ -1,13 +1,14 @@
-"""The round-h36 blind held-out rows: mixture-of-experts training on H100 (issue #23 item 7), in
-validation/blind_h36_moe/llm.csv (a sub-folder `estimator validate` does not read), and the preset they add
-(conf/model/qwen3_235b_a22b.yaml). The four rows the memory model refuses are kept apart in
-validation/blind_h36_moe/refused/llm.csv.
+"""The round-h36 blind held-out rows: mixture-of-experts training on H100 (issue #23 item 7), now in
+validation/llm.csv (the four rows the memory model refuses: validation/pending/llm_refused.csv), and the preset they
+add (conf/model/qwen3_235b_a22b.yaml).
 
-Five of the nine rows need expert tensor parallelism 1 with TP > 1 (`parallelism.etp=1`, Megatron-core's "MoE parallel
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(3b910d2), then moved (validation/llm_rows.md, "Blind held-out rows, round h36 (mixture of experts)"). Five of the nine
+rows need expert tensor parallelism 1 with TP > 1 (`parallelism.etp=1`, Megatron-core's "MoE parallel
 folding", main 2067c0a). These checks price no step: every row parses with the project's loader, is an independent llm
 row that repeats no run already described, shares no source with a calibration row, sets only facts of the run,
 reproduces the published numbers it is derived from, composes into a config the hybrid model accepts and fits in memory
-(the refused rows: is refused on memory), and is described in the round's README.md. The new preset has its published
+(the refused rows: is refused on memory), and is described in llm_rows.md. The new preset has its published
 parameter count.
 """
 
@@ -33,15 +34,23 @@ from tests.blind_checks import (
     check_step_conversion,
     document,
     overrides,
+    section,
 )
 from tests.helpers import transformers_qwen3_moe_params
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-FOLDER = VALIDATION / "blind_h36_moe"
-ROWS = load_rows(FOLDER)
-REFUSED = load_rows(FOLDER / "refused")
+H36_MOE_IDS = ("mbridge2604-qwen3-30b-a3b-fp8-16gpu", "mbridge2606-qwen3-30b-a3b-fp8-16gpu",
+               "dgxc250502-grok1-314b-bf16-512gpu", "dgxc250502-grok1-314b-fp8-512gpu",
+               "mbridgemoeopt-qwen3-30b-a3b-bf16-16gpu")
+H36_MOE_REFUSED_IDS = ("mbridge2511-qwen3-235b-a22b-fp8-256gpu", "mbridge260201-qwen3-235b-a22b-fp8-256gpu",
+                       "mbridge260401-qwen3-235b-a22b-fp8-256gpu", "automodel-qwen3-30b-a3b-bf16-8gpu")
+ALL = load_rows(VALIDATION)
+PENDING = load_rows(VALIDATION / "pending")
+ROWS = [r for r in ALL if r.id in H36_MOE_IDS]
+REFUSED = [r for r in PENDING if r.id in H36_MOE_REFUSED_IDS]
 EVERY = ROWS + REFUSED
-SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"]
+SEEN = [r for r in ALL + PENDING if r.kind == "llm" and r.id not in H36_MOE_IDS + H36_MOE_REFUSED_IDS]
+SECTION = "## Blind held-out rows, round h36 (mixture of experts)"
 GROK = "NVIDIA/dgxc-benchmarking:grok1/README.md"
 MBRIDGE = "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary-archive.md"
 MOE_DOC = "NVIDIA-NeMo/Megatron-Bridge:docs/training/moe-optimization.md"
@@ -65,8 +74,8 @@ def _release(row) -> str:
 
 def test_rows_parse_and_come_from_four_documents():
     assert len(ROWS) == 5 and len(REFUSED) == 4 and len({r.id for r in EVERY}) == 9
-    assert {r.file for r in ROWS} == {"validation/blind_h36_moe/llm.csv"}
-    assert {r.file for r in REFUSED} == {"validation/blind_h36_moe/refused/llm.csv"}
+    assert {r.file for r in ROWS} == {"validation/llm.csv"}
+    assert {r.file for r in REFUSED} == {"validation/pending/llm_refused.csv"}
     assert all(r.kind == "llm" and r.role == "independent" and r.system == "dgx_h100" for r in EVERY)
     assert {doc: sum(document(r) == doc for r in EVERY) for doc in (GROK, MBRIDGE, MOE_DOC, AUTOMODEL)} == {
         GROK: 2, MBRIDGE: 5, MOE_DOC: 1, AUTOMODEL: 1}
@@ -76,7 +85,7 @@ def test_rows_parse_and_come_from_four_documents():
 
 def test_rows_are_runs_no_other_row_describes():
     """Same document and model as an earlier row only at another release (the Qwen3-30B-A3B rows repeat the 26.04.01
-    layout at 26.04 and 26.06, as README.md says); the check fails on a row that repeats a release."""
+    layout at 26.04 and 26.06, as llm_rows.md says); the check fails on a row that repeats a release."""
     check_new_runs(EVERY, SEEN, _release)
     (earlier,) = [s for s in SEEN if s.id == "mbridge260401-qwen3-30b-a3b-fp8-16gpu"]
     with pytest.raises(AssertionError, match="repeats"):
@@ -168,8 +177,9 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 @pytest.mark.parametrize("row", REFUSED, ids=lambda r: r.id)
 def test_refused_rows_are_refused_on_memory(row):
-    """These runs ran; the memory model refuses their layouts (README.md, "Refused"). Fails when a model change
-    accepts one: then it can join the other rows."""
+    """These runs ran; the memory model refuses their layouts (held out in validation/pending/llm_refused.csv;
+    llm_rows.md, round h36 (mixture of experts), "Refused"). Fails when a model change accepts one: then it can join
+    the other rows."""
     with pytest.raises(EstimatorError, match="GB per GPU"):
         validate_hybrid(estimator.resolve_config(base_overrides(row)))
 
@@ -182,7 +192,7 @@ def test_automodel_row_is_the_table_line():
 
 
 def test_every_row_is_described_with_its_value():
-    text = (FOLDER / "README.md").read_text(encoding="utf-8")
+    text = section(VALIDATION / "llm_rows.md", SECTION)
     for row in EVERY:
         assert f"`{row.id}`" in text, row.id
         assert f"{row.measured:.10g}" in text, row.id

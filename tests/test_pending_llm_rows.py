@@ -5,7 +5,8 @@ The 38 rows were staged in validation/pending/ while the large-model features we
 moved into validation/llm.csv (commit 064ef7e), where ``estimator validate`` predicts them and
 tests/test_validation_suite.py pins their errors. Published runs that need more memory than an H100
 has under the model (Llama 3 405B on 8,192 GPUs; Mixtral 8x7B and Nemotron-4 340B from NVIDIA's tables;
-Qwen3-30B-A3B from Megatron-Bridge's 25.11 table, blind round h35) sit in validation/pending/llm_refused.csv
+Qwen3-30B-A3B from Megatron-Bridge's 25.11 table, blind round h35; Qwen3-235B-A22B from the same archive and
+NeMo AutoModel's Qwen3-30B-A3B, blind round h36) sit in validation/pending/llm_refused.csv
 (``estimator validate`` reads no sub-folder). These tests check, without pricing a step unless said: the
 coverage issue #23 asks for, every row's layout and overrides, the step-time conversions written in
 ``measured_what``, the same-source rule against every calibration row, that every published layout is
@@ -49,6 +50,9 @@ HELD_OUT_PREFIXES = ("llama3-", "nemotron4-", "mlperf31-", "dgxc-gpt3-", "dgxc-l
 ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.recompute",
                 "parallelism.sequence_parallel", "parallelism.dp_overlap", "parallelism.fp32_grads",
                 "parallelism.cp_comm", "parallelism.ep", "framework.tp_comm_overlap", "fabric.nvls", "model.hidden_size",
+                # the recipe's expert tensor-parallel degree (Megatron-core's expert_tensor_parallel_size; round h36's
+                # refused Qwen3-235B-A22B rows: ETP 1 with TP 2)
+                "parallelism.etp",
                 # the recipe's attention backend (dgxc-benchmarking's NVTE_FUSED_ATTN=0: TE runs FlashAttention-2)
                 "framework.attention_kernel",
                 # the recipe's Adam state dtype (NeMo optim.dtype: bf16 for distributed_fused_adam)
@@ -70,9 +74,10 @@ HELD_OUT = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(HELD_OUT_
 # model.fused_kernels=te covered MoE, a change made after the refusal was seen: llm_rows.md); NeMo's
 # Nemotron-4 340B line is in the refused file.
 TABLE_PREFIXES = ("mbridge2511-", "mbridge2606-", "mbridge260401-", "nemo2407-gpt3-", "nemo2407-llama2-", "mcore0")  # round h28 (h30: test_blind_h30_rows.py)
-# Later rows that share a prefix: round h31's 405B line (test_blind_h31_rows.py) and blind round h35's Qwen3-30B-A3B
-# line (test_blind_h35_moe_rows.py).
-TABLE_LATER = ("mbridge260401-llama31-405b-fp8-1024gpu", "mbridge260401-qwen3-30b-a3b-fp8-16gpu")
+# Later rows that share a prefix: round h31's 405B line (test_blind_h31_rows.py), blind round h35's Qwen3-30B-A3B
+# line (test_blind_h35_moe_rows.py) and blind round h36's 26.06 Qwen3-30B-A3B line (test_blind_h36_moe_rows.py).
+TABLE_LATER = ("mbridge260401-llama31-405b-fp8-1024gpu", "mbridge260401-qwen3-30b-a3b-fp8-16gpu",
+               "mbridge2606-qwen3-30b-a3b-fp8-16gpu")
 TABLE_ROWS = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(TABLE_PREFIXES) and r.id not in TABLE_LATER]
 REFUSED_ROWS = load_rows(PENDING)  # every model a row names exists (an unknown one is a load error)
 # The rows whose published layout the model refuses, and why (validation/llm_rows.md, "Refused"):
@@ -86,6 +91,18 @@ REFUSED = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipel
 # The device memory each refused row states (GB) and a capacity that lets its layout fit.
 REFUSED_DEVICE = {"llama3-405b-8192gpu-tp8pp16dp64": ("80.0", "84e9"),
                   "mbridge2511-qwen3-30b-a3b-fp8-16gpu": ("80.0", "94e9")}
+# Blind round h36 (llm_rows.md, "round h36 (mixture of experts)"): Megatron-Bridge's Qwen3-235B-A22B on 256 H100
+# (25.11, 26.02.01, 26.04.01; TP2 PP8 VP4 EP32 ETP1) needs 0.4 GB more than the device on stage 1; NeMo AutoModel's
+# Qwen3-30B-A3B on 8 H100 (FSDP2, EP 8 = DP 8) holds 45.8 GB of optimizer state per GPU under the model.
+QWEN3_235B = r"needs 80\.\d GB per GPU on pipeline stage 1"
+REFUSED |= {"mbridge2511-qwen3-235b-a22b-fp8-256gpu": QWEN3_235B,
+            "mbridge260201-qwen3-235b-a22b-fp8-256gpu": QWEN3_235B,
+            "mbridge260401-qwen3-235b-a22b-fp8-256gpu": QWEN3_235B,
+            "automodel-qwen3-30b-a3b-bf16-8gpu": r"needs 84\.\d GB per GPU \(weights"}
+REFUSED_DEVICE |= {"mbridge2511-qwen3-235b-a22b-fp8-256gpu": ("80.0", "82e9"),
+                   "mbridge260201-qwen3-235b-a22b-fp8-256gpu": ("80.0", "82e9"),
+                   "mbridge260401-qwen3-235b-a22b-fp8-256gpu": ("80.0", "82e9"),
+                   "automodel-qwen3-30b-a3b-bf16-8gpu": ("80.0", "86e9")}
 # Nemotron-4 340B on 128 H100 (NeMo 24.07 table) was refused at 80.4 GB (85.3 GB until round h30 counted TE's
 # FP8-saved GEMM inputs in 1 byte) until round h32 read the recipe's Adam state dtype (optim.dtype: bf16,
 # framework.optimizer_state=bf16): it is in llm.csv now, and with fp32 state it is refused again.
