@@ -75,9 +75,11 @@ HELD_OUT = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(HELD_OUT_
 # Nemotron-4 340B line is in the refused file.
 TABLE_PREFIXES = ("mbridge2511-", "mbridge2606-", "mbridge260401-", "nemo2407-gpt3-", "nemo2407-llama2-", "mcore0")  # round h28 (h30: test_blind_h30_rows.py)
 # Later rows that share a prefix: round h31's 405B line (test_blind_h31_rows.py), blind round h35's Qwen3-30B-A3B
-# line (test_blind_h35_moe_rows.py) and blind round h36's 26.06 Qwen3-30B-A3B line (test_blind_h36_moe_rows.py).
+# line (test_blind_h35_moe_rows.py) and blind round h36's 26.06 Qwen3-30B-A3B and 25.11 / 26.04.01 Qwen3-235B-A22B
+# lines (test_blind_h36_moe_rows.py).
 TABLE_LATER = ("mbridge260401-llama31-405b-fp8-1024gpu", "mbridge260401-qwen3-30b-a3b-fp8-16gpu",
-               "mbridge2606-qwen3-30b-a3b-fp8-16gpu")
+               "mbridge2606-qwen3-30b-a3b-fp8-16gpu", "mbridge2511-qwen3-235b-a22b-fp8-256gpu",
+               "mbridge260401-qwen3-235b-a22b-fp8-256gpu")
 TABLE_ROWS = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(TABLE_PREFIXES) and r.id not in TABLE_LATER]
 REFUSED_ROWS = load_rows(PENDING)  # every model a row names exists (an unknown one is a load error)
 # The rows whose published layout the model refuses, and why (validation/llm_rows.md, "Refused"):
@@ -85,24 +87,18 @@ REFUSED_ROWS = load_rows(PENDING)  # every model a row names exists (an unknown 
 # chunks on stage 1; Meta's own schedule (Dubey et al. 2024 Sec. 3.3.2, Fig. 6) tunes the number N of
 # consecutive microbatches per chunk, and N is not published.
 # Megatron-Bridge 25.11's Qwen3-30B-A3B on 16 H100 (blind round h35; llm_rows.md, "round h35 (mixture of experts)")
-# interleaves 24 one-layer chunks per rank at MBS 2: stage 1 holds 59.6 GB of activations under the model.
+# interleaves 24 one-layer chunks per rank at MBS 2: stage 1 holds 50.9 GB of activations under the model (59.6
+# before the MoE layer's activations kept TE's FP8 inputs, 441654e).
 REFUSED = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipeline stage 1",
            "mbridge2511-qwen3-30b-a3b-fp8-16gpu": r"needs 84\.\d GB per GPU on pipeline stage 1"}
 # The device memory each refused row states (GB) and a capacity that lets its layout fit.
 REFUSED_DEVICE = {"llama3-405b-8192gpu-tp8pp16dp64": ("80.0", "84e9"),
-                  "mbridge2511-qwen3-30b-a3b-fp8-16gpu": ("80.0", "94e9")}
-# Blind round h36 (llm_rows.md, "round h36 (mixture of experts)"): Megatron-Bridge's Qwen3-235B-A22B on 256 H100
-# (25.11, 26.02.01, 26.04.01; TP2 PP8 VP4 EP32 ETP1) needs 0.4 GB more than the device on stage 1; NeMo AutoModel's
-# Qwen3-30B-A3B on 8 H100 (FSDP2, EP 8 = DP 8) holds 45.8 GB of optimizer state per GPU under the model.
-QWEN3_235B = r"needs 80\.\d GB per GPU on pipeline stage 1"
-REFUSED |= {"mbridge2511-qwen3-235b-a22b-fp8-256gpu": QWEN3_235B,
-            "mbridge260201-qwen3-235b-a22b-fp8-256gpu": QWEN3_235B,
-            "mbridge260401-qwen3-235b-a22b-fp8-256gpu": QWEN3_235B,
-            "automodel-qwen3-30b-a3b-bf16-8gpu": r"needs 84\.\d GB per GPU \(weights"}
-REFUSED_DEVICE |= {"mbridge2511-qwen3-235b-a22b-fp8-256gpu": ("80.0", "82e9"),
-                   "mbridge260201-qwen3-235b-a22b-fp8-256gpu": ("80.0", "82e9"),
-                   "mbridge260401-qwen3-235b-a22b-fp8-256gpu": ("80.0", "82e9"),
-                   "automodel-qwen3-30b-a3b-bf16-8gpu": ("80.0", "86e9")}
+                  "mbridge2511-qwen3-30b-a3b-fp8-16gpu": ("80.0", "86e9")}
+# Blind round h36 (llm_rows.md, "round h36 (mixture of experts)"): NeMo AutoModel's Qwen3-30B-A3B on 8 H100 (FSDP2,
+# EP 8 = DP 8) holds 45.8 GB of optimizer state per GPU under the model. The round's three Qwen3-235B-A22B rows
+# (refused at 80.4 GB) fit since the MoE layer's activations keep TE's FP8 inputs (441654e): they are in llm.csv.
+REFUSED |= {"automodel-qwen3-30b-a3b-bf16-8gpu": r"needs 84\.\d GB per GPU \(weights"}
+REFUSED_DEVICE |= {"automodel-qwen3-30b-a3b-bf16-8gpu": ("80.0", "86e9")}
 # Nemotron-4 340B on 128 H100 (NeMo 24.07 table) was refused at 80.4 GB (85.3 GB until round h30 counted TE's
 # FP8-saved GEMM inputs in 1 byte) until round h32 read the recipe's Adam state dtype (optim.dtype: bf16,
 # framework.optimizer_state=bf16): it is in llm.csv now, and with fp32 state it is refused again.
