@@ -1,12 +1,14 @@
 """The round-h37 blind held-out rows: dense decoder training on H100 with PyTorch-native FSDP stacks (issue #23 item 7),
-in validation/blind_h37_fsdp/llm.csv (a sub-folder `estimator validate` does not read): torchao's float8 training
-benchmarks (torchtitan, 8 H100), NeMo AutoModel's Llama 3.1 70B pre-training line (64 H100, CP 2) and the single-node
-long-sequence lines of llm-foundry's MPT "H100 80GB BF16" table and lines of its "H100 80GB FP8" table.
+now in validation/llm.csv: torchao's float8 training benchmarks (torchtitan, 8 H100), NeMo AutoModel's Llama 3.1 70B
+pre-training line (64 H100, CP 2) and the single-node long-sequence lines of llm-foundry's MPT "H100 80GB BF16" table
+and lines of its "H100 80GB FP8" table.
 
-These checks price no step: every row parses with the project's loader, is an independent llm row that repeats no run
-already described, shares no source with a calibration row, sets only facts of the run, reproduces the published
-numbers it is derived from, composes into a config the hybrid model accepts and fits in memory, and is described with
-its value in the round's README.md.
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(66561ef), then moved into llm.csv unchanged (validation/llm_rows.md, "Blind held-out rows, round h37 (PyTorch FSDP
+stacks)"). These checks price no step: every row parses with the project's loader, is an independent llm row that
+repeats no run already described, shares no source with a calibration row, sets only facts of the run, reproduces the
+published numbers it is derived from, composes into a config the hybrid model accepts and fits in memory, and is
+described with its value in llm_rows.md.
 """
 
 from __future__ import annotations
@@ -27,13 +29,21 @@ from tests.blind_checks import (
     document,
     overrides,
     run_key,
+    section,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-FOLDER = VALIDATION / "blind_h37_fsdp"
-ROWS = load_rows(FOLDER)
-SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"]
-BLIND_FOLDERS = [p for p in VALIDATION.glob("blind_*") if p.is_dir() and p != FOLDER]
+H37_FSDP_IDS = ("torchao2503-llama3-8b-8gpu-bf16", "torchao2503-llama3-8b-8gpu-fp8-tensorwise",
+                "automodel2604-llama31-70b-bf16-64gpu-cp2", "mpt-30b-h100-8gpu-s8192", "mpt-13b-h100-8gpu-s16384",
+                "mpt-13b-h100-8gpu-s32768", "mpt-7b-h100-8gpu-s8192", "mpt-7b-h100-8gpu-s32768",
+                "mpt-7b-h100-8gpu-s65536", "mpt-3b-h100-8gpu-s32768", "mpt-1b-h100-8gpu-s16384",
+                "mpt-1b-h100-8gpu-s65536", "mpt-3b-h100-8gpu-s2048-fp8", "mpt-3b-h100-8gpu-s8192-fp8",
+                "mpt-3b-h100-8gpu-s32768-fp8", "mpt-1b-h100-8gpu-s8192-fp8", "mpt-1b-h100-8gpu-s32768-fp8")
+ALL = load_rows(VALIDATION)
+ROWS = [r for r in ALL if r.id in H37_FSDP_IDS]
+SEEN = [r for r in ALL + load_rows(VALIDATION / "pending") if r.kind == "llm" and r.id not in H37_FSDP_IDS]
+SECTION = "## Blind held-out rows, round h37 (PyTorch FSDP stacks)"
+BLIND_FOLDERS = [p for p in VALIDATION.glob("blind_*") if p.is_dir()]
 OTHER_BLIND = [r for p in BLIND_FOLDERS for sub in (p, p / "refused") if sub.is_dir() for r in load_rows(sub)]
 TORCHAO = "pytorch/ao:torchao/float8/README.md"
 AUTOMODEL = "NVIDIA-NeMo/Automodel:docs/performance-summary.md"
@@ -50,9 +60,18 @@ def rows_of(doc: str) -> list:
 
 def test_rows_parse_and_come_from_three_documents():
     assert len(ROWS) == sum(DOCUMENTS.values()) == 17 and len({r.id for r in ROWS}) == 17
-    assert {r.file for r in ROWS} == {"validation/blind_h37_fsdp/llm.csv"}
+    assert tuple(r.id for r in ROWS) == H37_FSDP_IDS
+    assert {r.file for r in ROWS} == {"validation/llm.csv"}
     assert all(r.kind == "llm" and r.role == "independent" and r.system == "dgx_h100" for r in ROWS)
     assert {doc: len(rows_of(doc)) for doc in DOCUMENTS} == DOCUMENTS
+
+
+def test_estimator_validate_reads_the_rows_from_llm_csv():
+    """Priced once, the rows are in the default validation folder's llm.csv, each id once (not also in pending/ or a
+    blind sub-folder)."""
+    assert set(H37_FSDP_IDS) <= {r.id for r in ALL} and {r.file for r in ROWS} == {"validation/llm.csv"}
+    everywhere = [r.id for r in ALL + load_rows(VALIDATION / "pending") + OTHER_BLIND if r.id in H37_FSDP_IDS]
+    assert sorted(everywhere) == sorted(H37_FSDP_IDS)
 
 
 def test_rows_are_runs_no_other_row_describes():
@@ -135,7 +154,7 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 
 def test_every_row_is_described_with_its_value():
-    text = (FOLDER / "README.md").read_text(encoding="utf-8")
+    text = section(VALIDATION / "llm_rows.md", SECTION)
     for row in ROWS:
         assert f"`{row.id}`" in text, row.id
         assert f"{row.measured:g}" in text.replace(",", ""), row.id
