@@ -283,7 +283,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         attn_f, attn_b, attn_rs = mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc, n_op, 2)
     else:
         attn_f, attn_b, attn_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc, n_op)
-        mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *mlp, L.sequence_parallel, per_step, n_rc, n_op)
+        mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *mlp, L.sequence_parallel or moe_dispatcher, per_step, n_rc, n_op)
     tp_emb = pricer.price("tp", "all_reduce", act, L.tp, m)
     tp_layer = attn_f + attn_b + mlp_f + mlp_b  # all of it, exposed or not
     if fw.tp_comm_overlap:  # hidden behind the layer's GEMMs (not the MoE dispatcher's: plain NCCL collectives)
