@@ -143,7 +143,10 @@ def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: Devic
                cp: int = 1, attention_kernel: str = "cudnn", etp: int | None = None, ep: int = 1) -> dict[str, PartTimes]:
     out = {}
     fp8 = precision == "fp8"
-    moe = (None if etp == tp else etp, ep) if spec.experts and spec.fused == "te" else (None, 1)  # one capture per distinct layer
+    moe = (None, 1)  # one capture per distinct layer: a dense one, or Megatron-core's MoE layer by its experts' TP degree
+    if spec.experts and spec.fused == "te":  # and whether a rank holds more than one expert (their regrouping's bytes
+        # depend only on the rows, so any ep with the same answer shares the capture: no recapture per searched ep)
+        moe = (None if etp == tp else etp, 1 if spec.experts // ep > 1 else spec.experts)
     for name, w in capture_parts(spec, tp, sp, cp, fp8, *moe).items():
         scaled = w.scaled_to_batch(mbs)
         t = node_times(scaled, device, "bf16" if fp8 and name in ("embedding", "head") else precision, attention_kernel)
@@ -360,6 +363,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     # ---- circuits: dimension -> (group size, phases per step), see estimator/parallel/circuits.py
     counts = {g: sum(c["count_per_step"] for c in pricer.colls if c["group"] == g) for g in ("tp", "etp", "ep", "cp")}
     z3_gathers = per_step * z3.gathers
+    # the experts' TP collectives ride the TP dimension's circuits (the same ranks when etp = tp)
     circuits = plan(fabric, {"tp": (L.tp, counts["tp"] + counts["etp"]), "cp": (L.cp, counts["cp"]), "ep": (L.ep, counts["ep"] / 2),
                              "pp": (L.pp, 2 * m * v), "dp": (L.dp * L.cp, 1 + z3_gathers),
                              "edp": (edp, 1 if L.ep > 1 else 0)})

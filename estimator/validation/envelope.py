@@ -4,8 +4,8 @@ A hybrid (LLM) estimate belongs to one *class*: the training stack that runs it 
 whether its sequence is longer than :data:`LONG_CONTEXT` tokens, for PyTorch FSDP whether it
 checkpoints activations, and whether the model is a mixture of experts (``/moe``). These are the
 things the validation found the model's error to depend on (docs/large-models.md, "How far to trust
-an estimate"); FSDP rows without checkpointing, long-context FSDP rows and the MoE rows of blind
-round h35 are optimistic. Each class's record ends with issue #23's verdict on it
+an estimate"); FSDP rows without checkpointing and long-context FSDP rows are optimistic, and MoE
+rows err both ways (validation/llm_rows.md, "Round h36"). Each class's record ends with issue #23's verdict on it
 (:func:`class_summary`), the rule ``estimator validate`` and the report apply too.
 
 ``estimator validate pin=true`` writes ``validation/record.csv`` (:data:`RECORD_FILE`): every LLM
