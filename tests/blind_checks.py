@@ -115,6 +115,8 @@ def check_mpt_table(row) -> bool:
     assert row.measured == round(total / row.gpus, 1)
     pure = "MP Mode PURE" in row.measured_what
     assert overrides(row)["parallelism.fp32_grads"] == ("false" if pure else "true")
+    # llm-foundry's submit_benchmarks.py defaulted to --attn_impl triton until v0.7.0 (Mar 2024), after every table used
+    assert overrides(row)["framework.attention_kernel"] == "triton" and "triton" in row.measured_what + row.raw["software"]
     return pure
 
 

@@ -3,6 +3,8 @@ framework's fused-attention kernel (``framework.attention_kernel``, estimator/co
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import estimator
@@ -11,6 +13,9 @@ from estimator.errors import EstimatorError
 from estimator.estimate import estimate
 from estimator.parallel.sac import recomputed_gemm_fraction, saved_bytes_per_token
 from estimator.parallel.spec import TransformerSpec
+from estimator.validation import load_rows
+
+VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 
 
 def spec(model):
@@ -95,5 +100,33 @@ def test_attention_kernel_efficiency_lookup_and_fallback():
 
 
 def test_unknown_attention_kernel_is_a_one_line_error():
-    with pytest.raises(EstimatorError, match="framework.attention_kernel must be one of cudnn, flash2"):
+    with pytest.raises(EstimatorError, match="framework.attention_kernel must be one of cudnn, flash2, triton"):
         llama8b("framework.attention_kernel=flash9")
+
+
+def test_triton_kernel_rates_come_from_flash_attentions_charts():
+    """llm-foundry's ``attn_impl: triton``: A100 measured (78 TFLOPS of 312, causal, head dim 128, 8k); H100 is
+    FlashAttention-2's H100 rate scaled by the A100 ratio Triton / FA2 (78 / 182) (conf/device/*.yaml)."""
+    eff = {d: estimator.resolve_config([f"device={d}"])["device"]["compute_efficiency"] for d in ("a100", "h100", "h200")}
+    assert eff["a100"]["bf16"]["attention_triton"] == eff["a100"]["fp16"]["attention_triton"] == round(78 / 312, 3)
+    for d in ("h100", "h200"):
+        assert eff[d]["bf16"]["attention_triton"] == round(eff[d]["bf16"]["attention_flash2"] * 78 / 182, 3)
+    v100 = DeviceProfile.from_dict(estimator.resolve_config(["device=v100"])["device"])  # no entry: matmul's
+    assert v100.efficiency("compute_efficiency", "attention_triton", "fp16") == v100.efficiency(
+        "compute_efficiency", "matmul", "fp16")
+
+
+def test_triton_attention_is_slower_than_flash2_and_grows_with_the_sequence():
+    def step(kernel, seq):
+        return llama8b(f"framework.attention_kernel={kernel}", f"model.seq_len={seq}", rc="full").metrics["iter_time_s"]
+    short, long = (step("triton", s) / step("flash2", s) for s in (2048, 16384))
+    assert 1.0 < short < long  # the attention's share of the step grows with the sequence
+
+
+def test_llm_foundry_rows_run_the_triton_kernel():
+    """Every row from llm-foundry's benchmark tables states attn_impl triton (the submit script's default when the
+    tables were measured) and prices it as such."""
+    rows = [r for r in load_rows(VALIDATION) if r.kind == "llm" and "mosaicml/llm-foundry" in r.source]
+    assert len(rows) >= 54
+    for r in rows:
+        assert "framework.attention_kernel=triton" in r.raw["overrides"].split(), r.id
