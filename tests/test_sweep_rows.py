@@ -101,7 +101,11 @@ ADDED_SINCE_RECORDING = {"device": ["memory_bytes"], "model": ["input"], "parall
 # Nested config entries added since (path -> its flattened columns): A100's explicit bf16 efficiencies
 # (issue #23: bf16 no longer borrows fp16's silently; the values are fp16's, this grid runs amp and fp32).
 ADDED_PATHS = {("device", "compute_efficiency", "bf16"): ["device_compute_efficiency_bf16_conv",
-                                                          "device_compute_efficiency_bf16_matmul"]}
+                                                          "device_compute_efficiency_bf16_matmul",
+                                                          "device_compute_efficiency_bf16_attention_triton"],
+               # llm-foundry's Triton attention kernel (ninth stop); ResNet-50 has no attention op
+               ("device", "compute_efficiency", "fp16", "attention_triton"): [
+                   "device_compute_efficiency_fp16_attention_triton"]}
 # Config values changed after the recording that change no result of this grid (ResNet-50, whose
 # GEMM is one small fc layer): the BERT-calibrated GEMM efficiencies re-fitted on branch `kernels`
 # when the capture started pricing GPU kernel bytes. Path in the config -> (recorded, current).
