@@ -2,23 +2,23 @@
 attention kernel is stated -- lines of llm-foundry's MPT benchmark tables (``attn_impl: triton`` by the pinned
 script's default) and IBM fms-fsdp's Llama 34B / 70B table (PyTorch SDPA's FlashAttention-2).
 
-They live in validation/blind_h38_foundry/ (a folder `estimator validate` does not read by default) so that the model
-can be changed blind to them. These checks price no step: every row parses with the project's loader, is an
-independent llm row that repeats no run already described, shares no source with a calibration row, sets only facts of
-the run (its attention kernel among them), reproduces the published numbers it is derived from, composes into a config
-the hybrid model accepts and fits in memory, and is described with its value in the folder's README.md.
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(975dea9, with `framework.attention_kernel=triton` as written), then moved into validation/llm.csv unchanged
+(validation/llm_rows.md, "Blind held-out rows, round h38 (llm-foundry MPT with the Triton kernel, fms-fsdp)"). These
+checks price no step: every row parses with the project's loader, is an independent llm row that repeats no run already
+described, shares no source with a calibration row, sets only facts of the run (its attention kernel among them),
+reproduces the published numbers it is derived from, composes into a config the hybrid model accepts and fits in
+memory, and is described with its value and kernel in llm_rows.md.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 
 import estimator
-from estimator.compute.device import ATTENTION_KERNELS
 from estimator.parallel.spec import TransformerSpec
 from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
@@ -31,12 +31,27 @@ from tests.blind_checks import (
     document,
     overrides,
     run_key,
+    section,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-FOLDER = VALIDATION / "blind_h38_foundry"
-ROWS = load_rows(FOLDER)
-SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"]
+H38_FOUNDRY_IDS = ("mpt-30b-h100-8gpu-s4096", "mpt-13b-h100-8gpu-s1024", "mpt-13b-h100-8gpu-s2048",
+                   "mpt-13b-h100-32gpu-s2048", "mpt-7b-h100-8gpu-s4096", "mpt-7b-h100-8gpu-s1024",
+                   "mpt-3b-h100-8gpu-s65536", "mpt-3b-h100-8gpu-s16384", "mpt-3b-h100-8gpu-s8192",
+                   "mpt-3b-h100-16gpu-s2048", "mpt-1b-h100-8gpu-s32768", "mpt-1b-h100-8gpu-s4096",
+                   "mpt-1b-h100-32gpu-s2048", "mpt-3b-h100-8gpu-s512-fp8", "mpt-1b-h100-8gpu-s512-fp8",
+                   "mpt-13b-a100-40gb-8gpu-s8192", "mpt-7b-a100-40gb-8gpu-s16384", "mpt-3b-a100-40gb-8gpu-s32768",
+                   "mpt-1b-a100-40gb-64gpu-s2048", "mpt-30b-a100-40gb-32gpu-s2048",
+                   "fms2403-llama-34b-a100-128gpu-mb2", "fms2403-llama-34b-h100-96gpu-mb2",
+                   "fms2403-llama-70b-a100-128gpu-mb2", "fms2403-llama-70b-h100-96gpu-mb2",
+                   "fms2402-llama-34b-a100-128gpu-mb8", "fms2402-llama-34b-h100-96gpu-mb8",
+                   "fms2402-llama-70b-a100-128gpu-mb6", "fms2402-llama-70b-h100-96gpu-mb6")
+ALL = load_rows(VALIDATION)
+ROWS = [r for r in ALL if r.id in H38_FOUNDRY_IDS]
+SEEN = [r for r in ALL + load_rows(VALIDATION / "pending") if r.kind == "llm" and r.id not in H38_FOUNDRY_IDS]
+SECTION = "## Blind held-out rows, round h38 (llm-foundry MPT with the Triton kernel, fms-fsdp)"
+BLIND_FOLDERS = [p for p in VALIDATION.glob("blind_*") if p.is_dir()]
+OTHER_BLIND = [r for p in BLIND_FOLDERS for sub in (p, p / "refused") if sub.is_dir() for r in load_rows(sub)]
 FOUNDRY = "mosaicml/llm-foundry:scripts/train/benchmarking/README.md"
 FMS = "foundation-model-stack/fms-fsdp:README.md"
 DOCUMENTS = {FOUNDRY: 20, FMS: 8}
@@ -56,32 +71,32 @@ def rows_of(doc: str) -> list:
     return [r for r in ROWS if document(r) == doc]
 
 
-def composable(row):
-    """The row as the model can compose it now: until ``triton`` is a known attention kernel, the same row with
-    ``flash2`` (the kernel changes no memory or layout check)."""
-    if "triton" in ATTENTION_KERNELS:
-        return row
-    return dataclasses.replace(row, overrides=tuple(
-        "framework.attention_kernel=flash2" if ov == "framework.attention_kernel=triton" else ov
-        for ov in row.overrides))
-
-
 def test_rows_parse_and_come_from_two_documents():
     assert len(ROWS) == sum(DOCUMENTS.values()) == 28 and len({r.id for r in ROWS}) == 28
-    assert {r.file for r in ROWS} == {"validation/blind_h38_foundry/llm.csv"}
+    assert tuple(r.id for r in ROWS) == H38_FOUNDRY_IDS
+    assert {r.file for r in ROWS} == {"validation/llm.csv"}
     assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
     assert {doc: len(rows_of(doc)) for doc in DOCUMENTS} == DOCUMENTS
     assert sum(r.system == "dgx_h100" for r in ROWS) == 19  # H100 first: 15 MPT + 4 fms lines
 
 
+def test_estimator_validate_reads_the_rows_from_llm_csv():
+    """Priced once, the rows are in the default validation folder's llm.csv, each id once (not also in pending/ or a
+    blind sub-folder)."""
+    assert set(H38_FOUNDRY_IDS) <= {r.id for r in ALL} and {r.file for r in ROWS} == {"validation/llm.csv"}
+    everywhere = [r.id for r in ALL + load_rows(VALIDATION / "pending") + OTHER_BLIND if r.id in H38_FOUNDRY_IDS]
+    assert sorted(everywhere) == sorted(H38_FOUNDRY_IDS)
+
+
 def test_rows_are_runs_no_other_row_describes():
-    """No id of llm.csv or pending/; no run (system, shape, precision, GPUs, layout) of them; fms-fsdp is cited by no
-    other row. The run check can fail: a row of llm.csv is found by its key."""
-    assert not {r.id for r in SEEN} & {r.id for r in ROWS}
-    seen_runs = {run_key(s) for s in SEEN}
+    """No id of llm.csv, pending/ or another blind round; no run (system, shape, precision, GPUs, layout) of them;
+    fms-fsdp is cited by no other row. The run check can fail: a row of llm.csv is found by its key."""
+    others = SEEN + OTHER_BLIND
+    assert not {r.id for r in others} & {r.id for r in ROWS}
+    seen_runs = {run_key(s) for s in others}
     assert not [r.id for r in ROWS if run_key(r) in seen_runs]
     assert len({run_key(r) for r in ROWS}) == len(ROWS)
-    assert not [s.id for s in SEEN if FMS in source_keys(s.source)]
+    assert not [s.id for s in others if FMS in source_keys(s.source)]
     assert run_key(next(s for s in SEEN if s.id == "mpt-13b-h100-8gpu-s4096")) in seen_runs
 
 
@@ -134,28 +149,18 @@ def test_fms_row_is_a_line_of_its_table(row):
     assert lay["seq_len"] == 4096 and row.precision == "bf16" and row.model == "llama2_70b"
     assert ov["parallelism.recompute"] == "full" and ov["parallelism.fp32_grads"] == "false"
     assert ov["fabric.uplinks"] == ("4" if gpu == "a100" else "8") and ov["fabric.uplink_bandwidth_Bps"] == "12.5e9"
-    params = TransformerSpec.from_cfg(estimator.resolve_config(base_overrides(composable(row)))["model"]).params()
+    params = TransformerSpec.from_cfg(estimator.resolve_config(base_overrides(row))["model"]).params()
     named = {"34b": 33.7e9, "70b": 68.98e9}[size]  # Code Llama 34B / Llama 2 70B released checkpoints
     assert abs(params / named - 1) < 0.01, params
 
 
-def test_triton_rows_are_composed_as_flash2_only_until_triton_exists():
-    row = rows_of(FOUNDRY)[0]
-    swapped = composable(row)
-    if "triton" in ATTENTION_KERNELS:
-        assert swapped is row
-    else:
-        assert "framework.attention_kernel=flash2" in swapped.overrides
-        assert "framework.attention_kernel=triton" in row.overrides
-
-
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_published_layout_composes_is_accepted_and_fits(row):
-    check_composes_and_fits(composable(row))
+    check_composes_and_fits(row)
 
 
 def test_every_row_is_described_with_its_value_and_kernel():
-    text = (FOLDER / "README.md").read_text(encoding="utf-8")
+    text = section(VALIDATION / "llm_rows.md", SECTION)
     for row in ROWS:
         line = next((ln for ln in text.splitlines() if ln.startswith(f"| `{row.id}` |")), "")
         assert line, row.id
