@@ -45,7 +45,7 @@ FLASH = "Dao-AILab/flash-attention:training/README.md"
 TINYLLAMA = "jzhang38/TinyLlama:README.md"
 INTERNLM = "InternLM/InternLM:doc/en/train_performance.md"
 DOCUMENTS = {FLASH: 5, TINYLLAMA: 1, INTERNLM: 8}
-ALLOWED_KEYS = {"framework", "framework.param_gather_overlap", "parallelism.zero", "parallelism.recompute",
+ALLOWED_KEYS = {"framework", "framework.attention_kernel", "framework.param_gather_overlap", "parallelism.zero", "parallelism.recompute",
                 "parallelism.fp32_grads", "model.hidden_size", "model.num_layers", "model.num_heads",
                 "model.num_kv_heads", "model.ffn_size", "model.vocab_size", "model.fused_kernels", "model.dropout",
                 "device.memory_bytes", "device.mem_bw_Bps", "fabric.uplinks", "fabric.uplink_bandwidth_Bps"}
@@ -104,6 +104,8 @@ def test_flash_attention_row_is_the_table_value_per_gpu(row):
     assert ("framework.param_gather_overlap" in ov) == zero1
     assert ov["parallelism.recompute"] == "none" and ov["parallelism.fp32_grads"] == "true"
     assert int(ov["model.ffn_size"]) == 4 * int(ov["model.hidden_size"]) and ov["model.vocab_size"] == "50264"
+    # flash-attn 0.2.2 (the training Dockerfile): FlashAttention-1's CUDA kernels (ninth stop)
+    assert ov["framework.attention_kernel"] == "flash1" and "flash-attn 0.2.2" in row.raw["software"]
 
 
 @pytest.mark.parametrize("row", rows_of(FLASH), ids=lambda r: r.id)

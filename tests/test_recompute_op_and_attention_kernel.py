@@ -94,13 +94,16 @@ def test_attention_kernel_efficiency_lookup_and_fallback():
     assert h100.efficiency("compute_efficiency", "attention", "bf16") == cudnn
     assert h100.efficiency("compute_efficiency", "attention_flash2", "bf16") == flash2
     assert h100.efficiency("compute_efficiency", "attention_flash2", "fp8") == flash2  # attention stays bf16 under fp8
-    a100 = DeviceProfile.from_dict(estimator.resolve_config(["device=a100"])["device"])  # no attention entries
-    assert a100.efficiency("compute_efficiency", "attention_flash2", "bf16") == a100.efficiency(
+    a100 = DeviceProfile.from_dict(estimator.resolve_config(["device=a100"])["device"])  # no cuDNN attention entry
+    assert a100.efficiency("compute_efficiency", "attention", "bf16") == a100.efficiency(
         "compute_efficiency", "matmul", "bf16")
+    v100 = DeviceProfile.from_dict(estimator.resolve_config(["device=v100"])["device"])  # no attention entries
+    assert v100.efficiency("compute_efficiency", "attention_flash2", "fp16") == v100.efficiency(
+        "compute_efficiency", "matmul", "fp16")
 
 
 def test_unknown_attention_kernel_is_a_one_line_error():
-    with pytest.raises(EstimatorError, match="framework.attention_kernel must be one of cudnn, flash2, triton"):
+    with pytest.raises(EstimatorError, match="framework.attention_kernel must be one of cudnn, flash2, flash1, triton"):
         llama8b("framework.attention_kernel=flash9")
 
 
@@ -114,6 +117,20 @@ def test_triton_kernel_rates_come_from_flash_attentions_charts():
     v100 = DeviceProfile.from_dict(estimator.resolve_config(["device=v100"])["device"])  # no entry: matmul's
     assert v100.efficiency("compute_efficiency", "attention_triton", "fp16") == v100.efficiency(
         "compute_efficiency", "matmul", "fp16")
+
+
+def test_flash_attention_rates_are_the_charts_bars():
+    """FlashAttention-2's release README: A100 (causal, head dim 128, 8k, fwd+bwd) FA2 182 and FA1 80 TFLOPS of 312;
+    H100 FA1 135 TFLOPS of 989 (conf/device/*.yaml)."""
+    eff = {d: estimator.resolve_config([f"device={d}"])["device"]["compute_efficiency"] for d in ("a100", "h100", "h200")}
+    for prec in ("bf16", "fp16"):
+        assert eff["a100"][prec]["attention_flash2"] == round(182 / 312, 3)
+        assert eff["a100"][prec]["attention_flash1"] == round(80 / 312, 3)
+    assert eff["h100"]["bf16"]["attention_flash1"] == eff["h200"]["bf16"]["attention_flash1"] == round(135 / 989, 3)
+    # the kernels' order on both GPUs: FA1 and Triton alike, FA2 about twice as fast
+    for d in ("a100", "h100"):
+        e = eff[d]["bf16"]
+        assert e["attention_flash2"] > 2 * max(e["attention_flash1"], e["attention_triton"])
 
 
 def test_triton_attention_is_slower_than_flash2_and_grows_with_the_sequence():

@@ -102,10 +102,11 @@ ADDED_SINCE_RECORDING = {"device": ["memory_bytes"], "model": ["input"], "parall
 # (issue #23: bf16 no longer borrows fp16's silently; the values are fp16's, this grid runs amp and fp32).
 ADDED_PATHS = {("device", "compute_efficiency", "bf16"): ["device_compute_efficiency_bf16_conv",
                                                           "device_compute_efficiency_bf16_matmul",
-                                                          "device_compute_efficiency_bf16_attention_triton"],
-               # llm-foundry's Triton attention kernel (ninth stop); ResNet-50 has no attention op
-               ("device", "compute_efficiency", "fp16", "attention_triton"): [
-                   "device_compute_efficiency_fp16_attention_triton"]}
+                                                          *(f"device_compute_efficiency_bf16_attention_{k}"
+                                                            for k in ("triton", "flash2", "flash1"))],
+               # the Triton / FlashAttention-1 / -2 kernels' A100 rates (ninth stop); ResNet-50 has no attention op
+               **{("device", "compute_efficiency", "fp16", f"attention_{k}"): [
+                   f"device_compute_efficiency_fp16_attention_{k}"] for k in ("triton", "flash2", "flash1")}}
 # Config values changed after the recording that change no result of this grid (ResNet-50, whose
 # GEMM is one small fc layer): the BERT-calibrated GEMM efficiencies re-fitted on branch `kernels`
 # when the capture started pricing GPU kernel bytes. Path in the config -> (recorded, current).

@@ -62,7 +62,7 @@ from estimator.workloads.graph import Workload
 # Fused attention kernels a framework can run (``framework.attention_kernel``): ``cudnn`` prices the
 # ``attention`` op class; another kernel prices it as ``attention_<kernel>`` (falling back to ``attention``,
 # then ``matmul``, where the device has no entry for it).
-ATTENTION_KERNELS = ("cudnn", "flash2", "triton")
+ATTENTION_KERNELS = ("cudnn", "flash2", "flash1", "triton")
 ATTENTION_CLASSES = ("attention", *(f"attention_{k}" for k in ATTENTION_KERNELS if k != "cudnn"))
 TENSOR_CORE_CLASSES = frozenset({"conv", "matmul", *ATTENTION_CLASSES})
 # precision -> (peak field for tensor-core classes, activation bytes relative to the fp32 capture)

@@ -53,8 +53,9 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   saves the high-precision input); memory only (:mod:`~estimator.parallel.memory`).
 * ``attention_kernel`` — which fused (flash) attention kernel the layer's attention op runs:
   ``cudnn`` (Transformer Engine's fused attention, cuDNN's kernel on Hopper), ``flash2``
-  (FlashAttention-2: PyTorch SDPA's flash backend, the flash-attn 2 package) or ``triton``
-  (flash-attn's 2022 Triton kernel, llm-foundry's ``attn_impl: triton``); the device prices
+  (FlashAttention-2: PyTorch SDPA's flash backend, the flash-attn 2 package), ``flash1``
+  (FlashAttention-1: the flash-attn 0.x / 1.x CUDA kernels) or ``triton`` (flash-attn's 2022
+  Triton kernel, llm-foundry's ``attn_impl: triton``); the device prices
   each at its own measured rate (:func:`~estimator.compute.device.node_times`). Only the ``te``
   layer has a fused attention op; the eager and Megatron layers run attention as GEMMs + softmax.
 * ``optimizer_state`` — the dtype of Adam's state: ``fp32`` (fp32 master weights, momentum and
