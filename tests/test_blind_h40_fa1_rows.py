@@ -1,0 +1,155 @@
+"""The round-h40-fa1 blind held-out rows (issue #23 item 7): lines of llm-foundry's (then mosaicml/examples') MPT
+benchmark tables that were measured with FlashAttention-1 -- the README of 22d724c89 (Dec 2022, flash-attn 0.2.2) and
+of d14a7c94a (Feb 2023, release 0.0.3, flash-attn 0.2.8), both with ``attn_impl: flash`` (flash-attn's ``FlashMHA``).
+
+They live in validation/blind_h40_fa1/, a folder `estimator validate` does not read by default, so that the model can
+be changed blind to them. These checks price no step: every row parses with the project's loader, is an independent
+llm row that repeats no run already described, shares no source with a calibration row, sets only facts of the run
+(``framework.attention_kernel=flash1`` among them), reproduces the table numbers it is derived from, composes into a
+config the hybrid model accepts and fits in memory, and is described in the folder's README.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import estimator
+from estimator.parallel.spec import TransformerSpec
+from estimator.validation import load_rows
+from estimator.validation.llm import source_keys
+from estimator.validation.predict import base_overrides
+from tests.blind_checks import (
+    check_composes_and_fits,
+    check_facts_only,
+    check_no_calibration_source,
+    document,
+    overrides,
+    run_key,
+)
+
+VALIDATION = Path(__file__).resolve().parents[1] / "validation"
+FOLDER = VALIDATION / "blind_h40_fa1"
+ROWS = load_rows(FOLDER)
+BLIND_FOLDERS = [p for p in VALIDATION.glob("blind_*") if p.is_dir() and p != FOLDER]
+OTHER_BLIND = [r for p in BLIND_FOLDERS for sub in (p, p / "refused") if sub.is_dir() for r in load_rows(sub)]
+SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"] + OTHER_BLIND
+DEC22 = "mosaicml/llm-foundry:llm/throughput/README.md"
+FEB23 = "mosaicml/llm-foundry:examples/llm/throughput/README.md"
+DOCUMENTS = {DEC22: 14, FEB23: 7}
+# Per README version: id prefix, commit, flash-attn pinned in the requirements, vocabulary (padded to 16 in Feb 2023).
+RELEASES = {DEC22: ("mpt2212", "22d724c8933fe5f0fac81d9017728c92648dd0cf", "flash-attn==0.2.2", 50257),
+            FEB23: ("mpt2302", "d14a7c94a0f805f56a7c865802082bf6d8ac8903", "flash-attn==0.2.8", 50272)}
+# The yamls' shapes: size -> (d_model, n_heads, n_layers).
+SHAPES = {"125m": (768, 12, 12), "350m": (1024, 16, 24), "760m": (1536, 12, 24), "1b": (2048, 16, 24),
+          "3b": (2560, 20, 32), "7b": (4096, 32, 32), "13b": (5120, 40, 40), "30b": (7168, 56, 48),
+          "70b": (8192, 64, 80)}
+ALLOWED_KEYS = {"framework", "framework.attention_kernel", "parallelism.zero", "parallelism.recompute",
+                "parallelism.fp32_grads", "model.fused_kernels", "model.hidden_size", "model.num_layers",
+                "model.num_heads", "model.ffn_size", "model.vocab_size", "model.dropout", "device.memory_bytes",
+                "device.mem_bw_Bps"}
+ID = re.compile(r"(mpt2212|mpt2302)-(\d+[mb])-a100-(40|80)gb-(\d+)gpu-s(\d+)-gb(\d+)$")
+
+
+def rows_of(doc: str) -> list:
+    return [r for r in ROWS if document(r) == doc]
+
+
+def published_params(row) -> int:
+    return int(re.search(r"MosaicGPT-\w+ \((\d+) parameters", row.measured_what).group(1))
+
+
+def test_rows_parse_and_come_from_two_readme_versions():
+    assert len(ROWS) == sum(DOCUMENTS.values()) == 21 and len({r.id for r in ROWS}) == 21
+    assert {r.file for r in ROWS} == {"validation/blind_h40_fa1/llm.csv"}
+    assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
+    assert {doc: len(rows_of(doc)) for doc in DOCUMENTS} == DOCUMENTS
+    assert all(r.system == "dgx_a100" and r.precision == "bf16" and r.model == "megatron_gpt" for r in ROWS)
+    assert not (FOLDER / "refused").exists() or not load_rows(FOLDER / "refused")
+
+
+def test_rows_are_runs_no_other_row_describes():
+    """No id or run (system, shape, precision, GPUs, layout) of llm.csv, pending/ or another blind folder; neither
+    README version is cited by another row. The run check can fail: a row of llm.csv is found by its key."""
+    assert not {r.id for r in SEEN} & {r.id for r in ROWS}
+    seen_runs = {run_key(s) for s in SEEN}
+    assert not [r.id for r in ROWS if run_key(r) in seen_runs]
+    assert len({run_key(r) for r in ROWS}) == len(ROWS)
+    for doc in DOCUMENTS:
+        assert not [s.id for s in SEEN if doc in source_keys(s.source)], doc
+    assert run_key(next(s for s in SEEN if s.id == "mpt-7b-a100-80gb-8gpu")) in seen_runs
+    assert DEC22 in source_keys(SEEN[0].source + "; " + rows_of(DEC22)[0].source)
+
+
+def test_no_row_shares_a_source_with_a_calibration_row():
+    check_no_calibration_source(ROWS, SEEN)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+def test_row_sets_only_facts_and_names_flash_attention_1(row):
+    keys = check_facts_only(row, ALLOWED_KEYS)
+    assert keys["framework"] == "fsdp" and keys["parallelism.zero"] == "3" and keys["model.fused_kernels"] == "te"
+    assert keys["parallelism.fp32_grads"] == "true" and "MP Mode DEFAULT" in row.measured_what
+    assert keys["model.dropout"] == "0.0"
+    # attn_impl 'flash' = flash-attn 0.2.x's FlashMHA: FlashAttention-1 CUDA kernels, not the Triton kernel
+    prefix, commit, pin, _ = RELEASES[document(row)]
+    assert keys["framework.attention_kernel"] == "flash1"
+    assert "attn_impl 'flash'" in row.software and "FlashMHA" in row.software and pin in row.software
+    assert row.id.startswith(prefix + "-") and f"@{commit}:" in row.source
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+def test_row_is_a_line_of_its_table(row):
+    """Shape = the size's yaml, parameter count = the table's, measured = Throughput (T/s) / GPUs, global batch =
+    GPUs x micro x GradAccum, ActCkpt -> recompute, 40 GB cards -> the datasheet's memory size and bandwidth."""
+    _, size, mem, gpus, seq, gb = ID.match(row.id).groups()
+    lay, ov = row.layout, overrides(row)
+    h, heads, layers = SHAPES[size]
+    vocab = RELEASES[document(row)][3]
+    assert (row.gpus, lay["seq_len"], lay["global_batch"]) == (int(gpus), int(seq), int(gb))
+    assert (lay["tp"], lay["pp"], lay["cp"]) == (1, 1, 1)
+    assert ov["model.hidden_size"] == str(h) and ov["model.num_heads"] == str(heads)
+    assert ov["model.num_layers"] == str(layers) and ov["model.ffn_size"] == str(4 * h)
+    assert ov["model.vocab_size"] == str(vocab)
+    published = published_params(row)
+    assert published == layers * (12 * h * h + 13 * h) + (vocab + int(seq)) * h + 2 * h
+    total = float(re.search(r"'Throughput \(T/s\)' ([\d.]+) over (\d+) GPUs", row.measured_what).group(1))
+    assert row.measured == round(total / row.gpus, 1)
+    ga = int(re.search(r"GradAccum (\d+)", row.measured_what).group(1))
+    assert lay["global_batch"] == row.gpus * lay["micro_batch_size"] * ga
+    ckpt = re.search(r"Activation Checkpointing (True|False)", row.measured_what).group(1)
+    assert ov["parallelism.recompute"] == ("full" if ckpt == "True" else "none")
+    gpu = f"a100_{mem}gb"
+    assert f"row 'gpt{size} | {seq} | {gpus} | {gpu} | GlobalBatchSize {gb}'" in row.source
+    forty = mem == "40"
+    assert (ov.get("device.memory_bytes"), ov.get("device.mem_bw_Bps")) == \
+        (("40e9", "1.555e12") if forty else (None, None))
+    assert row.raw["unstated"].split() == ["fabric.nccl_version"] + (["fabric.uplink_bandwidth_Bps"] * (row.gpus > 8))
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+def test_composed_model_has_the_tables_parameter_count(row):
+    cfg = estimator.resolve_config(base_overrides(row))["model"]
+    assert TransformerSpec.from_cfg(cfg).params() == published_params(row)
+
+
+def test_the_parameter_check_can_fail():
+    """A row re-read with the other release's vocabulary misses the table's count."""
+    row = rows_of(DEC22)[0]
+    cfg = estimator.resolve_config(base_overrides(row) + ["model.vocab_size=50272"])["model"]
+    assert TransformerSpec.from_cfg(cfg).params() != published_params(row)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+def test_published_layout_composes_is_accepted_and_fits(row):
+    check_composes_and_fits(row)
+
+
+def test_every_row_is_described_with_its_value():
+    text = (FOLDER / "README.md").read_text(encoding="utf-8")
+    for row in ROWS:
+        line = next((ln for ln in text.splitlines() if ln.startswith(f"| `{row.id}` |")), None)
+        assert line is not None, row.id
+        assert f"= {row.measured} |" in line and line.endswith("| runs |")
