@@ -2,11 +2,12 @@
 arXiv 2402.15627) at 256 - 12,288 A100 -- Table 2's iteration times (175B), Figure 9's MFU bars (530B) and Table 3's
 baseline line.
 
-They live in validation/blind_h39_scale/ (a folder `estimator validate` does not read by default) so that the model
-can be changed blind to them. These checks price no step: every row parses with the project's loader, is an
-independent llm row that repeats no run already described, shares no source with a calibration row, sets only facts
-of the run, reproduces the published numbers it is derived from, composes into a config the hybrid model accepts and
-fits in memory, and is described with its value in the folder's README.md.
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(7a16001), then moved into validation/llm.csv unchanged (validation/llm_rows.md, "Blind held-out rows, round h39
+(MegaScale's Megatron-LM baseline, A100 at 256-12,288 GPUs)"). These checks price no step: every row parses with the
+project's loader, is an independent llm row that repeats no run already described, shares no source with a
+calibration row, sets only facts of the run, reproduces the published numbers it is derived from, composes into a
+config the hybrid model accepts and fits in memory, and is described with its value in llm_rows.md.
 """
 
 from __future__ import annotations
@@ -28,12 +29,21 @@ from tests.blind_checks import (
     check_step_conversion,
     overrides,
     run_key,
+    section,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-FOLDER = VALIDATION / "blind_h39_scale"
-ROWS = load_rows(FOLDER)
-SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"]
+H39_SCALE_IDS = ("megascale-mlm-175b-256gpu", "megascale-mlm-175b-512gpu", "megascale-mlm-175b-768gpu",
+                 "megascale-mlm-175b-1024gpu", "megascale-mlm-175b-3072gpu", "megascale-mlm-175b-6144gpu",
+                 "megascale-mlm-175b-8192gpu", "megascale-mlm-175b-12288gpu", "megascale-mlm-530b-2240gpu",
+                 "megascale-mlm-530b-4480gpu", "megascale-mlm-530b-11200gpu", "megascale-mlm-175b-256gpu-gbs256")
+ALL = load_rows(VALIDATION)
+PENDING = load_rows(VALIDATION / "pending")
+ROWS = [r for r in ALL if r.id in H39_SCALE_IDS]
+SEEN = [r for r in ALL + PENDING if r.kind == "llm" and r.id not in H39_SCALE_IDS]
+SECTION = "## Blind held-out rows, round h39 (MegaScale's Megatron-LM baseline, A100 at 256-12,288 GPUs)"
+BLIND_FOLDERS = [p for p in VALIDATION.glob("blind_*") if p.is_dir()]
+OTHER_BLIND = [r for p in BLIND_FOLDERS for sub in (p, p / "refused") if sub.is_dir() for r in load_rows(sub)]
 PAPER = "arxiv:2402.15627"
 ALLOWED_KEYS = {"framework", "framework.tp_comm_overlap", "parallelism.zero", "parallelism.sequence_parallel",
                 "parallelism.dp_overlap", "parallelism.virtual_stages", "model.hidden_size", "model.num_layers",
@@ -57,21 +67,31 @@ def size(row) -> str:
 
 def test_rows_parse_and_cite_megascale():
     assert len(ROWS) == 12 and len({r.id for r in ROWS}) == 12
-    assert {r.file for r in ROWS} == {"validation/blind_h39_scale/llm.csv"}
+    assert tuple(r.id for r in ROWS) == H39_SCALE_IDS
+    assert {r.file for r in ROWS} == {"validation/llm.csv"}
     assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
     assert all(PAPER + "#table1" in source_keys(r.source) for r in ROWS)
     assert all(r.gpus >= 256 and r.system == "dgx_a100" and r.model == "megatron_gpt" for r in ROWS)
     assert sum(r.metric == "tokens_per_s_per_gpu" for r in ROWS) == len(TABLE2)
 
 
+def test_estimator_validate_reads_the_rows_from_llm_csv():
+    """Priced once, the rows are in the default validation folder's llm.csv, each id once (not also in pending/ or a
+    blind sub-folder)."""
+    assert set(H39_SCALE_IDS) <= {r.id for r in ALL} and {r.file for r in ROWS} == {"validation/llm.csv"}
+    everywhere = [r.id for r in ALL + PENDING + OTHER_BLIND if r.id in H39_SCALE_IDS]
+    assert sorted(everywhere) == sorted(H39_SCALE_IDS)
+
+
 def test_rows_are_runs_no_other_row_describes():
-    """No id of llm.csv or pending/, no run (system, shape, precision, GPUs, layout) of them, and no other row cites
-    MegaScale. The run check can fail: a row of llm.csv is found by its key."""
-    assert not {r.id for r in SEEN} & {r.id for r in ROWS}
-    seen_runs = {run_key(s) for s in SEEN}
+    """No id of llm.csv, pending/ or another blind round, no run (system, shape, precision, GPUs, layout) of them, and
+    no other row cites MegaScale. The run check can fail: a row of llm.csv is found by its key."""
+    others = SEEN + OTHER_BLIND
+    assert not {r.id for r in others} & {r.id for r in ROWS}
+    seen_runs = {run_key(s) for s in others}
     assert not [r.id for r in ROWS if run_key(r) in seen_runs]
     assert len({run_key(r) for r in ROWS}) == len(ROWS)
-    assert not [s.id for s in SEEN if any(k.startswith(PAPER) for k in source_keys(s.source))]
+    assert not [s.id for s in others if any(k.startswith(PAPER) for k in source_keys(s.source))]
     assert run_key(SEEN[0]) in seen_runs
 
 
@@ -133,7 +153,7 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 
 def test_every_row_is_described_with_its_value():
-    text = (FOLDER / "README.md").read_text(encoding="utf-8")
+    text = section(VALIDATION / "llm_rows.md", SECTION)
     for row in ROWS:
         line = next((ln for ln in text.splitlines() if ln.startswith(f"| `{row.id}` |")), "")
         assert line and f"| {row.measured:g} |" in line and line.rstrip().endswith("| runs |"), row.id
