@@ -2,11 +2,13 @@
 benchmark tables that were measured with FlashAttention-1 -- the README of 22d724c89 (Dec 2022, flash-attn 0.2.2) and
 of d14a7c94a (Feb 2023, release 0.0.3, flash-attn 0.2.8), both with ``attn_impl: flash`` (flash-attn's ``FlashMHA``).
 
-They live in validation/blind_h40_fa1/, a folder `estimator validate` does not read by default, so that the model can
-be changed blind to them. These checks price no step: every row parses with the project's loader, is an independent
-llm row that repeats no run already described, shares no source with a calibration row, sets only facts of the run
-(``framework.attention_kernel=flash1`` among them), reproduces the table numbers it is derived from, composes into a
-config the hybrid model accepts and fits in memory, and is described in the folder's README.
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(7a16001), then moved into validation/llm.csv unchanged (validation/llm_rows.md, "Blind held-out rows, round h40
+(llm-foundry MPT with FlashAttention-1, A100, 2022-2023)"). These checks price no step: every row parses with the
+project's loader, is an independent llm row that repeats no run already described, shares no source with a
+calibration row, sets only facts of the run (``framework.attention_kernel=flash1`` among them), reproduces the table
+numbers it is derived from, composes into a config the hybrid model accepts and fits in memory, and is described in
+llm_rows.md.
 """
 
 from __future__ import annotations
@@ -28,14 +30,28 @@ from tests.blind_checks import (
     document,
     overrides,
     run_key,
+    section,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-FOLDER = VALIDATION / "blind_h40_fa1"
-ROWS = load_rows(FOLDER)
-BLIND_FOLDERS = [p for p in VALIDATION.glob("blind_*") if p.is_dir() and p != FOLDER]
+H40_FA1_IDS = ("mpt2212-70b-a100-80gb-128gpu-s2048-gb1024", "mpt2212-30b-a100-80gb-16gpu-s2048-gb128",
+               "mpt2212-13b-a100-80gb-32gpu-s8192-gb64", "mpt2212-13b-a100-80gb-8gpu-s2048-gb2048",
+               "mpt2212-13b-a100-80gb-8gpu-s512-gb1024", "mpt2212-7b-a100-80gb-8gpu-s4096-gb1024",
+               "mpt2212-3b-a100-80gb-8gpu-s16384-gb256", "mpt2212-1b-a100-80gb-8gpu-s8192-gb512",
+               "mpt2212-760m-a100-80gb-8gpu-s16384-gb256", "mpt2212-125m-a100-80gb-8gpu-s16384-gb256",
+               "mpt2212-7b-a100-40gb-16gpu-s2048-gb4096", "mpt2212-3b-a100-40gb-8gpu-s512-gb16384",
+               "mpt2212-1b-a100-40gb-16gpu-s16384-gb512", "mpt2212-350m-a100-40gb-8gpu-s16384-gb512",
+               "mpt2302-13b-a100-80gb-16gpu-s2048-gb256", "mpt2302-7b-a100-80gb-16gpu-s2048-gb256",
+               "mpt2302-350m-a100-80gb-16gpu-s2048-gb256", "mpt2302-125m-a100-80gb-16gpu-s2048-gb512",
+               "mpt2302-7b-a100-40gb-32gpu-s2048-gb256", "mpt2302-3b-a100-40gb-32gpu-s2048-gb2048",
+               "mpt2302-1b-a100-40gb-8gpu-s2048-gb2048")
+ALL = load_rows(VALIDATION)
+PENDING = load_rows(VALIDATION / "pending")
+ROWS = [r for r in ALL if r.id in H40_FA1_IDS]
+BLIND_FOLDERS = [p for p in VALIDATION.glob("blind_*") if p.is_dir()]
 OTHER_BLIND = [r for p in BLIND_FOLDERS for sub in (p, p / "refused") if sub.is_dir() for r in load_rows(sub)]
-SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"] + OTHER_BLIND
+SEEN = [r for r in ALL + PENDING if r.kind == "llm" and r.id not in H40_FA1_IDS] + OTHER_BLIND
+SECTION = "## Blind held-out rows, round h40 (llm-foundry MPT with FlashAttention-1, A100, 2022-2023)"
 DEC22 = "mosaicml/llm-foundry:llm/throughput/README.md"
 FEB23 = "mosaicml/llm-foundry:examples/llm/throughput/README.md"
 DOCUMENTS = {DEC22: 14, FEB23: 7}
@@ -63,16 +79,24 @@ def published_params(row) -> int:
 
 def test_rows_parse_and_come_from_two_readme_versions():
     assert len(ROWS) == sum(DOCUMENTS.values()) == 21 and len({r.id for r in ROWS}) == 21
-    assert {r.file for r in ROWS} == {"validation/blind_h40_fa1/llm.csv"}
+    assert tuple(r.id for r in ROWS) == H40_FA1_IDS
+    assert {r.file for r in ROWS} == {"validation/llm.csv"}
     assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
     assert {doc: len(rows_of(doc)) for doc in DOCUMENTS} == DOCUMENTS
     assert all(r.system == "dgx_a100" and r.precision == "bf16" and r.model == "megatron_gpt" for r in ROWS)
-    assert not (FOLDER / "refused").exists() or not load_rows(FOLDER / "refused")
+
+
+def test_estimator_validate_reads_the_rows_from_llm_csv():
+    """Priced once (none refused), the rows are in the default validation folder's llm.csv, each id once (not also in
+    pending/ or a blind sub-folder)."""
+    assert set(H40_FA1_IDS) <= {r.id for r in ALL} and {r.file for r in ROWS} == {"validation/llm.csv"}
+    everywhere = [r.id for r in ALL + PENDING + OTHER_BLIND if r.id in H40_FA1_IDS]
+    assert sorted(everywhere) == sorted(H40_FA1_IDS)
 
 
 def test_rows_are_runs_no_other_row_describes():
-    """No id or run (system, shape, precision, GPUs, layout) of llm.csv, pending/ or another blind folder; neither
-    README version is cited by another row. The run check can fail: a row of llm.csv is found by its key."""
+    """No id or run (system, shape, precision, GPUs, layout) of another row of llm.csv, pending/ or a blind folder;
+    neither README version is cited by another row. The run check can fail: a row of llm.csv is found by its key."""
     assert not {r.id for r in SEEN} & {r.id for r in ROWS}
     seen_runs = {run_key(s) for s in SEEN}
     assert not [r.id for r in ROWS if run_key(r) in seen_runs]
@@ -148,7 +172,7 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 
 def test_every_row_is_described_with_its_value():
-    text = (FOLDER / "README.md").read_text(encoding="utf-8")
+    text = section(VALIDATION / "llm_rows.md", SECTION)
     for row in ROWS:
         line = next((ln for ln in text.splitlines() if ln.startswith(f"| `{row.id}` |")), None)
         assert line is not None, row.id
