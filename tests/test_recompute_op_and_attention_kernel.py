@@ -14,6 +14,7 @@ from estimator.estimate import estimate
 from estimator.parallel.sac import recomputed_gemm_fraction, saved_bytes_per_token
 from estimator.parallel.spec import TransformerSpec
 from estimator.validation import load_rows
+from tests.blind_checks import document
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 
@@ -140,10 +141,21 @@ def test_triton_attention_is_slower_than_flash2_and_grows_with_the_sequence():
     assert 1.0 < short < long  # the attention's share of the step grows with the sequence
 
 
-def test_llm_foundry_rows_run_the_triton_kernel():
-    """Every row from llm-foundry's benchmark tables states attn_impl triton (the submit script's default when the
-    tables were measured) and prices it as such."""
+# llm-foundry's benchmark README by version: the tables of scripts/train/benchmarking/ ran attn_impl triton (the submit
+# script's default when they were measured); the two earlier versions (Dec 2022 llm/throughput/, Feb 2023
+# examples/llm/throughput/; round h40) ran attn_impl flash = flash-attn 0.2.x's FlashMHA, FlashAttention-1.
+FOUNDRY_KERNELS = {"mosaicml/llm-foundry:scripts/train/benchmarking/README.md": ("triton", 54),
+                   "mosaicml/llm-foundry:llm/throughput/README.md": ("flash1", 14),
+                   "mosaicml/llm-foundry:examples/llm/throughput/README.md": ("flash1", 7)}
+
+
+def test_llm_foundry_rows_run_their_readme_versions_kernel():
+    """Every row from llm-foundry's benchmark tables states the kernel its README version ran -- triton for the
+    scripts/train/benchmarking tables, flash1 for the 2022-2023 throughput READMEs -- and prices it as such."""
     rows = [r for r in load_rows(VALIDATION) if r.kind == "llm" and "mosaicml/llm-foundry" in r.source]
-    assert len(rows) >= 54
-    for r in rows:
-        assert "framework.attention_kernel=triton" in r.raw["overrides"].split(), r.id
+    for doc, (kernel, at_least) in FOUNDRY_KERNELS.items():
+        of_doc = [r for r in rows if document(r) == doc]
+        assert len(of_doc) >= at_least, doc
+        for r in of_doc:
+            assert f"framework.attention_kernel={kernel}" in r.raw["overrides"].split(), r.id
+    assert {document(r) for r in rows} == set(FOUNDRY_KERNELS)
