@@ -10,8 +10,11 @@ from pathlib import Path
 import estimator
 from estimator.parallel.estimate import validate_hybrid
 from estimator.parallel.spec import TransformerSpec
+from estimator.validation import load_rows
 from estimator.validation.llm import shares_source, source_keys
 from estimator.validation.predict import base_overrides
+
+VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 
 # "tokens/s per GPU = <global batch> x <seq> / (<step> s x <gpus>) = <value>" in a row's measured_what.
 STEP = re.compile(r"tokens/s per GPU = ([\d,]+) x (\d+) / \(([\d.]+) s x ([\d,]+)\) = (\d+(?:\.\d+)?)")
@@ -135,3 +138,18 @@ def check_described(rows, heading: str, measured: bool = False) -> None:
     for row in rows:
         assert f"`{row.id}`" in doc, f"{row.id} is not listed in llm_rows.md, '{heading[3:]}'"
         assert not measured or f"{row.measured:.3f}" in doc, f"{row.id}'s measured value is not in the section's table"
+
+
+def other_blind_rows() -> list:
+    """Rows of blind sub-folders not moved yet (``validation/blind_*/`` and their ``refused/``)."""
+    folders = [p for p in VALIDATION.glob("blind_*") if p.is_dir()]
+    return [r for p in folders for sub in (p, p / "refused") if sub.is_dir() for r in load_rows(sub)]
+
+
+def check_moved_once(ids: tuple, all_rows) -> None:
+    """Priced once, a round's rows are in the default validation folder's llm.csv (``all_rows``), each id once (not
+    also in pending/ or a blind sub-folder)."""
+    rows = [r for r in all_rows if r.id in ids]
+    assert set(ids) <= {r.id for r in all_rows} and {r.file for r in rows} == {"validation/llm.csv"}
+    everywhere = [r.id for r in all_rows + load_rows(VALIDATION / "pending") + other_blind_rows() if r.id in ids]
+    assert sorted(everywhere) == sorted(ids)

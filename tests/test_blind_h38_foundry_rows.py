@@ -26,9 +26,11 @@ from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
     check_composes_and_fits,
     check_facts_only,
+    check_moved_once,
     check_mpt_table,
     check_no_calibration_source,
     document,
+    other_blind_rows,
     overrides,
     run_key,
     section,
@@ -50,8 +52,7 @@ ALL = load_rows(VALIDATION)
 ROWS = [r for r in ALL if r.id in H38_FOUNDRY_IDS]
 SEEN = [r for r in ALL + load_rows(VALIDATION / "pending") if r.kind == "llm" and r.id not in H38_FOUNDRY_IDS]
 SECTION = "## Blind held-out rows, round h38 (llm-foundry MPT with the Triton kernel, fms-fsdp)"
-BLIND_FOLDERS = [p for p in VALIDATION.glob("blind_*") if p.is_dir()]
-OTHER_BLIND = [r for p in BLIND_FOLDERS for sub in (p, p / "refused") if sub.is_dir() for r in load_rows(sub)]
+OTHER_BLIND = other_blind_rows()
 FOUNDRY = "mosaicml/llm-foundry:scripts/train/benchmarking/README.md"
 FMS = "foundation-model-stack/fms-fsdp:README.md"
 DOCUMENTS = {FOUNDRY: 20, FMS: 8}
@@ -83,9 +84,7 @@ def test_rows_parse_and_come_from_two_documents():
 def test_estimator_validate_reads_the_rows_from_llm_csv():
     """Priced once, the rows are in the default validation folder's llm.csv, each id once (not also in pending/ or a
     blind sub-folder)."""
-    assert set(H38_FOUNDRY_IDS) <= {r.id for r in ALL} and {r.file for r in ROWS} == {"validation/llm.csv"}
-    everywhere = [r.id for r in ALL + load_rows(VALIDATION / "pending") + OTHER_BLIND if r.id in H38_FOUNDRY_IDS]
-    assert sorted(everywhere) == sorted(H38_FOUNDRY_IDS)
+    check_moved_once(H38_FOUNDRY_IDS, ALL)
 
 
 def test_rows_are_runs_no_other_row_describes():

@@ -25,8 +25,10 @@ from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
     check_composes_and_fits,
     check_layout_and_mark,
+    check_moved_once,
     check_no_calibration_source,
     check_step_conversion,
+    other_blind_rows,
     overrides,
     run_key,
     section,
@@ -42,8 +44,7 @@ PENDING = load_rows(VALIDATION / "pending")
 ROWS = [r for r in ALL if r.id in H39_SCALE_IDS]
 SEEN = [r for r in ALL + PENDING if r.kind == "llm" and r.id not in H39_SCALE_IDS]
 SECTION = "## Blind held-out rows, round h39 (MegaScale's Megatron-LM baseline, A100 at 256-12,288 GPUs)"
-BLIND_FOLDERS = [p for p in VALIDATION.glob("blind_*") if p.is_dir()]
-OTHER_BLIND = [r for p in BLIND_FOLDERS for sub in (p, p / "refused") if sub.is_dir() for r in load_rows(sub)]
+OTHER_BLIND = other_blind_rows()
 PAPER = "arxiv:2402.15627"
 ALLOWED_KEYS = {"framework", "framework.tp_comm_overlap", "parallelism.zero", "parallelism.sequence_parallel",
                 "parallelism.dp_overlap", "parallelism.virtual_stages", "model.hidden_size", "model.num_layers",
@@ -78,9 +79,7 @@ def test_rows_parse_and_cite_megascale():
 def test_estimator_validate_reads_the_rows_from_llm_csv():
     """Priced once, the rows are in the default validation folder's llm.csv, each id once (not also in pending/ or a
     blind sub-folder)."""
-    assert set(H39_SCALE_IDS) <= {r.id for r in ALL} and {r.file for r in ROWS} == {"validation/llm.csv"}
-    everywhere = [r.id for r in ALL + PENDING + OTHER_BLIND if r.id in H39_SCALE_IDS]
-    assert sorted(everywhere) == sorted(H39_SCALE_IDS)
+    check_moved_once(H39_SCALE_IDS, ALL)
 
 
 def test_rows_are_runs_no_other_row_describes():

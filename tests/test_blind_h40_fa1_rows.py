@@ -26,8 +26,10 @@ from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
     check_composes_and_fits,
     check_facts_only,
+    check_moved_once,
     check_no_calibration_source,
     document,
+    other_blind_rows,
     overrides,
     run_key,
     section,
@@ -48,8 +50,7 @@ H40_FA1_IDS = ("mpt2212-70b-a100-80gb-128gpu-s2048-gb1024", "mpt2212-30b-a100-80
 ALL = load_rows(VALIDATION)
 PENDING = load_rows(VALIDATION / "pending")
 ROWS = [r for r in ALL if r.id in H40_FA1_IDS]
-BLIND_FOLDERS = [p for p in VALIDATION.glob("blind_*") if p.is_dir()]
-OTHER_BLIND = [r for p in BLIND_FOLDERS for sub in (p, p / "refused") if sub.is_dir() for r in load_rows(sub)]
+OTHER_BLIND = other_blind_rows()
 SEEN = [r for r in ALL + PENDING if r.kind == "llm" and r.id not in H40_FA1_IDS] + OTHER_BLIND
 SECTION = "## Blind held-out rows, round h40 (llm-foundry MPT with FlashAttention-1, A100, 2022-2023)"
 DEC22 = "mosaicml/llm-foundry:llm/throughput/README.md"
@@ -89,9 +90,7 @@ def test_rows_parse_and_come_from_two_readme_versions():
 def test_estimator_validate_reads_the_rows_from_llm_csv():
     """Priced once (none refused), the rows are in the default validation folder's llm.csv, each id once (not also in
     pending/ or a blind sub-folder)."""
-    assert set(H40_FA1_IDS) <= {r.id for r in ALL} and {r.file for r in ROWS} == {"validation/llm.csv"}
-    everywhere = [r.id for r in ALL + PENDING + OTHER_BLIND if r.id in H40_FA1_IDS]
-    assert sorted(everywhere) == sorted(H40_FA1_IDS)
+    check_moved_once(H40_FA1_IDS, ALL)
 
 
 def test_rows_are_runs_no_other_row_describes():

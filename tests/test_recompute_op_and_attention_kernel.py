@@ -23,6 +23,19 @@ def spec(model):
     return TransformerSpec.from_cfg(estimator.resolve_config([f"model={model}"])["model"])
 
 
+def device_cfg(name: str) -> dict:
+    return estimator.resolve_config([f"device={name}"])["device"]
+
+
+def profile(name: str) -> DeviceProfile:
+    return DeviceProfile.from_dict(device_cfg(name))
+
+
+def efficiencies(*names: str) -> dict:
+    """compute_efficiency tables of the named device presets."""
+    return {d: device_cfg(d)["compute_efficiency"] for d in names}
+
+
 def llama8b(*extra, rc="op", n=8):
     return estimate(estimator.resolve_config([
         "model=llama3_8b", "parallelism=hybrid", "system=dgx_h100", f"fabric.nodes={n}", "precision=bf16",
@@ -88,17 +101,17 @@ def test_attention_kernel_prices_the_fused_attention_op_only():
 
 
 def test_attention_kernel_efficiency_lookup_and_fallback():
-    cfg = estimator.resolve_config(["device=h100"])["device"]
+    cfg = device_cfg("h100")
     h100 = DeviceProfile.from_dict(cfg)
     cudnn, flash2 = (cfg["compute_efficiency"]["bf16"][k] for k in ("attention", "attention_flash2"))
     assert flash2 < cudnn  # FA2 below cuDNN on H100 (the FA3 paper's bars; conf/device/h100.yaml)
     assert h100.efficiency("compute_efficiency", "attention", "bf16") == cudnn
     assert h100.efficiency("compute_efficiency", "attention_flash2", "bf16") == flash2
     assert h100.efficiency("compute_efficiency", "attention_flash2", "fp8") == flash2  # attention stays bf16 under fp8
-    a100 = DeviceProfile.from_dict(estimator.resolve_config(["device=a100"])["device"])  # no cuDNN attention entry
+    a100 = profile("a100")  # no cuDNN attention entry
     assert a100.efficiency("compute_efficiency", "attention", "bf16") == a100.efficiency(
         "compute_efficiency", "matmul", "bf16")
-    v100 = DeviceProfile.from_dict(estimator.resolve_config(["device=v100"])["device"])  # no attention entries
+    v100 = profile("v100")  # no attention entries
     assert v100.efficiency("compute_efficiency", "attention_flash2", "fp16") == v100.efficiency(
         "compute_efficiency", "matmul", "fp16")
 
@@ -111,11 +124,11 @@ def test_unknown_attention_kernel_is_a_one_line_error():
 def test_triton_kernel_rates_come_from_flash_attentions_charts():
     """llm-foundry's ``attn_impl: triton``: A100 measured (78 TFLOPS of 312, causal, head dim 128, 8k); H100 is
     FlashAttention-2's H100 rate scaled by the A100 ratio Triton / FA2 (78 / 182) (conf/device/*.yaml)."""
-    eff = {d: estimator.resolve_config([f"device={d}"])["device"]["compute_efficiency"] for d in ("a100", "h100", "h200")}
+    eff = efficiencies("a100", "h100", "h200")
     assert eff["a100"]["bf16"]["attention_triton"] == eff["a100"]["fp16"]["attention_triton"] == round(78 / 312, 3)
     for d in ("h100", "h200"):
         assert eff[d]["bf16"]["attention_triton"] == round(eff[d]["bf16"]["attention_flash2"] * 78 / 182, 3)
-    v100 = DeviceProfile.from_dict(estimator.resolve_config(["device=v100"])["device"])  # no entry: matmul's
+    v100 = profile("v100")  # no entry: matmul's
     assert v100.efficiency("compute_efficiency", "attention_triton", "fp16") == v100.efficiency(
         "compute_efficiency", "matmul", "fp16")
 
@@ -123,7 +136,7 @@ def test_triton_kernel_rates_come_from_flash_attentions_charts():
 def test_flash_attention_rates_are_the_charts_bars():
     """FlashAttention-2's release README: A100 (causal, head dim 128, 8k, fwd+bwd) FA2 182 and FA1 80 TFLOPS of 312;
     H100 FA1 135 TFLOPS of 989 (conf/device/*.yaml)."""
-    eff = {d: estimator.resolve_config([f"device={d}"])["device"]["compute_efficiency"] for d in ("a100", "h100", "h200")}
+    eff = efficiencies("a100", "h100", "h200")
     for prec in ("bf16", "fp16"):
         assert eff["a100"][prec]["attention_flash2"] == round(182 / 312, 3)
         assert eff["a100"][prec]["attention_flash1"] == round(80 / 312, 3)
