@@ -58,6 +58,11 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   Triton kernel, llm-foundry's ``attn_impl: triton``); the device prices
   each at its own measured rate (:func:`~estimator.compute.device.node_times`). Only the ``te``
   layer has a fused attention op; the eager and Megatron layers run attention as GEMMs + softmax.
+* ``loss_kernel`` — how the LM loss runs over the logits: ``torch_fp32`` (``F.cross_entropy`` on
+  fp32 logits, eager), ``megatron_fp32`` (Megatron's unfused vocabulary-parallel cross-entropy on
+  fp32 logits) or ``fused`` (one fused kernel per pass on the 16-bit logits); ``loss_metric_passes``
+  extra forward-only fp32 cross-entropies per microbatch (a training metric on every batch)
+  (:mod:`~estimator.parallel.loss`).
 * ``optimizer_state`` — the dtype of Adam's state: ``fp32`` (fp32 master weights, momentum and
   variance: 12 bytes per parameter, ZeRO paper Sec. 3.1) or ``bf16`` (Apex's DistributedFusedAdam
   with ``dtype=bf16``, NeMo's ``optim.dtype: bf16``: a bf16 copy of the parameters, kept by its
@@ -76,6 +81,7 @@ from typing import Any
 
 from estimator.compute.device import ATTENTION_KERNELS
 from estimator.errors import EstimatorError
+from estimator.parallel.loss import LOSS_KERNELS
 
 ZERO3_UNITS = ("layer", "module")
 GRAD_COLLECTIVES = ("reduce_scatter", "all_reduce")
@@ -104,6 +110,8 @@ class Framework:
     zero3_prefetch_below_live: bool
     fp8_keeps_fp8_inputs: bool
     optimizer_state: str
+    loss_kernel: str
+    loss_metric_passes: int
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
     zero3_max_live_params: float | None = None
@@ -134,6 +142,11 @@ class Framework:
         if data["attention_kernel"] not in ATTENTION_KERNELS:
             raise EstimatorError(f"framework.attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, "
                                  f"got {data['attention_kernel']!r}")
+        if data["loss_kernel"] not in LOSS_KERNELS:
+            raise EstimatorError(f"framework.loss_kernel must be one of {', '.join(LOSS_KERNELS)}, got {data['loss_kernel']!r}")
+        passes = data["loss_metric_passes"]
+        if isinstance(passes, bool) or not isinstance(passes, int) or passes < 0:
+            raise EstimatorError(f"framework.loss_metric_passes must be a whole number >= 0, got {passes!r}")
         for key in OPTIONAL:
             value = data.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):

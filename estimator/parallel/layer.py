@@ -75,8 +75,9 @@ What is captured and how:
   ``estimator.workloads.capture`` (``w = 2 bytes(1) - bytes(2)``, clipped to ``[0, bytes(1)]``):
   the GEMMs read their weight once per microbatch, not once per sequence.
 * Backward is ``out.backward(grad)`` with a given output gradient, so no loss op is attributed to
-  a layer; the LM head part includes the vocabulary-parallel cross-entropy (its three small
-  all-reduces of per-token values are left out of the communication model).
+  a part; the LM head part ends at this rank's logits, and the cross-entropy over them is priced
+  from the framework's loss kernel (:mod:`~estimator.parallel.loss`), not captured: its dtype and
+  passes are the framework's, and the capture runs everything in fp32.
 * The capture is a pure function of ``(spec, tp, sp, cp, fp8)`` (cacheable by those arguments).
 """
 
@@ -322,21 +323,21 @@ def _modules():
             return F.dropout(x, self.dropout, True) if self.dropout else x
 
     class HeadShard(nn.Module):
-        """Final norm, vocabulary-parallel LM head and cross-entropy on this rank's vocabulary slice."""
+        """Final norm and vocabulary-parallel LM head up to this rank's logits; the cross-entropy after
+        it is priced by the framework's loss kernel (:mod:`~estimator.parallel.loss`)."""
 
         def __init__(self, spec: TransformerSpec, tp: int):
             super().__init__()
             self.norm = norm(spec, spec.hidden)
             self.head = nn.Linear(spec.hidden, spec.padded_vocab(tp) // tp, bias=False)
 
-        def forward(self, x, labels):
-            logits = self.head(self.norm(x)).float()
-            return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+        def forward(self, x):
+            return self.head(self.norm(x))
 
     return torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard
 
 
-def _priced(module, inputs: tuple, grad_output: bool) -> list:
+def _priced(module, inputs: tuple) -> list:
     """Top-level ops of forward + backward of ``module(*inputs)`` with their FLOPs and bytes."""
     from torch.profiler import record_function
 
@@ -344,7 +345,7 @@ def _priced(module, inputs: tuple, grad_output: bool) -> list:
 
     module.zero_grad(set_to_none=True)  # every pass starts without gradients (no accumulation ops)
     out = module(*inputs)
-    grad = out.new_empty(out.shape) if grad_output else None
+    grad = out.new_empty(out.shape)
 
     def step() -> None:
         with record_function(_PHASE_MARK.format("forward")):
@@ -358,15 +359,15 @@ def _priced(module, inputs: tuple, grad_output: bool) -> list:
         return _priced_ops(_profiled(step))
 
 
-def _capture(name: str, module, make_inputs, fused: str, grad_output: bool = True) -> Workload:
+def _capture(name: str, module, make_inputs, fused: str) -> Workload:
     """Forward + backward of ``module(*make_inputs(b))`` on the meta device under the profiler, at
     one sequence (the workload) and at two (for ``weight_bytes``, see the module docstring)."""
     from estimator.workloads.capture import _weight_bytes, cuda_dispatch
     from estimator.workloads.flops import op_class
 
     with cuda_dispatch():
-        ops = _priced(module, make_inputs(1), grad_output)
-        unpaired = _weight_bytes(ops, _priced(module, make_inputs(2), grad_output))
+        ops = _priced(module, make_inputs(1))
+        unpaired = _weight_bytes(ops, _priced(module, make_inputs(2)))
     kept = [o for o in ops if "empty" not in o.op and o.phase in ("forward", "backward")]
     nodes = tuple(
         Node(id=i, name=o.op, deps=(i - 1,) if i else (), op=o.op, op_class=op_class(o.op, o.phase), phase=o.phase,
@@ -412,7 +413,5 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
                               lambda b: (torch.empty(s // tp if sp and tp > 1 else s, b, spec.hidden, requires_grad=True),), spec.fused),
             "attention": _capture(f"{tag}.attention", core, core_inputs, spec.fused),
             "embedding": _capture(f"{tag}.embedding", emb, lambda b: (torch.zeros(s, b, dtype=torch.long),), spec.fused),
-            "head": _capture(f"{tag}.head", head,
-                             lambda b: (torch.empty(s, b, spec.hidden, requires_grad=True), torch.zeros(s, b, dtype=torch.long)),
-                             spec.fused, grad_output=False),
+            "head": _capture(f"{tag}.head", head, lambda b: (torch.empty(s, b, spec.hidden, requires_grad=True),), spec.fused),
         }

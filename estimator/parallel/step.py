@@ -5,7 +5,8 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
 ``framework`` and in ``conf/framework/*.yaml``):
 
 * Per microbatch and stage ``i``: its ``n_i`` captured layers (``Layout.stage_layers``) forward and
-  backward, plus the embedding (first stage) and the LM head and loss (last stage); with ``pp = 1``
+  backward, plus the embedding (first stage) and the LM head and loss (last stage; the loss as the
+  framework's kernel runs it, :mod:`~estimator.parallel.loss`); with ``pp = 1``
   one rank runs both. Recompute adds one more forward of each layer (``full``), of its core
   attention (``selective``) or of what torchtitan's per-op policy drops (``op``, :mod:`sac`) to the
   backward. Under ``precision=fp8`` the decoder layers' Linears
@@ -109,6 +110,7 @@ from estimator.parallel.circuits import plan
 from estimator.parallel.framework import Framework
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout
+from estimator.parallel.loss import loss_times
 from estimator.parallel.memory import memory, stage_param_split
 from estimator.parallel.overlap import behind
 from estimator.parallel.placement import group_cost, p2p_cost, p2p_pricing, strides
@@ -319,8 +321,10 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         splits = (fw.p2p_scatter_gather, fw.p2p_grad_scatter_gather)
         sends = {act / (L.tp if split or L.sequence_parallel else 1) for split in splits}
         t_p2p = sum(pricer.p2p("pp", nbytes, L.pp, 2 * m * v / len(sends)) for nbytes in sends) / len(sends)
-    ends_f = [(emb.fwd + tp_emb if i == 0 else 0.0) + (head.fwd if i == L.pp - 1 else 0.0) for i in range(L.pp)]
-    ends_b = [(emb.bwd if i == 0 else 0.0) + (head.bwd if i == L.pp - 1 else 0.0) for i in range(L.pp)]
+    logits = tokens * L.micro_batch_size * spec.padded_vocab(L.tp) / L.tp
+    loss_f, loss_b = loss_times(fw.loss_kernel, logits, device, precision, fw.loss_metric_passes)
+    ends_f = [(emb.fwd + tp_emb if i == 0 else 0.0) + (head.fwd + loss_f if i == L.pp - 1 else 0.0) for i in range(L.pp)]
+    ends_b = [(emb.bwd if i == 0 else 0.0) + (head.bwd + loss_b if i == L.pp - 1 else 0.0) for i in range(L.pp)]
     t_f = [n * f_layer + ends_f[i] + z3.first_gather for i, n in enumerate(stages)]
     t_b = [n * b_layer + ends_b[i] + z3.last_gather for i, n in enumerate(stages)]
     # ---- ZeRO-2: every microbatch's gradients reduce-scattered during its backward
