@@ -29,6 +29,7 @@ from tests.blind_checks import (
     check_mpt_table,
     check_no_calibration_source,
     document,
+    other_blind_rows,
     overrides,
     run_key,
 )
@@ -36,8 +37,7 @@ from tests.blind_checks import (
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 FOLDER = VALIDATION / "blind_h41_foundry"
 ROWS = load_rows(FOLDER)
-BLIND_FOLDERS = [p for p in VALIDATION.glob("blind_*") if p.is_dir() and p != FOLDER]
-OTHER_BLIND = [r for p in BLIND_FOLDERS for sub in (p, p / "refused") if sub.is_dir() for r in load_rows(sub)]
+OTHER_BLIND = [r for r in other_blind_rows() if not r.file.startswith("validation/blind_h41_foundry/")]
 SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"] + OTHER_BLIND
 FULL = "mosaicml/llm-foundry:llm/throughput/FULL_TABLES.md"
 BENCH = "mosaicml/llm-foundry:scripts/train/benchmarking/README.md"
