@@ -40,7 +40,7 @@ SEEN = [r for r in ALL if r.id not in H29_IDS + H34_IDS + H37_FSDP_IDS + H38_FOU
 # What these rows may set: layout, recipe and model-shape facts, and datasheet facts of the hardware the
 # source states (memory size and bandwidth of a 40 GB A100, NIC count and line rate); no efficiency, no
 # measured bandwidth, no fitted value.
-ALLOWED_KEYS = {"framework", "framework.attention_kernel", "parallelism.zero", "parallelism.recompute", "parallelism.fp32_grads",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "framework.attention_kernel", "parallelism.zero", "parallelism.recompute", "parallelism.fp32_grads",
                 "parallelism.first_stage_layers", "parallelism.last_stage_layers", "model.fused_kernels",
                 "model.dropout", "model.hidden_size", "model.num_layers", "model.num_heads", "model.num_kv_heads",
                 "model.ffn_size", "model.vocab_size", "device.memory_bytes", "device.mem_bw_Bps", "fabric.uplinks",

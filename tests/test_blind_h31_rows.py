@@ -47,7 +47,7 @@ ROWS = [r for r in ALL if r.id in H31_IDS]
 SEEN = [r for r in ALL if r.id not in H31_IDS and r.id not in H34_IDS] + load_rows(VALIDATION / "pending")
 # What these rows may set: layout, recipe and model-shape facts the sources state; no efficiency, no measured or
 # fitted value.
-ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.sequence_parallel",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.sequence_parallel",
                 "parallelism.dp_overlap", "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap",
                 "fabric.nvls", "model.fused_kernels", "model.vocab_size", "model.hidden_size", "model.num_layers",
                 "model.num_heads", "model.num_kv_heads", "model.ffn_size"}

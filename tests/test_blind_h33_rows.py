@@ -48,7 +48,7 @@ DOCUMENTS = {NFL: 9, MPT: 10}
 # before b2a43a147 (July 2023) and at 8c8dd48 (the version llm.csv's MPT rows cite).
 RELEASES = {"fa27ba4980f67d499d4b4753cddecc2647e9d7be": 5, "81b75a7cbd0060846b1ef6b5646b28e868b1b9c3": 4,
             "c6cfb4284d280daef0e79e57b5dce82673dc565e": 5, "8c8dd48f72168c5d51e2f7b151595892a8fba43d": 5}
-ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.sequence_parallel",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.sequence_parallel",
                 "parallelism.dp_overlap", "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap",
                 "framework.attention_kernel", "fabric.nvls", "model.vocab_size", "model.hidden_size",
                 "model.num_layers", "model.num_heads", "model.num_kv_heads", "model.ffn_size", "model.fused_kernels",

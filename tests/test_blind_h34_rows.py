@@ -39,7 +39,7 @@ MLPERF31 = "mlcommons/training_results_v3.1:NVIDIA/results/*/gpt3"
 BLOOM = "bigscience-workshop/bigscience:train/tr11-176B-ml/README.md"
 PREQUEL = "bigscience-workshop/bigscience:train/tr11-176B-ml/chronicles-prequel.md"
 DOCUMENTS = {MBRIDGE: 1, MLPERF50: 2, MLPERF31: 1, BLOOM: 1, PREQUEL: 3}
-ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.sequence_parallel",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.sequence_parallel",
                 "parallelism.dp_overlap", "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap",
                 "fabric.nvls", "model.vocab_size", "model.hidden_size", "model.num_layers", "model.num_heads",
                 "model.ffn_size", "model.fused_kernels", "model.dropout", "parallelism.first_stage_layers",

@@ -45,7 +45,7 @@ FLASH = "Dao-AILab/flash-attention:training/README.md"
 TINYLLAMA = "jzhang38/TinyLlama:README.md"
 INTERNLM = "InternLM/InternLM:doc/en/train_performance.md"
 DOCUMENTS = {FLASH: 5, TINYLLAMA: 1, INTERNLM: 8}
-ALLOWED_KEYS = {"framework", "framework.attention_kernel", "framework.param_gather_overlap", "parallelism.zero", "parallelism.recompute",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "framework.attention_kernel", "framework.param_gather_overlap", "parallelism.zero", "parallelism.recompute",
                 "parallelism.fp32_grads", "model.hidden_size", "model.num_layers", "model.num_heads",
                 "model.num_kv_heads", "model.ffn_size", "model.vocab_size", "model.fused_kernels", "model.dropout",
                 "device.memory_bytes", "device.mem_bw_Bps", "fabric.uplinks", "fabric.uplink_bandwidth_Bps"}

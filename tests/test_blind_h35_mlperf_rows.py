@@ -43,7 +43,7 @@ V30_COREWEAVE = "mlcommons/training_results_v3.0:NVIDIA_CoreWeave/results/*/gpt3
 V40_SMC = "mlcommons/training_results_v4.0:smc/results/*/gpt3"
 V51_HPE = "mlcommons/training_results_v5.1:HPE/results/*/llama31_8b"
 DOCUMENTS = {V30_NVIDIA: 2, V30_COREWEAVE: 3, V40_SMC: 1, V51_HPE: 1}
-ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.sequence_parallel",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.sequence_parallel",
                 "parallelism.dp_overlap", "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap",
                 "fabric.nvls", "model.fused_kernels", "model.dropout"}
 GPT3_ROWS = [r for r in ROWS if r.model == "gpt3_175b"]

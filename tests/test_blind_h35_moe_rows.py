@@ -56,7 +56,7 @@ SEEN = [r for r in ALL + PENDING if r.kind == "llm" and r.id not in H35_MOE_IDS 
 SECTION = "## Blind held-out rows, round h35 (mixture of experts)"
 GROK = "NVIDIA/dgxc-benchmarking:grok1/README_314b.md"
 MBRIDGE = "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary-archive.md"
-ALLOWED_KEYS = {"framework", "parallelism.ep", "parallelism.zero", "parallelism.virtual_stages",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "parallelism.ep", "parallelism.zero", "parallelism.virtual_stages",
                 "parallelism.sequence_parallel", "parallelism.dp_overlap", "parallelism.recompute",
                 "parallelism.fp32_grads", "framework.tp_comm_overlap", "framework.attention_kernel", "fabric.nvls",
                 "model.num_layers", "model.vocab_size"}

@@ -36,7 +36,7 @@ ROWS = [r for r in ALL if r.id in H36_MLPERF_IDS]
 SEEN = [r for r in ALL + load_rows(VALIDATION / "pending") if r.kind == "llm" and r.id not in H36_MLPERF_IDS]
 SECTION = "## Blind held-out rows, round h36 (MLPerf v6.0)"
 V60_CISCO = "mlcommons/training_results_v6.0:Cisco/results/*/llama31_8b"
-ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.sequence_parallel", "parallelism.dp_overlap",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "parallelism.zero", "parallelism.sequence_parallel", "parallelism.dp_overlap",
                 "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap", "fabric.nvls"}
 # The config files' settings (Cisco/benchmarks/llama31_8b/nemo/config_DGXH100_8x8x36xtp8pp8cp2.sh, which the 16-node
 # file sources): TENSOR_MODEL_PARALLEL=2, PIPELINE_MODEL_PARALLEL=1, CONTEXT_PARALLEL=1, MICRO_BATCH_SIZE=1, MINIBS=1.
@@ -105,7 +105,8 @@ def test_row_sets_only_facts_of_the_run(row):
     keys = check_facts_only(row, ALLOWED_KEYS)
     assert keys == {"framework": "megatron", "parallelism.zero": "1", "parallelism.sequence_parallel": "true",
                     "parallelism.dp_overlap": "true", "parallelism.recompute": "none",
-                    "framework.tp_comm_overlap": "true", "parallelism.fp32_grads": "false", "fabric.nvls": "false"}
+                    "framework.tp_comm_overlap": "true", "parallelism.fp32_grads": "false", "fabric.nvls": "false",
+                    "framework.loss_kernel": "te_fused"}  # config_common.sh CE_FUSION_IMPL=te (added with the loss kernels)
     assert row.precision == "fp8" and row.raw["unstated"].split() == ["fabric.uplink_technology"]
     assert "NCCL_NVLS_ENABLE=0" in row.measured_what and "grad_reduce_in_fp32=False" in row.measured_what
 

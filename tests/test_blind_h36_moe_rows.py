@@ -60,7 +60,7 @@ AUTOMODEL = "NVIDIA-NeMo/Automodel:docs/performance-summary.md"
 ETP_IDS = {"mbridge2511-qwen3-235b-a22b-fp8-256gpu", "mbridge260201-qwen3-235b-a22b-fp8-256gpu",
            "mbridge260401-qwen3-235b-a22b-fp8-256gpu", "dgxc250502-grok1-314b-bf16-512gpu",
            "dgxc250502-grok1-314b-fp8-512gpu"}
-ALLOWED_KEYS = {"framework", "parallelism.ep", "parallelism.etp", "parallelism.zero", "parallelism.virtual_stages",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "parallelism.ep", "parallelism.etp", "parallelism.zero", "parallelism.virtual_stages",
                 "parallelism.sequence_parallel", "parallelism.dp_overlap", "parallelism.recompute",
                 "parallelism.fp32_grads", "framework.tp_comm_overlap", "fabric.nvls", "model.vocab_size"}
 

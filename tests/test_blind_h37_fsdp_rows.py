@@ -50,7 +50,7 @@ TORCHAO = "pytorch/ao:torchao/float8/README.md"
 AUTOMODEL = "NVIDIA-NeMo/Automodel:docs/performance-summary.md"
 FOUNDRY = "mosaicml/llm-foundry:scripts/train/benchmarking/README.md"
 DOCUMENTS = {TORCHAO: 2, AUTOMODEL: 1, FOUNDRY: 14}
-ALLOWED_KEYS = {"framework", "framework.attention_kernel", "parallelism.zero", "parallelism.recompute", "parallelism.fp32_grads",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "framework.attention_kernel", "parallelism.zero", "parallelism.recompute", "parallelism.fp32_grads",
                 "parallelism.cp_comm", "model.fused_kernels", "model.hidden_size", "model.num_layers",
                 "model.num_heads", "model.ffn_size", "model.vocab_size", "model.dropout"}
 

@@ -57,7 +57,7 @@ FOUNDRY = "mosaicml/llm-foundry:scripts/train/benchmarking/README.md"
 FMS = "foundation-model-stack/fms-fsdp:README.md"
 DOCUMENTS = {FOUNDRY: 20, FMS: 8}
 KERNEL = {FOUNDRY: "triton", FMS: "flash2"}
-ALLOWED_KEYS = {"framework", "framework.attention_kernel", "parallelism.zero", "parallelism.recompute",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "framework.attention_kernel", "parallelism.zero", "parallelism.recompute",
                 "parallelism.fp32_grads", "model.fused_kernels", "model.hidden_size", "model.num_layers",
                 "model.num_heads", "model.ffn_size", "model.vocab_size", "model.dropout", "device.memory_bytes",
                 "device.mem_bw_Bps", "fabric.uplinks", "fabric.uplink_bandwidth_Bps"}

@@ -46,7 +46,7 @@ SEEN = [r for r in ALL + PENDING if r.kind == "llm" and r.id not in H39_SCALE_ID
 SECTION = "## Blind held-out rows, round h39 (MegaScale's Megatron-LM baseline, A100 at 256-12,288 GPUs)"
 OTHER_BLIND = other_blind_rows()
 PAPER = "arxiv:2402.15627"
-ALLOWED_KEYS = {"framework", "framework.tp_comm_overlap", "parallelism.zero", "parallelism.sequence_parallel",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "framework.tp_comm_overlap", "parallelism.zero", "parallelism.sequence_parallel",
                 "parallelism.dp_overlap", "parallelism.virtual_stages", "model.hidden_size", "model.num_layers",
                 "model.num_heads", "model.ffn_size", "model.vocab_size"}
 # Table 1: size -> (heads, hidden, layers, TP, PP); Sec. 6.1: interleaving stages per size.

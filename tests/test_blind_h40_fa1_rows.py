@@ -63,7 +63,7 @@ RELEASES = {DEC22: ("mpt2212", "22d724c8933fe5f0fac81d9017728c92648dd0cf", "flas
 SHAPES = {"125m": (768, 12, 12), "350m": (1024, 16, 24), "760m": (1536, 12, 24), "1b": (2048, 16, 24),
           "3b": (2560, 20, 32), "7b": (4096, 32, 32), "13b": (5120, 40, 40), "30b": (7168, 56, 48),
           "70b": (8192, 64, 80)}
-ALLOWED_KEYS = {"framework", "framework.attention_kernel", "parallelism.zero", "parallelism.recompute",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "framework.attention_kernel", "parallelism.zero", "parallelism.recompute",
                 "parallelism.fp32_grads", "model.fused_kernels", "model.hidden_size", "model.num_layers",
                 "model.num_heads", "model.ffn_size", "model.vocab_size", "model.dropout", "device.memory_bytes",
                 "device.mem_bw_Bps"}

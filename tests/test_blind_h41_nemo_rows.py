@@ -41,7 +41,7 @@ DGXC = "NVIDIA/dgxc-benchmarking:llama3.1/README_70b.md"
 ARCHIVE = "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary-archive.md"
 NEMO = "NVIDIA/NeMo:docs/source/performance/performance_summary.md"
 DOCUMENTS = {DGXC: 8, ARCHIVE: 4, NEMO: 5}
-ALLOWED_KEYS = {"framework", "framework.tp_comm_overlap", "framework.attention_kernel", "framework.optimizer_state",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "framework.tp_comm_overlap", "framework.attention_kernel", "framework.optimizer_state",
                 "parallelism.zero", "parallelism.sequence_parallel", "parallelism.dp_overlap",
                 "parallelism.virtual_stages", "parallelism.recompute", "parallelism.fp32_grads", "parallelism.ep",
                 "parallelism.etp", "fabric.nvls", "model.fused_kernels"}

@@ -30,7 +30,7 @@ REFUSED = [r for r in load_rows(VALIDATION / "pending") if r.id.startswith(PREFI
 # What these rows may set: layout, recipe and model-shape facts, and the datasheet capacity and bandwidth of a
 # non-standard GPU the source states, or the device preset of that GPU (device=h100_gt: Grand Teton's H100; never an
 # efficiency, a measured bandwidth or a fitted value).
-ALLOWED_KEYS = {"framework", "framework.attention_kernel", "framework.tp_comm_overlap", "parallelism.zero", "parallelism.recompute",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "framework.attention_kernel", "framework.tp_comm_overlap", "parallelism.zero", "parallelism.recompute",
                 "parallelism.sequence_parallel", "parallelism.fp32_grads", "parallelism.dp_overlap",
                 "parallelism.cp_comm", "parallelism.virtual_stages", "model.fused_kernels", "model.dropout",
                 "model.hidden_size", "model.num_layers", "model.num_heads", "model.ffn_size", "model.vocab_size",

@@ -14,20 +14,29 @@ from estimator.estimate import estimate
 from estimator.parallel.framework import Framework
 from estimator.parallel.loss import LOSS_KERNELS, loss_times, pass_bytes
 
+# bytes per logit element (forward, backward) at 16-bit training, as the kernels' passes are counted in
+# estimator/parallel/loss.py's docstring (reads + writes: 2-byte logits, 4-byte fp32 intermediates)
+PASSES_16BIT = {
+    "torch_fp32": (2 + 4 + 4 + 4, 4 + (4 + 4 + 4) + (4 + 2)),  # cast, log_softmax | zeroed grad, log_softmax bwd, cast
+    "torch_bf16": (2 + 2, 2 + (2 + 2 + 2)),
+    "megatron_fp32": ((2 + 4) + 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4), (4 + 4) + (4 + 2)),  # cast max sub exp sum div | mul_, cast
+    "megatron_fused": ((2 + 4) + (4 + 4) + (4 + 4), 4 + 2),
+    "te_fused": (2 + (2 + 2), 2 + 2),
+    "xentropy": (2 + 2, 2 + 2),
+    "triton_fused": (2, 2 + 2),
+}
+
 
 def test_bytes_per_logit_are_the_kernels_passes():
-    # 16-bit logits: torch's fp32 cross-entropy = cast (2 + 4) + log_softmax (4 + 4) forward, zeroed
-    # fp32 gradient (4) + log_softmax backward (4 + 4 + 4) + cast back (4 + 2): 36 bytes per logit
-    assert (pass_bytes("torch_fp32", "forward", 2), pass_bytes("torch_fp32", "backward", 2)) == (14, 22)
-    # Megatron's unfused vocabulary-parallel cross-entropy: cast, max, subtract, exp, sum, divide; scale, cast back
-    assert (pass_bytes("megatron_fp32", "forward", 2), pass_bytes("megatron_fp32", "backward", 2)) == (38, 14)
-    assert (pass_bytes("fused", "forward", 2), pass_bytes("fused", "backward", 2)) == (2, 4)
-    # fp32 training: no casts, the fused kernel reads and writes 4-byte logits
+    assert set(PASSES_16BIT) == set(LOSS_KERNELS)
+    for kernel, (fwd, bwd) in PASSES_16BIT.items():
+        assert (pass_bytes(kernel, "forward", 2), pass_bytes(kernel, "backward", 2)) == (fwd, bwd), kernel
+    # fp32 training: the casts vanish (torch: 24 bytes, Megatron: 40); a fused kernel reads 4-byte logits
     assert pass_bytes("torch_fp32", "forward", 4) + pass_bytes("torch_fp32", "backward", 4) == 24
     assert pass_bytes("megatron_fp32", "forward", 4) + pass_bytes("megatron_fp32", "backward", 4) == 40
-    assert pass_bytes("fused", "forward", 4) + pass_bytes("fused", "backward", 4) == 12
-    order = sorted(LOSS_KERNELS, key=lambda k: pass_bytes(k, "forward", 2) + pass_bytes(k, "backward", 2))
-    assert order == ["fused", "torch_fp32", "megatron_fp32"]
+    assert pass_bytes("triton_fused", "forward", 4) + pass_bytes("triton_fused", "backward", 4) == 12
+    total = {k: pass_bytes(k, "forward", 2) + pass_bytes(k, "backward", 2) for k in LOSS_KERNELS}
+    assert max(total, key=total.get) == "megatron_fp32" and min(total, key=total.get) == "triton_fused"
 
 
 def test_loss_time_is_memory_bound_on_the_logits():
@@ -39,7 +48,7 @@ def test_loss_time_is_memory_bound_on_the_logits():
     assert (f2, b2) == pytest.approx((f / 8, b / 8))
     fm, bm = loss_times("torch_fp32", logits, h100, "bf16", metric_passes=1)  # a training metric's forward
     assert (fm - f, bm) == pytest.approx((f, b))
-    assert loss_times("fused", logits, h100, "fp8") == loss_times("fused", logits, h100, "bf16")  # head stays BF16
+    assert loss_times("te_fused", logits, h100, "fp8") == loss_times("te_fused", logits, h100, "bf16")  # head stays BF16
 
 
 def llama1b(kernel: str, *extra: str, pp: int = 1):
@@ -52,7 +61,7 @@ def llama1b(kernel: str, *extra: str, pp: int = 1):
 
 
 def test_kernel_changes_a_small_model_with_a_large_vocabulary():
-    fused, torch, mega = (llama1b(k)["iter_time_s"] for k in ("fused", "torch_fp32", "megatron_fp32"))
+    fused, torch, mega = (llama1b(k)["iter_time_s"] for k in ("triton_fused", "torch_fp32", "megatron_fp32"))
     assert fused < torch < mega
     assert torch / fused - 1 > 0.03  # 128k vocabulary, hidden 2048: the loss is a visible share of the step
     metric = llama1b("torch_fp32", "framework.loss_metric_passes=1")["iter_time_s"]
@@ -60,13 +69,13 @@ def test_kernel_changes_a_small_model_with_a_large_vocabulary():
 
 
 def test_loss_sits_on_the_last_pipeline_stage():
-    fused, torch = (llama1b(k, pp=2) for k in ("fused", "torch_fp32"))
+    fused, torch = (llama1b(k, pp=2) for k in ("triton_fused", "torch_fp32"))
     assert fused["slowest_stage"] == torch["slowest_stage"] == 1  # the head and loss stage
     assert torch["iter_time_s"] > fused["iter_time_s"]
 
 
 @pytest.mark.parametrize("key, value, needle", [
-    ("loss_kernel", "apex", "framework.loss_kernel must be one of torch_fp32, megatron_fp32, fused"),
+    ("loss_kernel", "apex", "framework.loss_kernel must be one of torch_fp32, torch_bf16, megatron_fp32, megatron_fused, te_fused, xentropy, triton_fused"),
     ("loss_metric_passes", -1, "framework.loss_metric_passes must be a whole number >= 0"),
     ("loss_metric_passes", 1.5, "framework.loss_metric_passes must be a whole number >= 0"),
 ])
@@ -88,3 +97,41 @@ def test_every_framework_preset_states_its_loss_kernel():
     for name in ("megatron", "deepspeed", "deepspeed_2021", "fsdp"):
         fw = Framework.from_cfg(estimator.resolve_config(["parallelism=hybrid", f"framework={name}"])["framework"])
         assert fw.loss_kernel in LOSS_KERNELS and fw.loss_metric_passes >= 0
+
+
+# The loss kernel each validation run states, by its stack and version (docs/research/h41-loss-kernels.md gives
+# the file and line of every answer); rows of other stacks take their framework preset's default.
+STACK_KERNELS = (
+    (r"^(nemo2407|nemo2407rm)-llama3-|^dgxc-(llama31|nemotron4)|^dgxc2501-|^dgxc2502-(nemotron4|llama31)|^dgxc2503-"
+     r"|^dgxc2504-(llama31|nemotron4)|^mlperf41-gpt3-eos|^mlperf50-|^mlperf51-llama31-8b-cisco", "megatron_fused"),
+    (r"^dgxc250502-|^mlperf51-llama31-8b-hpe|^mlperf60-|^mbridge", "te_fused"),
+    (r"^(internlm|tinyllama|fa2211|mpt0723)-", "xentropy"),
+    (r"^olmocore-(olmo-7b|olmo-13b|llama-8b)|^(olmocore16|titan25|trainy)-", "triton_fused"),
+    (r"^fms240[23]-", "torch_bf16"),
+)
+
+
+def stated_kernel(row) -> str | None:
+    import re
+
+    if row.id.startswith("mpt-"):  # the sweep's flash-attn 1.x xentropy, or flash-attn 2's Triton loss with .[gpu-flash2]
+        return "triton_fused" if "flash2" in row.raw["software"] else "xentropy"
+    return next((k for pattern, k in STACK_KERNELS if re.search(pattern, row.id)), None)
+
+
+def test_validation_rows_state_the_loss_kernel_of_their_stack():
+    from pathlib import Path
+
+    from estimator.validation import load_rows
+
+    root = Path(__file__).resolve().parents[1] / "validation"
+    folders = (root, root / "pending", *root.glob("blind_*"), *root.glob("blind_*/refused"))
+    rows = [r for p in folders for r in load_rows(p) if r.kind == "llm"]
+    assert len(rows) > 370
+    for row in rows:
+        ov = dict(o.split("=", 1) for o in row.raw["overrides"].split())
+        assert ov.get("framework.loss_kernel") == stated_kernel(row), row.id
+        # Composer (llm-foundry) recomputes LanguageCrossEntropy and Perplexity on every training microbatch
+        assert ov.get("framework.loss_metric_passes") == ("2" if row.id.startswith("mpt") else None), row.id
+    calibration = [r for r in rows if r.role == "calibration"]
+    assert {stated_kernel(r) for r in calibration} == {"megatron_fused"}  # NeMo 24.09: cross_entropy_loss_fusion: true

@@ -47,7 +47,7 @@ HELD_OUT_PREFIXES = ("llama3-", "nemotron4-", "mlperf31-", "dgxc-gpt3-", "dgxc-l
                      "narayanan21-t2-", "mtnlg-")
 # What a held-out row's overrides may set: published layout, recipe and model-shape facts (never a
 # measured or fitted value such as an efficiency or a bandwidth).
-ALLOWED_KEYS = {"framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.recompute",
+ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "parallelism.zero", "parallelism.virtual_stages", "parallelism.recompute",
                 "parallelism.sequence_parallel", "parallelism.dp_overlap", "parallelism.fp32_grads",
                 "parallelism.cp_comm", "parallelism.ep", "framework.tp_comm_overlap", "fabric.nvls", "model.hidden_size",
                 # the recipe's expert tensor-parallel degree (Megatron-core's expert_tensor_parallel_size; round h36's

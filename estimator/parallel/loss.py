@@ -2,50 +2,87 @@
 
 The LM head's GEMM is captured with the rest of the head (:mod:`~estimator.parallel.layer`); the
 loss after it is priced here from the passes its kernel makes over the ``tokens x vocab / tp``
-logits, because which kernel runs, and in which dtype, is a framework fact, not a shape fact
-(``framework.loss_kernel``, cited in ``conf/framework/*.yaml``). Every stack computes the loss in
-fp32; they differ in how many times the logits cross HBM:
+logits of a rank, because which kernel runs, and in which dtype, is a fact of the framework and its
+version, not of the shapes (``framework.loss_kernel``, cited in ``conf/framework/*.yaml`` and, per
+validation run, in ``validation/llm_rows.md``, "LM loss kernels"). All of them compute in fp32; they
+differ in how many times the logits cross HBM (bytes per logit element, forward + backward, 16-bit
+training; the code each count is read from is named there):
 
-* ``torch_fp32`` — ``F.cross_entropy`` on logits cast to fp32 (an explicit ``.float()``, or
-  autocast, whose fp32 list holds ``cross_entropy`` / ``log_softmax`` / ``nll_loss``), eager:
-  cast, ``log_softmax`` forward; ``nll_loss`` backward writes a zeroed fp32 gradient,
-  ``log_softmax`` backward reads it and the saved output, the cast back writes the 16-bit gradient.
-* ``megatron_fp32`` — Megatron's unfused ``vocab_parallel_cross_entropy`` on ``logits.float()``:
-  cast, max, subtract, exp, sum, divide (the softmax kept for backward); backward scales the
-  softmax in place by the incoming gradient; the cast back.
-* ``fused`` — one kernel per pass reading the 16-bit logits and computing in fp32 registers
-  (flash-attn's ``CrossEntropyLoss``, Transformer Engine's / Megatron's fused cross-entropy):
-  forward reads the logits, backward reads them again and writes the 16-bit gradient.
+* ``torch_fp32`` (14 + 22) — ``F.cross_entropy`` on logits cast to fp32 (``.float()``, or autocast,
+  whose fp32 list holds ``cross_entropy``), eager: cast, ``log_softmax``; ``nll_loss`` backward's
+  zeroed fp32 gradient, ``log_softmax`` backward, the cast back.
+* ``torch_bf16`` (4 + 8) — the same on the 16-bit logits, no cast (no autocast around the loss).
+* ``megatron_fp32`` (38 + 14) — Megatron's unfused ``vocab_parallel_cross_entropy`` on
+  ``logits.float()``: cast, max, subtract, exp, sum, divide (the fp32 softmax kept for backward);
+  backward scales it in place by the incoming gradient, then the cast back.
+* ``megatron_fused`` (22 + 6) — Megatron-core's ``cross_entropy_loss_fusion`` with its ``native``
+  implementation (``megatron/core/fusions/fused_cross_entropy.py``): three jit-fused kernels (cast +
+  max writing the fp32 logits; subtract + exp + sum; divide), backward one kernel reading the fp32
+  softmax and writing the 16-bit gradient (a structural count: the generated kernels are not read).
+* ``te_fused`` (6 + 4) — Transformer Engine's ``parallel_cross_entropy`` (Triton, online softmax;
+  Megatron-core ``cross_entropy_fusion_impl: te``): one read for the softmax statistics, one read +
+  the gradient written in place in forward; backward scales it in place.
+* ``xentropy`` (4 + 4) — flash-attn 0.x / 1.x's and Apex's ``xentropy`` CUDA kernel: two reads in
+  forward, read + write in backward.
+* ``triton_fused`` (2 + 4) — flash-attn 2.x's Triton cross-entropy: one read in forward, read + write
+  in backward; also used for a ``torch.compile``'d loss (Inductor fuses the cast, softmax and
+  reduction the same way; a structural count).
 
 A pass is ``(reads, writes)`` in element widths: ``"L"`` the logits' training width (2 bytes under
-16-bit and FP8 training, whose LM head stays BF16; 4 under fp32), ``"F"`` fp32. The casts vanish when
-the logits are already fp32. Bytes are logical (each operand read once, each result written once, as
-the captured ops are priced); the per-token reductions and the vocabulary-parallel all-reduces of
-``tokens`` values are not priced (``tokens x 4`` bytes against ``tokens x vocab / tp x`` the passes).
-``metric_passes`` adds forward-only fp32 cross-entropies over the same logits (a training metric
-computed on every batch, e.g. Composer's ``LanguageCrossEntropy``).
+16-bit and FP8 training, whose LM head stays BF16; 4 under fp32), ``"F"`` fp32; a cast-only pass
+vanishes when the logits are already fp32 (the fused kernels are priced at 4-byte logits then). Bytes
+are logical (each operand read once, each result written once, as the captured ops are priced). Not
+priced: the per-token reductions and the vocabulary-parallel all-reduces of ``tokens`` values,
+``tokens x 4`` bytes against ``tokens x vocab / tp x`` the passes. ``metric_passes`` adds
+forward-only ``torch_fp32`` cross-entropies over the same logits (training metrics computed on every
+microbatch, e.g. Composer's ``LanguageCrossEntropy`` and ``Perplexity``).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from estimator.compute.device import DeviceProfile
 
-_CAST_UP, _CAST_DOWN = (("L",), ("F",)), (("F",), ("L",))
-_TORCH_FWD = (_CAST_UP, (("F",), ("F",)))  # cast, log_softmax
-LOSS_KERNELS: dict[str, dict[str, tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]]] = {
+
+class Pass(NamedTuple):
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    cast: bool = False  # a dtype cast only: no pass when the logits are already fp32
+
+
+_UP, _DOWN = Pass(("L",), ("F",), cast=True), Pass(("F",), ("L",), cast=True)
+LOSS_KERNELS: dict[str, dict[str, tuple[Pass, ...]]] = {
     "torch_fp32": {
-        "forward": _TORCH_FWD,
+        "forward": (_UP, Pass(("F",), ("F",))),  # cast, log_softmax
         # nll_loss backward (zeroed fp32 gradient), log_softmax backward (gradient + saved output), cast back
-        "backward": (((), ("F",)), (("F", "F"), ("F",)), _CAST_DOWN),
+        "backward": (Pass((), ("F",)), Pass(("F", "F"), ("F",)), _DOWN),
+    },
+    "torch_bf16": {
+        "forward": (Pass(("L",), ("L",)),),  # log_softmax
+        "backward": (Pass((), ("L",)), Pass(("L", "L"), ("L",))),
     },
     "megatron_fp32": {
         # cast, max, subtract, exp (in place: read + write), sum, divide (in place)
-        "forward": (_CAST_UP, (("F",), ()), (("F",), ("F",)), (("F",), ("F",)), (("F",), ()), (("F",), ("F",))),
-        "backward": ((("F",), ("F",)), _CAST_DOWN),  # softmax x gradient in place, cast back
+        "forward": (_UP, Pass(("F",), ()), Pass(("F",), ("F",)), Pass(("F",), ("F",)), Pass(("F",), ()), Pass(("F",), ("F",))),
+        "backward": (Pass(("F",), ("F",)), _DOWN),  # softmax x gradient in place, cast back
     },
-    "fused": {
-        "forward": ((("L",), ()),),
-        "backward": ((("L",), ("L",)),),
+    "megatron_fused": {
+        # cast + max (writes the fp32 logits), subtract + exp + sum, divide
+        "forward": (Pass(("L",), ("F",)), Pass(("F",), ("F",)), Pass(("F",), ("F",))),
+        "backward": (Pass(("F",), ("L",)),),  # softmax x gradient, one-hot subtracted, cast: one kernel
+    },
+    "te_fused": {
+        "forward": (Pass(("L",), ()), Pass(("L",), ("L",))),  # online softmax; loss + gradient in place
+        "backward": (Pass(("L",), ("L",)),),  # gradient x incoming gradient, in place
+    },
+    "xentropy": {
+        "forward": (Pass(("L",), ()), Pass(("L",), ())),  # max + sum, sum of exponentials
+        "backward": (Pass(("L",), ("L",)),),
+    },
+    "triton_fused": {
+        "forward": (Pass(("L",), ()),),
+        "backward": (Pass(("L",), ("L",)),),
     },
 }
 WIDTH = {"F": 4}
@@ -59,12 +96,8 @@ def logit_width(precision: str) -> int:
 def pass_bytes(kernel: str, phase: str, width: int) -> float:
     """HBM bytes per logit element of ``kernel``'s ``phase`` at logit ``width`` (module docstring)."""
     size = {**WIDTH, "L": width}
-    total = 0.0
-    for reads, writes in LOSS_KERNELS[kernel][phase]:
-        if width == 4 and (reads, writes) in (_CAST_UP, _CAST_DOWN):
-            continue  # already fp32: no cast
-        total += sum(size[w] for w in reads) + sum(size[w] for w in writes)
-    return total
+    return float(sum(sum(size[w] for w in p.reads) + sum(size[w] for w in p.writes)
+                     for p in LOSS_KERNELS[kernel][phase] if not (p.cast and width == size["F"])))
 
 
 def loss_times(kernel: str, logits: float, device: DeviceProfile, precision: str,
