@@ -66,6 +66,11 @@ def test_kernel_changes_a_small_model_with_a_large_vocabulary():
     assert torch / fused - 1 > 0.03  # 128k vocabulary, hidden 2048: the loss is a visible share of the step
     metric = llama1b("torch_fp32", "framework.loss_metric_passes=1")["iter_time_s"]
     assert torch < metric < mega
+    # the step reports the loss it priced: one rank runs the whole step here, so the step grows by the loss's growth
+    a, b = llama1b("triton_fused"), llama1b("torch_fp32")
+    assert (a["loss_kernel"], b["loss_kernel"]) == ("triton_fused", "torch_fp32")
+    assert b["loss_time_s"] / a["loss_time_s"] == pytest.approx(36 / 6)
+    assert b["iter_time_s"] - a["iter_time_s"] == pytest.approx(b["loss_time_s"] - a["loss_time_s"], rel=1e-6)
 
 
 def test_loss_sits_on_the_last_pipeline_stage():

@@ -396,7 +396,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "micro_batch_size": L.micro_batch_size, "microbatches": m, "global_batch": gb,
         "sequence_parallel": L.sequence_parallel, "recompute": L.recompute, "placement_order": L.order,
         "virtual_stages": v, "stage_layers": ",".join(str(n) for n in stages), "slowest_stage": slowest,
-        "framework": fw.name,
+        "framework": fw.name, "loss_kernel": fw.loss_kernel,
+        "loss_time_s": m * (loss_f + loss_b),  # the LM loss on the last stage, per step (inside compute there)
         "iter_time_s": total, "compute_time_s": compute, "exposed_comm_time_s": exposed,
         "exposed_comm_share": exposed / total, "bubble_time_s": bubble, "tp_comm_time_s": tp_comm,
         "pp_p2p_time_s": p2p, "dp_comm_time_s": t_dp, "dp_exposed_time_s": dp_exposed,
