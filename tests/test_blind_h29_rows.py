@@ -23,6 +23,7 @@ from tests.test_blind_h33_rows import H33_IDS
 from tests.test_blind_h34_rows import H34_IDS
 from tests.test_blind_h37_fsdp_rows import H37_FSDP_IDS
 from tests.test_blind_h38_foundry_rows import H38_FOUNDRY_IDS
+from tests.test_blind_h41_foundry_rows import H41_FOUNDRY_IDS
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 H29_IDS = ("mpt-70b-a100-80gb-64gpu", "mpt-70b-a100-80gb-32gpu", "mpt-30b-a100-80gb-8gpu", "mpt-7b-a100-80gb-8gpu",
@@ -35,8 +36,10 @@ ALL = load_rows(VALIDATION)
 ROWS = [r for r in ALL if r.id in H29_IDS]
 # round h34's rows are later lines of some of these documents (test_blind_h34_rows.py checks them), and so are round
 # h37's MPT rows (the H100 BF16 table's long-sequence lines and the H100 FP8 table: test_blind_h37_fsdp_rows.py) and
-# round h38's (more lines of the H100 BF16 / FP8 and A100 40GB tables: test_blind_h38_foundry_rows.py)
-SEEN = [r for r in ALL if r.id not in H29_IDS + H34_IDS + H37_FSDP_IDS + H38_FOUNDRY_IDS] + load_rows(VALIDATION / "pending")
+# round h38's (more lines of the H100 BF16 / FP8 and A100 40GB tables: test_blind_h38_foundry_rows.py) and round h41's
+# (more lines of the H100 BF16 table and of the April-2023 A100 80GB table: test_blind_h41_foundry_rows.py)
+LATER = H34_IDS + H37_FSDP_IDS + H38_FOUNDRY_IDS + H41_FOUNDRY_IDS
+SEEN = [r for r in ALL if r.id not in H29_IDS + LATER] + load_rows(VALIDATION / "pending")
 # What these rows may set: layout, recipe and model-shape facts, and datasheet facts of the hardware the
 # source states (memory size and bandwidth of a 40 GB A100, NIC count and line rate); no efficiency, no
 # measured bandwidth, no fitted value.

@@ -27,6 +27,7 @@ from tests.blind_checks import (
 )
 from tests.test_blind_h37_fsdp_rows import H37_FSDP_IDS
 from tests.test_blind_h38_foundry_rows import H38_FOUNDRY_IDS
+from tests.test_blind_h41_foundry_rows import H41_FOUNDRY_IDS
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 H33_IDS = ("nfl2401-gpt3-5b-fp8-64gpu", "nfl2401-gpt3-20b-fp8-64gpu", "nfl2401-llama2-7b-fp8-8gpu",
@@ -39,8 +40,10 @@ ALL = load_rows(VALIDATION)
 ROWS = [r for r in ALL if r.id in H33_IDS]
 # Rows written before this round: rounds h37's and h38's MPT rows are later lines of the same llm-foundry README at
 # 8c8dd48 (h37: the H100 BF16 table's long-sequence lines and the H100 FP8 table, test_blind_h37_fsdp_rows.py; h38: more
-# lines of the H100 BF16 / FP8 and A100 40GB tables, test_blind_h38_foundry_rows.py).
-SEEN = [r for r in ALL if r.id not in H33_IDS + H37_FSDP_IDS + H38_FOUNDRY_IDS] + load_rows(VALIDATION / "pending")
+# lines of the H100 BF16 / FP8 and A100 40GB tables, test_blind_h38_foundry_rows.py); round h41's are more lines of the
+# H100 BF16 table and of the April-2023 A100 80GB table at c6cfb4284 (test_blind_h41_foundry_rows.py).
+LATER = H37_FSDP_IDS + H38_FOUNDRY_IDS + H41_FOUNDRY_IDS
+SEEN = [r for r in ALL if r.id not in H33_IDS + LATER] + load_rows(VALIDATION / "pending")
 NFL = "NVIDIA/NeMo-Framework-Launcher:examples/README.md"
 MPT = "mosaicml/llm-foundry:scripts/train/benchmarking/README.md"
 DOCUMENTS = {NFL: 9, MPT: 10}

@@ -35,6 +35,7 @@ from tests.blind_checks import (
 )
 from tests.helpers import transformers_mixtral_params, transformers_qwen3_moe_params
 from tests.test_blind_h36_moe_rows import H36_MOE_IDS, H36_MOE_REFUSED_IDS
+from tests.test_blind_h41_nemo_rows import H41_NEMO_IDS, H41_NEMO_REFUSED_IDS
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 H35_MOE_IDS = ("dgxc2502-grok1-314b-bf16-8gpu", "dgxc2502-grok1-314b-bf16-16gpu", "dgxc2502-grok1-314b-bf16-32gpu",
@@ -50,8 +51,9 @@ PENDING = load_rows(VALIDATION / "pending")
 ROWS = [r for r in ALL if r.id in H35_MOE_IDS]
 REFUSED = [r for r in PENDING if r.id in H35_MOE_REFUSED_IDS]
 # Rows written before this round: a later round's rows (h36: the 26.04 / 26.06 releases of the 26.04.01 Qwen3-30B-A3B
-# layout, Qwen3 lines of the same archive) are not what these rows had to be new against.
-LATER = H36_MOE_IDS + H36_MOE_REFUSED_IDS
+# layout, Qwen3 lines of the same archive; h41: the 25.09 token-drop release of the 25.11 Qwen3-30B-A3B layout and more
+# Qwen3-235B-A22B releases) are not what these rows had to be new against.
+LATER = H36_MOE_IDS + H36_MOE_REFUSED_IDS + H41_NEMO_IDS + H41_NEMO_REFUSED_IDS
 SEEN = [r for r in ALL + PENDING if r.kind == "llm" and r.id not in H35_MOE_IDS + H35_MOE_REFUSED_IDS + LATER]
 SECTION = "## Blind held-out rows, round h35 (mixture of experts)"
 GROK = "NVIDIA/dgxc-benchmarking:grok1/README_314b.md"

@@ -3,12 +3,13 @@ no row had used -- the full sweep ``FULL_TABLES.md`` of 22d724c89 (Dec 2022, ``a
 FlashAttention-1), the April-2023 A100 80GB table of 9fa3ceb9a as the README showed it until c6cfb4284 (``attn_impl``
 triton by the script's default), and unused lines of the current README's "H100 80GB BF16" table (triton).
 
-They live in validation/blind_h41_foundry/, a folder `estimator validate` does not read by default, so that the model
-can be changed blind to them. These checks price no step: every row parses with the project's loader, is an independent
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(acde128), then moved into validation/llm.csv unchanged (validation/llm_rows.md, "Blind held-out rows, round h41
+(llm-foundry FULL_TABLES, FlashAttention-1 and Triton, A100 / H100)"). These checks price no step: every row parses with the project's loader, is an independent
 llm row that repeats no run already described, shares no source with a calibration row, sets only facts of the run (its
 attention kernel among them, with the evidence of its table's version), reproduces the table line it is derived from
 (parameter count, throughput over GPUs, batch), composes into a config the hybrid model accepts and fits in memory, and
-is described in the folder's README.
+is described in llm_rows.md.
 """
 
 from __future__ import annotations
@@ -26,19 +27,37 @@ from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
     check_composes_and_fits,
     check_facts_only,
+    check_moved_once,
     check_mpt_table,
     check_no_calibration_source,
     document,
     other_blind_rows,
     overrides,
     run_key,
+    section,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-FOLDER = VALIDATION / "blind_h41_foundry"
-ROWS = load_rows(FOLDER)
-OTHER_BLIND = [r for r in other_blind_rows() if not r.file.startswith("validation/blind_h41_foundry/")]
-SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"] + OTHER_BLIND
+H41_FOUNDRY_IDS = ("mpt2212f-30b-a100-80gb-256gpu-s2048-gb2048", "mpt2212f-30b-a100-80gb-64gpu-s8192-gb128",
+                   "mpt2212f-30b-a100-80gb-128gpu-s4096-gb512", "mpt2212f-13b-a100-80gb-128gpu-s8192-gb256",
+                   "mpt2212f-13b-a100-80gb-8gpu-s16384-gb128", "mpt2212f-13b-a100-80gb-8gpu-s1024-gb1024",
+                   "mpt2212f-7b-a100-80gb-8gpu-s16384-gb128", "mpt2212f-3b-a100-80gb-8gpu-s1024-gb2048",
+                   "mpt2212f-760m-a100-80gb-8gpu-s512-gb4096", "mpt2212f-350m-a100-80gb-8gpu-s4096-gb512",
+                   "mpt2212f-125m-a100-80gb-8gpu-s512-gb8192", "mpt2212f-30b-a100-40gb-32gpu-s2048-gb256",
+                   "mpt2212f-13b-a100-40gb-8gpu-s2048-gb256", "mpt2212f-7b-a100-40gb-16gpu-s8192-gb1024",
+                   "mpt2212f-1b-a100-40gb-16gpu-s2048-gb4096", "mpt2212f-760m-a100-40gb-16gpu-s8192-gb1024",
+                   "mpt2212f-125m-a100-40gb-32gpu-s8192-gb1024", "mpt0723-7b-a100-80gb-8gpu-s65536",
+                   "mpt0723-13b-a100-80gb-8gpu-s32768", "mpt0723-30b-a100-80gb-32gpu-s2048",
+                   "mpt0723-3b-a100-80gb-32gpu-s2048", "mpt0723-760m-a100-80gb-16gpu-s2048",
+                   "mpt0723-350m-a100-80gb-8gpu-s32768", "mpt0723-125m-a100-80gb-32gpu-s2048",
+                   "mpt-30b-h100-8gpu-s1024", "mpt-13b-h100-16gpu-s2048", "mpt-3b-h100-32gpu-s2048",
+                   "mpt-760m-h100-8gpu-s32768")
+ALL = load_rows(VALIDATION)
+PENDING = load_rows(VALIDATION / "pending")
+ROWS = [r for r in ALL if r.id in H41_FOUNDRY_IDS]
+OTHER_BLIND = other_blind_rows()
+SEEN = [r for r in ALL + PENDING if r.kind == "llm" and r.id not in H41_FOUNDRY_IDS] + OTHER_BLIND
+SECTION = "## Blind held-out rows, round h41 (llm-foundry FULL_TABLES, FlashAttention-1 and Triton, A100 / H100)"
 FULL = "mosaicml/llm-foundry:llm/throughput/FULL_TABLES.md"
 BENCH = "mosaicml/llm-foundry:scripts/train/benchmarking/README.md"
 DEC22_README = "mosaicml/llm-foundry:llm/throughput/README.md"
@@ -74,16 +93,22 @@ def bench_commit(row) -> str:
 
 def test_rows_parse_and_come_from_two_documents():
     assert len(ROWS) == sum(DOCUMENTS.values()) == 28 and len({r.id for r in ROWS}) == 28
-    assert {r.file for r in ROWS} == {"validation/blind_h41_foundry/llm.csv"}
+    assert tuple(r.id for r in ROWS) == H41_FOUNDRY_IDS
+    assert {r.file for r in ROWS} == {"validation/llm.csv"}
     assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
     assert {doc: len(rows_of(doc)) for doc in DOCUMENTS} == DOCUMENTS
     assert all(r.precision == "bf16" and r.model == "megatron_gpt" for r in ROWS)
     assert sorted(bench_commit(r)[:9] for r in rows_of(BENCH)) == ["8c8dd48f7"] * 4 + ["c6cfb4284"] * 7
-    assert not (FOLDER / "refused").exists() or not load_rows(FOLDER / "refused")
+
+
+def test_estimator_validate_reads_the_rows_from_llm_csv():
+    """Priced once (none refused), the rows are in the default validation folder's llm.csv, each id once (not also in
+    pending/ or a blind sub-folder)."""
+    check_moved_once(H41_FOUNDRY_IDS, ALL)
 
 
 def test_rows_are_runs_no_other_row_describes():
-    """No id or run (system, shape, precision, GPUs, layout) of llm.csv, pending/ or another blind folder; no other row
+    """No id or run (system, shape, precision, GPUs, layout) of another row of llm.csv, pending/ or a blind folder; no other row
     cites FULL_TABLES.md, and no row here cites the README of 22d724c89 (round h40's document). The run check can fail:
     a row of llm.csv is found by its key."""
     assert not {r.id for r in SEEN} & {r.id for r in ROWS}
@@ -190,7 +215,7 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 
 def test_every_row_is_described_with_its_value():
-    text = (FOLDER / "README.md").read_text(encoding="utf-8")
+    text = section(VALIDATION / "llm_rows.md", SECTION)
     for row in ROWS:
         line = next((ln for ln in text.splitlines() if ln.startswith(f"| `{row.id}` |")), None)
         assert line is not None, row.id

@@ -2,11 +2,13 @@
 dgxc-benchmarking v25.02's Llama 3.1 70B table (NeMo 24.12, 256-2,048 H100), Megatron-Bridge's archive at 25.09 /
 26.02 / 26.04 (Llama 3.1 405B, Qwen3-235B-A22B) and NeMo's 24.07 table as re-measured in its final version.
 
-They live in validation/blind_h41_nemo/ (a folder `estimator validate` does not read by default) so that the model can
-be changed blind to them. These checks price no step: every row parses with the project's loader, is an independent
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(acde128), then moved into validation/llm.csv unchanged, and the one row the memory model refuses into
+validation/pending/llm_refused.csv (validation/llm_rows.md, "Blind held-out rows, round h41 (NVIDIA release tables not
+used before: dgxc v25.02, Megatron-Bridge 25.09-26.04, NeMo 24.07 final, H100)"). These checks price no step: every row parses with the project's loader, is an independent
 llm row that repeats no run already described, shares no source with a calibration row, sets only facts of the run,
 reproduces the published numbers it is derived from, composes into a config the hybrid model accepts and fits in
-memory (the refused row does not), and is described with its value in the folder's README.md.
+memory (the refused row does not), and is described with its value in llm_rows.md.
 """
 
 from __future__ import annotations
@@ -25,18 +27,32 @@ from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
     check_composes_and_fits,
     check_layout_and_mark,
+    check_moved_once,
     check_no_calibration_source,
     check_step_conversion,
     other_blind_rows,
     overrides,
+    section,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-FOLDER = VALIDATION / "blind_h41_nemo"
-ROWS = load_rows(FOLDER)
-REFUSED = load_rows(FOLDER / "refused")
-SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"]
-OTHER_BLIND = [r for r in other_blind_rows() if r.file.split("/")[1] != "blind_h41_nemo"]
+H41_NEMO_IDS = ("dgxc2502-llama31-70b-bf16-256gpu", "dgxc2502-llama31-70b-bf16-512gpu",
+                "dgxc2502-llama31-70b-bf16-1024gpu", "dgxc2502-llama31-70b-bf16-2048gpu",
+                "dgxc2502-llama31-70b-fp8-256gpu", "dgxc2502-llama31-70b-fp8-512gpu", "dgxc2502-llama31-70b-fp8-1024gpu",
+                "dgxc2502-llama31-70b-fp8-2048gpu", "mbridge2509-llama31-405b-fp8-1024gpu",
+                "mbridge2509-qwen3-235b-a22b-fp8-256gpu-tokendrop", "mbridge2602-qwen3-235b-a22b-fp8-256gpu",
+                "mbridge2604-qwen3-235b-a22b-fp8-256gpu", "nemo2407rm-gpt3-175b-fp8-128gpu",
+                "nemo2407rm-gpt3-175b-fp8-512gpu", "nemo2407rm-llama2-70b-fp8-64gpu",
+                "nemo2407rm-nemotron4-340b-fp8-128gpu", "nemo2407rm-llama3-70b-fp8-64gpu")
+H41_NEMO_REFUSED_IDS = ("mbridge2509-qwen3-30b-a3b-fp8-16gpu-tokendrop",)
+ALL = load_rows(VALIDATION)
+PENDING = load_rows(VALIDATION / "pending")
+ROWS = [r for r in ALL if r.id in H41_NEMO_IDS]
+REFUSED = [r for r in PENDING if r.id in H41_NEMO_REFUSED_IDS]
+SEEN = [r for r in ALL + PENDING if r.kind == "llm" and r.id not in H41_NEMO_IDS + H41_NEMO_REFUSED_IDS]
+OTHER_BLIND = other_blind_rows()
+SECTION = ("## Blind held-out rows, round h41 (NVIDIA release tables not used before: dgxc v25.02, Megatron-Bridge "
+           "25.09-26.04, NeMo 24.07 final, H100)")
 DGXC = "NVIDIA/dgxc-benchmarking:llama3.1/README_70b.md"
 ARCHIVE = "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary-archive.md"
 NEMO = "NVIDIA/NeMo:docs/source/performance/performance_summary.md"
@@ -63,10 +79,19 @@ def value_commit(row) -> str:
 
 def test_rows_parse_and_are_independent_h100_rows():
     assert len(ROWS) == 17 and len({r.id for r in ROWS}) == 17 and len(REFUSED) == 1
-    assert {r.file for r in ROWS} == {"validation/blind_h41_nemo/llm.csv"}
+    assert tuple(r.id for r in ROWS) == H41_NEMO_IDS
+    assert {r.file for r in ROWS} == {"validation/llm.csv"}
     assert all(r.kind == "llm" and r.role == "independent" and r.system == "dgx_h100" for r in ROWS + REFUSED)
     assert {doc: sum(document(r) == doc for r in ROWS) for doc in DOCUMENTS} == DOCUMENTS
     assert sum(r.gpus >= 256 for r in ROWS) == 13 and sum(r.gpus >= 1024 for r in ROWS) == 5
+
+
+def test_estimator_validate_reads_the_rows_from_llm_csv():
+    """Priced once, the 17 rows are in the default validation folder's llm.csv and the refused one in
+    pending/llm_refused.csv, each id once (not also in a blind sub-folder)."""
+    check_moved_once(H41_NEMO_IDS, ALL)
+    everywhere = [r.id for r in ALL + PENDING + OTHER_BLIND if r.id in H41_NEMO_REFUSED_IDS]
+    assert everywhere == list(H41_NEMO_REFUSED_IDS) and {r.file for r in REFUSED} == {"validation/pending/llm_refused.csv"}
 
 
 def test_rows_are_runs_no_other_row_describes():
@@ -144,15 +169,16 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 
 def test_refused_row_is_refused_on_memory():
-    """The 25.09 Qwen3-30B-A3B token-drop run fit on 16 H100; the memory model refuses its layout (README, Refused)."""
+    """The 25.09 Qwen3-30B-A3B token-drop run fit on 16 H100; the memory model refuses its layout (llm_rows.md,
+    round h41's "Refused")."""
     (row,) = REFUSED
-    assert row.file == "validation/blind_h41_nemo/refused/llm.csv" and row.measured == 10494
+    assert row.file == "validation/pending/llm_refused.csv" and row.measured == 10494
     with pytest.raises(EstimatorError, match="GB per GPU"):
         validate_hybrid(estimator.resolve_config(base_overrides(row)))
 
 
 def test_every_row_is_described_with_its_value():
-    text = (FOLDER / "README.md").read_text(encoding="utf-8")
+    text = section(VALIDATION / "llm_rows.md", SECTION)
     for row in ROWS + REFUSED:
         line = next((ln for ln in text.splitlines() if ln.startswith(f"| `{row.id}` |")), "")
         status = "refused" if row in REFUSED else "runs"

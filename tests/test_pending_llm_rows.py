@@ -6,7 +6,8 @@ moved into validation/llm.csv (commit 064ef7e), where ``estimator validate`` pre
 tests/test_validation_suite.py pins their errors. Published runs that need more memory than an H100
 has under the model (Llama 3 405B on 8,192 GPUs; Mixtral 8x7B and Nemotron-4 340B from NVIDIA's tables;
 Qwen3-30B-A3B from Megatron-Bridge's 25.11 table, blind round h35; Qwen3-235B-A22B from the same archive and
-NeMo AutoModel's Qwen3-30B-A3B, blind round h36) sit in validation/pending/llm_refused.csv
+NeMo AutoModel's Qwen3-30B-A3B, blind round h36; the 25.09 token-drop Qwen3-30B-A3B, blind round h41) sit in
+validation/pending/llm_refused.csv
 (``estimator validate`` reads no sub-folder). These tests check, without pricing a step unless said: the
 coverage issue #23 asks for, every row's layout and overrides, the step-time conversions written in
 ``measured_what``, the same-source rule against every calibration row, that every published layout is
@@ -99,6 +100,10 @@ REFUSED_DEVICE = {"llama3-405b-8192gpu-tp8pp16dp64": ("80.0", "84e9"),
 # (refused at 80.4 GB) fit since the MoE layer's activations keep TE's FP8 inputs (441654e): they are in llm.csv.
 REFUSED |= {"automodel-qwen3-30b-a3b-bf16-8gpu": r"needs 84\.\d GB per GPU \(weights"}
 REFUSED_DEVICE |= {"automodel-qwen3-30b-a3b-bf16-8gpu": ("80.0", "86e9")}
+# Blind round h41 (llm_rows.md, "round h41 (NVIDIA release tables ...)"): Megatron-Bridge 25.09's token-drop
+# Qwen3-30B-A3B on 16 H100 has the layout of round h35's 25.11 row (PP 2, VP 24, EP 8, MBS 2): refused at 84.1 GB too.
+REFUSED |= {"mbridge2509-qwen3-30b-a3b-fp8-16gpu-tokendrop": r"needs 84\.\d GB per GPU on pipeline stage 1"}
+REFUSED_DEVICE |= {"mbridge2509-qwen3-30b-a3b-fp8-16gpu-tokendrop": ("80.0", "86e9")}
 # Nemotron-4 340B on 128 H100 (NeMo 24.07 table) was refused at 80.4 GB (85.3 GB until round h30 counted TE's
 # FP8-saved GEMM inputs in 1 byte) until round h32 read the recipe's Adam state dtype (optim.dtype: bf16,
 # framework.optimizer_state=bf16): it is in llm.csv now, and with fp32 state it is refused again.
