@@ -2,11 +2,13 @@
 docs/performance.md that no row used -- the FSDP2 tables on 64 A100 of April 2024 (Llama 3 8B / 70B, Llama 2 13B /
 70B) and the two other lines of the August 2024 Llama 3.1 405B table (no optimization, Float8).
 
-They live in validation/blind_h42_hist/ (a folder `estimator validate` does not read by default) so that the model
-can be changed blind to them. These checks price no step: every row parses with the project's loader, is an
-independent llm row that repeats no run already described, shares no source with a calibration row, sets only facts
-of the run, quotes the published table line it takes its value from, composes into a config the hybrid model
-accepts and fits in memory, and is described with its value in the folder's README.md.
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(438e00d, whose predictions are acde128's), then moved into validation/llm.csv unchanged (validation/llm_rows.md,
+"Blind held-out rows, round h42 (torchtitan docs/performance.md of Apr / Aug 2024: A100 FSDP2, Llama 3.1 405B on
+H100)"). These checks price no step: every row parses with the project's loader, is an independent llm row that
+repeats no run already described, shares no source with a calibration row, sets only facts of the run, quotes the
+published table line it takes its value from, composes into a config the hybrid model accepts and fits in memory, and
+is described with its value in llm_rows.md.
 """
 
 from __future__ import annotations
@@ -21,17 +23,25 @@ from estimator.validation.llm import source_keys
 from tests.blind_checks import (
     check_composes_and_fits,
     check_facts_only,
+    check_moved_once,
     check_no_calibration_source,
     other_blind_rows,
     overrides,
     run_key,
+    section,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-FOLDER = VALIDATION / "blind_h42_hist"
-ROWS = load_rows(FOLDER)
-SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"]
-OTHER_BLIND = [r for r in other_blind_rows() if r.file.split("/")[1] != "blind_h42_hist"]
+H42_HIST_IDS = ("titan2404-llama3-8b-a100-64gpu-sacop", "titan2404-llama3-70b-a100-64gpu-full",
+                "titan2404-llama2-13b-a100-64gpu-noac", "titan2404-llama2-13b-a100-64gpu-sacop",
+                "titan2404-llama2-70b-a100-64gpu-full", "titan2404-llama2-70b-a100-64gpu-sacop-mb1",
+                "titan2408-llama31-405b-128gpu-tp8-bf16", "titan2408-llama31-405b-128gpu-tp8-fp8")
+ALL = load_rows(VALIDATION)
+ROWS = [r for r in ALL if r.id in H42_HIST_IDS]
+SEEN = [r for r in ALL + load_rows(VALIDATION / "pending") if r.kind == "llm" and r.id not in H42_HIST_IDS]
+OTHER_BLIND = other_blind_rows()
+SECTION = ("## Blind held-out rows, round h42 (torchtitan docs/performance.md of Apr / Aug 2024: A100 FSDP2, "
+           "Llama 3.1 405B on H100)")
 PERFORMANCE = "pytorch/torchtitan:docs/performance.md"
 APR24 = "1ea476e9f24be439eda358aa864f45c1c37a8a88"  # Llama 3 table first published; Llama 2 table unchanged
 AUG24 = "3faaa1a0dee68ce028400e3dafd1735d152cb4f8"  # the 405B table with 'None' corrected to 109
@@ -58,10 +68,17 @@ def key(row) -> tuple:
 
 def test_rows_parse_and_are_independent_rows_of_one_document():
     assert len(ROWS) == 8 and len({r.id for r in ROWS}) == 8
-    assert {r.file for r in ROWS} == {"validation/blind_h42_hist/llm.csv"}
+    assert tuple(r.id for r in ROWS) == H42_HIST_IDS
+    assert {r.file for r in ROWS} == {"validation/llm.csv"}
     assert all(r.kind == "llm" and r.role == "independent" for r in ROWS)
     assert all(PERFORMANCE in source_keys(r.source) for r in ROWS)
     assert sorted(COMMIT.search(r.source).group(1) for r in ROWS) == [APR24] * 6 + [AUG24] * 2
+
+
+def test_estimator_validate_reads_the_rows_from_llm_csv():
+    """Priced once, the 8 rows are in the default validation folder's llm.csv, each id once (not also in pending/ or a
+    blind sub-folder)."""
+    check_moved_once(H42_HIST_IDS, ALL)
 
 
 def test_rows_are_runs_no_other_row_describes():
@@ -128,7 +145,7 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 
 def test_every_row_is_described_with_its_value():
-    text = (FOLDER / "README.md").read_text(encoding="utf-8")
+    text = section(VALIDATION / "llm_rows.md", SECTION)
     for row in ROWS:
         line = next((ln for ln in text.splitlines() if ln.startswith(f"| `{row.id}` |")), "")
         assert line and f"| {row.measured:g} |" in line and line.rstrip().split("|")[-2].strip() == "runs", row.id
