@@ -27,6 +27,7 @@ from tests.blind_checks import (
     check_step_conversion,
 )
 from tests.test_blind_h41_nemo_rows import H41_NEMO_IDS, H41_NEMO_REFUSED_IDS
+from tests.test_blind_h42_hist_rows import H42_HIST_IDS
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 H30_IDS = ("mlperf40-gpt3-eos-512gpu", "mlperf40-gpt3-eos-10752gpu", "mlperf40-gpt3-eos-11616gpu",
@@ -43,8 +44,10 @@ H30_IDS = ("mlperf40-gpt3-eos-512gpu", "mlperf40-gpt3-eos-10752gpu", "mlperf40-g
 ALL = load_rows(VALIDATION)
 ROWS = [r for r in ALL if r.id in H30_IDS]
 # Rows written before this round: round h41's rows are later lines of the same tables (the Megatron-Bridge archive's
-# 26.02 Qwen3-235B-A22B line, another model of the 26.02 release: test_blind_h41_nemo_rows.py).
-LATER = H41_NEMO_IDS + H41_NEMO_REFUSED_IDS
+# 26.02 Qwen3-235B-A22B line, another model of the 26.02 release: test_blind_h41_nemo_rows.py), and so are round h42's
+# (the 'None' and 'Float8' lines of the same torchtitan 405B table at 3faaa1a0, and the April-2024 revision of the
+# same docs/performance.md: test_blind_h42_hist_rows.py).
+LATER = H41_NEMO_IDS + H41_NEMO_REFUSED_IDS + H42_HIST_IDS
 SEEN = [r for r in ALL + load_rows(VALIDATION / "pending") if r.id not in H30_IDS + LATER]
 # What these rows may set: layout, recipe and model-shape facts the sources state; no efficiency, no measured or
 # fitted value.
