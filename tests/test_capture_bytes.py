@@ -28,11 +28,11 @@ def test_dropout_prices_cudas_fused_kernel(device):
     n = 64 * 1024
     x = torch.empty(n, device=device, requires_grad=True)
     with cuda_dispatch():
-        fused = _priced(nn.Dropout(0.1).train(), (x,), grad_output=True)
+        fused = _priced(nn.Dropout(0.1).train(), (x,))
     fwd, bwd = by_op(fused, "forward"), by_op(fused, "backward")
     assert fwd == {"aten::native_dropout": 9 * n}  # read 4 B, write 4 B + a 1-byte mask
     assert bwd == {"aten::native_dropout_backward": 9 * n}  # read grad 4 B and mask 1 B, write 4 B
-    cpu_path = _priced(nn.Dropout(0.1).train(), (x,), grad_output=True)  # without the mode: CPU decomposition
+    cpu_path = _priced(nn.Dropout(0.1).train(), (x,))  # without the mode: CPU decomposition
     # empty_like 0 + bernoulli_ 4 (write) + div_ 8 + mul 12 bytes per element
     assert by_op(cpu_path, "forward") == {"aten::dropout": 24 * n}
 
@@ -63,7 +63,7 @@ def test_matmul_unsafe_view_costs_nothing():
         def forward(self, a, b):
             return torch.matmul(a, b)
 
-    ops = _priced(QK(), (q, k), grad_output=True)
+    ops = _priced(QK(), (q, k))
     matmul = next(o for o in ops if o.op == "aten::matmul")
     assert matmul.mem_bytes == 4 * (2 * h * s * d + h * s * s)  # bmm in + out; the final _unsafe_view is free
 
