@@ -3,11 +3,15 @@ performance tables that no row used -- the September 2020 tables (images/tables.
 model parallelism on 1-8 GPUs and 128-way data parallelism on 128-1024 GPUs) and the January 2021 model-size table
 (images/cases_jan2021.png: 3.6B - 1T on 64 - 3,072 A100, before the April-2021 numbers the megatron-sc21 rows use).
 
-They live in validation/blind_h43_mlm/ (a folder `estimator validate` does not read by default) so that the model can
-be changed blind to them. These checks price no step: every row parses with the project's loader, is an independent
-llm row that repeats no run or number already described, shares no source with a calibration row, sets only facts of
-the run (and of the Megatron-LM code at that commit), reproduces the published numbers it is derived from, composes
-into a config the hybrid model accepts and fits in memory, and is described with its value in the folder's README.md.
+They were written into a sub-folder that `estimator validate` does not read, priced once when the model was frozen
+(050c649, whose predictions are acde128's), then moved into validation/llm.csv unchanged (validation/llm_rows.md,
+"Blind held-out rows, round h43 (Megatron-LM README tables of Sept 2020 and Jan 2021, A100)"). These checks price no
+step: every row parses with the project's loader, is an independent llm row that repeats no run or number already
+described, shares no source with a calibration row, sets only facts of the run (and of the Megatron-LM code at that
+commit), reproduces the published numbers it is derived from, composes into a config the hybrid model accepts and fits
+in memory, and is described with its value in llm_rows.md. The Jan-2021 rows are an earlier revision of the table
+whose April-2021 version gives the megatron-sc21-* rows: independent under the rule (no shared number or revision),
+correlated with rows seen before.
 """
 
 from __future__ import annotations
@@ -25,18 +29,27 @@ from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
     check_composes_and_fits,
     check_facts_only,
+    check_moved_once,
     check_no_calibration_source,
     check_step_conversion,
     other_blind_rows,
     overrides,
     run_key,
+    section,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-FOLDER = VALIDATION / "blind_h43_mlm"
-ROWS = load_rows(FOLDER)
-SEEN = [r for r in load_rows(VALIDATION) + load_rows(VALIDATION / "pending") if r.kind == "llm"]
-OTHER_BLIND = [r for r in other_blind_rows() if r.file.split("/")[1] != "blind_h43_mlm"]
+H43_MLM_IDS = ("mlm2009-gpt-1b-a100-1gpu", "mlm2009-gpt-2b-a100-2gpu", "mlm2009-gpt-4b-a100-4gpu",
+               "mlm2009-gpt-8b-a100-8gpu", "mlm2009-gpt-1b-a100-128gpu", "mlm2009-gpt-2b-a100-256gpu",
+               "mlm2009-gpt-4b-a100-512gpu", "mlm2009-gpt-8b-a100-1024gpu", "mlm2101-gpt-3.6b-64gpu",
+               "mlm2101-gpt-18b-256gpu", "mlm2101-gpt-39b-512gpu", "mlm2101-gpt-76b-1024gpu",
+               "mlm2101-gpt-145b-1536gpu", "mlm2101-gpt-291b-2160gpu", "mlm2101-gpt-530b-2520gpu",
+               "mlm2101-gpt-1t-3072gpu")
+ALL = load_rows(VALIDATION)
+ROWS = [r for r in ALL if r.id in H43_MLM_IDS]
+SEEN = [r for r in ALL + load_rows(VALIDATION / "pending") if r.kind == "llm" and r.id not in H43_MLM_IDS]
+OTHER_BLIND = other_blind_rows()
+SECTION = "## Blind held-out rows, round h43 (Megatron-LM README tables of Sept 2020 and Jan 2021, A100)"
 SEP20 = "5281919420ac4eb649e6aee9652ff39bb94d462a"  # images/tables.tex, README 'Update scaling numbers'
 JAN21 = "152aab304d4eabe4f992def6296156642e11c28d"  # images/cases_jan2021.png, README 'Readme update'
 TABLES = "NVIDIA/Megatron-LM:images/tables.tex"
@@ -66,11 +79,17 @@ def case(row) -> str:
 
 def test_rows_parse_and_are_independent_rows_of_two_revisions():
     assert len(ROWS) == 16 and len({r.id for r in ROWS}) == 16
-    assert {r.file for r in ROWS} == {"validation/blind_h43_mlm/llm.csv"}
+    assert tuple(r.id for r in ROWS) == H43_MLM_IDS
+    assert {r.file for r in ROWS} == {"validation/llm.csv"}
     assert all(r.kind == "llm" and r.role == "independent" and r.system == "dgx_a100" for r in ROWS)
     assert len(SEP) == 8 and len(JAN) == 8
     assert all(TABLES in source_keys(r.source) for r in SEP) and all(JAN_TABLE in source_keys(r.source) for r in JAN)
-    assert load_rows(FOLDER / "refused") == []
+
+
+def test_estimator_validate_reads_the_rows_from_llm_csv():
+    """Priced once (none refused), the 16 rows are in the default validation folder's llm.csv, each id once (not also
+    in pending/, pending/llm_refused.csv or a blind sub-folder)."""
+    check_moved_once(H43_MLM_IDS, ALL)
 
 
 def test_rows_are_runs_no_other_row_describes():
@@ -145,7 +164,7 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 
 def test_every_row_is_described_with_its_value():
-    text = (FOLDER / "README.md").read_text(encoding="utf-8")
+    text = section(VALIDATION / "llm_rows.md", SECTION)
     for row in ROWS:
         line = next((ln for ln in text.splitlines() if ln.startswith(f"| `{row.id}` |")), "")
         assert line and f"| {row.measured:g} |" in line and line.rstrip().split("|")[-2].strip() == "runs", row.id
