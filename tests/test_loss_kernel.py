@@ -140,3 +140,19 @@ def test_validation_rows_state_the_loss_kernel_of_their_stack():
         assert ov.get("framework.loss_metric_passes") == ("2" if row.id.startswith("mpt") else None), row.id
     calibration = [r for r in rows if r.role == "calibration"]
     assert {stated_kernel(r) for r in calibration} == {"megatron_fused"}  # NeMo 24.09: cross_entropy_loss_fusion: true
+
+
+def test_last_stage_keeps_what_the_loss_kernel_saves():
+    from estimator.parallel.layout import Layout
+    from estimator.parallel.memory import stage_memory
+    from estimator.parallel.spec import TransformerSpec
+
+    spec = TransformerSpec.from_cfg(estimator.resolve_config(["model=llama3_8b"])["model"])
+    lay = Layout(2, 2, 2, 1, 1, 8, 1, True, "none")  # tp 2, pp 2
+    cfg = dict(estimator.resolve_config(["parallelism=hybrid", "framework=megatron"])["framework"])
+    fp32, te = (Framework.from_cfg({**cfg, "loss_kernel": k}) for k in ("megatron_fp32", "te_fused"))
+    logits = spec.seq_len * lay.micro_batch_size * spec.padded_vocab(2) / 2
+    last = [stage_memory(spec, lay, 1, framework=fw)["activations"] for fw in (fp32, te)]
+    assert last[0] - last[1] == pytest.approx((4 - 2) * logits)  # fp32 softmax against the 16-bit logits buffer
+    first = [stage_memory(spec, lay, 0, framework=fw)["activations"] for fw in (fp32, te)]
+    assert first[0] == first[1]  # the loss sits on the last stage only

@@ -33,7 +33,8 @@ A pass is ``(reads, writes)`` in element widths: ``"L"`` the logits' training wi
 vanishes when the logits are already fp32 (the fused kernels are priced at 4-byte logits then). Bytes
 are logical (each operand read once, each result written once, as the captured ops are priced). Not
 priced: the per-token reductions and the vocabulary-parallel all-reduces of ``tokens`` values,
-``tokens x 4`` bytes against ``tokens x vocab / tp x`` the passes. ``metric_passes`` adds
+``tokens x 4`` bytes against ``tokens x vocab / tp x`` the passes. What a kernel keeps for its backward
+(:func:`saved_bytes`) is the last stage's logit memory (:mod:`~estimator.parallel.memory`). ``metric_passes`` adds
 forward-only ``torch_fp32`` cross-entropies over the same logits (training metrics computed on every
 microbatch, e.g. Composer's ``LanguageCrossEntropy`` and ``Perplexity``).
 """
@@ -85,6 +86,12 @@ LOSS_KERNELS: dict[str, dict[str, tuple[Pass, ...]]] = {
         "backward": (Pass(("L",), ("L",)),),
     },
 }
+# What the kernel keeps per logit element from its forward to its backward (memory): the fp32 softmax or
+# log-softmax (Megatron's kernels, torch's fp32 loss), or the 16-bit logits buffer (the fused kernels read the
+# logits again in backward; Transformer Engine's writes the gradient into it in forward; torch's bf16 loss keeps
+# its bf16 log-softmax). docs/research/h41-loss-kernels.md, "Memory side-effects".
+SAVED = {"torch_fp32": "F", "torch_bf16": "L", "megatron_fp32": "F", "megatron_fused": "F", "te_fused": "L",
+         "xentropy": "L", "triton_fused": "L"}
 WIDTH = {"F": 4}
 
 
@@ -98,6 +105,11 @@ def pass_bytes(kernel: str, phase: str, width: int) -> float:
     size = {**WIDTH, "L": width}
     return float(sum(sum(size[w] for w in p.reads) + sum(size[w] for w in p.writes)
                      for p in LOSS_KERNELS[kernel][phase] if not (p.cast and width == size["F"])))
+
+
+def saved_bytes(kernel: str, width: int = 2) -> int:
+    """Bytes per logit element ``kernel`` keeps for its backward (:data:`SAVED`) at logit ``width``."""
+    return {**WIDTH, "L": width}[SAVED[kernel]]
 
 
 def loss_times(kernel: str, logits: float, device: DeviceProfile, precision: str,

@@ -69,22 +69,24 @@
   holds more; ``N`` cannot go below ``pp``. With equal chunks that is ``min(m v, 2(pp - i - 1) + (v - 1) pp +
   1)`` chunks of ``layers / (pp v)`` layers (for stage 0, Korthikanti et al. Sec. 4.2.3's ``pp (1 +
   (pp - 1)/(pp v))`` microbatches of ``layers / pp`` layers); a chunk without layers (Llama 3's
-  embedding-only and head-only chunks) holds none. The last stage also holds the fp32 logits of
-  one microbatch for the cross-entropy backward (``4 (s/cp) b V / t``); other embedding-side
-  activations and temporary buffers are not counted.
+  embedding-only and head-only chunks) holds none. The last stage also holds what the loss kernel
+  keeps of one microbatch's logits for its backward (``k (s/cp) b V / t``: ``k`` = 4 for the fp32 softmax
+  of Megatron's and torch's fp32 losses, 2 for the 16-bit logits the fused kernels keep;
+  :func:`~estimator.parallel.loss.saved_bytes`); other embedding-side activations and temporary buffers
+  are not counted.
 """
 
 from __future__ import annotations
 
 from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout, schedule_chunks
+from estimator.parallel.loss import saved_bytes
 from estimator.parallel.sac import saved_bytes_per_token
 from estimator.parallel.spec import TransformerSpec
 
 ADAM_BYTES = {"fp32": 12,  # fp32 master weights + Adam momentum + variance per parameter (ZeRO paper Sec. 3.1)
               "bf16": 6}  # the same three in bf16 (Apex DistributedFusedAdam dtype=bf16, store_params=True)
 WEIGHT_BYTES = 2  # fp16/bf16 weights
-LOGIT_BYTES = 4  # fp32 logits kept for the vocabulary-parallel cross-entropy's backward
 
 
 def stage_param_split(spec: TransformerSpec, layout: Layout, stage: int) -> tuple[int, int]:
@@ -218,7 +220,8 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
         per_layer += moe_mlp_bytes(spec, layout, fp8) - dense_share
     acts = layers_in_flight(layout, stage, spec.layers) * per_layer
     if stage == layout.pp - 1:
-        acts += LOGIT_BYTES * spec.seq_len // layout.cp * layout.micro_batch_size * spec.padded_vocab(layout.tp) / layout.tp
+        logits = spec.seq_len // layout.cp * layout.micro_batch_size * spec.padded_vocab(layout.tp) / layout.tp
+        acts += saved_bytes(fw.loss_kernel) * logits
     return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": acts,
             "total": weights + grads + optim + acts}
 
