@@ -140,6 +140,11 @@ def check_described(rows, heading: str, measured: bool = False) -> None:
         assert not measured or f"{row.measured:.3f}" in doc, f"{row.id}'s measured value is not in the section's table"
 
 
+def table_line(text: str, row_id: str) -> str:
+    """The line of a round's error table (in ``text``) that describes ``row_id``; "" when there is none."""
+    return next((ln for ln in text.splitlines() if ln.startswith(f"| `{row_id}` |")), "")
+
+
 def other_blind_rows() -> list:
     """Rows of blind sub-folders not moved yet (``validation/blind_*/`` and their ``refused/``)."""
     folders = [p for p in VALIDATION.glob("blind_*") if p.is_dir()]

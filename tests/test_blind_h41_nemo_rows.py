@@ -33,6 +33,7 @@ from tests.blind_checks import (
     other_blind_rows,
     overrides,
     section,
+    table_line,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
@@ -180,7 +181,7 @@ def test_refused_row_is_refused_on_memory():
 def test_every_row_is_described_with_its_value():
     text = section(VALIDATION / "llm_rows.md", SECTION)
     for row in ROWS + REFUSED:
-        line = next((ln for ln in text.splitlines() if ln.startswith(f"| `{row.id}` |")), "")
+        line = table_line(text, row.id)
         status = "refused" if row in REFUSED else "runs"
         value = f"{row.measured:.3f}".rstrip("0").rstrip(".")
         assert line and f"| {value}" in line and line.rstrip().split("|")[-2].strip().startswith(status), row.id

@@ -36,6 +36,7 @@ from tests.blind_checks import (
     overrides,
     run_key,
     section,
+    table_line,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
@@ -166,5 +167,5 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 def test_every_row_is_described_with_its_value():
     text = section(VALIDATION / "llm_rows.md", SECTION)
     for row in ROWS:
-        line = next((ln for ln in text.splitlines() if ln.startswith(f"| `{row.id}` |")), "")
+        line = table_line(text, row.id)
         assert line and f"| {row.measured:g} |" in line and line.rstrip().split("|")[-2].strip() == "runs", row.id

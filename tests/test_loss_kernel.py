@@ -43,7 +43,7 @@ def test_loss_time_is_memory_bound_on_the_logits():
     h100 = DeviceProfile.from_dict(estimator.resolve_config(["device=h100"])["device"])
     logits = 8192 * 128256  # one 8k sequence, Llama 3's vocabulary, tp 1
     f, b = loss_times("torch_fp32", logits, h100, "bf16")
-    assert f + b == pytest.approx(logits * 36 / (3.35e12 * 0.83))
+    assert f + b == pytest.approx(logits * 36 / h100.memory_rate("softmax", "bf16"))  # 36: torch_fp32's bytes
     f2, b2 = loss_times("torch_fp32", logits / 8, h100, "bf16")  # tp 8: 1/8 of the vocabulary per rank
     assert (f2, b2) == pytest.approx((f / 8, b / 8))
     fm, bm = loss_times("torch_fp32", logits, h100, "bf16", metric_passes=1)  # a training metric's forward

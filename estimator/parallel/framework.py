@@ -58,11 +58,11 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   Triton kernel, llm-foundry's ``attn_impl: triton``); the device prices
   each at its own measured rate (:func:`~estimator.compute.device.node_times`). Only the ``te``
   layer has a fused attention op; the eager and Megatron layers run attention as GEMMs + softmax.
-* ``loss_kernel`` — how the LM loss runs over the logits: ``torch_fp32`` (``F.cross_entropy`` on
-  fp32 logits, eager), ``megatron_fp32`` (Megatron's unfused vocabulary-parallel cross-entropy on
-  fp32 logits) or ``fused`` (one fused kernel per pass on the 16-bit logits); ``loss_metric_passes``
-  extra forward-only fp32 cross-entropies per microbatch (a training metric on every batch)
-  (:mod:`~estimator.parallel.loss`).
+* ``loss_kernel`` — which cross-entropy kernel the LM loss runs, one of
+  :data:`~estimator.parallel.loss.LOSS_KERNELS` (Megatron's unfused or fused fp32 loss, torch's eager
+  fp32 or bf16 loss, Transformer Engine's, flash-attn's xentropy or Triton loss), priced from its
+  passes over the logits; ``loss_metric_passes`` extra forward-only fp32 cross-entropies per
+  microbatch (a training metric on every batch) (:mod:`~estimator.parallel.loss`).
 * ``optimizer_state`` — the dtype of Adam's state: ``fp32`` (fp32 master weights, momentum and
   variance: 12 bytes per parameter, ZeRO paper Sec. 3.1) or ``bf16`` (Apex's DistributedFusedAdam
   with ``dtype=bf16``, NeMo's ``optim.dtype: bf16``: a bf16 copy of the parameters, kept by its

@@ -44,6 +44,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from estimator.compute.device import DeviceProfile
+from estimator.parallel.layout import Layout
+from estimator.parallel.spec import TransformerSpec
 
 
 class Pass(NamedTuple):
@@ -110,6 +112,12 @@ def pass_bytes(kernel: str, phase: str, width: int) -> float:
 def saved_bytes(kernel: str, width: int = 2) -> int:
     """Bytes per logit element ``kernel`` keeps for its backward (:data:`SAVED`) at logit ``width``."""
     return {**WIDTH, "L": width}[SAVED[kernel]]
+
+
+def logit_elements(spec: TransformerSpec, layout: Layout) -> float:
+    """Logits one rank of the last stage holds per microbatch: its ``seq / cp`` tokens x ``mbs`` x its
+    vocabulary slice (``padded vocabulary / tp``)."""
+    return spec.seq_len // layout.cp * layout.micro_batch_size * spec.padded_vocab(layout.tp) / layout.tp
 
 
 def loss_times(kernel: str, logits: float, device: DeviceProfile, precision: str,

@@ -80,7 +80,7 @@ from __future__ import annotations
 
 from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout, schedule_chunks
-from estimator.parallel.loss import saved_bytes
+from estimator.parallel.loss import logit_elements, saved_bytes
 from estimator.parallel.sac import saved_bytes_per_token
 from estimator.parallel.spec import TransformerSpec
 
@@ -220,8 +220,7 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
         per_layer += moe_mlp_bytes(spec, layout, fp8) - dense_share
     acts = layers_in_flight(layout, stage, spec.layers) * per_layer
     if stage == layout.pp - 1:
-        logits = spec.seq_len // layout.cp * layout.micro_batch_size * spec.padded_vocab(layout.tp) / layout.tp
-        acts += saved_bytes(fw.loss_kernel) * logits
+        acts += saved_bytes(fw.loss_kernel) * logit_elements(spec, layout)
     return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": acts,
             "total": weights + grads + optim + acts}
 

@@ -110,7 +110,7 @@ from estimator.parallel.circuits import plan
 from estimator.parallel.framework import Framework
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout
-from estimator.parallel.loss import loss_times
+from estimator.parallel.loss import logit_elements, loss_times
 from estimator.parallel.memory import memory, stage_param_split
 from estimator.parallel.overlap import behind
 from estimator.parallel.placement import group_cost, p2p_cost, p2p_pricing, strides
@@ -321,8 +321,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         splits = (fw.p2p_scatter_gather, fw.p2p_grad_scatter_gather)
         sends = {act / (L.tp if split or L.sequence_parallel else 1) for split in splits}
         t_p2p = sum(pricer.p2p("pp", nbytes, L.pp, 2 * m * v / len(sends)) for nbytes in sends) / len(sends)
-    logits = tokens * L.micro_batch_size * spec.padded_vocab(L.tp) / L.tp
-    loss_f, loss_b = loss_times(fw.loss_kernel, logits, device, precision, fw.loss_metric_passes)
+    loss_f, loss_b = loss_times(fw.loss_kernel, logit_elements(spec, L), device, precision, fw.loss_metric_passes)
     ends_f = [(emb.fwd + tp_emb if i == 0 else 0.0) + (head.fwd + loss_f if i == L.pp - 1 else 0.0) for i in range(L.pp)]
     ends_b = [(emb.bwd if i == 0 else 0.0) + (head.bwd + loss_b if i == L.pp - 1 else 0.0) for i in range(L.pp)]
     t_f = [n * f_layer + ends_f[i] + z3.first_gather for i, n in enumerate(stages)]
