@@ -39,6 +39,39 @@ def test_fsdp_profile_is_async_tp_and_megatron_is_userbuffers():
            for name in ("fsdp", "megatron")}
     assert cfg["fsdp"]["tp_overlap_grad_reduce_scatter"] is False
     assert cfg["megatron"]["tp_overlap_grad_reduce_scatter"] is True
+    assert (cfg["fsdp"]["tp_overlap_scope"], cfg["megatron"]["tp_overlap_scope"]) == ("gemm", "layer")
+
+
+def test_fsdp_async_tp_hides_each_collective_behind_its_own_gemms():
+    """Inductor's micro-pipeline pass pairs a collective with the GEMMs that read or produce it
+    (framework.tp_overlap_scope=gemm): wq/wk/wv are short next to the MLP's GEMMs, so the attention's
+    all-gather and wo's reduce-scatter stay partly exposed where the pooled (userbuffers) model hides them."""
+    fsdp = ("framework=fsdp", "framework.tp_comm_overlap=true", "framework.tp_overlap_grad_reduce_scatter=true")
+    pooled = run(*fsdp, "framework.tp_overlap_scope=layer", "parallelism.recompute=none").metrics
+    matched = run(*fsdp, "parallelism.recompute=none").metrics
+    assert matched["iter_time_s"] > pooled["iter_time_s"]
+    # the exposure is the sum over the collectives of what exceeds its own GEMMs' time, computed by hand
+    from estimator.parallel.spec import TransformerSpec
+    from estimator.parallel.step import gemm_matched_tp
+
+    spec = TransformerSpec.from_cfg(estimator.resolve_config(["model=llama3_70b", "parallelism=hybrid"])["model"])
+    gemm = 1.0  # the layer's Linear GEMMs, seconds: shares by FLOPs (GQA: wk/wv 1/8 of wq at tp 8)
+    fwd, bwd = gemm_matched_tp(spec, 8, gemm, (0.2, 0.2), (0.2, 0.2), 0, 0, False)
+    q, kv, ffn = 8192 * 8192, 8192 * 1024, 8192 * 28672
+    share = {"qkv": (q + 2 * kv) / (2 * q + 2 * kv + 3 * ffn), "wo": q / (2 * q + 2 * kv + 3 * ffn)}
+    assert fwd == pytest.approx(max(0, 0.2 - share["qkv"]) + max(0, 0.2 - share["wo"]))
+    assert bwd == pytest.approx(max(0, 0.2 - share["wo"]) + 0.4)  # + both input-gradient reduce-scatters whole
+    # without sequence parallelism the pass fuses nothing: every all-reduce is exposed
+    no_sp = run("framework=fsdp", "framework.tp_comm_overlap=true", "parallelism.sequence_parallel=false").metrics
+    plain = run("framework=fsdp", "parallelism.sequence_parallel=false").metrics
+    assert no_sp["iter_time_s"] == pytest.approx(plain["iter_time_s"])
+
+
+def test_unknown_tp_overlap_scope_is_a_one_line_error():
+    proc = subprocess.run([sys.executable, "-m", "estimator.cli", "estimate", "model=llama3_8b", "parallelism=hybrid",
+                           "framework=fsdp", "framework.tp_overlap_scope=tile"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "framework.tp_overlap_scope must be one of layer, gemm" in proc.stderr
 
 
 def zero3_step(interference):

@@ -15,6 +15,12 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   micro-pipeline pass): it fuses all-gather -> matmul and matmul -> reduce-scatter, but an input
   gradient that is the sum of several matmuls (wq/wk/wv, w1/w3) is reduce-scattered unfused, so
   those two reduce-scatters per layer stay exposed (pytorch/pytorch#149946).
+* ``tp_overlap_scope`` — with ``tp_comm_overlap``, what a TP collective can hide behind: ``layer``
+  (Transformer Engine's userbuffers: ring-exchange and bulk overlaps pair the layer's collectives
+  with any of its GEMMs, so the layer's TP time is exposed only beyond its GEMMs' time) or ``gemm``
+  (Inductor's micro-pipeline pass decomposes an all-gather with the GEMMs that read its output as
+  their left operand, and a reduce-scatter with the one GEMM that produces its input: each
+  collective hides only behind those GEMMs; :func:`~estimator.parallel.step.gemm_matched_tp`).
 * ``p2p_scatter_gather`` — a pipeline boundary sends ``1 / tp`` of the activations per TP rank
   (Narayanan et al. 2021 Sec. 4.1) instead of every TP rank sending the whole tensor;
   ``p2p_grad_scatter_gather`` the same for the activation gradients sent back in backward. With
@@ -84,6 +90,7 @@ from estimator.errors import EstimatorError
 from estimator.parallel.loss import LOSS_KERNELS
 
 ZERO3_UNITS = ("layer", "module")
+TP_OVERLAP_SCOPES = ("layer", "gemm")
 GRAD_COLLECTIVES = ("reduce_scatter", "all_reduce")
 OPTIMIZER_STATES = ("fp32", "bf16")
 OPTIONAL = ("reduce_bucket_params", "zero3_prefetch_params", "zero3_max_live_params",
@@ -98,6 +105,7 @@ class Framework:
     param_gather_overlap: bool
     tp_comm_overlap: bool
     tp_overlap_grad_reduce_scatter: bool
+    tp_overlap_scope: str
     p2p_scatter_gather: bool
     p2p_grad_scatter_gather: bool
     interleaved_schedule: bool
@@ -133,6 +141,9 @@ class Framework:
                 raise EstimatorError(f"framework.{f.name} must be true or false, got {value!r}")
         if data["zero3_unit"] not in ZERO3_UNITS:
             raise EstimatorError(f"framework.zero3_unit must be one of {', '.join(ZERO3_UNITS)}, got {data['zero3_unit']!r}")
+        if data["tp_overlap_scope"] not in TP_OVERLAP_SCOPES:
+            raise EstimatorError(f"framework.tp_overlap_scope must be one of {', '.join(TP_OVERLAP_SCOPES)}, "
+                                 f"got {data['tp_overlap_scope']!r}")
         if data["zero3_grad_collective"] not in GRAD_COLLECTIVES:
             raise EstimatorError(f"framework.zero3_grad_collective must be one of {', '.join(GRAD_COLLECTIVES)}, "
                                  f"got {data['zero3_grad_collective']!r}")

@@ -42,7 +42,7 @@ def _head_widths(spec: TransformerSpec, tp: int) -> tuple[float, float]:
     return spec.heads * spec.head_dim / tp, spec.kv_heads_per_rank(tp) * spec.head_dim
 
 
-def _gemm_widths(spec: TransformerSpec, tp: int) -> list[float]:
+def gemm_widths(spec: TransformerSpec, tp: int) -> list[float]:
     """Output x input elements of each GEMM of one block per TP rank, in forward call order."""
     h, (q, kv) = spec.hidden, _head_widths(spec, tp)
     mlp = [h * spec.ffn / tp] * (3 if spec.gated else 2)
@@ -51,7 +51,7 @@ def _gemm_widths(spec: TransformerSpec, tp: int) -> list[float]:
 
 def recomputed_gemm_fraction(spec: TransformerSpec, tp: int) -> float:
     """Share of a block's forward GEMM FLOPs that the per-op policy recomputes (every second GEMM)."""
-    widths = _gemm_widths(spec, tp)
+    widths = gemm_widths(spec, tp)
     return sum(widths[1::2]) / sum(widths)
 
 

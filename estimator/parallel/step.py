@@ -114,7 +114,7 @@ from estimator.parallel.loss import logit_elements, loss_times
 from estimator.parallel.memory import memory, stage_param_split
 from estimator.parallel.overlap import behind
 from estimator.parallel.placement import group_cost, p2p_cost, p2p_pricing, strides
-from estimator.parallel.sac import recomputed_gemm_fraction
+from estimator.parallel.sac import gemm_widths, recomputed_gemm_fraction
 from estimator.parallel.spec import TransformerSpec
 from estimator.parallel.zero3 import Zero3Layer, zero3_layer
 
@@ -253,6 +253,35 @@ def _tp_half(pricer: _Pricer, group: str, nbytes: float, size: int, sp: bool, pe
     return one, (1 + n_rc / 2) * one + n_op / 2 * redo, rs
 
 
+def gemm_matched_tp(spec: TransformerSpec, tp: int, linear_fwd_s: float, attn: tuple[float, float],
+                    mlp: tuple[float, float], n_rc: int, n_op: int, grad_rs_overlap: bool) -> tuple[float, float]:
+    """(forward, backward) exposed seconds of one layer's sequence-parallel TP collectives per microbatch when each
+    hides only behind its own GEMMs (``framework.tp_overlap_scope: gemm``, Inductor's micro-pipeline pass; the
+    pairing is cited in conf/framework/fsdp.yaml). ``linear_fwd_s``: the layer's forward Linear GEMMs (split by
+    their FLOPs; an input- or weight-gradient GEMM costs its forward's time); ``attn`` / ``mlp``: the (all-gather,
+    reduce-scatter) seconds of each half. Forward: the all-gather behind the GEMMs reading it (wq/wk/wv; w1/w3 or
+    fc1), the reduce-scatter behind its producer (wo; w2 or fc2). Backward: the output-gradient all-gather behind
+    the input-gradient GEMM of wo / the down projection; the input-gradient reduce-scatters whole unless
+    ``grad_rs_overlap`` (then behind the input-gradient GEMMs that sum into them); per-op SAC's repeated gathers
+    behind the recomputed GEMMs they feed (every second GEMM: wk; w3, none for fc1); a full recompute repeats
+    the forward's exposure."""
+    widths = gemm_widths(spec, tp)
+    per = linear_fwd_s / sum(widths)
+    qkv, wo, up, down = sum(widths[:3]) * per, widths[3] * per, sum(widths[4:-1]) * per, widths[-1] * per
+    (ag_a, rs_a), (ag_m, rs_m) = attn, mlp
+
+    def exposed(comm: float, gemm: float) -> float:
+        return max(0.0, comm - gemm)
+
+    fwd = exposed(ag_a, qkv) + exposed(rs_a, wo) + exposed(ag_m, up) + exposed(rs_m, down)
+    bwd = exposed(ag_a, wo) + exposed(ag_m, down)
+    bwd += exposed(rs_a, qkv) + exposed(rs_m, up) if grad_rs_overlap else rs_a + rs_m
+    if n_op:
+        again = [w * per if i % 2 else 0.0 for i, w in enumerate(widths)]
+        bwd += exposed(ag_a, sum(again[:3])) + exposed(ag_m, sum(again[4:-1]))
+    return fwd, bwd + n_rc / 2 * fwd
+
+
 def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
               algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None,
               interference: float = 0.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -291,7 +320,13 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *mlp, L.sequence_parallel or moe_dispatcher, per_step, n_rc, n_op)
     tp_emb = pricer.price("tp", "all_reduce", act, L.tp, m)
     tp_layer = attn_f + attn_b + mlp_f + mlp_b  # all of it, exposed or not
-    if fw.tp_comm_overlap:  # hidden behind the layer's GEMMs (not the MoE dispatcher's: plain NCCL collectives)
+    if fw.tp_comm_overlap and fw.tp_overlap_scope == "gemm" and not spec.experts:  # each behind its own GEMMs
+        if L.sequence_parallel:  # the pass fuses all-gathers and reduce-scatters only
+            tp_f, tp_b = gemm_matched_tp(spec, L.tp, layer.fwd_gemm - attn.fwd_gemm, (attn_f - attn_rs, attn_rs),
+                                         (mlp_f - mlp_rs, mlp_rs), n_rc, n_op, fw.tp_overlap_grad_reduce_scatter)
+        else:
+            tp_f, tp_b = attn_f + mlp_f, attn_b + mlp_b
+    elif fw.tp_comm_overlap:  # hidden behind the layer's GEMMs (not the MoE dispatcher's: plain NCCL collectives)
         # async TP: the backward's input-gradient reduce-scatters run unfused (framework docstring)
         hidden_f, hidden_b, rs = (attn_f, attn_b, attn_rs) if moe_dispatcher else (attn_f + mlp_f, attn_b + mlp_b, attn_rs + mlp_rs)
         unfused = 0.0 if fw.tp_overlap_grad_reduce_scatter else rs
