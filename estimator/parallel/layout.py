@@ -114,6 +114,13 @@ class Layout:
     cp_comm: str = "ring"  # how the CP ranks exchange keys and values: ring | all_gather | torch
     microbatch_group: int | None = None  # contiguous microbatches per model chunk (interleaved); None = pp
     etp: int | None = None  # the experts' tensor-parallel degree; None = tp
+    distribute_saved: bool = False  # full recompute: each TP rank keeps 1/tp of the checkpointed layer input
+
+    @property
+    def saved_input_split(self) -> int:
+        """TP ranks the checkpointed layer input of a full recompute is split over: ``tp`` with sequence parallelism
+        (already split) or ``parallelism.distribute_saved_activations``, else 1."""
+        return self.tp if self.sequence_parallel or self.distribute_saved else 1
 
     @property
     def expert_tp(self) -> int:
@@ -194,8 +201,15 @@ class Layout:
             raise EstimatorError(f"parallelism.cp_comm must be one of {', '.join(CP_COMM)}, got {cp_comm!r}")
         group = None if par.get("microbatch_group") is None else _int(par, "microbatch_group")
         etp = None if par.get("etp") is None else _int(par, "etp")
+        distribute = par.get("distribute_saved_activations", False)
+        if not isinstance(distribute, bool):
+            raise EstimatorError(f"parallelism.distribute_saved_activations must be true or false, got {distribute!r}")
+        if distribute and (recompute != "full" or tp == 1):
+            raise EstimatorError("parallelism.distribute_saved_activations=true splits a full recompute's checkpointed "
+                                 f"input over the TP ranks: it needs recompute=full and tp > 1 (got recompute={recompute}, "
+                                 f"tp={tp})")
         layout = cls(tp, pp, dp, _int(par, "ep", 1), mbs, m, zero, sp, recompute, order, _int(par, "virtual_stages", 1),
-                     cp, first, last, cp_comm, group, etp)
+                     cp, first, last, cp_comm, group, etp, distribute and not sp)
         layout.check(spec)
         return layout
 

@@ -38,7 +38,8 @@
     parallelism), fc2's input (the activation's output, which nothing else keeps) ``f/t`` instead of
     ``2f/t``, and the output projection keeps an FP8 copy of the attention output ``h/t`` besides
     the 16-bit one flash attention's backward reads.
-  - full recompute keeps only the layer input ``2sbh`` (/t with sequence parallelism); torchtitan's
+  - full recompute keeps only the layer input ``2sbh`` (/t with sequence parallelism or Megatron's
+    ``--distribute-saved-activations``, ``parallelism.distribute_saved_activations``); torchtitan's
     per-op policy (``op``) keeps what :func:`~estimator.parallel.sac.saved_bytes_per_token` lists.
   - MoE layers (:func:`moe_mlp_bytes`, derived like the dense ``19sbh``: 16-bit tensors saved for
     the backward, masks 1 byte): the dense MLP's share of the formula (``3sbh + 16sbh/t``;
@@ -129,7 +130,7 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout, fp8: bool 
     s, b, h, a, t = spec.seq_len // layout.cp, layout.micro_batch_size, spec.hidden, spec.heads, layout.tp
     token_split = t if layout.sequence_parallel else 1
     if layout.recompute == "full":
-        return 2 * s * b * h / token_split
+        return 2 * s * b * h / layout.saved_input_split
     if layout.recompute == "op":  # torchtitan's per-op checkpointing keeps its own set (sac)
         return s * b * saved_bytes_per_token(spec, t, layout.sequence_parallel)
     w = spec.attn_width  # q and the attention output are heads x head_dim wide (h unless model.head_dim)

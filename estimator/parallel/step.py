@@ -334,6 +334,9 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         tp_f, tp_b = (hidden_f + mlp_f, hidden_b + mlp_b) if moe_dispatcher else (hidden_f, hidden_b)
     else:
         tp_f, tp_b = attn_f + mlp_f, attn_b + mlp_b
+    if L.distribute_saved:  # the backward gathers the checkpointed input over TP before the recompute
+        gather = pricer.price("tp", "all_gather", act, L.tp, per_step)
+        tp_b, tp_layer = tp_b + gather, tp_layer + gather
     # ---- expert parallelism: dispatch + combine all-to-all of each MoE layer, in forward and backward
     ep_one = 0.0
     if spec.experts and L.ep > 1:
