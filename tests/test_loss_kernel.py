@@ -113,6 +113,9 @@ STACK_KERNELS = (
     (r"^(internlm|tinyllama|fa2211|mpt0723)-", "xentropy"),
     (r"^olmocore-(olmo-7b|olmo-13b|llama-8b)|^(olmocore16|titan25|trainy)-", "triton_fused"),
     (r"^fms240[23]-", "torch_bf16"),
+    # metaseq's OPT-175B: --criterion vocab_parallel_cross_entropy, Megatron's unfused fp32 vocabulary-parallel loss
+    # (facebookresearch/metaseq@f7ffa5fd metaseq/launcher/opt_baselines.py), under framework=fsdp
+    (r"^opt-", "megatron_fp32"),
 )
 
 
