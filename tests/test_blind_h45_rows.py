@@ -23,27 +23,32 @@ from estimator.validation import load_rows
 from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
     check_composes_and_fits,
+    check_described,
     check_facts_only,
+    check_moved_once,
     check_no_calibration_source,
     check_step_conversion,
+    other_blind_rows,
     overrides,
     run_key,
+    table_line,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-ROUND = VALIDATION / "blind_h45"
-ROWS = load_rows(ROUND)
+ALL = load_rows(VALIDATION)
+IDS = ("glm-130b-768gpu-gbs4224", "glm-130b-768gpu-gbs6144", "opt-175b-992gpu")
+ROWS = [r for r in ALL if r.id in IDS]
 OPT = [r for r in ROWS if r.id == "opt-175b-992gpu"]
 GLM_ROWS = [r for r in ROWS if r not in OPT]
-IDS = ("glm-130b-768gpu-gbs4224", "glm-130b-768gpu-gbs6144", "opt-175b-992gpu")
-SEEN = [r for p in (VALIDATION, VALIDATION / "pending") for r in load_rows(p) if r.kind == "llm"]
-OTHER_BLIND = [r for p in VALIDATION.glob("blind_*") if p.is_dir() and p != ROUND
-               for sub in (p, p / "refused") if sub.is_dir() for r in load_rows(sub)]  # a round's refused rows too
+SEEN = [r for r in ALL + load_rows(VALIDATION / "pending") if r.kind == "llm" and r.id not in IDS]
+OTHER_BLIND = other_blind_rows()
+SECTION = "## Blind held-out rows, round h45 (famous published runs: GLM-130B, OPT-175B, A100)"
 GLM = "THUDM/GLM-130B@212215c54f8a9da2deed51455868305235664370"
 META = "facebookresearch/metaseq@f7ffa5fd61cf90f498a36d365c13dd7f1a912ff7"
 # logs/main-log-en.md 'Speed Testing': global batch -> (per-replica batch, s/iter, TFLOPS, samples/s)
 GLM_SPEED = {4224: (176, 88.5, 134, 48), 6144: (256, 122.5, 141, 50)}
-ALLOWED = {"framework", "parallelism.zero", "parallelism.recompute", "parallelism.distribute_saved_activations", "framework.loss_kernel", "device.memory_bytes",
+ALLOWED = {"framework", "parallelism.zero", "parallelism.recompute", "parallelism.distribute_saved_activations",
+           "framework.loss_kernel", "device.memory_bytes",
            "model.fused_kernels", "model.hidden_size", "model.num_layers", "model.num_heads", "model.num_kv_heads",
            "model.ffn_size", "model.vocab_size"}
 
@@ -126,3 +131,11 @@ def test_opt_fits_only_with_its_distributed_checkpoints():
                                                         if not o.startswith("parallelism.distribute_saved_activations")))
     with pytest.raises(EstimatorError, match=r"needs [\d.]+ GB per GPU .* but the device has 80.0 GB"):
         check_composes_and_fits(without)
+
+
+def test_priced_once_then_moved_into_llm_csv_and_described():
+    """Priced once at 27c0200 (validation/llm_rows.md, round h45), then moved unchanged into validation/llm.csv."""
+    check_moved_once(IDS, ALL)
+    check_described(ROWS, SECTION, measured=True)
+    doc = (VALIDATION / "llm_rows.md").read_text(encoding="utf-8")
+    assert all(table_line(doc, i) for i in IDS)
