@@ -252,11 +252,15 @@ def estimate_with(sub: dict[str, Any], fabric: Any, device: DeviceProfile, polic
             raise EstimatorError(f"parallelism.strategy {par.get('strategy')!r} is not supported for single-replica workloads")
         profile = _profile(file, mtime, batch, device, policy.gradient_dtype_bytes, precision)
         buckets = list(_buckets(file, mtime, batch, device, policy, precision))
-        # a fabric that picks its wiring per job (the OCS with topology=auto) is wired for this one
+        # a fabric that picks its wiring per job (the OCS with topology=auto) is wired for this one, on
+        # the network alone: the straggler wait is the same on every candidate topology, and an
+        # input-bound floor would tie them
         fabric, plans = wire_for_job(fabric, profile, policy, batch, algorithm)
+        # what the model reads (its input pipeline and straggler cv); an imported trace: unknown
+        model_input = None if sub.get("workload") else (sub["model"] or {}).get("input")
         choice = plans[0].topology if plans else ""
-        jpeg = not sub.get("workload") and (sub["model"] or {}).get("input") == "imagenet_jpeg"
-        result = simulate_data_parallel(profile, fabric, policy, batch, algorithm, buckets=buckets, jpeg=jpeg)
+        result = simulate_data_parallel(profile, fabric, policy, batch, algorithm, buckets=buckets,
+                                        model_input=model_input)
     else:
         choice = ""
         result = simulate_dag(_scaled(file, mtime, batch), fabric, device, algorithm, precision)

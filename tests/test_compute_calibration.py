@@ -59,7 +59,7 @@ PINNED_ERROR_PCT = {
     "bertl-dgxa100-tf32-4node": +1.7,
     "bertl-dgxa100-tf32-8node": +0.2,
     "bertl-dgxa100-tf32-16node": +0.5,
-    "bertl-dgxa100-tf32-32node": -0.0,  # calibration: BERT's straggler cv (parallelism.sync_jitter_cv)
+    "bertl-dgxa100-tf32-32node": -0.0,  # calibration: BERT's straggler cv (parallelism.jitter_cv_by_input.tokenized)
     "bertl-dgx1v32-fp32-1gpu": -12.3,
     "bertl-dgx1v32-amp-1gpu": +6.5,
     "bertl-dgx1v32-fp32-8gpu": -9.5,

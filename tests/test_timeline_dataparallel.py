@@ -136,8 +136,8 @@ def test_input_pipeline_cap_is_host_cores_times_the_per_core_rate():
     p = compute_profile(w, REPLAY)
     small = BucketPolicy.from_dict({"bucketing": "none", "gpus_per_node": 4,
                                     "input": {"cpu_cores": 2, "cpu_decode_per_core_per_s": 500.0}})
-    capped = simulate_data_parallel(p, linear_fabric(), small, batch_size=2, jpeg=True)
-    free = simulate_data_parallel(p, linear_fabric(), small, batch_size=2, jpeg=False)
+    capped = simulate_data_parallel(p, linear_fabric(), small, batch_size=2, model_input="imagenet_jpeg")
+    free = simulate_data_parallel(p, linear_fabric(), small, batch_size=2, model_input="tokenized")
     assert capped.input_bound and capped.samples_per_s == pytest.approx(2 * 1000.0)
     assert not free.input_bound and free.samples_per_s == pytest.approx(16 / 6e-3)
 
@@ -167,7 +167,7 @@ def test_system_presets_carry_the_host_and_resnet50_reads_jpegs():
     a100 = BucketPolicy.from_dict(cfg()["parallelism"])
     assert a100.input_cap_per_node(jpeg=True) == pytest.approx(128 * 130.1)
     assert cfg("model=resnet50")["model"]["input"] == "imagenet_jpeg"
-    assert cfg("model=bert_large")["model"].get("input") is None
+    assert cfg("model=bert_large")["model"]["input"] == "tokenized"
     h100 = BucketPolicy.from_dict(estimator.resolve_config(["system=dgx_h100"])["parallelism"])
     assert h100.input_cap_per_node(jpeg=True) == pytest.approx(112 * 130.1)
     dali = BucketPolicy.from_dict(estimator.resolve_config(["system=dgx_h100", "parallelism.input.decode=gpu"])["parallelism"])

@@ -38,12 +38,14 @@ STRETCH_STEP = 1e-3  # stretches are rounded up to this (relative) step before p
 
 @dataclass(frozen=True)
 class Spec:
-    """A job's workload: the file it is read from (with its modification time) and its batch."""
+    """A job's workload: the file it is read from (with its modification time), its batch and what
+    its model reads (``model.input``: input pipeline and straggler cv; None for an imported trace)."""
 
     path: str
     mtime: float
     batch: int
     name: str
+    model_input: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ class JobPricer:
             file, mtime = workload_state(path)
             batch = batch_size or load_workload(Path(file)).batch_size
             name = load_workload(Path(file)).name
+            model_input = None
         else:
             from estimator.config import compose, to_container
 
@@ -122,11 +125,12 @@ class JobPricer:
             file, mtime = workload_state(resolve_input(traces / f"{model}.workload.json"))
             batch = batch_size or int(model_cfg.get("batch_size") or load_workload(Path(file)).batch_size)
             name = model
+            model_input = model_cfg.get("input")
         wl = load_workload(Path(file))
         if wl.devices != 1:
             raise EstimatorError(f"{file}: workload {wl.name!r} spans {wl.devices} devices; the cluster simulation "
                                  "runs data-parallel jobs of single-replica workloads")
-        return Spec(file, mtime, int(batch), name)
+        return Spec(file, mtime, int(batch), name, model_input)
 
     def _profile(self, spec: Spec) -> tuple[ComputeProfile, list[Bucket]]:
         key = (spec.path, spec.mtime, spec.batch)
@@ -184,11 +188,11 @@ class JobPricer:
             profile, buckets = self._profile(spec)
             if gpus == 1:
                 result = simulate_data_parallel(profile, _Group(self.price, 1, 1.0), self.policy, spec.batch,
-                                                self.algorithm, nodes=1, buckets=buckets)
+                                                self.algorithm, nodes=1, buckets=buckets, model_input=spec.model_input)
                 wire = 0.0
             else:
                 result = simulate_data_parallel(profile, _Group(self.price, group, s), self.policy, spec.batch,
-                                                self.algorithm, nodes=gpus, buckets=buckets)
+                                                self.algorithm, nodes=gpus, buckets=buckets, model_input=spec.model_input)
                 zero = self.price("all_reduce", 0.0, group).time_s
                 wire = s * sum(max(0.0, self.price("all_reduce", b.nbytes, group).time_s - zero) for b in buckets)
             hit = self._iters[key] = Iteration(result.iter_time_s, result.comm_time_s, wire)

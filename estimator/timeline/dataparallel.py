@@ -24,10 +24,13 @@ Model (one replica per accelerator, all replicas identical, so one device is sim
    without communication (DDP ``no_sync``), then the last one as above; one optimizer step.
 8. **Host overhead**: ``host_overhead_s`` per iteration (optimizer step) that the GPU waits for.
 9. **Stragglers**: a synchronous step waits for the slowest replica. Replica iteration times
-   vary with coefficient of variation ``sync_jitter_cv`` per micro-batch (``cv / sqrt(k)`` per
+   vary with coefficient of variation ``cv`` per micro-batch (``cv / sqrt(k)`` per
    iteration of k independent micro-batches); the step waits ``compute x cv_iter x z(n)`` for
    the slowest of n replicas, with ``z(n)`` the expected maximum of n standard normals
-   (Blom's approximation ``Phi^-1((n - 0.375) / (n + 0.25))``; ``z(1) = 0``).
+   (Blom's approximation ``Phi^-1((n - 0.375) / (n + 0.25))``; ``z(1) = 0``). ``cv`` is a
+   property of the model's input pipeline (:meth:`BucketPolicy.jitter_cv`): ``jitter_cv_by_input``
+   maps ``model.input`` (``imagenet_jpeg``, ``tokenized``; ``other`` for an imported trace or a
+   model that names no input) to its cv; ``sync_jitter_cv``, when set, overrides it for every model.
 10. **Input pipeline** (:meth:`BucketPolicy.input_cap_per_node`): a node (``gpus_per_node`` GPUs)
     decodes and augments at most ``cap`` samples per second, so ``iter_time >= samples per
     iteration / (nodes x cap)``. For a model whose training data are JPEG images
@@ -85,7 +88,10 @@ class BucketPolicy:
     overlap: bool = True
     comm_interference: float = 0.0
     host_overhead_s: float = 0.0
-    sync_jitter_cv: float = 0.0
+    sync_jitter_cv: float | None = None  # None = jitter_cv_by_input's value for the model's input
+    # straggler cv per model.input kind, as sorted (kind, cv) pairs (hashable: a frozen dataclass);
+    # empty = no straggler wait unless sync_jitter_cv is set
+    jitter_cv_by_input: tuple[tuple[str, float], ...] = ()
     input_samples_per_s_per_node: float | None = None
     gpus_per_node: int = 8
     # parallelism.input (item 10): where JPEGs are decoded and at what rate; the host fields come
@@ -97,6 +103,18 @@ class BucketPolicy:
     input_gpu_decode_per_gpu_per_s: float | None = None
 
     def __post_init__(self) -> None:
+        table = self.jitter_cv_by_input
+        if table is None:
+            table = ()
+        if isinstance(table, dict):
+            table = tuple(sorted(table.items(), key=lambda kv: str(kv[0])))
+        if not isinstance(table, tuple):
+            raise EstimatorError(f"parallelism.jitter_cv_by_input must be a mapping (input kind -> cv), got {table!r}")
+        object.__setattr__(self, "jitter_cv_by_input", table)
+        for kind, cv in table:
+            _check_nonneg(f"jitter_cv_by_input.{kind}", cv)
+        if self.sync_jitter_cv is not None:
+            _check_nonneg("sync_jitter_cv", self.sync_jitter_cv)
         if self.bucketing not in BUCKETINGS:
             raise EstimatorError(f"parallelism.bucketing must be one of {BUCKETINGS}, got {self.bucketing!r}")
         for key in ("bucket_cap_bytes", "first_bucket_cap_bytes", "fusion_threshold_bytes", "cycle_time_s"):
@@ -109,10 +127,8 @@ class BucketPolicy:
                 raise EstimatorError(f"parallelism.{key} must be a positive integer, got {value!r}")
         if not isinstance(self.overlap, bool):
             raise EstimatorError(f"parallelism.overlap must be true or false, got {self.overlap!r}")
-        for key in ("comm_interference", "host_overhead_s", "sync_jitter_cv"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not (isinstance(value, int | float) and 0 <= value < 10):
-                raise EstimatorError(f"parallelism.{key} must be a number >= 0, got {value!r}")
+        for key in ("comm_interference", "host_overhead_s"):
+            _check_nonneg(key, getattr(self, key))
         limit = self.input_samples_per_s_per_node
         if limit is not None and (isinstance(limit, bool) or not (isinstance(limit, int | float) and 0 < limit < math.inf)):
             raise EstimatorError(f"parallelism.input_samples_per_s_per_node must be a positive number or null, got {limit!r}")
@@ -160,6 +176,21 @@ class BucketPolicy:
             return None  # no host described (no system preset): the CPU is not a bound
         workers = cores if self.input_workers_per_gpu is None else self.input_workers_per_gpu * self.gpus_per_node
         return min(workers, cores) * float(rate)
+
+    def jitter_cv(self, model_input: str | None) -> float:
+        """Straggler cv of one replica's micro-batch (module docstring, item 9) for a model reading
+        ``model_input`` (None: an imported trace or a model naming no input): ``sync_jitter_cv`` if
+        set, else the table's entry for the input, else its ``other`` entry, else 0."""
+        if self.sync_jitter_cv is not None:
+            return float(self.sync_jitter_cv)
+        table = dict(self.jitter_cv_by_input)
+        return float(table.get(model_input or "other", table.get("other", 0.0)))
+
+
+def _check_nonneg(key: str, value: Any) -> None:
+    """A dimensionless non-negative setting (a cv, an interference share, seconds of host work)."""
+    if isinstance(value, bool) or not (isinstance(value, int | float) and 0 <= value < 10):
+        raise EstimatorError(f"parallelism.{key} must be a number >= 0, got {value!r}")
 
 
 @dataclass
@@ -310,13 +341,14 @@ def simulate_data_parallel(
     algorithm: str = "default",
     nodes: int | None = None,
     buckets: list[Bucket] | None = None,
-    jpeg: bool = False,
+    model_input: str | None = None,
 ) -> IterationResult:
     """One data-parallel iteration (one optimizer step) on ``nodes`` replicas (default: all fabric
     nodes); ``batch_size`` is the per-replica micro-batch. ``buckets`` are
     ``make_buckets(profile, policy)`` when the caller has them already (they do not depend on the
-    fabric, so a sweep computes them once per workload and policy). ``jpeg``: the samples are JPEG
-    images the input pipeline decodes (item 10)."""
+    fabric, so a sweep computes them once per workload and policy). ``model_input``: what the model
+    reads (``model.input``; None for an imported trace): JPEG images (``imagenet_jpeg``) are
+    decoded by the input pipeline (item 10), and the kind sets the straggler cv (item 9)."""
     n = fabric.nodes if nodes is None else nodes
     k = policy.grad_accum
     if buckets is None:
@@ -356,11 +388,11 @@ def simulate_data_parallel(
     sync_end = max(profile.backward_end_s + interference, comm_free)
     micro = profile.forward_s + profile.backward_s
     compute = k * micro + profile.optimizer_s
-    straggler = compute * policy.sync_jitter_cv / math.sqrt(k) * expected_max_normal(n)
+    straggler = compute * policy.jitter_cv(model_input) / math.sqrt(k) * expected_max_normal(n)
     iter_time = (k - 1) * micro + sync_end + profile.optimizer_s + policy.host_overhead_s + straggler
     samples = n * batch_size * k
     input_bound = False
-    cap = policy.input_cap_per_node(jpeg)
+    cap = policy.input_cap_per_node(model_input == "imagenet_jpeg")
     if cap is not None:
         floor = samples / (math.ceil(n / policy.gpus_per_node) * cap)
         input_bound = floor > iter_time
