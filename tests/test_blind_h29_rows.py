@@ -47,7 +47,8 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "parallelism.first_stage_layers", "parallelism.last_stage_layers", "model.fused_kernels",
                 "model.dropout", "model.hidden_size", "model.num_layers", "model.num_heads", "model.num_kv_heads",
                 "model.ffn_size", "model.vocab_size", "device.memory_bytes", "device.mem_bw_Bps", "fabric.uplinks",
-                "fabric.uplink_bandwidth_Bps"}
+                "fabric.uplink_bandwidth_Bps",
+                "parallelism.sequence_parallel"}  # false on BLOOM's rows: Megatron-DeepSpeed of 2022 had none
 # Rows per source document (the first repository-file key of source_keys).
 DOCUMENTS = {"mosaicml/llm-foundry:scripts/train/benchmarking/README.md": 12,
              "allenai/OLMo-core:README.md": 8,

@@ -57,6 +57,7 @@ TABLES = "NVIDIA/Megatron-LM:images/tables.tex"
 JAN_TABLE = "NVIDIA/Megatron-LM:images/cases_jan2021.png"
 COMMIT = re.compile(r"NVIDIA/Megatron-LM@([0-9a-f]{40}):images/")
 ALLOWED = {"parallelism.recompute", "parallelism.zero", "parallelism.dp_overlap", "model.fused_kernels",
+           "parallelism.sequence_parallel",  # false: 2020-21 code, before Megatron-LM had sequence parallelism
            "device.memory_bytes", "framework.p2p_scatter_gather", "framework.p2p_grad_scatter_gather",
            "model.hidden_size", "model.num_layers", "model.num_heads", "model.ffn_size"}
 # tables.tex @5281919420, case -> (hidden, heads, layers, billions of parameters, model-parallel partitions)

@@ -48,6 +48,7 @@ META = "facebookresearch/metaseq@f7ffa5fd61cf90f498a36d365c13dd7f1a912ff7"
 # logs/main-log-en.md 'Speed Testing': global batch -> (per-replica batch, s/iter, TFLOPS, samples/s)
 GLM_SPEED = {4224: (176, 88.5, 134, 48), 6144: (256, 122.5, 141, 50)}
 ALLOWED = {"framework", "parallelism.zero", "parallelism.recompute", "parallelism.distribute_saved_activations",
+           "parallelism.sequence_parallel",
            "framework.loss_kernel", "device.memory_bytes",
            "model.fused_kernels", "model.hidden_size", "model.num_layers", "model.num_heads", "model.num_kv_heads",
            "model.ffn_size", "model.vocab_size"}
@@ -79,7 +80,8 @@ def test_no_row_shares_a_source_with_a_calibration_row():
 def test_row_sets_only_facts(row):
     ov = check_facts_only(row, ALLOWED)
     assert row.precision == "fp16" and row.layout["seq_len"] == 2048 and row.layout["cp"] == 1
-    assert "parallelism.sequence_parallel" not in ov and "parallelism.virtual_stages" not in ov  # 2021-22 code
+    # 2021-22 code, before sequence parallelism (as the round was written; stated once the default became "on with TP")
+    assert ov["parallelism.sequence_parallel"] == "false" and "parallelism.virtual_stages" not in ov
     if row in OPT:
         # FairScale FSDP without resharding after forward, Megatron's vocabulary-parallel fp32 loss, full recompute
         assert (ov["framework"], ov["parallelism.zero"], ov["parallelism.recompute"]) == ("fsdp", "2", "full")

@@ -96,14 +96,19 @@ def _check_fits(spec: TransformerSpec, layout: Layout, capacity: float | None, f
 
 
 def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float) -> str:
-    """What else the user can change when a layout does not fit: sequence parallelism (off by default;
-    most published tp > 1 layouts run with it) if that alone makes it fit, the layout search, and the
-    layer (it keeps s x s attention scores unless it is Transformer Engine's flash-attention layer)."""
+    """What else the user can change when a layout does not fit: each single setting that alone makes it
+    fit (sequence parallelism where it was turned off, full recompute), the layout search, and the layer
+    (it keeps s x s attention scores unless it is Transformer Engine's flash-attention layer)."""
     hint = " ("
+    fixes = []
     if layout.tp > 1 and not layout.sequence_parallel:
-        with_sp = need(replace(layout, sequence_parallel=True))["total"]
-        if with_sp <= capacity:
-            hint += f"it fits with parallelism.sequence_parallel=true: {with_sp / 1e9:.1f} GB; "
+        fixes.append(("parallelism.sequence_parallel=true", replace(layout, sequence_parallel=True)))
+    if layout.recompute != "full":
+        fixes.append(("parallelism.recompute=full", replace(layout, recompute="full")))
+    for setting, candidate in fixes:
+        total = need(candidate)["total"]
+        if total <= capacity:
+            hint += f"it fits with {setting}: {total / 1e9:.1f} GB; "
     hint += "parallelism.placement=auto searches the tp/pp/dp layouts that fit"
     if spec.fused != "te" and spec.family in ("gpt", "llama", "nemotron") and layout.recompute != "full":
         hint += (f"; model.fused_kernels={spec.fused} keeps the s x s attention scores, "

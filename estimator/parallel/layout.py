@@ -10,7 +10,7 @@ degree and ``etp`` the experts' tensor-parallel degree (MoE models only; :meth:`
 ``micro_batch_size``
 sequences per microbatch, ``global_batch`` sequences per step (microbatches per pipeline =
 global_batch / (dp x micro_batch_size); context parallelism splits sequences, not the batch),
-``zero`` 0-3, ``sequence_parallel``, ``recompute`` none | selective | op | full, ``virtual_stages``
+``zero`` 0-3, ``sequence_parallel`` (null: on when tp > 1 and tp divides the sequence), ``recompute`` none | selective | op | full, ``virtual_stages``
 model chunks per pipeline rank (interleaved 1F1B, Narayanan et al. 2021 Sec. 2.2.2; Megatron-LM's
 ``--num-layers-per-virtual-pipeline-stage k`` is ``virtual_stages = layers / (pp x k)``; its
 assertion: the microbatches divide by ``pp``), ``microbatch_group`` the number N of contiguous
@@ -191,9 +191,11 @@ class Layout:
         zero = _int(par, "zero", 0, low=0)
         if zero > 3:
             raise EstimatorError(f"parallelism.zero must be 0, 1, 2 or 3, got {zero}")
-        sp = par.get("sequence_parallel", False)
+        sp = par.get("sequence_parallel")
+        if sp is None:  # today's recipes: on with tensor parallelism, where the sequence splits evenly over tp
+            sp = tp > 1 and (spec.seq_len // cp) % tp == 0
         if not isinstance(sp, bool):
-            raise EstimatorError(f"parallelism.sequence_parallel must be true or false, got {sp!r}")
+            raise EstimatorError(f"parallelism.sequence_parallel must be true, false or null (on when tp > 1), got {sp!r}")
         order = _order(str(par.get("order", "tp-cp-dp-pp")))
         first, last = (None if par.get(k) is None else _int(par, k) for k in ("first_stage_layers", "last_stage_layers"))
         cp_comm = str(par.get("cp_comm", "ring"))
