@@ -19,21 +19,25 @@ from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from tests.blind_checks import (
     check_composes_and_fits,
+    check_described,
     check_facts_only,
+    check_moved_once,
     check_no_calibration_source,
     check_step_conversion,
     document,
+    other_blind_rows,
     overrides,
     run_key,
+    table_line,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-ROUND = VALIDATION / "blind_h46"
-ROWS = load_rows(ROUND)
+ALL = load_rows(VALIDATION)
 IDS = ("mlperf60-llama31-8b-cisco-c885a-h200-16gpu",)
-SEEN = [r for p in (VALIDATION, VALIDATION / "pending") for r in load_rows(p) if r.kind == "llm"]
-OTHER_BLIND = [r for p in VALIDATION.glob("blind_*") if p.is_dir() and p != ROUND
-               for sub in (p, p / "refused") if sub.is_dir() for r in load_rows(sub)]
+ROWS = [r for r in ALL if r.id in IDS]
+SEEN = [r for r in ALL + load_rows(VALIDATION / "pending") if r.kind == "llm" and r.id not in IDS]
+OTHER_BLIND = other_blind_rows()
+SECTION = "## Blind held-out rows, round h46 (MLPerf Training v6.0, Cisco C885A H200, Llama 3.1 8B)"
 V60_CISCO = "mlcommons/training_results_v6.0:Cisco/results/*/llama31_8b"
 COMMIT = "eabf23a07b2a0c60a289ff871dc3a46fff0d0421"
 ALLOWED = {"framework", "parallelism.zero", "parallelism.sequence_parallel", "parallelism.dp_overlap",
@@ -45,9 +49,8 @@ NODES, TP, PP, CP, MBS, GBS, MICROBATCHES = 2, 1, 1, 1, 1, 32, 2
 
 def test_row_parses_as_an_independent_h200_llm_row():
     assert tuple(r.id for r in ROWS) == IDS
-    assert not (ROUND / "refused").exists()  # the published layout composes and fits (see the last test)
     (row,) = ROWS
-    assert row.file == "validation/blind_h46/llm.csv" and row.kind == "llm" and row.role == "independent"
+    assert row.file == "validation/llm.csv" and row.kind == "llm" and row.role == "independent"
     assert (row.system, row.model, row.precision) == ("dgx_h200", "llama3_8b", "fp8")
     assert document(row) == V60_CISCO and f"training_results_v6.0@{COMMIT}" in row.source
 
@@ -119,3 +122,10 @@ def test_layout_is_the_one_the_log_prints(row):
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_published_layout_composes_is_accepted_and_fits(row):
     check_composes_and_fits(row)
+
+
+def test_priced_once_then_moved_into_llm_csv_and_described():
+    """Priced once at 92a3d35 (validation/llm_rows.md, round h46), then moved unchanged into validation/llm.csv."""
+    check_moved_once(IDS, ALL)
+    check_described(ROWS, SECTION, measured=True)
+    assert table_line((VALIDATION / "llm_rows.md").read_text(encoding="utf-8"), IDS[0])
