@@ -11,6 +11,8 @@ from estimator.validation.envelope import (
     RECORD_FILE,
     Entry,
     describe,
+    distance,
+    nearest,
     read_record,
     run_class,
     trust,
@@ -43,10 +45,14 @@ def test_describe_names_each_part():
     assert describe("megatron/le16k/moe") == "Megatron-LM / NeMo, up to 16k tokens, mixture of experts"
 
 
+def entry(ident, cls, role, error, params=8.0, gpus=8, seq=8192, device="h100", precision="bf16"):
+    return Entry(ident, cls, role, error, params, gpus, seq, device, precision)
+
+
 def test_trust_counts_only_independent_rows_of_the_class(tmp_path):
     write_record(tmp_path / RECORD_FILE, [
-        Entry("a", "megatron/le16k", "independent", 4.0), Entry("b", "megatron/le16k", "independent", -10.0),
-        Entry("c", "megatron/le16k", "calibration", 0.0), Entry("d", "fsdp/gt16k", "independent", 60.0)])
+        entry("a", "megatron/le16k", "independent", 4.0), entry("b", "megatron/le16k", "independent", -10.0),
+        entry("c", "megatron/le16k", "calibration", 0.0), entry("d", "fsdp/gt16k", "independent", 60.0)])
     cfg = to_container(compose(["system=dgx_h100", "fabric.nodes=8", "model=llama3_8b", "parallelism=hybrid",
                                 "framework=megatron"]))
     out = trust(cfg, tmp_path)
@@ -68,8 +74,12 @@ def test_verdict_applies_issue_23s_rule_both_ways():
 
 def test_malformed_record_is_one_line_naming_the_line(tmp_path):
     path = tmp_path / RECORD_FILE
-    path.write_text("id,class,role,error_pct\na,megatron/le16k,independent,abc\n")
-    with pytest.raises(EstimatorError, match=r"record.csv:2: column error_pct: 'abc' is not a number"):
+    head = "id,class,role,error_pct,params_b,gpus,seq_len,device,precision\n"
+    path.write_text(head + "a,megatron/le16k,independent,abc,8,8,8192,h100,bf16\n")
+    with pytest.raises(EstimatorError, match=r"record.csv:2: column error_pct: 'abc' is not a valid number"):
+        read_record(path)
+    path.write_text(head + "a,megatron/le16k,independent,1.0,0,8,8192,h100,bf16\n")
+    with pytest.raises(EstimatorError, match=r"record.csv:2: column params_b: '0' is not a valid number"):
         read_record(path)
     path.write_text("id,error_pct\n")
     with pytest.raises(EstimatorError, match=r"record.csv:1: header must be"):
@@ -85,3 +95,39 @@ def test_estimate_prints_the_record_of_its_class():
     assert out["validation_class"] == "Megatron-LM / NeMo, up to 16k tokens"
     assert "independent published runs" in out["validation_record"]  # validation/record.csv is committed
     assert "validation_record" in estimate.format_text(out)
+
+
+def test_nearest_runs_are_the_most_alike_independent_ones():
+    """Model size weighs most, then GPU count and sequence length, class, GPU generation and precision."""
+    me = entry("me", "megatron/le16k", "", 0.0, params=70.0, gpus=512)
+    assert distance(me, me) == 0
+    same_size_more_gpus = entry("x", "megatron/le16k", "independent", 1.0, params=70.0, gpus=2048)
+    other_size = entry("y", "megatron/le16k", "independent", 2.0, params=8.0, gpus=512)
+    other_stack = entry("z", "fsdp/le16k/ac", "independent", 3.0, params=70.0, gpus=512)
+    a100 = entry("w", "megatron/le16k", "independent", 4.0, params=70.0, gpus=512, device="a100")
+    gt = entry("v", "megatron/le16k", "independent", 5.0, params=70.0, gpus=512, device="h100_gt")  # still an H100
+    calib = entry("u", "megatron/le16k", "calibration", 0.0, params=70.0, gpus=512)
+    assert distance(me, gt) == 0 < distance(me, a100) < distance(me, same_size_more_gpus) < distance(me, other_stack)
+    assert distance(me, other_stack) < distance(me, other_size)
+    cfg = to_container(compose(["system=dgx_h100", "fabric.nodes=512", "model=llama3_70b", "parallelism=hybrid",
+                                "framework=megatron", "precision=bf16", "parallelism.tp=8"]))
+    pool = [same_size_more_gpus, other_size, other_stack, a100, gt, calib]
+    assert [e.id for e in nearest(cfg, "megatron/le16k", pool)] == ["v", "w", "x"]  # never a calibration row
+
+
+def test_estimate_lists_the_nearest_published_runs_with_their_errors():
+    from estimator.commands import estimate
+    from estimator.validation import load_rows
+    from estimator.validation.rows import RECORD_FILE as RECORD
+
+    out = estimate.run(to_container(compose([
+        "system=dgx_h100", "fabric.nodes=512", "model=llama3_70b", "parallelism=hybrid", "framework=megatron",
+        "precision=bf16", "parallelism.tp=8", "parallelism.pp=2", "parallelism.global_batch=512"])))
+    listed = [part.rsplit(" ", 2)[0] for part in out["validation_nearest"].split("; ")]
+    assert len(listed) == 3 and "validation_nearest" in estimate.format_text(out)
+    from pathlib import Path
+    folder = Path(__file__).resolve().parents[1] / "validation"
+    rows = {r.id: r for r in load_rows(folder)}
+    recorded = {e.id: e for e in read_record(folder / RECORD)}
+    for ident in listed:  # real independent rows, printed with the error the record holds
+        assert rows[ident].role == "independent" and f"{ident} {recorded[ident].error_pct:+.1f} %" in out["validation_nearest"]

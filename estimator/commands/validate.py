@@ -34,7 +34,7 @@ from estimator.files import resolve_input
 from estimator.validation import ROLES, load_rows, predict_all, summary
 from estimator.validation.envelope import Entry, class_summary, describe, write_record
 from estimator.validation.pins import read_pins, violations, write_pins
-from estimator.validation.predict import predict, row_class
+from estimator.validation.predict import composed_config, predict, row_class
 from estimator.validation.rows import PINS_FILE, RECORD_FILE, Row
 from estimator.validation.table import record, replace_validation
 
@@ -75,11 +75,22 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                            "rows": out_rows, "summary": summary(results), "classes": classes(out_rows)}
     if tree.get("pin"):
         out["pins_written"] = str(write_pins(pins_path, results, float(opts.get("margin_pct", 2.0))))
-        entries = [Entry(r["id"], r["run_class"], r["role"], r["error_pct"]) for r in out_rows if r["run_class"]]
+        entries = [record_entry(res, rec) for res, rec in zip(results, out_rows, strict=True) if rec["run_class"]]
         out["record_written"] = str(write_record(pins_path.parent / RECORD_FILE, entries))
     else:
         out["pin_problems"] = violations(results, pins)
     return out
+
+
+def record_entry(res: Any, rec: dict[str, Any]) -> Entry:
+    """A large-model row's line of the validation record: its class, role and error, and what
+    :func:`~estimator.validation.envelope.nearest` compares (model size from its composed config)."""
+    from estimator.parallel.spec import TransformerSpec
+
+    tree = composed_config(res.row)
+    return Entry(rec["id"], rec["run_class"], rec["role"], rec["error_pct"],
+                 TransformerSpec.from_cfg(tree["model"]).params() / 1e9, res.row.gpus, int(tree["model"]["seq_len"]),
+                 str(tree["device"]["name"]), res.row.precision)
 
 
 def _unstated(rows: list[Row], keys: list[str], folder: Path, tree: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,9 @@ rows err both ways (validation/llm_rows.md, "Round h36"). Each class's record en
 ``estimator validate pin=true`` writes ``validation/record.csv`` (:data:`RECORD_FILE`): every LLM
 row's class, group and signed error. ``estimator estimate`` then prints, beside a hybrid estimate,
 the independent rows of its class: how many, mean |error| and the signed range, or that no published
-run of the class was checked. The record is the validation's own output, never typed in by hand;
+run of the class was checked; and the three independent runs nearest to it (:func:`nearest`: model size,
+GPU count, sequence length, class, device and precision) with their signed errors, the record closest to
+the user's own case. The record is the validation's own output, never typed in by hand;
 tests/test_validation_suite.py fails when it drifts from the model by more than
 :data:`RECORD_DRIFT_PCT` points.
 """
@@ -28,7 +30,9 @@ from estimator.errors import EstimatorError
 from estimator.files import REPO_ROOT
 from estimator.validation.rows import RECORD_FILE, number, read_written, write_written
 
-HEADER = ("id", "class", "role", "error_pct")
+HEADER = ("id", "class", "role", "error_pct", "params_b", "gpus", "seq_len", "device", "precision")
+#: runs listed as the nearest to an estimate (``validation_nearest``)
+NEAREST = 3
 #: where long context starts: chosen at the fifth stop, when NeMo's long-sequence table (then priced with cuDNN
 #: attention) was +15 % at 16k and +31 % at 32k tokens; with the runs' flash-attn 2 it is within +-6 %, and torchtitan's
 #: context-parallel rows (32k-256k) still are +9 .. +53 % (validation/llm_rows.md)
@@ -91,21 +95,29 @@ class Entry:
     cls: str
     role: str
     error_pct: float
+    params_b: float  # the run's model, billions of parameters
+    gpus: int
+    seq_len: int
+    device: str  # device preset name (a100, h100, h100_gt, h200, ...)
+    precision: str
 
 
 def write_record(path: str | Path, entries: list[Entry]) -> Path:
-    return write_written(path, HEADER, [[e.id, e.cls, e.role, f"{e.error_pct:+.1f}"]
+    return write_written(path, HEADER, [[e.id, e.cls, e.role, f"{e.error_pct:+.1f}", f"{e.params_b:.3g}", str(e.gpus),
+                                         str(e.seq_len), e.device, e.precision]
                                         for e in sorted(entries, key=lambda e: e.id)])
 
 
 def read_record(path: str | Path) -> list[Entry]:
     """The record's entries (empty when the file does not exist); a malformed line is one error."""
     out = []
-    for lineno, (ident, cls, role, text) in read_written(path, HEADER, "validation record"):
-        error = number(text)
-        if not math.isfinite(error):
-            raise EstimatorError(f"{Path(path).name}:{lineno}: column error_pct: {text!r} is not a number")
-        out.append(Entry(ident, cls, role, error))
+    for lineno, (ident, cls, role, *values) in read_written(path, HEADER, "validation record"):
+        numbers = [number(v) for v in values[:4]]
+        for column, text, value in zip(HEADER[3:7], values, numbers, strict=False):
+            if not math.isfinite(value) or (column != "error_pct" and value <= 0):
+                raise EstimatorError(f"{Path(path).name}:{lineno}: column {column}: {text!r} is not a valid number")
+        error, params, gpus, seq = numbers
+        out.append(Entry(ident, cls, role, error, params, int(gpus), int(seq), values[4], values[5]))
     return out
 
 
@@ -124,7 +136,9 @@ def trust(cfg: dict[str, Any], folder: str | Path = REPO_ROOT / "validation") ->
     path = Path(folder) / RECORD_FILE
     if not path.exists():
         return {"validation_class": describe(cls), "validation_record": f"no validation record ({path} not found)"}
-    errors = [e.error_pct for e in _cached(str(path), path.stat().st_mtime_ns) if e.cls == cls and e.role == "independent"]
+    entries = _cached(str(path), path.stat().st_mtime_ns)
+    errors = [e.error_pct for e in entries if e.cls == cls and e.role == "independent"]
+    near = nearest(cfg, cls, entries)
     if not errors:
         text = "no published run of this class has been checked: the estimate is unvalidated"
     else:
@@ -132,4 +146,29 @@ def trust(cfg: dict[str, Any], folder: str | Path = REPO_ROOT / "validation") ->
         text = (f"{c['count']} independent published runs: mean |error| {c['mean_abs_error_pct']:.1f} %, range "
                 f"{c['lowest_error_pct']:+.1f} .. {c['highest_error_pct']:+.1f} % (+ = the model was optimistic); "
                 f"issue #23's rule (mean <= {ACCEPT_MEAN_PCT:g} %, max <= {ACCEPT_MAX_PCT:g} %): {c['verdict']}")
-    return {"validation_class": describe(cls), "validation_record": text}
+    return {"validation_class": describe(cls), "validation_record": text,
+            "validation_nearest": "; ".join(f"{e.id} {e.error_pct:+.1f} %" for e in near) or "none"}
+
+
+def _family(device: str) -> str:
+    return device.split("_")[0]  # h100_gt is an H100
+
+
+def distance(a: Entry, b: Entry) -> float:
+    """How unlike two runs are: log-ratios of model size (weight 1), GPU count and sequence length (1/2
+    each), plus 1 for another class of run, 1/2 for another GPU generation, 1/4 for another precision."""
+    return (abs(math.log(a.params_b / b.params_b)) + 0.5 * abs(math.log(a.gpus / b.gpus))
+            + 0.5 * abs(math.log(a.seq_len / b.seq_len)) + (a.cls != b.cls) + 0.5 * (_family(a.device) != _family(b.device))
+            + 0.25 * (a.precision != b.precision))
+
+
+def nearest(cfg: dict[str, Any], cls: str, entries: tuple[Entry, ...] | list[Entry], k: int = NEAREST) -> list[Entry]:
+    """The ``k`` independent runs of the record nearest (:func:`distance`) to the estimate ``cfg``."""
+    from estimator.parallel.spec import TransformerSpec
+
+    model = cfg.get("model") or {}
+    me = Entry("", cls, "", 0.0, TransformerSpec.from_cfg(model).params() / 1e9,
+               int((cfg.get("fabric") or {}).get("nodes") or 1), int(model.get("seq_len") or 1),
+               str((cfg.get("device") or {}).get("name") or ""), str(cfg.get("precision") or ""))
+    pool = [e for e in entries if e.role == "independent"]
+    return sorted(pool, key=lambda e: (distance(me, e), e.id))[:k]

@@ -80,6 +80,11 @@ def _composed(overrides: tuple[str, ...]) -> dict[str, Any]:
     return to_container(compose(list(overrides)))
 
 
+def composed_config(row: Row) -> dict[str, Any]:
+    """The resolved config a row is priced with (shared cache: do not modify it)."""
+    return _composed(tuple(base_overrides(row)))
+
+
 def row_class(row: Row) -> str | None:
     """The class of run of an llm row (:func:`estimator.validation.envelope.run_class`); None otherwise."""
     from estimator.validation.envelope import run_class
