@@ -17,7 +17,8 @@ from estimator.parallel.spec import TransformerSpec
 
 BASE = ["model=gpt3_175b", "parallelism=hybrid", "system=dgx_a100", "fabric.nodes=992", "precision=fp16",
         "parallelism.tp=8", "parallelism.micro_batch_size=8", "parallelism.global_batch=992",
-        "parallelism.recompute=full", "parallelism.zero=2", "framework=fsdp"]
+        "parallelism.recompute=full", "parallelism.zero=2", "framework=fsdp",
+        "parallelism.sequence_parallel=false"]  # metaseq's Megatron v2.6 had none (with it the input is split already)
 
 
 def layout(**par):

@@ -80,7 +80,7 @@ def test_memory_error_names_sequence_parallelism_only_when_it_alone_makes_the_la
     (and says nothing about it when even that is not enough, or when it is already on)."""
     base = ["model=llama3_405b", "system=dgx_h100", "parallelism=hybrid", "fabric.nodes=1024", "parallelism.tp=8",
             "parallelism.pp=8", "parallelism.virtual_stages=8", "parallelism.cp=2", "parallelism.global_batch=512",
-            "parallelism.recompute=none"]
+            "parallelism.recompute=none", "parallelism.sequence_parallel=false"]  # the default is on with tp > 1
     with pytest.raises(EstimatorError, match=r"it fits with parallelism.sequence_parallel=true: \d+\.\d GB") as err:
         validate_hybrid(estimator.resolve_config(base))
     assert "\n" not in str(err.value)
@@ -194,7 +194,7 @@ def test_auto_placement_also_tries_sequence_parallelism():
     """Llama 3 70B on 64 H100 at 8k tokens: no tp x pp layout fits 80 GB without sequence parallelism
     (selective recompute keeps sbh (10 + 24/t) per layer); the search turns it on for tp > 1."""
     base = ["model=llama3_70b", "system=dgx_h100", "fabric.nodes=64", "precision=bf16", "parallelism.placement=auto"]
-    off = estimator.resolve_config(base)
+    off = estimator.resolve_config([*base, "parallelism.sequence_parallel=false"])  # the default would turn it on
     assert off["parallelism"]["sequence_parallel"] is False
     est = estimate(off)
     assert " sp " in est.metrics["layout"] and est.metrics["layouts_evaluated"] > 0

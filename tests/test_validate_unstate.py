@@ -57,7 +57,14 @@ def test_dropping_a_stated_key_moves_only_the_rows_it_matters_for(folder, tmp_pa
 
 
 def test_a_row_refused_without_the_key_is_counted_as_refused(folder, tmp_path):
-    out = run(folder, tmp_path / "s.duckdb", "validation.unstate=[parallelism.sequence_parallel]")
+    """The TP 4 GPT-3 row without sequence parallelism fits only a 200 GB device; without that key (the preset's
+    80 GB) it is refused, and the one line says sequence parallelism alone would make it fit."""
+    csv_path = folder / "llm.csv"
+    text = csv_path.read_text()
+    assert text.count("parallelism.sequence_parallel=true") == 1  # only the TP 4 row states it
+    csv_path.write_text(text.replace("parallelism.sequence_parallel=true",
+                                     "parallelism.sequence_parallel=false device.memory_bytes=200e9"))
+    out = run(folder, tmp_path / "s.duckdb", "validation.unstate=[device.memory_bytes]")
     refused = [r for r in out["unstated_rows"] if r["refused"]]
     assert [r["id"] for r in refused] == [IDS[0]]
     assert "GB too much" in refused[0]["refused"] and "sequence_parallel=true" in refused[0]["refused"]
