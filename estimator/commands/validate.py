@@ -32,7 +32,7 @@ from estimator.config import to_container
 from estimator.errors import EstimatorError
 from estimator.files import resolve_input
 from estimator.validation import ROLES, load_rows, predict_all, summary
-from estimator.validation.envelope import Entry, class_summary, describe, write_record
+from estimator.validation.envelope import Entry, class_summary, describe, entry_of, write_record
 from estimator.validation.pins import read_pins, violations, write_pins
 from estimator.validation.predict import composed_config, predict, row_class
 from estimator.validation.rows import PINS_FILE, RECORD_FILE, Row
@@ -84,13 +84,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 def record_entry(res: Any, rec: dict[str, Any]) -> Entry:
     """A large-model row's line of the validation record: its class, role and error, and what
-    :func:`~estimator.validation.envelope.nearest` compares (model size from its composed config)."""
-    from estimator.parallel.spec import TransformerSpec
-
-    tree = composed_config(res.row)
-    return Entry(rec["id"], rec["run_class"], rec["role"], rec["error_pct"],
-                 TransformerSpec.from_cfg(tree["model"]).params() / 1e9, res.row.gpus, int(tree["model"]["seq_len"]),
-                 str(tree["device"]["name"]), res.row.precision)
+    :func:`~estimator.validation.envelope.nearest` compares, from the row's composed config."""
+    return entry_of(composed_config(res.row), rec["id"], rec["run_class"], rec["role"], rec["error_pct"])
 
 
 def _unstated(rows: list[Row], keys: list[str], folder: Path, tree: dict[str, Any]) -> dict[str, Any]:

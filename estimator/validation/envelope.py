@@ -150,6 +150,17 @@ def trust(cfg: dict[str, Any], folder: str | Path = REPO_ROOT / "validation") ->
             "validation_nearest": "; ".join(f"{e.id} {e.error_pct:+.1f} %" for e in near) or "none"}
 
 
+def entry_of(cfg: dict[str, Any], ident: str, cls: str, role: str, error_pct: float) -> Entry:
+    """A record entry for the run a composed config describes: what :func:`nearest` compares comes from the
+    config itself (model size, GPUs, sequence, device, precision)."""
+    from estimator.parallel.spec import TransformerSpec
+
+    model = cfg.get("model") or {}
+    return Entry(ident, cls, role, error_pct, TransformerSpec.from_cfg(model).params() / 1e9,
+                 int((cfg.get("fabric") or {}).get("nodes") or 1), int(model.get("seq_len") or 1),
+                 str((cfg.get("device") or {}).get("name") or ""), str(cfg.get("precision") or ""))
+
+
 def _family(device: str) -> str:
     return device.split("_")[0]  # h100_gt is an H100
 
@@ -164,11 +175,6 @@ def distance(a: Entry, b: Entry) -> float:
 
 def nearest(cfg: dict[str, Any], cls: str, entries: tuple[Entry, ...] | list[Entry], k: int = NEAREST) -> list[Entry]:
     """The ``k`` independent runs of the record nearest (:func:`distance`) to the estimate ``cfg``."""
-    from estimator.parallel.spec import TransformerSpec
-
-    model = cfg.get("model") or {}
-    me = Entry("", cls, "", 0.0, TransformerSpec.from_cfg(model).params() / 1e9,
-               int((cfg.get("fabric") or {}).get("nodes") or 1), int(model.get("seq_len") or 1),
-               str((cfg.get("device") or {}).get("name") or ""), str(cfg.get("precision") or ""))
+    me = entry_of(cfg, "", cls, "", 0.0)
     pool = [e for e in entries if e.role == "independent"]
     return sorted(pool, key=lambda e: (distance(me, e), e.id))[:k]
