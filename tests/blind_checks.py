@@ -145,6 +145,14 @@ def table_line(text: str, row_id: str) -> str:
     return next((ln for ln in text.splitlines() if ln.startswith(f"| `{row_id}` |")), "")
 
 
+def round_rows(ids: tuple) -> tuple[list, list, list]:
+    """(every row of validation/, a moved round's rows ``ids``, the llm rows seen before it: llm.csv and pending/
+    without the round's own)."""
+    all_rows = load_rows(VALIDATION)
+    seen = [r for r in all_rows + load_rows(VALIDATION / "pending") if r.kind == "llm" and r.id not in ids]
+    return all_rows, [r for r in all_rows if r.id in ids], seen
+
+
 def other_blind_rows() -> list:
     """Rows of blind sub-folders not moved yet (``validation/blind_*/`` and their ``refused/``)."""
     folders = [p for p in VALIDATION.glob("blind_*") if p.is_dir()]

@@ -19,7 +19,6 @@ import pytest
 import estimator
 from estimator.errors import EstimatorError
 from estimator.parallel.spec import TransformerSpec
-from estimator.validation import load_rows
 from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
     check_composes_and_fits,
@@ -30,17 +29,16 @@ from tests.blind_checks import (
     check_step_conversion,
     other_blind_rows,
     overrides,
+    round_rows,
     run_key,
     table_line,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-ALL = load_rows(VALIDATION)
 IDS = ("glm-130b-768gpu-gbs4224", "glm-130b-768gpu-gbs6144", "opt-175b-992gpu")
-ROWS = [r for r in ALL if r.id in IDS]
+ALL, ROWS, SEEN = round_rows(IDS)
 OPT = [r for r in ROWS if r.id == "opt-175b-992gpu"]
 GLM_ROWS = [r for r in ROWS if r not in OPT]
-SEEN = [r for r in ALL + load_rows(VALIDATION / "pending") if r.kind == "llm" and r.id not in IDS]
 OTHER_BLIND = other_blind_rows()
 SECTION = "## Blind held-out rows, round h45 (famous published runs: GLM-130B, OPT-175B, A100)"
 GLM = "THUDM/GLM-130B@212215c54f8a9da2deed51455868305235664370"

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from tests.blind_checks import (
     check_composes_and_fits,
@@ -27,15 +26,14 @@ from tests.blind_checks import (
     document,
     other_blind_rows,
     overrides,
+    round_rows,
     run_key,
     table_line,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
-ALL = load_rows(VALIDATION)
 IDS = ("mlperf60-llama31-8b-cisco-c885a-h200-16gpu",)
-ROWS = [r for r in ALL if r.id in IDS]
-SEEN = [r for r in ALL + load_rows(VALIDATION / "pending") if r.kind == "llm" and r.id not in IDS]
+ALL, ROWS, SEEN = round_rows(IDS)
 OTHER_BLIND = other_blind_rows()
 SECTION = "## Blind held-out rows, round h46 (MLPerf Training v6.0, Cisco C885A H200, Llama 3.1 8B)"
 V60_CISCO = "mlcommons/training_results_v6.0:Cisco/results/*/llama31_8b"
