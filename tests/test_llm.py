@@ -93,7 +93,8 @@ def test_memory_error_names_sequence_parallelism_only_when_it_alone_makes_the_la
 
 def test_cli_exit_2_on_memory_overflow():
     out = subprocess.run([sys.executable, "-m", "estimator.cli", "estimate", "model=gpt3_175b", "parallelism=hybrid",
-                          *DGX_A100, "fabric.nodes=64", "parallelism.global_batch=64"], capture_output=True, text=True)
+                          *DGX_A100, "fabric.nodes=64", "parallelism.global_batch=64", "parallelism.tp=8"],
+                         capture_output=True, text=True)
     assert out.returncode == 2
     assert "too much" in out.stderr and "Traceback" not in out.stderr
 

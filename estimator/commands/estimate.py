@@ -84,7 +84,7 @@ def format_text(result: dict[str, Any]) -> str:
         ("cp_exposed_time_s", "s"), ("dp_exposed_time_s", "s"), ("zero3_exposed_time_s", "s"), ("tokens_per_s", "tokens/s"),
         ("reconfig_time_s", "s"), ("circuit_reconfigs_per_step", ""), ("circuit_plan", ""),
         ("mfu", ""), ("tflops_per_gpu", "TFLOP/s"), ("memory_total_bytes", "B"), ("memory_peak_stage", ""),
-        ("layouts_evaluated", ""), ("validation_class", ""), ("validation_record", ""), ("validation_nearest", ""),
+        ("layouts_evaluated", ""), ("searched", ""), ("validation_class", ""), ("validation_record", ""), ("validation_nearest", ""),
     ]
     lines = []
     if result.get("compute_pricing") == "replayed":  # said before any number it explains

@@ -52,13 +52,14 @@ def _setup(cfg: dict[str, Any]):
     fp32 = _bool_or_null(par, "fp32_grads")
     if fp32 is not None:  # the published run's own choice (e.g. Llama 3: FP32 gradient reduce-scatter)
         framework = replace(framework, fp32_grads_with_bf16=fp32)
-    placement = str(par.get("placement", "fixed"))
-    if placement not in ("fixed", "auto"):
-        raise EstimatorError(f"parallelism.placement must be fixed or auto, got {placement!r}")
+    placement, searched, mbs_options = _placement(par)
     if placement == "auto":  # tp/pp/dp/microbatches are searched: start from a valid layout of the GPU count
         global_batch = par.get("global_batch")
-        layout = Layout.from_cfg({**par, "tp": 1, "pp": 1, "dp": None, "microbatches": 1, "first_stage_layers": None,
-                                  "last_stage_layers": None}, spec, fabric.nodes)
+        stated_pp = "pp" not in searched
+        layout = Layout.from_cfg({**par, "tp": par.get("tp") if "tp" not in searched else 1,
+                                  "pp": par.get("pp") if stated_pp else 1, "dp": None, "microbatches": 1,
+                                  "micro_batch_size": 1, "first_stage_layers": par.get("first_stage_layers") if stated_pp else None,
+                                  "last_stage_layers": par.get("last_stage_layers") if stated_pp else None}, spec, fabric.nodes)
         if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
             raise EstimatorError(f"parallelism.global_batch must be a positive integer for placement=auto, got {global_batch!r}")
         layout = replace(layout, microbatches=global_batch)  # search() reads the global batch from here
@@ -72,11 +73,38 @@ def _setup(cfg: dict[str, Any]):
     interference = par.get("comm_interference", 0.0)
     if isinstance(interference, bool) or not isinstance(interference, int | float) or not 0 <= interference < 1:
         raise EstimatorError(f"parallelism.comm_interference must be a fraction in [0, 1), got {interference!r}")
-    return spec, fabric, device, precision, layout, placement, capacity, overlap, framework, float(interference)
+    search_in = {"searched": searched, "mbs_options": mbs_options,
+                 "fixed": {k: _int_or_null(par, k) for k in ("tp", "pp", "dp") if k not in searched}}
+    return spec, fabric, device, precision, layout, (placement, search_in), capacity, overlap, framework, float(interference)
+
+
+def _int_or_null(par: dict[str, Any], key: str) -> int | None:
+    value = par.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise EstimatorError(f"parallelism.{key} must be a positive integer or null, got {value!r}")
+    return value
+
+
+def _placement(par: dict[str, Any]) -> tuple[str, tuple[str, ...], tuple[int, ...]]:
+    """(placement, the searched keys, the micro-batch sizes to try). ``placement: null`` (the default) searches tp
+    and pp, the micro-batch as given, when neither is stated, and otherwise takes the layout as given with an
+    unstated tp or pp as 1 (Megatron-LM's defaults: --tensor- / --pipeline-model-parallel-size 1); ``auto`` searches
+    the unstated ones of tp and pp and the micro-batch size (1, 2, 4); ``fixed`` takes an unstated tp or pp as 1."""
+    placement = par.get("placement")
+    unstated = tuple(k for k in ("tp", "pp") if par.get(k) is None)
+    if placement is None:
+        if len(unstated) < 2:
+            return "fixed", (), ()
+        return "auto", unstated, (_int_or_null(par, "micro_batch_size") or 1,)
+    if placement not in ("fixed", "auto"):
+        raise EstimatorError(f"parallelism.placement must be fixed, auto or null, got {placement!r}")
+    if placement == "fixed":
+        return "fixed", (), ()
+    return "auto", unstated + ("micro_batch_size",), (1, 2, 4)
 
 
 def validate_hybrid(cfg: dict[str, Any]) -> None:
-    spec, _f, _d, precision, layout, placement, capacity, _o, framework, _i = _setup(cfg)
+    spec, _f, _d, precision, layout, (placement, _s), capacity, _o, framework, _i = _setup(cfg)
     if placement == "fixed":
         _check_fits(spec, layout, capacity, framework, precision)
 
@@ -118,12 +146,13 @@ def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float) -> str:
 
 def estimate_hybrid(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(metrics, collectives) of one hybrid-parallel training step."""
-    spec, fabric, device, precision, layout, placement, capacity, overlap, framework, interference = _setup(cfg)
+    spec, fabric, device, precision, layout, (placement, search_in), capacity, overlap, framework, interference = _setup(cfg)
     algorithm = str(cfg.get("algorithm") or "default")
     if placement == "auto":
         metrics, colls, n = search(spec, layout, layout.microbatches, fabric, device, precision, algorithm, capacity,
-                                   overlap, framework, interference)
+                                   overlap, framework, interference, search_in["mbs_options"], search_in["fixed"])
         metrics["layouts_evaluated"] = n
+        metrics["searched"] = ", ".join(search_in["searched"])
     else:
         _check_fits(spec, layout, capacity, framework, precision)
         metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, overlap, framework, interference)

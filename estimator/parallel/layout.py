@@ -170,8 +170,13 @@ class Layout:
 
     @classmethod
     def from_cfg(cls, par: Mapping[str, Any], spec: TransformerSpec, gpus: int) -> Layout:
-        tp, cp, pp = _int(par, "tp", 1), _int(par, "cp", 1), _int(par, "pp", 1)
+        tp, pp = (1 if par.get(k) is None else _int(par, k) for k in ("tp", "pp"))  # unstated: 1 (Megatron-LM's default)
+        cp = _int(par, "cp", 1)
         dp = par.get("dp")
+        if dp is None and gpus % (tp * cp * pp):
+            what = "tp x cp x pp" if cp > 1 else "tp x pp"
+            raise EstimatorError(f"parallelism: {what} = {tp * cp * pp} does not divide the fabric's {gpus} GPUs "
+                                 "(fabric.nodes counts GPUs, not servers)")
         dp = gpus // (tp * cp * pp) if dp is None else _int(par, "dp")
         if tp * cp * pp * dp != gpus:
             what = "tp x cp x pp x dp" if cp > 1 else "tp x pp x dp"

@@ -35,13 +35,18 @@ def _eps(spec: TransformerSpec, ranks: int) -> list[int]:
     return [e for e in (1, 2, 4, 8, 16, 32, 64) if ranks % e == 0 and spec.experts % e == 0] if spec.experts else [1]
 
 
-def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, global_batch: int, mbs_options) -> list[Layout]:
-    out = []
-    tps = (t for t in (1, 2, 4, 8, 16) if t <= max_tp and spec.heads % t == 0 and spec.ffn % t == 0 and gpus % t == 0)
+def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, global_batch: int, mbs_options,
+               keep: dict[str, int] | None = None) -> list[Layout]:
+    """Every layout to try; ``keep`` holds stated degrees ({"tp": 8}), tried as given (a stated pp need not divide
+    the layers: the base layout's first / last stage layers apply)."""
+    out, keep = [], keep or {}
+    tps = [keep["tp"]] if "tp" in keep else [
+        t for t in (1, 2, 4, 8, 16) if t <= max_tp and spec.heads % t == 0 and spec.ffn % t == 0 and gpus % t == 0]
     for tp, sp in ((t, s) for t in tps for s in {base.sequence_parallel, t > 1}):
         if sp and spec.seq_len % tp:
             continue
-        for pp in (p for p in range(1, spec.layers + 1) if spec.layers % p == 0 and (gpus // (tp * base.cp)) % p == 0):
+        pps = [keep["pp"]] if "pp" in keep else [p for p in range(1, spec.layers + 1) if spec.layers % p == 0]
+        for pp in (p for p in pps if (gpus // (tp * base.cp)) % p == 0):
             dp = gpus // (tp * base.cp * pp)
             experts = [(None, e) for e in _eps(spec, dp * base.cp)]  # experts split like the dense MLP (etp = tp)
             if spec.experts and spec.fused == "te" and tp > 1 and sp:  # whole experts, EP folded over the TP ranks
@@ -62,13 +67,17 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
 
 def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, device: DeviceProfile, precision: str, algorithm: str,
            capacity: float | None, dp_overlap: bool | None, framework: Framework, interference: float = 0.0,
-           mbs_options=(1, 2, 4)) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
-    """(metrics, collectives, layouts evaluated) of the fastest layout that fits."""
+           mbs_options=(1, 2, 4), fixed: dict[str, int | None] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    """(metrics, collectives, layouts evaluated) of the fastest layout that fits; ``fixed`` ({"tp": 8, ...}) keeps
+    the stated degrees (None = searched)."""
     gpus = base.gpus
     max_tp = getattr(fabric.config, "gpus_per_node", 8) or 8
+    keep = {k: v for k, v in (fixed or {}).items() if v is not None}
     best = None
     evaluated = 0
-    for layout in candidates(spec, base, gpus, max_tp, global_batch, mbs_options):
+    for layout in candidates(spec, base, gpus, max_tp, global_batch, mbs_options, keep):
+        if layout.dp != keep.get("dp", layout.dp):
+            continue
         if capacity and memory(spec, layout, framework.grad_bytes(precision), framework, precision == "fp8")["total"] > capacity:
             continue
         metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap, framework, interference)
@@ -76,6 +85,8 @@ def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabri
         if best is None or metrics["iter_time_s"] < best[0]["iter_time_s"]:
             best = (metrics, colls)
     if best is None:
-        raise EstimatorError(f"parallelism.placement=auto: no layout of {spec.name} on {gpus} GPUs fits "
-                             f"{(capacity or 0) / 1e9:.1f} GB per GPU with global_batch {global_batch}")
+        stated = "".join(f", {k}={v}" for k, v in keep.items())
+        raise EstimatorError(f"parallelism.placement=auto: no layout of {spec.name} on {gpus} GPUs{stated} fits "
+                             f"{(capacity or 0) / 1e9:.1f} GB per GPU with global_batch {global_batch} and micro-batch "
+                             f"{'/'.join(map(str, mbs_options))}")
     return best[0], best[1], evaluated
