@@ -140,7 +140,9 @@ def test_the_obvious_llm_command_estimates_a_layout():
                           "fabric.nodes=8", "precision=bf16", "output=json"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
-    assert result["layout"].startswith("tp8 pp1 dp1") and 0 < result["mfu"] < 1
+    # no tp / pp stated: the fastest layout that fits is searched (tests/test_default_layout.py)
+    assert result["placement"] == "auto" and result["searched"] == "tp, pp" and 0 < result["mfu"] < 1
+    assert result["tp"] * result["pp"] * result["dp"] == 8
 
 
 def test_a_decoder_only_model_is_refused_as_data_parallel_before_any_capture(tmp_path):
