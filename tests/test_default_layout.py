@@ -60,3 +60,11 @@ def test_nothing_fits_is_one_line_exit_2():
 def test_gpu_count_the_layout_does_not_divide_names_fabric_nodes():
     with pytest.raises(estimator.EstimatorError, match=r"tp x pp = 8 does not divide the fabric's 4 GPUs .*counts GPUs"):
         estimate(estimator.resolve_config(["model=llama3_8b", "fabric=ideal", "fabric.nodes=4", "parallelism.tp=8"]))
+
+
+def test_search_reaches_a_pp_that_does_not_divide_the_layers():
+    """Llama 3 405B's 126 layers on 16 stages (Dubey et al. 2024 Sec. 3.3.2) is among the searched layouts: the
+    uneven split of estimator/parallel/layout.py; with only divisors of 126 no layout of 16,384 GPUs fits."""
+    m = estimate(estimator.resolve_config(["model=llama3_405b", "system=dgx_h100", "fabric.nodes=16384",
+                                            "precision=bf16"])).metrics
+    assert m["pp"] > 2 and 126 % m["pp"] and m["stage_layers"].count(",") == m["pp"] - 1

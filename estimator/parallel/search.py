@@ -1,7 +1,8 @@
 """``parallelism.placement=auto``: every layout that fits memory, fastest first.
 
 Searched: tp in the divisors of ``gpus_per_node`` (or 1..8 on fabrics without nodes) that divide
-the heads; pp dividing the layers and the GPU count; dp = GPUs / (tp x cp x pp) with the configured
+the heads; pp dividing the GPU count, up to the layer count (a pp that does not divide the layers
+splits them unevenly, as :mod:`~estimator.parallel.layout` does); dp = GPUs / (tp x cp x pp) with the configured
 context-parallel degree cp; micro-batch sizes
 ``search_micro_batch_sizes``; rank orders tp-dp-pp and tp-pp-dp; for MoE models the
 expert-parallel degree ep (powers of two dividing cp x dp and the expert count) and, for
@@ -45,7 +46,8 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
     for tp, sp in ((t, s) for t in tps for s in {base.sequence_parallel, t > 1}):
         if sp and spec.seq_len % tp:
             continue
-        pps = [keep["pp"]] if "pp" in keep else [p for p in range(1, spec.layers + 1) if spec.layers % p == 0]
+        # pp need not divide the layers: the uneven split of estimator/parallel/layout.py (Llama 3 405B: 126 on 16)
+        pps = [keep["pp"]] if "pp" in keep else list(range(1, spec.layers + 1))
         for pp in (p for p in pps if (gpus // (tp * base.cp)) % p == 0):
             dp = gpus // (tp * base.cp * pp)
             experts = [(None, e) for e in _eps(spec, dp * base.cp)]  # experts split like the dense MLP (etp = tp)
