@@ -34,7 +34,10 @@ What is captured and how:
   GEMM efficiency not modelled separately), the regrouping back, the reduce-scatter, [combine
   all-to-all], and the weighted sum of each token's ``k`` outputs (``te::moe_unpermute``). The
   all-to-alls and the experts' TP collectives are communication (priced in ``step``) and are
-  allocations here. ``none`` / ``megatron`` (eager and Megatron-LM layers): the MLP runs on the
+  allocations here. A shared expert (``spec.shared_ffn``; Megatron-core's ``SharedExpertMLP``, run
+  before the dispatch without ``--moe-shared-expert-overlap``) is the dense MLP's fc1 / activation /
+  fc2 at ``shared_ffn / tp`` on the norm output, sequence-gathered and reduce-scattered like the
+  dense MLP, its output added to the routed experts'. ``none`` / ``megatron`` (eager and Megatron-LM layers): the MLP runs on the
   gathered sequence, the router too, ``k`` copies of each token as an allocation, the combined
   output weighted by the router probabilities (one elementwise op).
 * Fused kernels (``model.fused_kernels``, ``spec.fused``): ``none`` captures the eager PyTorch
@@ -167,7 +170,7 @@ def _modules():
             self.norm1, self.norm2 = norm(spec, h), norm(spec, h)
             self.qkv = nn.Linear(h, (self.nh + 2 * self.nkv) * d, bias=bias)
             self.proj = nn.Linear(self.nh * d, h, bias=bias)
-            f = spec.ffn // (self.etp if spec.experts and spec.fused == "te" else tp)
+            f = spec.moe_ffn // (self.etp if spec.fused == "te" else tp) if spec.experts else spec.ffn // tp
             self.router = nn.Linear(h, spec.experts, bias=False) if spec.experts else None
             if not spec.gated:  # GPT (GeLU, biases), Nemotron (squared ReLU, no biases)
                 self.fc1, self.fc2 = nn.Linear(h, f, bias=bias), nn.Linear(f, h, bias=bias)
@@ -175,6 +178,11 @@ def _modules():
                 self.fc1, self.fc2 = nn.Linear(h, 2 * f, bias=False), nn.Linear(f, h, bias=False)
             else:
                 self.gate, self.up, self.down = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False), nn.Linear(f, h, bias=False)
+            self.shared = None  # Megatron-core's SharedExpertMLP: the dense MLP's TE Linears at its own width
+            if spec.experts and spec.shared_ffn:
+                g = spec.shared_ffn // tp
+                self.shared = nn.ModuleDict({"fc1": nn.Linear(h, (2 if spec.gated else 1) * g, bias=False),
+                                             "fc2": nn.Linear(g, h, bias=False)})
             self.core = CoreAttention(spec, cp)
 
         def _gather(self, x):
@@ -233,7 +241,13 @@ def _modules():
             te = torch.ops.te
             s, b, h = x.shape
             y = (te.rmsnorm(x, self.norm2.weight, 1e-5) if self.spec.rmsnorm
-                 else te.layernorm(x, self.norm2.weight, self.norm2.bias, 1e-5)).view(s * b, h)
+                 else te.layernorm(x, self.norm2.weight, self.norm2.bias, 1e-5))
+            shared = None
+            if self.shared is not None:  # every token, gathered over TP and reduce-scattered back like the dense MLP
+                fc1, fc2 = self.shared["fc1"], self.shared["fc2"]
+                g = self._gather(Fp8Input.apply(y) if self.fp8 else y)
+                shared = self._scatter(self._linear(fc2, self._activation(self._linear(fc1, g, cast_input=False))))
+            y = y.view(s * b, h)
             k, n = self.spec.top_k, s * b * self.spec.top_k
             weight = self.router(y).softmax(-1).topk(k, -1).values
             # the experts' TP ranks hold distinct tokens (sequence parallel) and gather them, or (tp > 1
@@ -250,7 +264,8 @@ def _modules():
                 m = te.moe_sort_chunks(m, self.local_experts, self.ep * gather)
             if gather > 1:
                 m = _Resize.apply(m, n)  # the experts' TP reduce-scatter (communication)
-            return te.moe_unpermute(m, weight).view(s, b, h)  # after the combine all-to-all
+            out = te.moe_unpermute(m, weight).view(s, b, h)  # after the combine all-to-all
+            return out if shared is None else out + shared
 
         def _dispatch(self, y):  # MoE: route, then k copies of each token to the experts (all-to-all stand-in)
             if self.router is None:

@@ -248,8 +248,9 @@ class Layout:
     def check(self, spec: TransformerSpec) -> None:
         if spec.heads % self.tp:
             raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} has {spec.heads} attention heads, not divisible by tp")
-        if spec.ffn % self.tp:
-            raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} ffn_size {spec.ffn} is not divisible by tp")
+        for key, width in (("ffn_size", spec.ffn), ("shared_expert_ffn_size", spec.shared_ffn)):
+            if width % self.tp:
+                raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} {key} {width} is not divisible by tp")
         if spec.fused == "te" and spec.kv_heads % self.tp:
             raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} has {spec.kv_heads} key/value heads; Megatron-core "
                                  "splits them over tp (num_query_groups % tp == 0)")
@@ -300,8 +301,9 @@ class Layout:
             if self.tp > 1 and not self.sequence_parallel:
                 raise EstimatorError(f"parallelism.etp={self.etp} with tp={self.tp} needs parallelism.sequence_parallel=true "
                                      "(Megatron-core requires sequence parallelism for MoE with tensor parallelism)")
-        if spec.experts and spec.ffn % etp:
-            raise EstimatorError(f"parallelism.etp={etp}: model {spec.name} ffn_size {spec.ffn} is not divisible by the "
+        if spec.experts and spec.moe_ffn % etp:
+            key = "moe_ffn_size" if spec.expert_ffn else "ffn_size"
+            raise EstimatorError(f"parallelism.etp={etp}: model {spec.name} {key} {spec.moe_ffn} is not divisible by the "
                                  "experts' tensor-parallel degree")
         if spec.experts and not (etp == self.tp and self.cp == 1):
             self._fold_base()

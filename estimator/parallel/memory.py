@@ -146,16 +146,17 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout, fp8: bool 
     return s * b * h * (10 + split / t + attn / t)
 
 
-def te_dense_mlp_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> float:
+def te_dense_mlp_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False, width: int = 0) -> float:
     """The MLP's share of the TE layer's bytes (:func:`activation_bytes_per_layer`): fc1's input (the
     second norm's output, ``2sbh``, split with sequence parallelism), fc1 and activation outputs
     (``6sbf/t`` SwiGLU, ``4sbf/t`` otherwise) and the MLP dropout's keep-mask (``sbh``) if any; with
-    ``fp8`` fc1's and fc2's inputs are kept in 1 byte (module docstring)."""
+    ``fp8`` fc1's and fc2's inputs are kept in 1 byte (module docstring). ``width``: the MLP's width
+    (0 = ``ffn_size``; a shared expert's)."""
     s, b, h, t = spec.seq_len // layout.cp, layout.micro_batch_size, spec.hidden, layout.tp
     split = t if layout.sequence_parallel else 1
     mask = h / split if spec.dropout else 0.0
     per_byte = 1 if fp8 else 2  # fc1's input and fc2's input (the activation's output)
-    return s * b * (per_byte * h / split + ((4 if spec.gated else 2) + per_byte) * spec.ffn / t + mask)
+    return s * b * (per_byte * h / split + ((4 if spec.gated else 2) + per_byte) * (width or spec.ffn) / t + mask)
 
 
 def dense_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
@@ -172,12 +173,17 @@ def moe_mlp_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> f
     tokens = s * b / t
     if spec.fused != "te":
         inner = 6 if spec.gated else 4  # SwiGLU: 2f-wide fc1 output + its output; GeLU: fc1 + GeLU outputs
-        return tokens * (3 * h + 4 * spec.experts) + k * tokens * (4 * h + inner * spec.ffn)
+        return tokens * (3 * h + 4 * spec.experts) + k * tokens * (4 * h + inner * spec.moe_ffn)
     per_byte = 1 if fp8 else 2  # what TE's FP8 grouped Linears keep of their inputs
     gather = layout.expert_tp  # routed rows per token on this rank: gathered over the experts' TP (or, tp > 1 without
     # sequence parallelism, where etp = tp: every TP rank routes all the tokens)
-    fc1_out = (4 if spec.gated else 2) * spec.ffn  # the 2f-wide (SwiGLU) or f-wide fc1 output, 16-bit
-    return tokens * (3 * h + 4 * spec.experts) + k * tokens * (gather * per_byte * h + fc1_out + per_byte * spec.ffn + 2 * h)
+    f = spec.moe_ffn
+    fc1_out = (4 if spec.gated else 2) * f  # the 2f-wide (SwiGLU) or f-wide fc1 output, 16-bit
+    # a shared expert keeps what the dense MLP keeps at its width, its fc1's own copy of its input included
+    # (shared_experts.py: "the shared expert linear_fc1 also saves the quantized tensor of this output")
+    shared = te_dense_mlp_bytes(spec, layout, fp8, spec.shared_ffn) if spec.shared_ffn else 0.0
+    routed = tokens * (3 * h + 4 * spec.experts) + k * tokens * (gather * per_byte * h + fc1_out + per_byte * f + 2 * h)
+    return routed + shared
 
 
 def layers_in_flight(layout: Layout, stage: int, model_layers: int) -> float:

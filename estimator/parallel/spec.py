@@ -27,8 +27,14 @@ hidden 2048, 32 heads of 128). Qwen3's per-head RMSNorm on q and k (two small el
 per layer) is not modelled.
 
 Mixture of experts (``num_experts`` E > 0, ``experts_top_k`` k; Mixtral, Jiang et al. 2024): every
-layer's MLP is E expert MLPs of ``ffn_size`` plus a bias-free router (h x E); each token goes to
-its top-k experts.
+layer's MLP is E expert MLPs plus a bias-free router (h x E); each token goes to its top-k experts.
+Each expert is ``model.moe_ffn_size`` wide (Megatron-core's ``--moe-ffn-hidden-size``; null =
+``ffn_size``, as Mixtral and the Qwen3 presets, which put the expert width in ``ffn_size``), while
+``ffn_size`` stays the dense MLP's width. ``model.shared_expert_ffn_size`` (0 = none; Megatron-core's
+``--moe-shared-expert-intermediate-size``, the total width of the shared experts; DeepSeek-V3: 2048)
+adds a dense MLP of that width that every token runs in every MoE layer, split by tensor parallelism
+like the dense MLP and without all-to-all (Megatron-core's ``SharedExpertMLP``, no gate:
+NVIDIA/Megatron-LM@0065cf8a8fb6b4b6277d107e5f4feab1a584e84d megatron/core/transformer/moe/shared_experts.py).
 
 Parameter counts follow from these shapes (``params``); tests check them against the published
 totals and against ``transformers``' own implementation of the same configs built on the meta
@@ -67,6 +73,8 @@ class TransformerSpec:
     position: str = "learned"  # model.position_embedding: learned | rope | none
     dropout: float = 0.1  # hidden and attention dropout probability
     attn_head_dim: int = 0  # model.head_dim; 0 = hidden / heads (the attention is as wide as the hidden state)
+    expert_ffn: int = 0  # model.moe_ffn_size; 0 = ffn (each routed expert's MLP width)
+    shared_ffn: int = 0  # model.shared_expert_ffn_size; 0 = no shared expert
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> TransformerSpec:
@@ -95,6 +103,7 @@ class TransformerSpec:
         top_k = int(cfg.get("experts_top_k") or 1)
         if experts and not 1 <= top_k <= experts:
             raise EstimatorError(f"model.experts_top_k must be between 1 and num_experts {experts}, got {top_k}")
+        expert_ffn, shared_ffn = _moe_widths(cfg, experts)
         fused = cfg.get("fused_kernels") or "none"
         if fused not in FUSED_KERNELS:
             raise EstimatorError(f"model.fused_kernels must be one of {', '.join(FUSED_KERNELS)}, got {fused!r}")
@@ -104,10 +113,14 @@ class TransformerSpec:
         if family == "nemotron" and fused != "te":
             raise EstimatorError(f"{where}: family_variant nemotron is modelled as Megatron-core + Transformer Engine run "
                                  f"it; set model.fused_kernels=te (got {fused!r})")
+        if shared_ffn and (fused != "te" or family == "gpt"):
+            raise EstimatorError(f"{where}: model.shared_expert_ffn_size is modelled as Megatron-core's bias-free shared "
+                                 f"expert with model.fused_kernels=te only, got family {family!r}, fused_kernels {fused!r}")
         position, dropout = _position_and_dropout(cfg, family, fused, where)
         return cls(str(cfg.get("name")), family, ints["hidden_size"], ints["num_layers"], ints["num_heads"], int(kv),
                    ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k, fused, position, dropout,
-                   0 if head_dim is None or head_dim * ints["num_heads"] == ints["hidden_size"] else head_dim)
+                   0 if head_dim is None or head_dim * ints["num_heads"] == ints["hidden_size"] else head_dim,
+                   expert_ffn, shared_ffn)
 
     @property
     def gated(self) -> bool:
@@ -135,6 +148,11 @@ class TransformerSpec:
         """Query / attention-output width ``heads x head_dim`` (the output projection is attn_width x hidden)."""
         return self.heads * self.head_dim
 
+    @property
+    def moe_ffn(self) -> int:
+        """Width of one routed expert's MLP: ``model.moe_ffn_size``, else ``ffn_size``."""
+        return self.expert_ffn or self.ffn
+
     def kv_heads_per_rank(self, tp: int) -> int:
         """Key/value heads one tensor-parallel rank holds (replicated when tp exceeds them)."""
         return max(1, self.kv_heads // tp)
@@ -158,18 +176,22 @@ class TransformerSpec:
         h, d = self.hidden, self.head_dim
         qkv_out = (self.heads + 2 * self.kv_heads) * d
         attn = h * qkv_out + self.attn_width * h + (qkv_out + h if self.biases else 0)
-        mlp = self._mlp_params()
-        if self.experts:
-            mlp = self.expert_layer_params() + h * self.experts  # experts + router
+        mlp = self._mlp_params(self.ffn)
+        if self.experts:  # experts + router + shared experts
+            mlp = self.expert_layer_params() + h * self.experts + self.shared_params()
         return attn + mlp + 2 * self.norm_params
 
-    def _mlp_params(self) -> int:
-        h, f = self.hidden, self.ffn
+    def _mlp_params(self, f: int) -> int:
+        h = self.hidden
         return (3 if self.gated else 2) * h * f + (f + h if self.biases else 0)
 
+    def shared_params(self) -> int:
+        """Parameters of one MoE layer's shared expert MLP (0 without one; no biases: Megatron-core's)."""
+        return (3 if self.gated else 2) * self.hidden * self.shared_ffn
+
     def expert_layer_params(self) -> int:
-        """Parameters of one layer's experts (0 for a dense model): what expert parallelism shards."""
-        return self.experts * self._mlp_params()
+        """Parameters of one layer's routed experts (0 for a dense model): what expert parallelism shards."""
+        return self.experts * self._mlp_params(self.moe_ffn)
 
     def embedding_params(self) -> int:
         pos = self.seq_len * self.hidden if self.position == "learned" else 0
@@ -181,6 +203,19 @@ class TransformerSpec:
 
     def params(self) -> int:
         return self.layers * self.layer_params() + self.embedding_params() + self.head_params()
+
+
+def _moe_widths(cfg: Mapping[str, Any], experts: int) -> tuple[int, int]:
+    """``model.moe_ffn_size`` (0 = ffn_size) and ``model.shared_expert_ffn_size`` (0 = none), checked."""
+    out = []
+    for key in ("moe_ffn_size", "shared_expert_ffn_size"):
+        value = cfg.get(key) or 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise EstimatorError(f"model.{key} must be a positive integer (or null / 0: unset), got {value!r}")
+        if value and not experts:
+            raise EstimatorError(f"model.{key}={value} needs a mixture-of-experts model (model.num_experts > 0)")
+        out.append(value)
+    return out[0], out[1]
 
 
 def _position_and_dropout(cfg: Mapping[str, Any], family: str, fused: str, where: str) -> tuple[str, float]:

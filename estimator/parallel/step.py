@@ -71,7 +71,8 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   layer's TP collectives is the dispatcher's: an all-gather of the ``k T etp`` routed rows over the
   ``etp`` experts' TP ranks and a reduce-scatter back (``k x`` the sequence gather's bytes at
   ``etp = tp``; none at ``etp = 1``), plain NCCL collectives that TP-communication overlap does not
-  hide. Expert gradients are reduced over the ``edp`` ranks holding the same experts, after the
+  hide. A shared expert (``model.shared_expert_ffn_size``) adds the dense MLP's TP collectives
+  (the same as the attention's, and overlapped like them). Expert gradients are reduced over the ``edp`` ranks holding the same experts, after the
   dense gradients.
 * Data parallelism (gradients of ``framework.grad_bytes`` per element, over the ``dp x cp`` ranks
   holding the same weights): ``zero`` 0: one all-reduce after the last microbatch; 1: a
@@ -313,11 +314,14 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         # rows over the experts' TP ranks after the all-to-all and reduce-scatters them before the combine
         mlp = ("tp" if L.expert_tp == L.tp else "etp", act * spec.top_k * L.expert_tp / L.tp, L.expert_tp)
     attention = ("tp", act, L.tp)
+    shared = 1 if spec.shared_ffn else 0  # a shared expert's TP collectives are the dense MLP's: counted with the attention's
     if mlp == attention:  # one record of the layer's TP collectives (both halves alike)
-        attn_f, attn_b, attn_rs = mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc, n_op, 2)
+        attn_f, attn_b, attn_rs = mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc,
+                                                                  n_op, 2 + shared)
     else:
-        attn_f, attn_b, attn_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc, n_op)
+        attn_f, attn_b, attn_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc, n_op, 1 + shared)
         mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *mlp, L.sequence_parallel or moe_dispatcher, per_step, n_rc, n_op)
+    attn_f, attn_b, attn_rs = (1 + shared) * attn_f, (1 + shared) * attn_b, (1 + shared) * attn_rs
     tp_emb = pricer.price("tp", "all_reduce", act, L.tp, m)
     tp_layer = attn_f + attn_b + mlp_f + mlp_b  # all of it, exposed or not
     if fw.tp_comm_overlap and fw.tp_overlap_scope == "gemm" and not spec.experts:  # each behind its own GEMMs
