@@ -90,3 +90,75 @@ def test_bad_moe_widths_are_one_line_errors(change, needle):
 def test_shared_expert_width_must_divide_by_tp():
     with pytest.raises(EstimatorError, match="shared_expert_ffn_size 2049 is not divisible by tp"):
         estimate(cfg("+model.shared_expert_ffn_size=2049"))
+
+
+# ---- model.first_dense_layers: the first k layers have a dense MLP of ffn_size ----------------------------------
+
+def layout(*overrides):
+    from estimator.parallel.layout import Layout
+
+    c = cfg(*overrides)
+    s = TransformerSpec.from_cfg(c["model"])
+    return s, Layout.from_cfg(c["parallelism"], s, 32)
+
+
+@pytest.mark.parametrize("overrides, dense, moe", [
+    (("+model.first_dense_layers=3",), (3, 0), (21, 24)),
+    (("+model.first_dense_layers=30",), (24, 6), (0, 18)),
+    (("+model.first_dense_layers=8", "parallelism.virtual_stages=2"), (8, 0), (16, 24)),  # chunk 0 holds 12 layers
+    (("+model.first_dense_layers=14", "parallelism.virtual_stages=2"), (12, 2), (12, 22)),  # chunk 1 sits on stage 1
+])
+def test_first_dense_layers_sit_on_the_first_chunks(overrides, dense, moe):
+    from estimator.parallel.layout import layer_kinds
+
+    s, lay = layout(*overrides)
+    (dense_kind, d), (moe_kind, m) = layer_kinds(s, lay)
+    assert (d, m) == (dense, moe)
+    assert dense_kind.experts == 0 and dense_kind.ffn == s.ffn and moe_kind is s
+
+
+def test_first_dense_layers_parameters_match_transformers():
+    from tests.helpers import transformers_qwen3_moe_params
+
+    s = spec(ffn_size=6144, moe_ffn_size=768, first_dense_layers=3)
+    assert transformers_qwen3_moe_params(s) == s.params()
+    dense_mlp, moe_mlp = 3 * s.hidden * 6144, s.expert_layer_params() + s.hidden * s.experts
+    assert spec().params() - s.params() == 3 * (moe_mlp - dense_mlp)
+
+
+def test_first_dense_layers_weights_per_stage():
+    from estimator.parallel.memory import stage_param_split
+
+    base, lay = layout()
+    s, lay3 = layout("+model.first_dense_layers=3", "model.ffn_size=6144", "+model.moe_ffn_size=768")
+    dense_mlp = 3 * s.hidden * 6144
+    for stage, n_dense in ((0, 3), (1, 0)):
+        d0, e0 = stage_param_split(base, lay, stage)
+        d3, e3 = stage_param_split(s, lay3, stage)
+        assert e0 - e3 == n_dense * s.expert_layer_params() // (lay.expert_tp * lay.ep)
+        assert d3 - d0 == n_dense * (dense_mlp - s.hidden * s.experts) // lay.tp
+
+
+def test_first_dense_layers_price_each_stage_by_its_layers():
+    one = ("parallelism.pp=1", "parallelism.tp=1", "parallelism.sequence_parallel=false")
+    base = estimate(cfg(*one)).metrics
+    three = estimate(cfg(*one, "+model.first_dense_layers=3", "model.ffn_size=6144", "+model.moe_ffn_size=768")).metrics
+    assert three["ep_comm_time_s"] == pytest.approx(base["ep_comm_time_s"] * 45 / 48)  # no all-to-all in dense layers
+    assert three["model_flops_per_step"] != base["model_flops_per_step"]
+    # a wide dense MLP on the first stage's layers makes that stage the slowest
+    wide = ("+model.first_dense_layers=6", "model.ffn_size=65536", "+model.moe_ffn_size=768")
+    assert estimate(cfg()).metrics["slowest_stage"] == 1
+    heavy = estimate(cfg(*wide)).metrics
+    assert heavy["slowest_stage"] == 0 and heavy["memory_peak_stage"] == 0
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"first_dense_layers": -1}, r"model.first_dense_layers must be an integer in \[0, num_layers 48\)"),
+    ({"first_dense_layers": 48}, r"model.first_dense_layers must be an integer in \[0, num_layers 48\)"),
+    ({"first_dense_layers": True}, "model.first_dense_layers must be an integer"),
+    ({"num_experts": 0, "first_dense_layers": 1}, "model.first_dense_layers=1 needs a mixture-of-experts model"),
+])
+def test_bad_first_dense_layers_are_one_line_errors(change, needle):
+    with pytest.raises(EstimatorError, match=needle) as err:
+        spec(**change)
+    assert "\n" not in str(err.value)

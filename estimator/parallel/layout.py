@@ -338,3 +338,18 @@ def _spread(layers: int, n: int) -> tuple[int, ...]:
     for i in ends[: each * n - layers]:
         counts[i] -= 1
     return tuple(counts)
+
+
+def layer_kinds(spec: TransformerSpec, layout: Layout) -> list[tuple[TransformerSpec, tuple[int, ...]]]:
+    """Each kind of decoder layer with how many of it every pipeline stage holds: ``spec``'s own
+    layer on every layer, or, with ``model.first_dense_layers`` k, the dense layer on the first k
+    layers in Megatron-core's global chunk order (chunk ``j pp + i`` on stage ``i``) and the MoE
+    layer on the rest."""
+    stages = layout.stage_layers(spec.layers)
+    if not spec.dense_layers:
+        return [(spec, stages)]
+    dense, left, pp = [0] * layout.pp, spec.dense_layers, layout.pp
+    for j, n in enumerate(layout.chunk_layers(spec.layers)):
+        take = min(n, left)
+        dense[j % pp], left = dense[j % pp] + take, left - take
+    return [(spec.dense_layer(), tuple(dense)), (spec, tuple(n - d for n, d in zip(stages, dense, strict=True)))]

@@ -80,7 +80,7 @@
 from __future__ import annotations
 
 from estimator.parallel.framework import Framework
-from estimator.parallel.layout import Layout, schedule_chunks
+from estimator.parallel.layout import Layout, layer_kinds, schedule_chunks
 from estimator.parallel.loss import logit_elements, saved_bytes
 from estimator.parallel.sac import saved_bytes_per_token
 from estimator.parallel.spec import TransformerSpec
@@ -93,9 +93,11 @@ WEIGHT_BYTES = 2  # fp16/bf16 weights
 def stage_param_split(spec: TransformerSpec, layout: Layout, stage: int) -> tuple[int, int]:
     """(parameters data-parallel over ``dp x cp``, expert parameters over ``edp``) one GPU
     of pipeline stage ``stage`` holds."""
-    n = layout.stage_layers(spec.layers)[stage]
-    experts = n * spec.expert_layer_params() // (layout.expert_tp * layout.ep)
-    layers = n * (spec.layer_params() - spec.expert_layer_params())
+    experts = layers = 0
+    for kind, counts in layer_kinds(spec, layout):  # the dense layers of model.first_dense_layers have no experts
+        n = counts[stage]
+        experts += n * kind.expert_layer_params() // (layout.expert_tp * layout.ep)
+        layers += n * (kind.layer_params() - kind.expert_layer_params())
     v = spec.padded_vocab(layout.tp)
     emb = v * spec.hidden + (spec.embedding_params() - spec.vocab * spec.hidden)
     head = v * spec.hidden + spec.head_params() - (0 if spec.tied else spec.vocab * spec.hidden)
@@ -186,6 +188,15 @@ def moe_mlp_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> f
     return routed + shared
 
 
+def layer_activation_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> float:
+    """Bytes one GPU saves for the backward of one layer per microbatch, its MoE MLP's if any."""
+    per_layer = activation_bytes_per_layer(spec, layout, fp8)
+    if spec.experts and layout.recompute != "full":
+        dense_share = te_dense_mlp_bytes(spec, layout, fp8) if spec.fused == "te" else dense_mlp_bytes(spec, layout)
+        per_layer += moe_mlp_bytes(spec, layout, fp8) - dense_share
+    return per_layer
+
+
 def layers_in_flight(layout: Layout, stage: int, model_layers: int) -> float:
     """Layer-microbatches of activations stage ``stage`` holds at its peak (module docstring)."""
     pp, m, v = layout.pp, layout.microbatches, layout.virtual_stages
@@ -221,10 +232,9 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     optim = sharded(ADAM_BYTES[fw.optimizer_state], 1)
     if layout.zero == 3:  # the unit running and those prefetched, gathered
         weights += fw.zero3_live(max(zero3_units(spec, layout, fw.zero3_unit))) * WEIGHT_BYTES
-    per_layer = activation_bytes_per_layer(spec, layout, fp8)
-    if spec.experts and layout.recompute != "full":
-        dense_share = te_dense_mlp_bytes(spec, layout, fp8) if spec.fused == "te" else dense_mlp_bytes(spec, layout)
-        per_layer += moe_mlp_bytes(spec, layout, fp8) - dense_share
+    kinds = [(n[stage], layer_activation_bytes(kind, layout, fp8)) for kind, n in layer_kinds(spec, layout)]
+    # the stage's mix of layer kinds (exact without interleaving, where every layer is held alike)
+    per_layer = kinds[0][1] if len(kinds) == 1 else sum(n * b for n, b in kinds) / max(1, sum(n for n, _ in kinds))
     acts = layers_in_flight(layout, stage, spec.layers) * per_layer
     if stage == layout.pp - 1:
         acts += saved_bytes(fw.loss_kernel) * logit_elements(spec, layout)

@@ -35,6 +35,10 @@ Each expert is ``model.moe_ffn_size`` wide (Megatron-core's ``--moe-ffn-hidden-s
 adds a dense MLP of that width that every token runs in every MoE layer, split by tensor parallelism
 like the dense MLP and without all-to-all (Megatron-core's ``SharedExpertMLP``, no gate:
 NVIDIA/Megatron-LM@0065cf8a8fb6b4b6277d107e5f4feab1a584e84d megatron/core/transformer/moe/shared_experts.py).
+``model.first_dense_layers`` k (0 = every layer MoE; Megatron-core's ``--moe-layer-freq
+"([0]*k+[1]*(L-k))"``, DeepSeek-V3's ``first_k_dense_replace`` 3): the first k decoder layers have
+a dense MLP of ``ffn_size`` instead (``dense_layer``); they sit on the first pipeline stage(s) by
+the stage-assignment rule (:func:`~estimator.parallel.layout.layer_kinds`).
 
 Parameter counts follow from these shapes (``params``); tests check them against the published
 totals and against ``transformers``' own implementation of the same configs built on the meta
@@ -44,7 +48,7 @@ device.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from estimator.errors import EstimatorError
@@ -75,6 +79,7 @@ class TransformerSpec:
     attn_head_dim: int = 0  # model.head_dim; 0 = hidden / heads (the attention is as wide as the hidden state)
     expert_ffn: int = 0  # model.moe_ffn_size; 0 = ffn (each routed expert's MLP width)
     shared_ffn: int = 0  # model.shared_expert_ffn_size; 0 = no shared expert
+    dense_layers: int = 0  # model.first_dense_layers: the first k layers have a dense MLP (MoE models)
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> TransformerSpec:
@@ -113,6 +118,12 @@ class TransformerSpec:
         if family == "nemotron" and fused != "te":
             raise EstimatorError(f"{where}: family_variant nemotron is modelled as Megatron-core + Transformer Engine run "
                                  f"it; set model.fused_kernels=te (got {fused!r})")
+        dense_layers = cfg.get("first_dense_layers") or 0
+        if isinstance(dense_layers, bool) or not isinstance(dense_layers, int) or not 0 <= dense_layers < ints["num_layers"]:
+            raise EstimatorError(f"model.first_dense_layers must be an integer in [0, num_layers {ints['num_layers']}), "
+                                 f"got {dense_layers!r}")
+        if dense_layers and not experts:
+            raise EstimatorError(f"model.first_dense_layers={dense_layers} needs a mixture-of-experts model (model.num_experts > 0)")
         if shared_ffn and (fused != "te" or family == "gpt"):
             raise EstimatorError(f"{where}: model.shared_expert_ffn_size is modelled as Megatron-core's bias-free shared "
                                  f"expert with model.fused_kernels=te only, got family {family!r}, fused_kernels {fused!r}")
@@ -120,7 +131,7 @@ class TransformerSpec:
         return cls(str(cfg.get("name")), family, ints["hidden_size"], ints["num_layers"], ints["num_heads"], int(kv),
                    ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k, fused, position, dropout,
                    0 if head_dim is None or head_dim * ints["num_heads"] == ints["hidden_size"] else head_dim,
-                   expert_ffn, shared_ffn)
+                   expert_ffn, shared_ffn, dense_layers)
 
     @property
     def gated(self) -> bool:
@@ -181,6 +192,10 @@ class TransformerSpec:
             mlp = self.expert_layer_params() + h * self.experts + self.shared_params()
         return attn + mlp + 2 * self.norm_params
 
+    def dense_layer(self) -> TransformerSpec:
+        """The layer of ``model.first_dense_layers``: this model's layer with a dense MLP of ``ffn_size``."""
+        return replace(self, name=f"{self.name}.dense", experts=0, top_k=1, expert_ffn=0, shared_ffn=0, dense_layers=0)
+
     def _mlp_params(self, f: int) -> int:
         h = self.hidden
         return (3 if self.gated else 2) * h * f + (f + h if self.biases else 0)
@@ -202,7 +217,9 @@ class TransformerSpec:
         return self.norm_params + (0 if self.tied else self.vocab * self.hidden)
 
     def params(self) -> int:
-        return self.layers * self.layer_params() + self.embedding_params() + self.head_params()
+        moe = self.layers - self.dense_layers
+        dense = self.dense_layers * self.dense_layer().layer_params() if self.dense_layers else 0
+        return moe * self.layer_params() + dense + self.embedding_params() + self.head_params()
 
 
 def _moe_widths(cfg: Mapping[str, Any], experts: int) -> tuple[int, int]:

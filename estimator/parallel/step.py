@@ -50,6 +50,9 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   modes: a recompute (``selective`` or ``full``) reruns the attention forward in backward with its
   exchange. The reorder copies of the gathered K/V (``index_select``, a few
   passes over ``s x kv_heads/tp x d`` values per layer) are not priced.
+* Layer kinds (``model.first_dense_layers``; :func:`~estimator.parallel.layout.layer_kinds`): a stage's
+  layers are priced by kind, the dense layers (captured as ``spec.dense_layer()``, with the dense
+  MLP's TP collectives and no all-to-all) and the MoE layers each with their own capture.
 * Pipeline (Narayanan et al. 2021 Sec. 2.2, 1F1B): stage ``i``'s slot is ``t_f,i + t_b,i + 2 v
   t_p2p``; the slowest slot paces the steady state and every stage's slot passes once through the
   fill and drain: step = ``m x max_i slot_i + (sum_i slot_i - max_i slot_i) / v`` (with equal
@@ -110,7 +113,7 @@ from estimator.fabrics.base import Fabric
 from estimator.parallel.circuits import plan
 from estimator.parallel.framework import Framework
 from estimator.parallel.layer import capture_parts
-from estimator.parallel.layout import Layout
+from estimator.parallel.layout import Layout, layer_kinds
 from estimator.parallel.loss import logit_elements, loss_times
 from estimator.parallel.memory import memory, stage_param_split
 from estimator.parallel.overlap import behind
@@ -283,30 +286,37 @@ def gemm_matched_tp(spec: TransformerSpec, tp: int, linear_fwd_s: float, attn: t
     return fwd, bwd + n_rc / 2 * fwd
 
 
-def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
-              algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None,
-              interference: float = 0.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(metrics, collectives) of one training step; ``interference``: the compute slow-down per second of
-    data-parallel / ZeRO communication it overlaps (module docstring)."""
-    L = layout
-    fw = framework or Framework.from_cfg(None)
-    overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
-    grad_bytes = fw.grad_bytes(precision)
+@dataclass(frozen=True)
+class LayerCost:
+    """One kind of decoder layer per microbatch (``layout.layer_kinds``): its captured parts and
+    seconds, forward and backward with their exposed communication."""
+    layer: PartTimes
+    attn: PartTimes
+    fwd: float  # compute + exposed TP / EP / CP / ZeRO-3 communication
+    bwd: float
+    grad_window: float  # the backward without recompute (what the gradients' reduction can hide behind)
+    rc: float
+    rc_flops: float
+    tp_f: float
+    tp_b: float
+    tp_layer: float  # all its TP communication, exposed or not
+    ep_one: float
+    cp_f: float
+    cp_b: float
+    cp_comm: float
+    z3: Zero3Layer
+
+
+def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer, device: DeviceProfile, precision: str,
+               per_step: float, grad_bytes: int, interference: float) -> LayerCost:
+    """Seconds of one layer of ``spec``'s kind per microbatch (the module docstring's TP, EP, CP and ZeRO-3
+    items); ``per_step``: layer-microbatches of this kind per step on the busiest rank (collective counts)."""
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
                        L.expert_tp, L.ep)
-    layer, attn, emb, head = parts["layer"], parts["attention"], parts["embedding"], parts["head"]
-    stride = strides(L.order, L.tp, L.dp, L.pp, L.cp)
-    if spec.experts:
-        stride.update(L.expert_strides(stride))  # the expert layers' etp / ep / edp groups
-    stride["dpcp"] = stride["cp"] if L.cp > 1 else stride["dp"]  # the gradient group: dp x cp ranks (cp inside dp)
-    pricer = _Pricer(fabric, {**stride, "dp": stride["dpcp"]}, algorithm)
-    m, stages, v = L.microbatches, L.stage_layers(spec.layers), L.virtual_stages
-    n_layers = sum(stages)
-    tokens = spec.seq_len // L.cp
-    act = tokens * L.micro_batch_size * spec.hidden * ACT_BYTES
+    layer, attn = parts["layer"], parts["attention"]
+    act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
     n_rc = 2 if L.recompute == "full" else 0
     n_op = (2 if L.sequence_parallel else 1) if L.recompute == "op" else 0  # per-op SAC's repeated collectives (sac)
-    per_step = m * max(stages)  # layer-microbatches per step on the busiest rank (collective counts are per rank)
     # ---- tensor parallelism per layer and microbatch: the attention's and the MLP's collectives
     mlp = ("tp", act, L.tp)
     moe_dispatcher = spec.experts and spec.fused == "te" and (L.sequence_parallel or L.expert_tp != L.tp)
@@ -322,7 +332,6 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         attn_f, attn_b, attn_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc, n_op, 1 + shared)
         mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *mlp, L.sequence_parallel or moe_dispatcher, per_step, n_rc, n_op)
     attn_f, attn_b, attn_rs = (1 + shared) * attn_f, (1 + shared) * attn_b, (1 + shared) * attn_rs
-    tp_emb = pricer.price("tp", "all_reduce", act, L.tp, m)
     tp_layer = attn_f + attn_b + mlp_f + mlp_b  # all of it, exposed or not
     if fw.tp_comm_overlap and fw.tp_overlap_scope == "gemm" and not spec.experts:  # each behind its own GEMMs
         if L.sequence_parallel:  # the pass fuses all-gathers and reduce-scatters only
@@ -344,7 +353,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     # ---- expert parallelism: dispatch + combine all-to-all of each MoE layer, in forward and backward
     ep_one = 0.0
     if spec.experts and L.ep > 1:
-        a2a = tokens * L.micro_batch_size * spec.top_k * spec.hidden * ACT_BYTES / L.tp
+        a2a = (spec.seq_len // L.cp) * L.micro_batch_size * spec.top_k * spec.hidden * ACT_BYTES / L.tp
         ep_one = pricer.price("ep", "all_to_all", a2a, L.ep, per_step * (4 + n_rc))
     # ---- context parallelism: the K/V exchange of each layer's attention (cp_exchange)
     cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step, device.memory_rate("elementwise", precision))
@@ -357,6 +366,43 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         z3 = zero3_layer(spec, L, fw, pricer, device, precision, grad_bytes, layer.fwd, layer.bwd, rc, per_step,
                          interference)
         f_layer, b_layer = f_layer + z3.fwd_exposed, b_layer + z3.bwd_exposed
+    return LayerCost(layer, attn, f_layer, b_layer, layer.bwd + tp_b + (2 + n_rc) * ep_one + cp_b, rc, rc_flops,
+                     tp_f, tp_b, tp_layer, ep_one, cp_f, cp_b, cp_comm, z3)
+
+
+def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
+              algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None,
+              interference: float = 0.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(metrics, collectives) of one training step; ``interference``: the compute slow-down per second of
+    data-parallel / ZeRO communication it overlaps (module docstring)."""
+    L = layout
+    fw = framework or Framework.from_cfg(None)
+    overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
+    grad_bytes = fw.grad_bytes(precision)
+    parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
+                       L.expert_tp, L.ep)
+    emb, head = parts["embedding"], parts["head"]
+    stride = strides(L.order, L.tp, L.dp, L.pp, L.cp)
+    if spec.experts:
+        stride.update(L.expert_strides(stride))  # the expert layers' etp / ep / edp groups
+    stride["dpcp"] = stride["cp"] if L.cp > 1 else stride["dp"]  # the gradient group: dp x cp ranks (cp inside dp)
+    pricer = _Pricer(fabric, {**stride, "dp": stride["dpcp"]}, algorithm)
+    m, stages, v = L.microbatches, L.stage_layers(spec.layers), L.virtual_stages
+    act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
+    # each kind of layer (model.first_dense_layers: dense, then MoE) with its layers per stage; collective
+    # counts are per rank: the kind's layer-microbatches per step on the rank holding most of them
+    kinds = [(layer_cost(kind, L, fw, pricer, device, precision, m * max(n), grad_bytes, interference), n)
+             for kind, n in layer_kinds(spec, L) if sum(n)]
+    z3_first = max(c.z3.first_gather for c, _ in kinds)  # the first unit of each pass, exposed whole
+    z3_last = max(c.z3.last_gather for c, _ in kinds)
+
+    def per_stage(i: int, value) -> float:  # the stage's layers' sum of a per-layer quantity
+        return sum(n[i] * value(c) for c, n in kinds)
+
+    def per_model(value) -> float:
+        return sum(sum(n) * value(c) for c, n in kinds)
+
+    tp_emb = pricer.price("tp", "all_reduce", act, L.tp, m)
     # ---- pipeline: per-stage slots, the slowest paces the steady state
     t_p2p = 0.0  # one send each way per microbatch and chunk: activations forward, their gradients backward
     if L.pp > 1:
@@ -366,8 +412,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     loss_f, loss_b = loss_times(fw.loss_kernel, logit_elements(spec, L), device, precision, fw.loss_metric_passes)
     ends_f = [(emb.fwd + tp_emb if i == 0 else 0.0) + (head.fwd + loss_f if i == L.pp - 1 else 0.0) for i in range(L.pp)]
     ends_b = [(emb.bwd if i == 0 else 0.0) + (head.bwd + loss_b if i == L.pp - 1 else 0.0) for i in range(L.pp)]
-    t_f = [n * f_layer + ends_f[i] + z3.first_gather for i, n in enumerate(stages)]
-    t_b = [n * b_layer + ends_b[i] + z3.last_gather for i, n in enumerate(stages)]
+    t_f = [per_stage(i, lambda c: c.fwd) + ends_f[i] + z3_first for i in range(L.pp)]
+    t_b = [per_stage(i, lambda c: c.bwd) + ends_b[i] + z3_last for i in range(L.pp)]
     # ---- ZeRO-2: every microbatch's gradients reduce-scattered during its backward
     dense = [stage_param_split(spec, L, i) for i in range(L.pp)]
     edp = L.edp  # data-parallel copies of an expert
@@ -393,7 +439,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
                 if L.zero == 1:
                     t_grad += pricer.price(group, "reduce_scatter", nbytes, size, 1)
                 t_after += pricer.price(group, "all_gather", nbytes * WEIGHT_BYTES / grad_bytes, size, 1)  # 16-bit weights
-        window = stages[i] * (layer.bwd + tp_b + (2 + n_rc) * ep_one + cp_b) if overlap else 0.0  # the last backward (recompute not counted)
+        window = per_stage(i, lambda c: c.grad_window) if overlap else 0.0  # the last backward (recompute not counted)
         gather_window = t_f[i] if fw.param_gather_overlap else 0.0
         (grad_late, grad_slow), (gather_late, gather_slow) = (behind(t_grad, window, interference),
                                                               behind(t_after, gather_window, interference))
@@ -407,29 +453,33 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     optimizer = opt_params * ADAM_STEP_BYTES[fw.optimizer_state] / device.memory_rate("optimizer", precision)
     # ---- circuits: dimension -> (group size, phases per step), see estimator/parallel/circuits.py
     counts = {g: sum(c["count_per_step"] for c in pricer.colls if c["group"] == g) for g in ("tp", "etp", "ep", "cp")}
-    z3_gathers = per_step * z3.gathers
+    z3_gathers = sum(m * max(n) * c.z3.gathers for c, n in kinds)
     # the experts' TP collectives ride the TP dimension's circuits (the same ranks when etp = tp)
     circuits = plan(fabric, {"tp": (L.tp, counts["tp"] + counts["etp"]), "cp": (L.cp, counts["cp"]), "ep": (L.ep, counts["ep"] / 2),
                              "pp": (L.pp, 2 * m * v), "dp": (L.dp * L.cp, 1 + z3_gathers),
                              "edp": (edp, 1 if L.ep > 1 else 0)})
     total = pipeline + dp_exposed + optimizer + circuits.reconfig_s
     # ---- accounting (per stage of the slowest pipeline rank)
-    n_s = stages[slowest]
-    comp_f = n_s * layer.fwd + ends_f[slowest] - (tp_emb if slowest == 0 else 0.0)
-    comp_b = n_s * (layer.bwd + rc) + ends_b[slowest]
+    n_rc = 2 if L.recompute == "full" else 0
+
+    def slowest_sum(value) -> float:
+        return per_stage(slowest, value)
+
+    comp_f = slowest_sum(lambda c: c.layer.fwd) + ends_f[slowest] - (tp_emb if slowest == 0 else 0.0)
+    comp_b = slowest_sum(lambda c: c.layer.bwd + c.rc) + ends_b[slowest]
     compute = m * (comp_f + comp_b) + optimizer
-    ep_comm = m * n_s * (4 + n_rc) * ep_one
-    tp_comm = m * (n_s * tp_layer + (tp_emb if slowest == 0 else 0.0))
-    tp_exposed = m * (n_s * (tp_f + tp_b) + (tp_emb if slowest == 0 else 0.0))
-    cp_exposed = m * n_s * (cp_f + cp_b)
-    zero3 = m * (n_s * (z3.fwd_exposed + z3.bwd_exposed) + z3.first_gather + z3.last_gather)
+    ep_comm = m * slowest_sum(lambda c: (4 + n_rc) * c.ep_one)
+    tp_comm = m * (slowest_sum(lambda c: c.tp_layer) + (tp_emb if slowest == 0 else 0.0))
+    tp_exposed = m * (slowest_sum(lambda c: c.tp_f + c.tp_b) + (tp_emb if slowest == 0 else 0.0))
+    cp_exposed = m * slowest_sum(lambda c: c.cp_f + c.cp_b)
+    zero3 = m * (slowest_sum(lambda c: c.z3.fwd_exposed + c.z3.bwd_exposed) + z3_first + z3_last)
     p2p = (m + (L.pp - 1) / v) * 2 * v * t_p2p
     exposed = tp_exposed + ep_comm + p2p + dp_exposed + cp_exposed + zero3 + circuits.reconfig_s
     gb = L.global_batch
     scale = gb * L.tp * L.cp / L.micro_batch_size  # captured FLOPs are per rank and microbatch
-    model_flops = scale * (n_layers * (layer.fwd_flops + layer.bwd_flops) + emb.fwd_flops + emb.bwd_flops
+    model_flops = scale * (per_model(lambda c: c.layer.fwd_flops + c.layer.bwd_flops) + emb.fwd_flops + emb.bwd_flops
                            + head.fwd_flops + head.bwd_flops)
-    hw_flops = model_flops + scale * n_layers * rc_flops
+    hw_flops = model_flops + scale * per_model(lambda c: c.rc_flops)
     peak = device.tensor_peak(precision)
     mem = memory(spec, L, grad_bytes, fw, precision == "fp8")
     metrics = {
@@ -442,11 +492,11 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "iter_time_s": total, "compute_time_s": compute, "exposed_comm_time_s": exposed,
         "exposed_comm_share": exposed / total, "bubble_time_s": bubble, "tp_comm_time_s": tp_comm,
         "pp_p2p_time_s": p2p, "dp_comm_time_s": t_dp, "dp_exposed_time_s": dp_exposed,
-        "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * n_s * z3.comm, "optimizer_s": optimizer,
-        "interference_s": m * (n_s * z3.interference + slowed_z2[slowest]) + slowed_dp,
-        "cp_comm_time_s": m * n_s * cp_comm, "cp_exposed_time_s": cp_exposed,
+        "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * slowest_sum(lambda c: c.z3.comm), "optimizer_s": optimizer,
+        "interference_s": m * (slowest_sum(lambda c: c.z3.interference) + slowed_z2[slowest]) + slowed_dp,
+        "cp_comm_time_s": m * slowest_sum(lambda c: c.cp_comm), "cp_exposed_time_s": cp_exposed,
         "forward_s": m * comp_f, "backward_s": m * comp_b,
-        "comm_time_s": tp_comm + ep_comm + p2p + t_dp + m * n_s * (cp_comm + z3.comm),
+        "comm_time_s": tp_comm + ep_comm + p2p + t_dp + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm),
         "ep_comm_time_s": ep_comm, "reconfig_time_s": circuits.reconfig_s,
         "circuit_reconfigs_per_step": circuits.reconfigs_per_step, "circuit_plan": circuits.label(),
         "tokens_per_s": gb * spec.seq_len / total, "samples_per_s": gb / total,
