@@ -162,3 +162,89 @@ def test_bad_first_dense_layers_are_one_line_errors(change, needle):
     with pytest.raises(EstimatorError, match=needle) as err:
         spec(**change)
     assert "\n" not in str(err.value)
+
+
+# ---- multi-head latent attention -------------------------------------------------------------------------------
+
+def mla_spec(**change):
+    model = dict(estimator.resolve_config(["model=deepseek_v3"])["model"])
+    model.update({"seq_len": SEQ, **change})
+    return TransformerSpec.from_cfg(model)
+
+
+def test_deepseek_v3_activated_parameters():
+    s = mla_spec()
+    routed_idle = (s.layers - s.dense_layers) * (s.experts - s.top_k) * 3 * s.hidden * s.moe_ffn
+    assert 37e9 < s.params() - routed_idle < 38e9  # "37B activated for each token" (arXiv 2412.19437)
+
+
+def test_mla_layer_capture_has_its_projections_and_attention_flops():
+    s, tp = mla_spec(), 2
+    q_lora, kv_lora, qk, rope, v = s.mla
+    h, a = s.hidden, s.heads
+    dense = s.dense_layer()
+    layer = capture_parts(dense, tp, True)["layer"]
+    fwd = sum(n.flops for n in layer.nodes if n.phase == "forward")
+    # down-projections on the rank's s/tp tokens (sequence parallel), the rest split by heads over tp
+    down = 2 * (SEQ / tp) * h * (q_lora + kv_lora + rope)
+    up = 2 * SEQ * (q_lora * a * (qk + rope) + kv_lora * a * (qk + v)) / tp
+    proj = 2 * SEQ * a * v * h / tp
+    attention = SEQ * SEQ * (a / tp) * ((qk + rope) + v)  # causal: QK^T and PV halved
+    mlp = 2 * SEQ * 3 * h * s.ffn / tp
+    assert fwd == pytest.approx(down + up + proj + attention + mlp, rel=0.01)
+    # the TP rank holds the replicated down-projections whole and 1/tp of the rest
+    replicated = h * (q_lora + kv_lora + rope) + q_lora + kv_lora
+    assert layer.params == replicated + (dense.layer_params() - replicated - 2 * h) // tp + 2 * h
+    core = capture_parts(dense, tp, True)["attention"]
+    assert sum(n.flops for n in core.nodes if n.phase == "forward") == pytest.approx(attention)
+
+
+def test_mla_tp_gathers_its_latents_not_the_hidden_state():
+    c = estimator.resolve_config(["model=deepseek_v3", "parallelism=hybrid", "system=dgx_h100", "fabric.nodes=256",
+                                  "parallelism.tp=2", "parallelism.pp=16", "parallelism.ep=16", "parallelism.etp=1",
+                                  "parallelism.sequence_parallel=true", "parallelism.global_batch=256",
+                                  "parallelism.recompute=full", "precision=fp8"])
+    res = estimate(c)
+    s = TransformerSpec.from_cfg(c["model"])
+    q_lora, kv_lora, _, rope, _ = s.mla
+    act = s.seq_len * s.hidden * 2
+    gathers = sorted({g["bytes"] for g in res.collectives if g["group"] == "tp" and g["collective"] == "all_gather"})
+    assert gathers[0] == pytest.approx(s.seq_len * (q_lora + kv_lora + rope) * 2) and act in gathers
+    m = res.metrics
+    assert m["memory_total_bytes"] < 80e9 and m["tokens_per_s"] > 0
+    assert m["stage_layers"].split(",")[0] == "3"  # 61 layers on 16 stages: the first takes 3 (the 3 dense ones)
+
+
+def test_mla_activation_memory_counts_latents_and_narrow_values():
+    from estimator.parallel.layout import Layout
+    from estimator.parallel.memory import activation_bytes_per_layer, te_dense_mlp_bytes
+
+    s = mla_spec().dense_layer()
+    c = cfg("parallelism.tp=2")
+    lay = Layout.from_cfg(c["parallelism"], TransformerSpec.from_cfg(c["model"]), 32)
+    q_lora, kv_lora, qk, rope, v = s.mla
+    t, h = 2, s.hidden
+    per_token = 6 * h / t + 4 * (q_lora + kv_lora) / t + 2 * s.heads * (2 * (qk + rope) + 2 * v) / t
+    assert activation_bytes_per_layer(s, lay) - te_dense_mlp_bytes(s, lay) == pytest.approx(s.seq_len * per_token)
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"kv_lora_rank": None}, "model.q_lora_rank is a multi-head latent attention width; set model.kv_lora_rank"),
+    ({"v_head_dim": 0}, "model.v_head_dim must be a positive integer with model.kv_lora_rank set"),
+    ({"qk_rope_head_dim": -64}, "model.qk_rope_head_dim must be a positive integer"),
+    ({"fused_kernels": "none"}, "modelled as Megatron-core's MLASelfAttention"),
+    ({"num_kv_heads": 8}, "leave model.num_kv_heads and model.head_dim null"),
+])
+def test_bad_mla_widths_are_one_line_errors(change, needle):
+    with pytest.raises(EstimatorError, match=needle) as err:
+        mla_spec(**change)
+    assert "\n" not in str(err.value)
+
+
+def test_mla_without_query_compression():
+    s = mla_spec(q_lora_rank=None)
+    with_q = mla_spec()
+    h, a = s.hidden, s.heads
+    q_lora, _, qk, rope, _ = with_q.mla
+    assert with_q.attention_params() - s.attention_params() == (h + 1) * q_lora + q_lora * a * (qk + rope) - h * a * (qk + rope)
+    assert capture_parts(s.dense_layer(), 2, True)["layer"].params > 0

@@ -168,8 +168,17 @@ def _modules():
             self.seq = spec.seq_len // cp  # this rank's tokens (context parallelism)
             self.nh, self.nkv, self.d = spec.heads // tp, spec.kv_heads_per_rank(tp), d
             self.norm1, self.norm2 = norm(spec, h), norm(spec, h)
-            self.qkv = nn.Linear(h, (self.nh + 2 * self.nkv) * d, bias=bias)
-            self.proj = nn.Linear(self.nh * d, h, bias=bias)
+            if spec.mla:  # multi-head latent attention (module docstring): replicated down-projections, split up-projections
+                q_lora, kv_lora, qk, rope, dv = spec.mla
+                self.q_down = nn.Linear(h, q_lora, bias=False) if q_lora else None
+                self.q_norm = nn.RMSNorm(q_lora) if q_lora else None
+                self.q_up = nn.Linear(q_lora or h, self.nh * (qk + rope), bias=False)
+                self.kv_down, self.kv_norm = nn.Linear(h, kv_lora + rope, bias=False), nn.RMSNorm(kv_lora)
+                self.kv_up = nn.Linear(kv_lora, self.nh * (qk + dv), bias=False)
+                self.proj = nn.Linear(self.nh * dv, h, bias=False)
+            else:
+                self.qkv = nn.Linear(h, (self.nh + 2 * self.nkv) * d, bias=bias)
+                self.proj = nn.Linear(self.nh * d, h, bias=bias)
             f = spec.moe_ffn // (self.etp if spec.fused == "te" else tp) if spec.experts else spec.ffn // tp
             self.router = nn.Linear(h, spec.experts, bias=False) if spec.experts else None
             if not spec.gated:  # GPT (GeLU, biases), Nemotron (squared ReLU, no biases)
@@ -221,15 +230,37 @@ def _modules():
                 return torch.ops.megatron.bias_gelu(y, self.fc1.bias)
             return torch.ops.te.squared_relu(y)
 
+        def _mla(self, x):  # Megatron-core's MLASelfAttention up to the attention output (module docstring)
+            te = torch.ops.te
+            _, kv_lora, qk, rope, dv = self.spec.mla
+            y = te.rmsnorm(x, self.norm1.weight, 1e-5)  # a separate norm; the down-projections run on the rank's tokens
+            y = Fp8Input.apply(y) if self.fp8 else y
+            if self.q_down is not None:
+                c = te.rmsnorm(self._linear(self.q_down, y, cast_input=False), self.q_norm.weight, 1e-5)
+                q = self._linear(self.q_up, self._gather(c))
+            else:
+                q = self._linear(self.q_up, self._gather(y), cast_input=False)
+            kv_c, k_pe = self._linear(self.kv_down, y, cast_input=False).split((kv_lora, rope), -1)
+            kv = self._linear(self.kv_up, self._gather(te.rmsnorm(kv_c, self.kv_norm.weight, 1e-5)))
+            s, b, _ = kv.shape
+            q_nope, q_pe = q.view(s, b, self.nh, qk + rope).split((qk, rope), -1)
+            k_nope, v = kv.view(s, b, self.nh, qk + dv).split((qk, dv), -1)
+            k_pe = te.rope(self._gather(k_pe).view(s, b, 1, rope)).expand(s, b, self.nh, rope)
+            q, k = torch.cat((q_nope, te.rope(q_pe)), -1), torch.cat((k_nope, k_pe), -1)
+            return self.core(q, k, v.contiguous()).view(s, b, self.nh * dv)
+
         def _te(self, x):  # the layer as Megatron-core + Transformer Engine run it (module docstring)
             te = torch.ops.te
-            y = self._norm_gather(self.norm1, x)
-            s, b, _ = y.shape
-            qkv = self._linear(self.qkv, y, cast_input=False).view(s, b, self.nh + 2 * self.nkv, self.d)
-            q, k, v = qkv.split((self.nh, self.nkv, self.nkv), 2)
-            if self.spec.position == "rope":
-                q, k = te.rope(q), te.rope(k)
-            ctx = self.core(q, k, v).view(s, b, self.nh * self.d)
+            if self.spec.mla:
+                ctx = self._mla(x)
+            else:
+                y = self._norm_gather(self.norm1, x)
+                s, b, _ = y.shape
+                qkv = self._linear(self.qkv, y, cast_input=False).view(s, b, self.nh + 2 * self.nkv, self.d)
+                q, k, v = qkv.split((self.nh, self.nkv, self.nkv), 2)
+                if self.spec.position == "rope":
+                    q, k = te.rope(q), te.rope(k)
+                ctx = self.core(q, k, v).view(s, b, self.nh * self.d)
             x = self._residual(self._scatter(self._linear(self.proj, ctx, bias=False)), self.proj.bias, x)
             if self.router is not None:
                 return self._residual(self._moe(x), self.fc2.bias, x)
@@ -417,9 +448,10 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
         moe = f".etp{etp or tp}.ep{ep}" if spec.experts and spec.fused == "te" else ""
         tag = (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}{moe}"
                f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}")
-        if spec.fused == "te":  # flash attention takes [s, b, heads, d] with kv_heads for k and v
+        if spec.fused == "te":  # flash attention takes [s, b, heads, d] with kv_heads for k and v (MLA: v narrower)
             def core_inputs(b):
-                return tuple(torch.empty(s, b, n, d, requires_grad=True) for n in (nh, nkv, nkv))
+                dims = (spec.q_head_dim, spec.q_head_dim, spec.v_head_dim)
+                return tuple(torch.empty(s, b, n, dn, requires_grad=True) for n, dn in zip((nh, nkv, nkv), dims, strict=True))
         else:
             def core_inputs(b):
                 return tuple(torch.empty(b, nh, s, d, requires_grad=True) for _ in range(3))

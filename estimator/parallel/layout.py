@@ -251,6 +251,9 @@ class Layout:
         for key, width in (("ffn_size", spec.ffn), ("shared_expert_ffn_size", spec.shared_ffn)):
             if width % self.tp:
                 raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} {key} {width} is not divisible by tp")
+        if spec.mla and self.cp > 1:
+            raise EstimatorError(f"parallelism.cp={self.cp}: context parallelism with multi-head latent attention "
+                                 f"(model {spec.name}) is not modelled; use cp=1")
         if spec.fused == "te" and spec.kv_heads % self.tp:
             raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} has {spec.kv_heads} key/value heads; Megatron-core "
                                  "splits them over tp (num_query_groups % tp == 0)")

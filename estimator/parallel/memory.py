@@ -38,6 +38,10 @@
     parallelism), fc2's input (the activation's output, which nothing else keeps) ``f/t`` instead of
     ``2f/t``, and the output projection keeps an FP8 copy of the attention output ``h/t`` besides
     the 16-bit one flash attention's backward reads.
+  - multi-head latent attention (``model.kv_lora_rank``, TE layer only), the same way: the input norm's
+    input and output and the second norm's input ``6h`` (split with sequence parallelism), each latent
+    norm's input and output ``4 (q_lora + kv_lora)`` (on the rank's own tokens, split with sequence
+    parallelism), q and k ``4 heads (qk + rope) / t``, v and the attention output ``4 heads v / t``.
   - full recompute keeps only the layer input ``2sbh`` (/t with sequence parallelism or Megatron's
     ``--distribute-saved-activations``, ``parallelism.distribute_saved_activations``); torchtitan's
     per-op policy (``op``) keeps what :func:`~estimator.parallel.sac.saved_bytes_per_token` lists.
@@ -79,6 +83,7 @@
 
 from __future__ import annotations
 
+from estimator.errors import EstimatorError
 from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout, layer_kinds, schedule_chunks
 from estimator.parallel.loss import logit_elements, saved_bytes
@@ -97,7 +102,8 @@ def stage_param_split(spec: TransformerSpec, layout: Layout, stage: int) -> tupl
     for kind, counts in layer_kinds(spec, layout):  # the dense layers of model.first_dense_layers have no experts
         n = counts[stage]
         experts += n * kind.expert_layer_params() // (layout.expert_tp * layout.ep)
-        layers += n * (kind.layer_params() - kind.expert_layer_params())
+        layers += n * (kind.layer_params() - kind.expert_layer_params() - kind.mla_replicated_params())
+    replicated = layout.stage_layers(spec.layers)[stage] * spec.mla_replicated_params()  # on every TP rank
     v = spec.padded_vocab(layout.tp)
     emb = v * spec.hidden + (spec.embedding_params() - spec.vocab * spec.hidden)
     head = v * spec.hidden + spec.head_params() - (0 if spec.tied else spec.vocab * spec.hidden)
@@ -105,7 +111,7 @@ def stage_param_split(spec: TransformerSpec, layout: Layout, stage: int) -> tupl
         ends = emb + head - (v * spec.hidden if spec.tied else 0)
     else:
         ends = (emb if stage == 0 else 0) + (head if stage == layout.pp - 1 else 0)
-    return (layers + ends) // layout.tp, experts
+    return (layers + ends) // layout.tp + replicated, experts
 
 
 def zero3_units(spec: TransformerSpec, layout: Layout, unit: str) -> list[float]:
@@ -116,6 +122,9 @@ def zero3_units(spec: TransformerSpec, layout: Layout, unit: str) -> list[float]
     dense = spec.layer_params() - spec.expert_layer_params()
     if unit == "layer":
         return [dense / t + spec.expert_layer_params() / (layout.expert_tp * layout.ep)]
+    if spec.mla:
+        raise EstimatorError(f"framework.zero3_unit={unit}: per-module ZeRO-3 units are modelled for ordinary attention; "
+                             f"{spec.name} has multi-head latent attention (use zero3_unit=layer)")
     qkv, proj = h * (spec.heads + 2 * spec.kv_heads) * d, spec.attn_width * h
     if spec.experts:
         mlp = [spec.expert_layer_params() * t / (layout.expert_tp * layout.ep)]  # divided by t below
@@ -136,6 +145,13 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout, fp8: bool 
     if layout.recompute == "op":  # torchtitan's per-op checkpointing keeps its own set (sac)
         return s * b * saved_bytes_per_token(spec, t, layout.sequence_parallel)
     w = spec.attn_width  # q and the attention output are heads x head_dim wide (h unless model.head_dim)
+    if spec.mla:  # multi-head latent attention (module docstring)
+        q_lora, kv_lora, _, _, dv = spec.mla
+        latents = 4 * (q_lora + kv_lora) / token_split  # each latent norm's input and output
+        qkv_out = 2 * spec.heads * (2 * spec.q_head_dim + dv + dv) / t  # q, k, v and the attention output
+        mask = h / token_split if spec.dropout else 0.0
+        fp8_delta = (spec.heads * dv / t - h / token_split) if fp8 else 0.0
+        return s * b * (6 * h / token_split + latents + qkv_out + mask + fp8_delta) + te_dense_mlp_bytes(spec, layout, fp8)
     if spec.fused == "te":  # the attention block's bytes, then the MLP's (te_dense_mlp_bytes)
         kv = 2 * spec.kv_heads_per_rank(t) * spec.head_dim
         mask = h / token_split if spec.dropout else 0.0

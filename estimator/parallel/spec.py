@@ -40,6 +40,18 @@ NVIDIA/Megatron-LM@0065cf8a8fb6b4b6277d107e5f4feab1a584e84d megatron/core/transf
 a dense MLP of ``ffn_size`` instead (``dense_layer``); they sit on the first pipeline stage(s) by
 the stage-assignment rule (:func:`~estimator.parallel.layout.layer_kinds`).
 
+Multi-head latent attention (DeepSeek-V2/V3, DeepSeek-AI 2024, arXiv 2405.04434 Sec. 2.1; Megatron-core's
+``MLASelfAttention``, ``--multi-latent-attention``: NVIDIA/Megatron-LM@003b4ce2615f4e501ecbc39e01e0f76d237a35d9
+megatron/core/transformer/multi_latent_attention.py), set by ``model.kv_lora_rank`` (null / 0 = ordinary
+attention): queries down-projected ``h -> q_lora_rank``, RMSNorm, up-projected to ``heads x (qk_head_dim +
+qk_rope_head_dim)`` (``model.q_lora_rank`` null: one ``h -> heads x (qk + rope)`` projection); keys and values
+down-projected ``h -> kv_lora_rank + qk_rope_head_dim``, RMSNorm on the latent, up-projected ``kv_lora_rank ->
+heads x (qk_head_dim + v_head_dim)``; rotary on the rope part (the key's one rope head shared by all heads);
+attention with query/key head dim ``qk + rope`` and value head dim ``v_head_dim``; output ``heads x v_head_dim
+-> h``. No biases; ``num_kv_heads`` and ``head_dim`` do not apply. Under tensor parallelism the up-projections
+and the output projection are split by heads, the down-projections (and their norms) are replicated on every
+TP rank (``parallel_mode='duplicated'``). Modelled with ``model.fused_kernels=te`` only.
+
 Parameter counts follow from these shapes (``params``); tests check them against the published
 totals and against ``transformers``' own implementation of the same configs built on the meta
 device.
@@ -80,6 +92,7 @@ class TransformerSpec:
     expert_ffn: int = 0  # model.moe_ffn_size; 0 = ffn (each routed expert's MLP width)
     shared_ffn: int = 0  # model.shared_expert_ffn_size; 0 = no shared expert
     dense_layers: int = 0  # model.first_dense_layers: the first k layers have a dense MLP (MoE models)
+    mla: tuple[int, ...] = ()  # multi-head latent attention: (q_lora, kv_lora, qk, rope, v); () = none
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> TransformerSpec:
@@ -124,6 +137,10 @@ class TransformerSpec:
                                  f"got {dense_layers!r}")
         if dense_layers and not experts:
             raise EstimatorError(f"model.first_dense_layers={dense_layers} needs a mixture-of-experts model (model.num_experts > 0)")
+        mla = _mla(cfg, family, fused, where)
+        if mla and (kv != ints["num_heads"] or head_dim is not None):
+            raise EstimatorError(f"{where}: with multi-head latent attention (model.kv_lora_rank) leave model.num_kv_heads "
+                                 "and model.head_dim null (MLA's head widths are qk_head_dim, qk_rope_head_dim, v_head_dim)")
         if shared_ffn and (fused != "te" or family == "gpt"):
             raise EstimatorError(f"{where}: model.shared_expert_ffn_size is modelled as Megatron-core's bias-free shared "
                                  f"expert with model.fused_kernels=te only, got family {family!r}, fused_kernels {fused!r}")
@@ -131,7 +148,7 @@ class TransformerSpec:
         return cls(str(cfg.get("name")), family, ints["hidden_size"], ints["num_layers"], ints["num_heads"], int(kv),
                    ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k, fused, position, dropout,
                    0 if head_dim is None or head_dim * ints["num_heads"] == ints["hidden_size"] else head_dim,
-                   expert_ffn, shared_ffn, dense_layers)
+                   expert_ffn, shared_ffn, dense_layers, mla)
 
     @property
     def gated(self) -> bool:
@@ -153,6 +170,33 @@ class TransformerSpec:
         """Width of one attention head: ``model.head_dim`` if set (Qwen3: 128 at hidden 2048 and 32 heads),
         else ``hidden / heads``."""
         return self.attn_head_dim or self.hidden // self.heads
+
+    @property
+    def q_head_dim(self) -> int:
+        """Query / key head width: ``head_dim``, or MLA's ``qk_head_dim + qk_rope_head_dim``."""
+        return self.mla[2] + self.mla[3] if self.mla else self.head_dim
+
+    @property
+    def v_head_dim(self) -> int:
+        """Value / attention-output head width: ``head_dim``, or MLA's ``v_head_dim``."""
+        return self.mla[4] if self.mla else self.head_dim
+
+    def mla_replicated_params(self) -> int:
+        """Per layer, MLA's down-projections and latent norms: replicated on every TP rank (0 without MLA)."""
+        if not self.mla:
+            return 0
+        q_lora, kv_lora, _, rope, _ = self.mla
+        return (self.hidden + 1) * q_lora + self.hidden * (kv_lora + rope) + kv_lora
+
+    def attention_params(self) -> int:
+        """One layer's attention weights (projections, and MLA's latent norms; not the input norm)."""
+        h, d = self.hidden, self.head_dim
+        if self.mla:
+            q_lora, kv_lora, qk, rope, v = self.mla
+            q_up = (q_lora or h) * self.heads * (qk + rope)
+            return self.mla_replicated_params() + q_up + kv_lora * self.heads * (qk + v) + self.heads * v * h
+        qkv_out = (self.heads + 2 * self.kv_heads) * d
+        return h * qkv_out + self.attn_width * h + (qkv_out + h if self.biases else 0)
 
     @property
     def attn_width(self) -> int:
@@ -184,9 +228,7 @@ class TransformerSpec:
 
     # ---- parameter counts ------------------------------------------------------------------
     def layer_params(self) -> int:
-        h, d = self.hidden, self.head_dim
-        qkv_out = (self.heads + 2 * self.kv_heads) * d
-        attn = h * qkv_out + self.attn_width * h + (qkv_out + h if self.biases else 0)
+        h, attn = self.hidden, self.attention_params()
         mlp = self._mlp_params(self.ffn)
         if self.experts:  # experts + router + shared experts
             mlp = self.expert_layer_params() + h * self.experts + self.shared_params()
@@ -233,6 +275,28 @@ def _moe_widths(cfg: Mapping[str, Any], experts: int) -> tuple[int, int]:
             raise EstimatorError(f"model.{key}={value} needs a mixture-of-experts model (model.num_experts > 0)")
         out.append(value)
     return out[0], out[1]
+
+
+MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def _mla(cfg: Mapping[str, Any], family: str, fused: str, where: str) -> tuple[int, ...]:
+    """Multi-head latent attention's widths (module docstring), checked; () without ``model.kv_lora_rank``."""
+    if not cfg.get("kv_lora_rank"):
+        extra = [k for k in MLA_KEYS[:1] + MLA_KEYS[2:] if cfg.get(k)]
+        if extra:
+            raise EstimatorError(f"model.{extra[0]} is a multi-head latent attention width; set model.kv_lora_rank too")
+        return ()
+    widths = []
+    for key in MLA_KEYS:
+        value = cfg.get(key) or 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (not value and key != "q_lora_rank"):
+            raise EstimatorError(f"model.{key} must be a positive integer with model.kv_lora_rank set, got {value!r}")
+        widths.append(value)
+    if fused != "te" or family != "llama":
+        raise EstimatorError(f"{where}: multi-head latent attention (model.kv_lora_rank) is modelled as Megatron-core's "
+                             f"MLASelfAttention: family_variant llama and model.fused_kernels=te, got {family!r}, {fused!r}")
+    return tuple(widths)
 
 
 def _position_and_dropout(cfg: Mapping[str, Any], family: str, fused: str, where: str) -> tuple[str, float]:

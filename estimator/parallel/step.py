@@ -240,15 +240,30 @@ def _half_count(n: int) -> int | float:
     return n // 2 if n % 2 == 0 else n / 2  # counts stay integers where they are
 
 
+def mla_gather(spec: TransformerSpec, act: float) -> float | None:
+    """Bytes of multi-head latent attention's sequence-parallel all-gather (None without MLA): the
+    latents ``q_lora + kv_lora`` and the key's rope part, gathered before the up-projections
+    (multi_latent_attention.py: the up-projections are column-parallel with sequence parallelism, the
+    rope key gathered on its own), instead of the ``h``-wide norm output."""
+    if not spec.mla:
+        return None
+    q_lora, kv_lora, _, rope, _ = spec.mla
+    return act * ((q_lora or spec.hidden) + kv_lora + rope) / spec.hidden
+
+
 def _tp_half(pricer: _Pricer, group: str, nbytes: float, size: int, sp: bool, per_step: float, n_rc: int,
-             n_op: int, halves: int = 1) -> tuple[float, float, float]:
+             n_op: int, halves: int = 1, gather_bytes: tuple[float, ...] | None = None) -> tuple[float, float, float]:
     """(forward, backward, one reduce-scatter) seconds of one half of a layer's tensor-parallel
     collectives per microbatch (the attention's or the MLP's): with sequence parallelism an all-gather
     + reduce-scatter pair each way (and again in a full recompute; per-op SAC repeats the gather),
     else an all-reduce. ``halves``: how many halves of the layer run these same collectives (their
-    counts per step are recorded once)."""
+    counts per step are recorded once); ``gather_bytes``: each half's all-gather bytes when they differ
+    from the reduce-scatter's (MLA), the values returned then per half on average."""
     if sp:
-        redo = pricer.price(group, "all_gather", nbytes, size, _half_count(per_step * halves * (4 + n_rc + n_op)))
+        sizes = gather_bytes or (nbytes,) * halves
+        ags = {g: pricer.price(group, "all_gather", g, size, _half_count(per_step * sizes.count(g) * (4 + n_rc + n_op)))
+               for g in sorted(set(sizes))}
+        redo = ags[sizes[0]] if len(ags) == 1 else sum(ags[g] for g in sizes) / halves
         rs = pricer.price(group, "reduce_scatter", nbytes, size, _half_count(per_step * halves * (4 + n_rc)))
         one = rs + redo
     else:
@@ -325,15 +340,22 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
         mlp = ("tp" if L.expert_tp == L.tp else "etp", act * spec.top_k * L.expert_tp / L.tp, L.expert_tp)
     attention = ("tp", act, L.tp)
     shared = 1 if spec.shared_ffn else 0  # a shared expert's TP collectives are the dense MLP's: counted with the attention's
-    if mlp == attention:  # one record of the layer's TP collectives (both halves alike)
+    if mlp == attention and not spec.mla:  # one record of the layer's TP collectives (both halves alike)
         attn_f, attn_b, attn_rs = mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc,
                                                                   n_op, 2 + shared)
     else:
-        attn_f, attn_b, attn_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc, n_op, 1 + shared)
-        mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *mlp, L.sequence_parallel or moe_dispatcher, per_step, n_rc, n_op)
-    attn_f, attn_b, attn_rs = (1 + shared) * attn_f, (1 + shared) * attn_b, (1 + shared) * attn_rs
+        joint = 1 if mlp == attention else 0  # MLA with a dense MLP: one record of the halves' alike reduce-scatters
+        # MLA gathers its narrower latents (mla_gather), the shared expert and a dense MLP the h-wide norm output
+        gathers = (mla_gather(spec, act), *(act,) * (shared + joint)) if spec.mla else None
+        halves = 1 + shared + joint
+        one_f, one_b, one_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc, n_op, halves, gathers)
+        attn_f, attn_b, attn_rs = (1 + shared) * one_f, (1 + shared) * one_b, (1 + shared) * one_rs
+        if joint:  # (per half on average: the layer's total is what counts without the MoE dispatcher)
+            mlp_f, mlp_b, mlp_rs = one_f, one_b, one_rs
+        else:
+            mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *mlp, L.sequence_parallel or moe_dispatcher, per_step, n_rc, n_op)
     tp_layer = attn_f + attn_b + mlp_f + mlp_b  # all of it, exposed or not
-    if fw.tp_comm_overlap and fw.tp_overlap_scope == "gemm" and not spec.experts:  # each behind its own GEMMs
+    if fw.tp_comm_overlap and fw.tp_overlap_scope == "gemm" and not (spec.experts or spec.mla):  # each behind its own GEMMs
         if L.sequence_parallel:  # the pass fuses all-gathers and reduce-scatters only
             tp_f, tp_b = gemm_matched_tp(spec, L.tp, layer.fwd_gemm - attn.fwd_gemm, (attn_f - attn_rs, attn_rs),
                                          (mlp_f - mlp_rs, mlp_rs), n_rc, n_op, fw.tp_overlap_grad_reduce_scatter)
