@@ -175,7 +175,8 @@ def mla_spec(**change):
 def test_deepseek_v3_activated_parameters():
     s = mla_spec()
     routed_idle = (s.layers - s.dense_layers) * (s.experts - s.top_k) * 3 * s.hidden * s.moe_ffn
-    assert 37e9 < s.params() - routed_idle < 38e9  # "37B activated for each token" (arXiv 2412.19437)
+    mtp = s.layer_params() + s.mtp_extra_params()
+    assert 37e9 < s.params() - mtp - routed_idle < 38e9  # "37B activated for each token" (arXiv 2412.19437)
 
 
 def test_mla_layer_capture_has_its_projections_and_attention_flops():
@@ -248,3 +249,61 @@ def test_mla_without_query_compression():
     q_lora, _, qk, rope, _ = with_q.mla
     assert with_q.attention_params() - s.attention_params() == (h + 1) * q_lora + q_lora * a * (qk + rope) - h * a * (qk + rope)
     assert capture_parts(s.dense_layer(), 2, True)["layer"].params > 0
+
+
+# ---- multi-token prediction ------------------------------------------------------------------------------------
+
+def mtp_cfg(*overrides):
+    return estimator.resolve_config(["model=deepseek_v3", "parallelism=hybrid", "system=dgx_h100", "fabric.nodes=256",
+                                     "parallelism.tp=2", "parallelism.pp=16", "parallelism.ep=16", "parallelism.etp=1",
+                                     "parallelism.sequence_parallel=true", "parallelism.global_batch=256",
+                                     "parallelism.recompute=full", "precision=fp8", *overrides])
+
+
+def test_mtp_parameters_are_one_layer_a_projection_and_three_norms():
+    with_mtp, without = mla_spec(), mla_spec(mtp_layers=0)
+    h = with_mtp.hidden
+    assert with_mtp.mtp == 1
+    assert with_mtp.params() - without.params() == with_mtp.layer_params() + 2 * h * h + 3 * h
+
+
+def test_mtp_runs_on_the_last_stage():
+    from estimator.parallel.layout import Layout
+    from estimator.parallel.memory import stage_param_split
+
+    one, none = mtp_cfg(), mtp_cfg("model.mtp_layers=0")
+    a, b = estimate(one), estimate(none)
+    m1, m0 = a.metrics, b.metrics
+    assert m1["iter_time_s"] > m0["iter_time_s"]
+    s1, s0 = (TransformerSpec.from_cfg(c["model"]) for c in (one, none))
+    lay1, lay0 = (Layout.from_cfg(c["parallelism"], s, 256) for c, s in ((one, s1), (none, s0)))
+    for stage in range(15):  # only the last stage holds it
+        assert stage_param_split(s1, lay1, stage) == stage_param_split(s0, lay0, stage)
+    (d1, e1), (d0, e0) = stage_param_split(s1, lay1, 15), stage_param_split(s0, lay0, 15)
+    assert e1 - e0 == s1.expert_layer_params() // 16
+    emb = s1.padded_vocab(2) * s1.hidden // 2  # its copy of the shared embedding
+    assert d1 - d0 > emb
+    # the model FLOPs grow by one MoE layer, the projection, one more embedding and head per sequence
+    scale = m1["global_batch"] * 2  # captured per TP rank
+    h, v = s1.hidden, s1.padded_vocab(2)
+    grown = (m1["model_flops_per_step"] - m0["model_flops_per_step"]) / scale
+    head = 3 * 2 * s1.seq_len * h * v / 2  # forward + backward of the LM head per TP rank
+    assert grown > head
+    from estimator.parallel.memory import stage_memory
+
+    acts1, acts0 = (stage_memory(sp, lay, 15)["activations"] for sp, lay in ((s1, lay1), (s0, lay0)))
+    assert acts1 > acts0  # its layer and its logits, one microbatch each
+    assert stage_memory(s1, lay1, 0) == stage_memory(s0, lay0, 0)
+
+
+@pytest.mark.parametrize("value, needle", [(-1, "model.mtp_layers must be a non-negative integer"),
+                                           (True, "model.mtp_layers must be a non-negative integer"),
+                                           (1.5, "model.mtp_layers must be a non-negative integer")])
+def test_bad_mtp_layers_are_one_line_errors(value, needle):
+    with pytest.raises(EstimatorError, match=needle):
+        mla_spec(mtp_layers=value)
+
+
+def test_mtp_needs_the_te_layer():
+    with pytest.raises(EstimatorError, match="model.mtp_layers=1 is modelled as Megatron-core's MTP"):
+        spec(mtp_layers=1, fused_kernels="none")

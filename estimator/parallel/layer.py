@@ -67,6 +67,14 @@ What is captured and how:
   (``fp8=True``) every Linear's input and output gradient pass through TE's cast-transpose kernel;
   the QKV and fc1 inputs are cast right after their norm, on the rank's own tokens before the
   sequence-parallel gather (TE's LayerNormLinear gathers FP8).
+* Multi-head latent attention (``spec.mla``, ``te`` only; Megatron-core's ``MLASelfAttention``,
+  NVIDIA/Megatron-LM@003b4ce2615f4e501ecbc39e01e0f76d237a35d9 megatron/core/transformer/multi_latent_attention.py):
+  the input RMSNorm on the rank's own tokens (not fused with a Linear), the replicated query and key/value
+  down-projections there (``parallel_mode='duplicated'``: on ``s / tp`` tokens with sequence parallelism, all
+  ``s`` without), the latent RMSNorms, the sequence gather of the latents and of the rope key, the
+  column-parallel up-projections (``heads / tp`` heads), rotary on the rope parts, the rope key broadcast to
+  the heads and concatenated, flash attention with q/k head dim ``qk + rope`` and v head dim ``v``, then
+  the output projection as for the other attention.
 * Context parallelism (``cp`` > 1, ``te`` only: Megatron-core's ring attention runs through TE):
   each rank holds ``seq / cp`` tokens (Megatron's load-balanced split), so every op runs on those
   tokens, and the attention kernel covers the rank's queries against all keys (FLOPs / cp of the
@@ -380,7 +388,21 @@ def _modules():
         def forward(self, x):
             return self.head(self.norm(x))
 
-    return torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard
+    class MtpShard(nn.Module):
+        """One multi-token prediction depth's own ops beside its decoder layer (``spec.mtp``; Megatron-core's
+        MultiTokenPredictionLayer): RMSNorm of the shifted tokens' embedding and of the hidden state, their
+        concatenation and the column-parallel ``2h -> h/tp`` projection; the decoder layer, the shared head
+        and the loss are priced as the other parts."""
+
+        def __init__(self, spec: TransformerSpec, tp: int):
+            super().__init__()
+            self.enorm, self.hnorm = norm(spec, spec.hidden), norm(spec, spec.hidden)
+            self.eh_proj = nn.Linear(2 * spec.hidden, spec.hidden // tp, bias=False)
+
+        def forward(self, e, x):  # e, x: [s, b, h]
+            return self.eh_proj(torch.cat((self.enorm(e), self.hnorm(x)), -1))
+
+    return torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard, MtpShard
 
 
 def _priced(module, inputs: tuple) -> list:
@@ -439,7 +461,7 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
     context-parallel degree ``cp`` (one sequence of ``seq / cp`` tokens; scale with
     ``Workload.scaled_to_batch``); ``fp8``: the layer's Linears as Transformer Engine FP8 GEMMs;
     ``etp`` / ``ep``: the experts' tensor- and expert-parallel degrees (MoE; ``etp`` None = ``tp``)."""
-    torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard = _modules()
+    torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard, MtpShard = _modules()
     s = spec.seq_len // cp
     nh, nkv, d = spec.heads // tp, spec.kv_heads_per_rank(tp), spec.head_dim
     with torch.device("meta"):
@@ -455,10 +477,15 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
         else:
             def core_inputs(b):
                 return tuple(torch.empty(b, nh, s, d, requires_grad=True) for _ in range(3))
-        return {
+        parts = {
             "layer": _capture(f"{tag}.layer", layer,
                               lambda b: (torch.empty(s // tp if sp and tp > 1 else s, b, spec.hidden, requires_grad=True),), spec.fused),
             "attention": _capture(f"{tag}.attention", core, core_inputs, spec.fused),
             "embedding": _capture(f"{tag}.embedding", emb, lambda b: (torch.zeros(s, b, dtype=torch.long),), spec.fused),
             "head": _capture(f"{tag}.head", head, lambda b: (torch.empty(s, b, spec.hidden, requires_grad=True),), spec.fused),
         }
+        if spec.mtp:  # multi-token prediction's projection (MtpShard), once per depth on the last stage
+            parts["mtp"] = _capture(f"{tag}.mtp", MtpShard(spec, tp),
+                                    lambda b: tuple(torch.empty(s, b, spec.hidden, requires_grad=True) for _ in range(2)),
+                                    spec.fused)
+        return parts

@@ -104,13 +104,18 @@ def stage_param_split(spec: TransformerSpec, layout: Layout, stage: int) -> tupl
         experts += n * kind.expert_layer_params() // (layout.expert_tp * layout.ep)
         layers += n * (kind.layer_params() - kind.expert_layer_params() - kind.mla_replicated_params())
     replicated = layout.stage_layers(spec.layers)[stage] * spec.mla_replicated_params()  # on every TP rank
+    if spec.mtp and stage == layout.pp - 1:  # multi-token prediction's layers (of the last layer's kind), on the last stage
+        experts += spec.mtp * spec.expert_layer_params() // (layout.expert_tp * layout.ep)
+        layers += spec.mtp * (spec.layer_params() - spec.expert_layer_params() - spec.mla_replicated_params()
+                              + spec.mtp_extra_params())
+        replicated += spec.mtp * spec.mla_replicated_params()
     v = spec.padded_vocab(layout.tp)
     emb = v * spec.hidden + (spec.embedding_params() - spec.vocab * spec.hidden)
     head = v * spec.hidden + spec.head_params() - (0 if spec.tied else spec.vocab * spec.hidden)
     if layout.pp == 1:
         ends = emb + head - (v * spec.hidden if spec.tied else 0)
-    else:
-        ends = (emb if stage == 0 else 0) + (head if stage == layout.pp - 1 else 0)
+    else:  # (multi-token prediction keeps a copy of the embedding on the last stage)
+        ends = (emb if stage == 0 or (spec.mtp and stage == layout.pp - 1) else 0) + (head if stage == layout.pp - 1 else 0)
     return (layers + ends) // layout.tp + replicated, experts
 
 
@@ -252,8 +257,8 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     # the stage's mix of layer kinds (exact without interleaving, where every layer is held alike)
     per_layer = kinds[0][1] if len(kinds) == 1 else sum(n * b for n, b in kinds) / max(1, sum(n for n, _ in kinds))
     acts = layers_in_flight(layout, stage, spec.layers) * per_layer
-    if stage == layout.pp - 1:
-        acts += saved_bytes(fw.loss_kernel) * logit_elements(spec, layout)
+    if stage == layout.pp - 1:  # the loss's logits; multi-token prediction's layer and logits, one microbatch each
+        acts += (1 + spec.mtp) * saved_bytes(fw.loss_kernel) * logit_elements(spec, layout) + spec.mtp * kinds[-1][1]
     return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": acts,
             "total": weights + grads + optim + acts}
 

@@ -52,6 +52,14 @@ attention with query/key head dim ``qk + rope`` and value head dim ``v_head_dim`
 and the output projection are split by heads, the down-projections (and their norms) are replicated on every
 TP rank (``parallel_mode='duplicated'``). Modelled with ``model.fused_kernels=te`` only.
 
+Multi-token prediction (DeepSeek-V3, arXiv 2412.19437 Sec. 2.2; Megatron-core's ``--mtp-num-layers``,
+``model.mtp_layers`` D, 0 = none): each of the D depths is one more decoder layer of the last layer's kind, a
+``2h -> h`` projection (``eh_proj``) and three RMSNorms (``enorm``, ``hnorm``, ``final_layernorm``:
+NVIDIA/Megatron-LM@13f8f526bed803fd9ab8b8d4ce1ca14bc032bbbc megatron/core/transformer/multi_token_prediction.py,
+``get_mtp_layer_spec``), sharing the embedding and the LM head (one more lookup and one more head and loss per
+depth), all on the last pipeline stage (``get_mtp_num_layers_to_build``: "we only support put all of MTP layers
+on the last pipeline stage").
+
 Parameter counts follow from these shapes (``params``); tests check them against the published
 totals and against ``transformers``' own implementation of the same configs built on the meta
 device.
@@ -92,6 +100,7 @@ class TransformerSpec:
     expert_ffn: int = 0  # model.moe_ffn_size; 0 = ffn (each routed expert's MLP width)
     shared_ffn: int = 0  # model.shared_expert_ffn_size; 0 = no shared expert
     dense_layers: int = 0  # model.first_dense_layers: the first k layers have a dense MLP (MoE models)
+    mtp: int = 0  # model.mtp_layers: multi-token prediction depths (module docstring)
     mla: tuple[int, ...] = ()  # multi-head latent attention: (q_lora, kv_lora, qk, rope, v); () = none
 
     @classmethod
@@ -148,7 +157,7 @@ class TransformerSpec:
         return cls(str(cfg.get("name")), family, ints["hidden_size"], ints["num_layers"], ints["num_heads"], int(kv),
                    ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k, fused, position, dropout,
                    0 if head_dim is None or head_dim * ints["num_heads"] == ints["hidden_size"] else head_dim,
-                   expert_ffn, shared_ffn, dense_layers, mla)
+                   expert_ffn, shared_ffn, dense_layers, _mtp(cfg), mla)
 
     @property
     def gated(self) -> bool:
@@ -236,7 +245,7 @@ class TransformerSpec:
 
     def dense_layer(self) -> TransformerSpec:
         """The layer of ``model.first_dense_layers``: this model's layer with a dense MLP of ``ffn_size``."""
-        return replace(self, name=f"{self.name}.dense", experts=0, top_k=1, expert_ffn=0, shared_ffn=0, dense_layers=0)
+        return replace(self, name=f"{self.name}.dense", experts=0, top_k=1, expert_ffn=0, shared_ffn=0, dense_layers=0, mtp=0)
 
     def _mlp_params(self, f: int) -> int:
         h = self.hidden
@@ -258,10 +267,15 @@ class TransformerSpec:
         """Final norm + LM head (0 extra weights when tied to the embedding)."""
         return self.norm_params + (0 if self.tied else self.vocab * self.hidden)
 
+    def mtp_extra_params(self) -> int:
+        """One multi-token prediction depth's weights beside its decoder layer: ``eh_proj`` and three norms."""
+        return 2 * self.hidden * self.hidden + 3 * self.norm_params
+
     def params(self) -> int:
         moe = self.layers - self.dense_layers
         dense = self.dense_layers * self.dense_layer().layer_params() if self.dense_layers else 0
-        return moe * self.layer_params() + dense + self.embedding_params() + self.head_params()
+        mtp = self.mtp * (self.layer_params() + self.mtp_extra_params())
+        return moe * self.layer_params() + dense + mtp + self.embedding_params() + self.head_params()
 
 
 def _moe_widths(cfg: Mapping[str, Any], experts: int) -> tuple[int, int]:
@@ -275,6 +289,16 @@ def _moe_widths(cfg: Mapping[str, Any], experts: int) -> tuple[int, int]:
             raise EstimatorError(f"model.{key}={value} needs a mixture-of-experts model (model.num_experts > 0)")
         out.append(value)
     return out[0], out[1]
+
+
+def _mtp(cfg: Mapping[str, Any]) -> int:
+    """``model.mtp_layers`` (0 = no multi-token prediction), checked."""
+    value = cfg.get("mtp_layers") or 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise EstimatorError(f"model.mtp_layers must be a non-negative integer (0: no multi-token prediction), got {value!r}")
+    if value and cfg.get("fused_kernels") != "te":
+        raise EstimatorError(f"model.mtp_layers={value} is modelled as Megatron-core's MTP with model.fused_kernels=te only")
+    return value
 
 
 MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim")

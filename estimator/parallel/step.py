@@ -53,6 +53,9 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
 * Layer kinds (``model.first_dense_layers``; :func:`~estimator.parallel.layout.layer_kinds`): a stage's
   layers are priced by kind, the dense layers (captured as ``spec.dense_layer()``, with the dense
   MLP's TP collectives and no all-to-all) and the MoE layers each with their own capture.
+* Multi-token prediction (``model.mtp_layers`` D, :mod:`~estimator.parallel.spec`): the last stage runs, per
+  microbatch and depth, the MTP projection, one more layer of the last layer's kind (its TP / EP communication
+  included, and counted in the stage's compute time), one more embedding lookup, LM head and loss.
 * Pipeline (Narayanan et al. 2021 Sec. 2.2, 1F1B): stage ``i``'s slot is ``t_f,i + t_b,i + 2 v
   t_p2p``; the slowest slot paces the steady state and every stage's slot passes once through the
   fill and drain: step = ``m x max_i slot_i + (sum_i slot_i - max_i slot_i) / v`` (with equal
@@ -432,8 +435,13 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         sends = {act / (L.tp if split or L.sequence_parallel else 1) for split in splits}
         t_p2p = sum(pricer.p2p("pp", nbytes, L.pp, 2 * m * v / len(sends)) for nbytes in sends) / len(sends)
     loss_f, loss_b = loss_times(fw.loss_kernel, logit_elements(spec, L), device, precision, fw.loss_metric_passes)
-    ends_f = [(emb.fwd + tp_emb if i == 0 else 0.0) + (head.fwd + loss_f if i == L.pp - 1 else 0.0) for i in range(L.pp)]
-    ends_b = [(emb.bwd if i == 0 else 0.0) + (head.bwd + loss_b if i == L.pp - 1 else 0.0) for i in range(L.pp)]
+    # multi-token prediction on the last stage: per depth its projection, a layer of the last layer's kind (with its
+    # communication), one more embedding lookup, head and loss
+    last, mtp = kinds[-1][0], parts.get("mtp")
+    mtp_f = spec.mtp * (mtp.fwd + last.fwd + emb.fwd + tp_emb + head.fwd + loss_f) if mtp else 0.0
+    mtp_b = spec.mtp * (mtp.bwd + last.bwd + emb.bwd + head.bwd + loss_b) if mtp else 0.0
+    ends_f = [(emb.fwd + tp_emb if i == 0 else 0.0) + (head.fwd + loss_f + mtp_f if i == L.pp - 1 else 0.0) for i in range(L.pp)]
+    ends_b = [(emb.bwd if i == 0 else 0.0) + (head.bwd + loss_b + mtp_b if i == L.pp - 1 else 0.0) for i in range(L.pp)]
     t_f = [per_stage(i, lambda c: c.fwd) + ends_f[i] + z3_first for i in range(L.pp)]
     t_b = [per_stage(i, lambda c: c.bwd) + ends_b[i] + z3_last for i in range(L.pp)]
     # ---- ZeRO-2: every microbatch's gradients reduce-scattered during its backward
@@ -499,8 +507,9 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     exposed = tp_exposed + ep_comm + p2p + dp_exposed + cp_exposed + zero3 + circuits.reconfig_s
     gb = L.global_batch
     scale = gb * L.tp * L.cp / L.micro_batch_size  # captured FLOPs are per rank and microbatch
-    model_flops = scale * (per_model(lambda c: c.layer.fwd_flops + c.layer.bwd_flops) + emb.fwd_flops + emb.bwd_flops
-                           + head.fwd_flops + head.bwd_flops)
+    ends_flops = emb.fwd_flops + emb.bwd_flops + head.fwd_flops + head.bwd_flops
+    mtp_flops = spec.mtp * (mtp.fwd_flops + mtp.bwd_flops + last.layer.fwd_flops + last.layer.bwd_flops + ends_flops) if mtp else 0.0
+    model_flops = scale * (per_model(lambda c: c.layer.fwd_flops + c.layer.bwd_flops) + ends_flops + mtp_flops)
     hw_flops = model_flops + scale * per_model(lambda c: c.rc_flops)
     peak = device.tensor_peak(precision)
     mem = memory(spec, L, grad_bytes, fw, precision == "fp8")
