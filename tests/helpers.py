@@ -92,7 +92,8 @@ def transformers_mixtral_params(spec) -> int:
 
 
 def transformers_qwen3_moe_params(spec) -> int:
-    """Parameters of ``transformers``' Qwen3-MoE at a TransformerSpec's shapes (every layer MoE, untied output layer),
+    """Parameters of ``transformers``' Qwen3-MoE at a TransformerSpec's shapes (the first ``spec.dense_layers`` layers
+    dense of ``ffn_size`` (``mlp_only_layers``), the rest MoE of ``moe_ffn``; untied output layer),
     built on the meta device, minus the per-head q/k RMSNorm weights (2 x head_dim per layer) the tool does not
     express: the reference count for Qwen3-MoE presets; skips the test when torch is not installed."""
     import pytest
@@ -102,8 +103,8 @@ def transformers_qwen3_moe_params(spec) -> int:
 
     with torch.device("meta"):
         hf = Qwen3MoeForCausalLM(Qwen3MoeConfig(
-            hidden_size=spec.hidden, moe_intermediate_size=spec.ffn, num_hidden_layers=spec.layers,
-            num_attention_heads=spec.heads, num_key_value_heads=spec.kv_heads, head_dim=spec.head_dim,
-            num_experts=spec.experts, num_experts_per_tok=spec.top_k, vocab_size=spec.vocab,
-            tie_word_embeddings=False, decoder_sparse_step=1, mlp_only_layers=[]))
+            hidden_size=spec.hidden, intermediate_size=spec.ffn, moe_intermediate_size=spec.moe_ffn,
+            num_hidden_layers=spec.layers, num_attention_heads=spec.heads, num_key_value_heads=spec.kv_heads,
+            head_dim=spec.head_dim, num_experts=spec.experts, num_experts_per_tok=spec.top_k, vocab_size=spec.vocab,
+            tie_word_embeddings=False, decoder_sparse_step=1, mlp_only_layers=list(range(spec.dense_layers))))
     return sum(p.numel() for p in hf.parameters()) - spec.layers * 2 * spec.head_dim

@@ -54,7 +54,7 @@ def test_every_argument_enters_the_key(cache_dir):
     paths = {entry_path(base)}
     for field in dataclasses.fields(TransformerSpec):
         value = getattr(TINY, field.name)
-        other = value + "x" if isinstance(value, str) else value + 1
+        other = value + "x" if isinstance(value, str) else value + (1,) if isinstance(value, tuple) else value + 1
         paths.add(entry_path(key_of(fn, (dataclasses.replace(TINY, **{field.name: other}), 2, False), {})))
     paths.add(entry_path(key_of(fn, (TINY, 4, False), {})))
     paths.add(entry_path(key_of(fn, (TINY, 2, True), {})))

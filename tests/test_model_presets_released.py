@@ -43,3 +43,26 @@ def test_nemo_gpt3_presets_are_the_shapes_the_launcher_rows_state(model):
     """nfl2405-gpt3-{5b,20b}-* price gpt3_175b with the launcher yaml's shape as overrides: the preset is that shape."""
     (row,) = [r for r in load_rows(VALIDATION) if r.id == f"nfl2405-{model.replace('_', '-')}-fp8-64gpu"]
     assert TransformerSpec.from_cfg(composed_config(row)["model"]).params() == spec(model).params()
+
+
+@pytest.mark.parametrize("model, published_tolerance", [("deepseek_v3", 0.001), ("kimi_k2", 0.03),
+                                                         ("deepseek_v2_lite", 0.001)])
+def test_deepseek_style_presets_have_transformers_parameter_counts(model, published_tolerance):
+    """DeepSeek-V3 and Kimi K2 (multi-head latent attention, shared expert, first dense layers) against transformers'
+    DeepseekV3ForCausalLM on the meta device (DeepSeek-V2-Lite's shapes, no query compression, are the same
+    modules); the multi-token prediction module is in neither count (transformers' class has none). Kimi K2's model
+    card rounds its total to 1T."""
+    s = spec(model)
+    q_lora, kv_lora, qk, rope, v = s.mla
+    published = hf_params("DeepseekV3", hidden_size=s.hidden, num_hidden_layers=s.layers, num_attention_heads=s.heads,
+                          num_key_value_heads=s.heads, intermediate_size=s.ffn, moe_intermediate_size=s.moe_ffn,
+                          n_routed_experts=s.experts, n_shared_experts=s.shared_ffn // s.moe_ffn,
+                          num_experts_per_tok=s.top_k, first_k_dense_replace=s.dense_layers, q_lora_rank=q_lora or None,
+                          kv_lora_rank=kv_lora, qk_nope_head_dim=qk, qk_rope_head_dim=rope, v_head_dim=v,
+                          vocab_size=s.vocab, tie_word_embeddings=False)
+    mtp = s.mtp * (s.layer_params() + s.mtp_extra_params())  # DeepSeek-V3's one MTP depth: not in transformers' class
+    assert s.params() - mtp == published
+    cfg = estimator.resolve_config([f"model={model}"])["model"]
+    assert abs(published / cfg["published_params"] - 1) < published_tolerance
+    if s.mtp:  # the released checkpoint's "14B of the MTP module weights" hold their own embedding and head copies
+        assert abs((mtp + s.embedding_params() + s.vocab * s.hidden) / 14e9 - 1) < 0.05

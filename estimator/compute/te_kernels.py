@@ -250,8 +250,8 @@ def _causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
 
 
 @flash_attention.register_fake
-def _(q, k, v, cp):
-    return torch.empty_like(q, memory_format=torch.contiguous_format)
+def _(q, k, v, cp):  # the output has v's head width (multi-head latent attention: narrower than q's)
+    return q.new_empty((*q.shape[:-1], v.shape[-1]))
 
 
 @torch.library.custom_op("te::flash_attention_backward", mutates_args=())
@@ -279,20 +279,21 @@ def _flash_backward(ctx, grad):
 flash_attention.register_autograd(_flash_backward, setup_context=_flash_setup)
 
 
-def flash_forward_flops(q_shape, cp: int) -> int:
-    """Causal forward FLOPs of one rank: QK^T and PV over ``s_q x (cp s_q)`` positions, halved."""
+def flash_forward_flops(q_shape, cp: int, dv: int | None = None) -> int:
+    """Causal forward FLOPs of one rank: QK^T (q's head width) and PV (v's, ``dv``; default q's) over
+    ``s_q x (cp s_q)`` positions, halved."""
     s, b, heads, d = q_shape
-    return 2 * b * heads * s * (s * cp) * d
+    return b * heads * s * (s * cp) * (d + (d if dv is None else dv))
 
 
 @register_flop_formula(torch.ops.te.flash_attention)
 def _flash_flops(q_shape, k_shape, v_shape, cp, *args, out_shape=None, **kwargs) -> int:
-    return flash_forward_flops(q_shape, cp)
+    return flash_forward_flops(q_shape, cp, v_shape[-1])
 
 
 @register_flop_formula(torch.ops.te.flash_attention_backward)
 def _flash_backward_flops(grad_shape, q_shape, k_shape, v_shape, out_shape_in, cp, *args, out_shape=None, **kwargs) -> int:
-    return 5 * flash_forward_flops(q_shape, cp) // 2  # five GEMMs to the forward's two (FlashAttention-2 Sec. 3)
+    return 5 * flash_forward_flops(q_shape, cp, v_shape[-1]) // 2  # five GEMMs to the forward's two (FlashAttention-2 Sec. 3)
 
 
 def _lse_bytes(q: Tensor) -> int:

@@ -34,7 +34,10 @@ What is captured and how:
   GEMM efficiency not modelled separately), the regrouping back, the reduce-scatter, [combine
   all-to-all], and the weighted sum of each token's ``k`` outputs (``te::moe_unpermute``). The
   all-to-alls and the experts' TP collectives are communication (priced in ``step``) and are
-  allocations here. ``none`` / ``megatron`` (eager and Megatron-LM layers): the MLP runs on the
+  allocations here. A shared expert (``spec.shared_ffn``; Megatron-core's ``SharedExpertMLP``, run
+  before the dispatch without ``--moe-shared-expert-overlap``) is the dense MLP's fc1 / activation /
+  fc2 at ``shared_ffn / tp`` on the norm output, sequence-gathered and reduce-scattered like the
+  dense MLP, its output added to the routed experts'. ``none`` / ``megatron`` (eager and Megatron-LM layers): the MLP runs on the
   gathered sequence, the router too, ``k`` copies of each token as an allocation, the combined
   output weighted by the router probabilities (one elementwise op).
 * Fused kernels (``model.fused_kernels``, ``spec.fused``): ``none`` captures the eager PyTorch
@@ -64,6 +67,14 @@ What is captured and how:
   (``fp8=True``) every Linear's input and output gradient pass through TE's cast-transpose kernel;
   the QKV and fc1 inputs are cast right after their norm, on the rank's own tokens before the
   sequence-parallel gather (TE's LayerNormLinear gathers FP8).
+* Multi-head latent attention (``spec.mla``, ``te`` only; Megatron-core's ``MLASelfAttention``,
+  NVIDIA/Megatron-LM@003b4ce2615f4e501ecbc39e01e0f76d237a35d9 megatron/core/transformer/multi_latent_attention.py):
+  the input RMSNorm on the rank's own tokens (not fused with a Linear), the replicated query and key/value
+  down-projections there (``parallel_mode='duplicated'``: on ``s / tp`` tokens with sequence parallelism, all
+  ``s`` without), the latent RMSNorms, the sequence gather of the latents and of the rope key, the
+  column-parallel up-projections (``heads / tp`` heads), rotary on the rope parts, the rope key broadcast to
+  the heads and concatenated, flash attention with q/k head dim ``qk + rope`` and v head dim ``v``, then
+  the output projection as for the other attention.
 * Context parallelism (``cp`` > 1, ``te`` only: Megatron-core's ring attention runs through TE):
   each rank holds ``seq / cp`` tokens (Megatron's load-balanced split), so every op runs on those
   tokens, and the attention kernel covers the rank's queries against all keys (FLOPs / cp of the
@@ -165,9 +176,18 @@ def _modules():
             self.seq = spec.seq_len // cp  # this rank's tokens (context parallelism)
             self.nh, self.nkv, self.d = spec.heads // tp, spec.kv_heads_per_rank(tp), d
             self.norm1, self.norm2 = norm(spec, h), norm(spec, h)
-            self.qkv = nn.Linear(h, (self.nh + 2 * self.nkv) * d, bias=bias)
-            self.proj = nn.Linear(self.nh * d, h, bias=bias)
-            f = spec.ffn // (self.etp if spec.experts and spec.fused == "te" else tp)
+            if spec.mla:  # multi-head latent attention (module docstring): replicated down-projections, split up-projections
+                q_lora, kv_lora, qk, rope, dv = spec.mla
+                self.q_down = nn.Linear(h, q_lora, bias=False) if q_lora else None
+                self.q_norm = nn.RMSNorm(q_lora) if q_lora else None
+                self.q_up = nn.Linear(q_lora or h, self.nh * (qk + rope), bias=False)
+                self.kv_down, self.kv_norm = nn.Linear(h, kv_lora + rope, bias=False), nn.RMSNorm(kv_lora)
+                self.kv_up = nn.Linear(kv_lora, self.nh * (qk + dv), bias=False)
+                self.proj = nn.Linear(self.nh * dv, h, bias=False)
+            else:
+                self.qkv = nn.Linear(h, (self.nh + 2 * self.nkv) * d, bias=bias)
+                self.proj = nn.Linear(self.nh * d, h, bias=bias)
+            f = spec.moe_ffn // (self.etp if spec.fused == "te" else tp) if spec.experts else spec.ffn // tp
             self.router = nn.Linear(h, spec.experts, bias=False) if spec.experts else None
             if not spec.gated:  # GPT (GeLU, biases), Nemotron (squared ReLU, no biases)
                 self.fc1, self.fc2 = nn.Linear(h, f, bias=bias), nn.Linear(f, h, bias=bias)
@@ -175,6 +195,11 @@ def _modules():
                 self.fc1, self.fc2 = nn.Linear(h, 2 * f, bias=False), nn.Linear(f, h, bias=False)
             else:
                 self.gate, self.up, self.down = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False), nn.Linear(f, h, bias=False)
+            self.shared = None  # Megatron-core's SharedExpertMLP: the dense MLP's TE Linears at its own width
+            if spec.experts and spec.shared_ffn:
+                g = spec.shared_ffn // tp
+                self.shared = nn.ModuleDict({"fc1": nn.Linear(h, (2 if spec.gated else 1) * g, bias=False),
+                                             "fc2": nn.Linear(g, h, bias=False)})
             self.core = CoreAttention(spec, cp)
 
         def _gather(self, x):
@@ -213,15 +238,37 @@ def _modules():
                 return torch.ops.megatron.bias_gelu(y, self.fc1.bias)
             return torch.ops.te.squared_relu(y)
 
+        def _mla(self, x):  # Megatron-core's MLASelfAttention up to the attention output (module docstring)
+            te = torch.ops.te
+            _, kv_lora, qk, rope, dv = self.spec.mla
+            y = te.rmsnorm(x, self.norm1.weight, 1e-5)  # a separate norm; the down-projections run on the rank's tokens
+            y = Fp8Input.apply(y) if self.fp8 else y
+            if self.q_down is not None:
+                c = te.rmsnorm(self._linear(self.q_down, y, cast_input=False), self.q_norm.weight, 1e-5)
+                q = self._linear(self.q_up, self._gather(c))
+            else:
+                q = self._linear(self.q_up, self._gather(y), cast_input=False)
+            kv_c, k_pe = self._linear(self.kv_down, y, cast_input=False).split((kv_lora, rope), -1)
+            kv = self._linear(self.kv_up, self._gather(te.rmsnorm(kv_c, self.kv_norm.weight, 1e-5)))
+            s, b, _ = kv.shape
+            q_nope, q_pe = q.view(s, b, self.nh, qk + rope).split((qk, rope), -1)
+            k_nope, v = kv.view(s, b, self.nh, qk + dv).split((qk, dv), -1)
+            k_pe = te.rope(self._gather(k_pe).view(s, b, 1, rope)).expand(s, b, self.nh, rope)
+            q, k = torch.cat((q_nope, te.rope(q_pe)), -1), torch.cat((k_nope, k_pe), -1)
+            return self.core(q, k, v.contiguous()).view(s, b, self.nh * dv)
+
         def _te(self, x):  # the layer as Megatron-core + Transformer Engine run it (module docstring)
             te = torch.ops.te
-            y = self._norm_gather(self.norm1, x)
-            s, b, _ = y.shape
-            qkv = self._linear(self.qkv, y, cast_input=False).view(s, b, self.nh + 2 * self.nkv, self.d)
-            q, k, v = qkv.split((self.nh, self.nkv, self.nkv), 2)
-            if self.spec.position == "rope":
-                q, k = te.rope(q), te.rope(k)
-            ctx = self.core(q, k, v).view(s, b, self.nh * self.d)
+            if self.spec.mla:
+                ctx = self._mla(x)
+            else:
+                y = self._norm_gather(self.norm1, x)
+                s, b, _ = y.shape
+                qkv = self._linear(self.qkv, y, cast_input=False).view(s, b, self.nh + 2 * self.nkv, self.d)
+                q, k, v = qkv.split((self.nh, self.nkv, self.nkv), 2)
+                if self.spec.position == "rope":
+                    q, k = te.rope(q), te.rope(k)
+                ctx = self.core(q, k, v).view(s, b, self.nh * self.d)
             x = self._residual(self._scatter(self._linear(self.proj, ctx, bias=False)), self.proj.bias, x)
             if self.router is not None:
                 return self._residual(self._moe(x), self.fc2.bias, x)
@@ -233,7 +280,13 @@ def _modules():
             te = torch.ops.te
             s, b, h = x.shape
             y = (te.rmsnorm(x, self.norm2.weight, 1e-5) if self.spec.rmsnorm
-                 else te.layernorm(x, self.norm2.weight, self.norm2.bias, 1e-5)).view(s * b, h)
+                 else te.layernorm(x, self.norm2.weight, self.norm2.bias, 1e-5))
+            shared = None
+            if self.shared is not None:  # every token, gathered over TP and reduce-scattered back like the dense MLP
+                fc1, fc2 = self.shared["fc1"], self.shared["fc2"]
+                g = self._gather(Fp8Input.apply(y) if self.fp8 else y)
+                shared = self._scatter(self._linear(fc2, self._activation(self._linear(fc1, g, cast_input=False))))
+            y = y.view(s * b, h)
             k, n = self.spec.top_k, s * b * self.spec.top_k
             weight = self.router(y).softmax(-1).topk(k, -1).values
             # the experts' TP ranks hold distinct tokens (sequence parallel) and gather them, or (tp > 1
@@ -250,7 +303,8 @@ def _modules():
                 m = te.moe_sort_chunks(m, self.local_experts, self.ep * gather)
             if gather > 1:
                 m = _Resize.apply(m, n)  # the experts' TP reduce-scatter (communication)
-            return te.moe_unpermute(m, weight).view(s, b, h)  # after the combine all-to-all
+            out = te.moe_unpermute(m, weight).view(s, b, h)  # after the combine all-to-all
+            return out if shared is None else out + shared
 
         def _dispatch(self, y):  # MoE: route, then k copies of each token to the experts (all-to-all stand-in)
             if self.router is None:
@@ -334,7 +388,21 @@ def _modules():
         def forward(self, x):
             return self.head(self.norm(x))
 
-    return torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard
+    class MtpShard(nn.Module):
+        """One multi-token prediction depth's own ops beside its decoder layer (``spec.mtp``; Megatron-core's
+        MultiTokenPredictionLayer): RMSNorm of the shifted tokens' embedding and of the hidden state, their
+        concatenation and the column-parallel ``2h -> h/tp`` projection; the decoder layer, the shared head
+        and the loss are priced as the other parts."""
+
+        def __init__(self, spec: TransformerSpec, tp: int):
+            super().__init__()
+            self.enorm, self.hnorm = norm(spec, spec.hidden), norm(spec, spec.hidden)
+            self.eh_proj = nn.Linear(2 * spec.hidden, spec.hidden // tp, bias=False)
+
+        def forward(self, e, x):  # e, x: [s, b, h]
+            return self.eh_proj(torch.cat((self.enorm(e), self.hnorm(x)), -1))
+
+    return torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard, MtpShard
 
 
 def _priced(module, inputs: tuple) -> list:
@@ -393,7 +461,7 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
     context-parallel degree ``cp`` (one sequence of ``seq / cp`` tokens; scale with
     ``Workload.scaled_to_batch``); ``fp8``: the layer's Linears as Transformer Engine FP8 GEMMs;
     ``etp`` / ``ep``: the experts' tensor- and expert-parallel degrees (MoE; ``etp`` None = ``tp``)."""
-    torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard = _modules()
+    torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard, MtpShard = _modules()
     s = spec.seq_len // cp
     nh, nkv, d = spec.heads // tp, spec.kv_heads_per_rank(tp), spec.head_dim
     with torch.device("meta"):
@@ -402,16 +470,22 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
         moe = f".etp{etp or tp}.ep{ep}" if spec.experts and spec.fused == "te" else ""
         tag = (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}{moe}"
                f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}")
-        if spec.fused == "te":  # flash attention takes [s, b, heads, d] with kv_heads for k and v
+        if spec.fused == "te":  # flash attention takes [s, b, heads, d] with kv_heads for k and v (MLA: v narrower)
             def core_inputs(b):
-                return tuple(torch.empty(s, b, n, d, requires_grad=True) for n in (nh, nkv, nkv))
+                dims = (spec.q_head_dim, spec.q_head_dim, spec.v_head_dim)
+                return tuple(torch.empty(s, b, n, dn, requires_grad=True) for n, dn in zip((nh, nkv, nkv), dims, strict=True))
         else:
             def core_inputs(b):
                 return tuple(torch.empty(b, nh, s, d, requires_grad=True) for _ in range(3))
-        return {
+        parts = {
             "layer": _capture(f"{tag}.layer", layer,
                               lambda b: (torch.empty(s // tp if sp and tp > 1 else s, b, spec.hidden, requires_grad=True),), spec.fused),
             "attention": _capture(f"{tag}.attention", core, core_inputs, spec.fused),
             "embedding": _capture(f"{tag}.embedding", emb, lambda b: (torch.zeros(s, b, dtype=torch.long),), spec.fused),
             "head": _capture(f"{tag}.head", head, lambda b: (torch.empty(s, b, spec.hidden, requires_grad=True),), spec.fused),
         }
+        if spec.mtp:  # multi-token prediction's projection (MtpShard), once per depth on the last stage
+            parts["mtp"] = _capture(f"{tag}.mtp", MtpShard(spec, tp),
+                                    lambda b: tuple(torch.empty(s, b, spec.hidden, requires_grad=True) for _ in range(2)),
+                                    spec.fused)
+        return parts

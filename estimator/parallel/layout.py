@@ -253,8 +253,12 @@ class Layout:
     def check(self, spec: TransformerSpec) -> None:
         if spec.heads % self.tp:
             raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} has {spec.heads} attention heads, not divisible by tp")
-        if spec.ffn % self.tp:
-            raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} ffn_size {spec.ffn} is not divisible by tp")
+        for key, width in (("ffn_size", spec.ffn), ("shared_expert_ffn_size", spec.shared_ffn)):
+            if width % self.tp:
+                raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} {key} {width} is not divisible by tp")
+        if spec.mla and self.cp > 1:
+            raise EstimatorError(f"parallelism.cp={self.cp}: context parallelism with multi-head latent attention "
+                                 f"(model {spec.name}) is not modelled; use cp=1")
         if spec.fused == "te" and spec.kv_heads % self.tp:
             raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} has {spec.kv_heads} key/value heads; Megatron-core "
                                  "splits them over tp (num_query_groups % tp == 0)")
@@ -305,8 +309,9 @@ class Layout:
             if self.tp > 1 and not self.sequence_parallel:
                 raise EstimatorError(f"parallelism.etp={self.etp} with tp={self.tp} needs parallelism.sequence_parallel=true "
                                      "(Megatron-core requires sequence parallelism for MoE with tensor parallelism)")
-        if spec.experts and spec.ffn % etp:
-            raise EstimatorError(f"parallelism.etp={etp}: model {spec.name} ffn_size {spec.ffn} is not divisible by the "
+        if spec.experts and spec.moe_ffn % etp:
+            key = "moe_ffn_size" if spec.expert_ffn else "ffn_size"
+            raise EstimatorError(f"parallelism.etp={etp}: model {spec.name} {key} {spec.moe_ffn} is not divisible by the "
                                  "experts' tensor-parallel degree")
         if spec.experts and not (etp == self.tp and self.cp == 1):
             self._fold_base()
@@ -341,3 +346,18 @@ def _spread(layers: int, n: int) -> tuple[int, ...]:
     for i in ends[: each * n - layers]:
         counts[i] -= 1
     return tuple(counts)
+
+
+def layer_kinds(spec: TransformerSpec, layout: Layout) -> list[tuple[TransformerSpec, tuple[int, ...]]]:
+    """Each kind of decoder layer with how many of it every pipeline stage holds: ``spec``'s own
+    layer on every layer, or, with ``model.first_dense_layers`` k, the dense layer on the first k
+    layers in Megatron-core's global chunk order (chunk ``j pp + i`` on stage ``i``) and the MoE
+    layer on the rest."""
+    stages = layout.stage_layers(spec.layers)
+    if not spec.dense_layers:
+        return [(spec, stages)]
+    dense, left, pp = [0] * layout.pp, spec.dense_layers, layout.pp
+    for j, n in enumerate(layout.chunk_layers(spec.layers)):
+        take = min(n, left)
+        dense[j % pp], left = dense[j % pp] + take, left - take
+    return [(spec.dense_layer(), tuple(dense)), (spec, tuple(n - d for n, d in zip(stages, dense, strict=True)))]

@@ -38,6 +38,10 @@
     parallelism), fc2's input (the activation's output, which nothing else keeps) ``f/t`` instead of
     ``2f/t``, and the output projection keeps an FP8 copy of the attention output ``h/t`` besides
     the 16-bit one flash attention's backward reads.
+  - multi-head latent attention (``model.kv_lora_rank``, TE layer only), the same way: the input norm's
+    input and output and the second norm's input ``6h`` (split with sequence parallelism), each latent
+    norm's input and output ``4 (q_lora + kv_lora)`` (on the rank's own tokens, split with sequence
+    parallelism), q and k ``4 heads (qk + rope) / t``, v and the attention output ``4 heads v / t``.
   - full recompute keeps only the layer input ``2sbh`` (/t with sequence parallelism or Megatron's
     ``--distribute-saved-activations``, ``parallelism.distribute_saved_activations``); torchtitan's
     per-op policy (``op``) keeps what :func:`~estimator.parallel.sac.saved_bytes_per_token` lists.
@@ -79,8 +83,9 @@
 
 from __future__ import annotations
 
+from estimator.errors import EstimatorError
 from estimator.parallel.framework import Framework
-from estimator.parallel.layout import Layout, schedule_chunks
+from estimator.parallel.layout import Layout, layer_kinds, schedule_chunks
 from estimator.parallel.loss import logit_elements, saved_bytes
 from estimator.parallel.sac import saved_bytes_per_token
 from estimator.parallel.spec import TransformerSpec
@@ -93,17 +98,25 @@ WEIGHT_BYTES = 2  # fp16/bf16 weights
 def stage_param_split(spec: TransformerSpec, layout: Layout, stage: int) -> tuple[int, int]:
     """(parameters data-parallel over ``dp x cp``, expert parameters over ``edp``) one GPU
     of pipeline stage ``stage`` holds."""
-    n = layout.stage_layers(spec.layers)[stage]
-    experts = n * spec.expert_layer_params() // (layout.expert_tp * layout.ep)
-    layers = n * (spec.layer_params() - spec.expert_layer_params())
+    experts = layers = 0
+    for kind, counts in layer_kinds(spec, layout):  # the dense layers of model.first_dense_layers have no experts
+        n = counts[stage]
+        experts += n * kind.expert_layer_params() // (layout.expert_tp * layout.ep)
+        layers += n * (kind.layer_params() - kind.expert_layer_params() - kind.mla_replicated_params())
+    replicated = layout.stage_layers(spec.layers)[stage] * spec.mla_replicated_params()  # on every TP rank
+    if spec.mtp and stage == layout.pp - 1:  # multi-token prediction's layers (of the last layer's kind), on the last stage
+        experts += spec.mtp * spec.expert_layer_params() // (layout.expert_tp * layout.ep)
+        layers += spec.mtp * (spec.layer_params() - spec.expert_layer_params() - spec.mla_replicated_params()
+                              + spec.mtp_extra_params())
+        replicated += spec.mtp * spec.mla_replicated_params()
     v = spec.padded_vocab(layout.tp)
     emb = v * spec.hidden + (spec.embedding_params() - spec.vocab * spec.hidden)
     head = v * spec.hidden + spec.head_params() - (0 if spec.tied else spec.vocab * spec.hidden)
     if layout.pp == 1:
         ends = emb + head - (v * spec.hidden if spec.tied else 0)
-    else:
-        ends = (emb if stage == 0 else 0) + (head if stage == layout.pp - 1 else 0)
-    return (layers + ends) // layout.tp, experts
+    else:  # (multi-token prediction keeps a copy of the embedding on the last stage)
+        ends = (emb if stage == 0 or (spec.mtp and stage == layout.pp - 1) else 0) + (head if stage == layout.pp - 1 else 0)
+    return (layers + ends) // layout.tp + replicated, experts
 
 
 def zero3_units(spec: TransformerSpec, layout: Layout, unit: str) -> list[float]:
@@ -114,6 +127,9 @@ def zero3_units(spec: TransformerSpec, layout: Layout, unit: str) -> list[float]
     dense = spec.layer_params() - spec.expert_layer_params()
     if unit == "layer":
         return [dense / t + spec.expert_layer_params() / (layout.expert_tp * layout.ep)]
+    if spec.mla:
+        raise EstimatorError(f"framework.zero3_unit={unit}: per-module ZeRO-3 units are modelled for ordinary attention; "
+                             f"{spec.name} has multi-head latent attention (use zero3_unit=layer)")
     qkv, proj = h * (spec.heads + 2 * spec.kv_heads) * d, spec.attn_width * h
     if spec.experts:
         mlp = [spec.expert_layer_params() * t / (layout.expert_tp * layout.ep)]  # divided by t below
@@ -134,6 +150,13 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout, fp8: bool 
     if layout.recompute == "op":  # torchtitan's per-op checkpointing keeps its own set (sac)
         return s * b * saved_bytes_per_token(spec, t, layout.sequence_parallel)
     w = spec.attn_width  # q and the attention output are heads x head_dim wide (h unless model.head_dim)
+    if spec.mla:  # multi-head latent attention (module docstring)
+        q_lora, kv_lora, _, _, dv = spec.mla
+        latents = 4 * (q_lora + kv_lora) / token_split  # each latent norm's input and output
+        qkv_out = 2 * spec.heads * (2 * spec.q_head_dim + dv + dv) / t  # q, k, v and the attention output
+        mask = h / token_split if spec.dropout else 0.0
+        fp8_delta = (spec.heads * dv / t - h / token_split) if fp8 else 0.0
+        return s * b * (6 * h / token_split + latents + qkv_out + mask + fp8_delta) + te_dense_mlp_bytes(spec, layout, fp8)
     if spec.fused == "te":  # the attention block's bytes, then the MLP's (te_dense_mlp_bytes)
         kv = 2 * spec.kv_heads_per_rank(t) * spec.head_dim
         mask = h / token_split if spec.dropout else 0.0
@@ -146,16 +169,17 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout, fp8: bool 
     return s * b * h * (10 + split / t + attn / t)
 
 
-def te_dense_mlp_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> float:
+def te_dense_mlp_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False, width: int = 0) -> float:
     """The MLP's share of the TE layer's bytes (:func:`activation_bytes_per_layer`): fc1's input (the
     second norm's output, ``2sbh``, split with sequence parallelism), fc1 and activation outputs
     (``6sbf/t`` SwiGLU, ``4sbf/t`` otherwise) and the MLP dropout's keep-mask (``sbh``) if any; with
-    ``fp8`` fc1's and fc2's inputs are kept in 1 byte (module docstring)."""
+    ``fp8`` fc1's and fc2's inputs are kept in 1 byte (module docstring). ``width``: the MLP's width
+    (0 = ``ffn_size``; a shared expert's)."""
     s, b, h, t = spec.seq_len // layout.cp, layout.micro_batch_size, spec.hidden, layout.tp
     split = t if layout.sequence_parallel else 1
     mask = h / split if spec.dropout else 0.0
     per_byte = 1 if fp8 else 2  # fc1's input and fc2's input (the activation's output)
-    return s * b * (per_byte * h / split + ((4 if spec.gated else 2) + per_byte) * spec.ffn / t + mask)
+    return s * b * (per_byte * h / split + ((4 if spec.gated else 2) + per_byte) * (width or spec.ffn) / t + mask)
 
 
 def dense_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
@@ -172,12 +196,26 @@ def moe_mlp_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> f
     tokens = s * b / t
     if spec.fused != "te":
         inner = 6 if spec.gated else 4  # SwiGLU: 2f-wide fc1 output + its output; GeLU: fc1 + GeLU outputs
-        return tokens * (3 * h + 4 * spec.experts) + k * tokens * (4 * h + inner * spec.ffn)
+        return tokens * (3 * h + 4 * spec.experts) + k * tokens * (4 * h + inner * spec.moe_ffn)
     per_byte = 1 if fp8 else 2  # what TE's FP8 grouped Linears keep of their inputs
     gather = layout.expert_tp  # routed rows per token on this rank: gathered over the experts' TP (or, tp > 1 without
     # sequence parallelism, where etp = tp: every TP rank routes all the tokens)
-    fc1_out = (4 if spec.gated else 2) * spec.ffn  # the 2f-wide (SwiGLU) or f-wide fc1 output, 16-bit
-    return tokens * (3 * h + 4 * spec.experts) + k * tokens * (gather * per_byte * h + fc1_out + per_byte * spec.ffn + 2 * h)
+    f = spec.moe_ffn
+    fc1_out = (4 if spec.gated else 2) * f  # the 2f-wide (SwiGLU) or f-wide fc1 output, 16-bit
+    # a shared expert keeps what the dense MLP keeps at its width, its fc1's own copy of its input included
+    # (shared_experts.py: "the shared expert linear_fc1 also saves the quantized tensor of this output")
+    shared = te_dense_mlp_bytes(spec, layout, fp8, spec.shared_ffn) if spec.shared_ffn else 0.0
+    routed = tokens * (3 * h + 4 * spec.experts) + k * tokens * (gather * per_byte * h + fc1_out + per_byte * f + 2 * h)
+    return routed + shared
+
+
+def layer_activation_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> float:
+    """Bytes one GPU saves for the backward of one layer per microbatch, its MoE MLP's if any."""
+    per_layer = activation_bytes_per_layer(spec, layout, fp8)
+    if spec.experts and layout.recompute != "full":
+        dense_share = te_dense_mlp_bytes(spec, layout, fp8) if spec.fused == "te" else dense_mlp_bytes(spec, layout)
+        per_layer += moe_mlp_bytes(spec, layout, fp8) - dense_share
+    return per_layer
 
 
 def layers_in_flight(layout: Layout, stage: int, model_layers: int) -> float:
@@ -215,13 +253,12 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     optim = sharded(ADAM_BYTES[fw.optimizer_state], 1)
     if layout.zero == 3:  # the unit running and those prefetched, gathered
         weights += fw.zero3_live(max(zero3_units(spec, layout, fw.zero3_unit))) * WEIGHT_BYTES
-    per_layer = activation_bytes_per_layer(spec, layout, fp8)
-    if spec.experts and layout.recompute != "full":
-        dense_share = te_dense_mlp_bytes(spec, layout, fp8) if spec.fused == "te" else dense_mlp_bytes(spec, layout)
-        per_layer += moe_mlp_bytes(spec, layout, fp8) - dense_share
+    kinds = [(n[stage], layer_activation_bytes(kind, layout, fp8)) for kind, n in layer_kinds(spec, layout)]
+    # the stage's mix of layer kinds (exact without interleaving, where every layer is held alike)
+    per_layer = kinds[0][1] if len(kinds) == 1 else sum(n * b for n, b in kinds) / max(1, sum(n for n, _ in kinds))
     acts = layers_in_flight(layout, stage, spec.layers) * per_layer
-    if stage == layout.pp - 1:
-        acts += saved_bytes(fw.loss_kernel) * logit_elements(spec, layout)
+    if stage == layout.pp - 1:  # the loss's logits; multi-token prediction's layer and logits, one microbatch each
+        acts += (1 + spec.mtp) * saved_bytes(fw.loss_kernel) * logit_elements(spec, layout) + spec.mtp * kinds[-1][1]
     return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": acts,
             "total": weights + grads + optim + acts}
 

@@ -36,9 +36,10 @@ from estimator.parallel.spec import TransformerSpec
 
 def _head_widths(spec: TransformerSpec, tp: int) -> tuple[float, float]:
     """(query, key/value) projection widths per TP rank of a dense block; MoE is a one-line error."""
-    if spec.experts:
+    if spec.experts or spec.mla:
         raise EstimatorError("parallelism.recompute=op (torchtitan's per-op checkpointing) is modelled for dense "
-                             f"layers only; {spec.name} has experts: use selective or full")
+                             f"layers of ordinary attention only; {spec.name} has experts or latent attention: use "
+                             "selective or full")
     return spec.heads * spec.head_dim / tp, spec.kv_heads_per_rank(tp) * spec.head_dim
 
 

@@ -27,8 +27,38 @@ hidden 2048, 32 heads of 128). Qwen3's per-head RMSNorm on q and k (two small el
 per layer) is not modelled.
 
 Mixture of experts (``num_experts`` E > 0, ``experts_top_k`` k; Mixtral, Jiang et al. 2024): every
-layer's MLP is E expert MLPs of ``ffn_size`` plus a bias-free router (h x E); each token goes to
-its top-k experts.
+layer's MLP is E expert MLPs plus a bias-free router (h x E); each token goes to its top-k experts.
+Each expert is ``model.moe_ffn_size`` wide (Megatron-core's ``--moe-ffn-hidden-size``; null =
+``ffn_size``, as Mixtral and the Qwen3 presets, which put the expert width in ``ffn_size``), while
+``ffn_size`` stays the dense MLP's width. ``model.shared_expert_ffn_size`` (0 = none; Megatron-core's
+``--moe-shared-expert-intermediate-size``, the total width of the shared experts; DeepSeek-V3: 2048)
+adds a dense MLP of that width that every token runs in every MoE layer, split by tensor parallelism
+like the dense MLP and without all-to-all (Megatron-core's ``SharedExpertMLP``, no gate:
+NVIDIA/Megatron-LM@0065cf8a8fb6b4b6277d107e5f4feab1a584e84d megatron/core/transformer/moe/shared_experts.py).
+``model.first_dense_layers`` k (0 = every layer MoE; Megatron-core's ``--moe-layer-freq
+"([0]*k+[1]*(L-k))"``, DeepSeek-V3's ``first_k_dense_replace`` 3): the first k decoder layers have
+a dense MLP of ``ffn_size`` instead (``dense_layer``); they sit on the first pipeline stage(s) by
+the stage-assignment rule (:func:`~estimator.parallel.layout.layer_kinds`).
+
+Multi-head latent attention (DeepSeek-V2/V3, DeepSeek-AI 2024, arXiv 2405.04434 Sec. 2.1; Megatron-core's
+``MLASelfAttention``, ``--multi-latent-attention``: NVIDIA/Megatron-LM@003b4ce2615f4e501ecbc39e01e0f76d237a35d9
+megatron/core/transformer/multi_latent_attention.py), set by ``model.kv_lora_rank`` (null / 0 = ordinary
+attention): queries down-projected ``h -> q_lora_rank``, RMSNorm, up-projected to ``heads x (qk_head_dim +
+qk_rope_head_dim)`` (``model.q_lora_rank`` null: one ``h -> heads x (qk + rope)`` projection); keys and values
+down-projected ``h -> kv_lora_rank + qk_rope_head_dim``, RMSNorm on the latent, up-projected ``kv_lora_rank ->
+heads x (qk_head_dim + v_head_dim)``; rotary on the rope part (the key's one rope head shared by all heads);
+attention with query/key head dim ``qk + rope`` and value head dim ``v_head_dim``; output ``heads x v_head_dim
+-> h``. No biases; ``num_kv_heads`` and ``head_dim`` do not apply. Under tensor parallelism the up-projections
+and the output projection are split by heads, the down-projections (and their norms) are replicated on every
+TP rank (``parallel_mode='duplicated'``). Modelled with ``model.fused_kernels=te`` only.
+
+Multi-token prediction (DeepSeek-V3, arXiv 2412.19437 Sec. 2.2; Megatron-core's ``--mtp-num-layers``,
+``model.mtp_layers`` D, 0 = none): each of the D depths is one more decoder layer of the last layer's kind, a
+``2h -> h`` projection (``eh_proj``) and three RMSNorms (``enorm``, ``hnorm``, ``final_layernorm``:
+NVIDIA/Megatron-LM@13f8f526bed803fd9ab8b8d4ce1ca14bc032bbbc megatron/core/transformer/multi_token_prediction.py,
+``get_mtp_layer_spec``), sharing the embedding and the LM head (one more lookup and one more head and loss per
+depth), all on the last pipeline stage (``get_mtp_num_layers_to_build``: "we only support put all of MTP layers
+on the last pipeline stage").
 
 Parameter counts follow from these shapes (``params``); tests check them against the published
 totals and against ``transformers``' own implementation of the same configs built on the meta
@@ -38,7 +68,7 @@ device.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from estimator.errors import EstimatorError
@@ -67,6 +97,11 @@ class TransformerSpec:
     position: str = "learned"  # model.position_embedding: learned | rope | none
     dropout: float = 0.1  # hidden and attention dropout probability
     attn_head_dim: int = 0  # model.head_dim; 0 = hidden / heads (the attention is as wide as the hidden state)
+    expert_ffn: int = 0  # model.moe_ffn_size; 0 = ffn (each routed expert's MLP width)
+    shared_ffn: int = 0  # model.shared_expert_ffn_size; 0 = no shared expert
+    dense_layers: int = 0  # model.first_dense_layers: the first k layers have a dense MLP (MoE models)
+    mtp: int = 0  # model.mtp_layers: multi-token prediction depths (module docstring)
+    mla: tuple[int, ...] = ()  # multi-head latent attention: (q_lora, kv_lora, qk, rope, v); () = none
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> TransformerSpec:
@@ -95,6 +130,7 @@ class TransformerSpec:
         top_k = int(cfg.get("experts_top_k") or 1)
         if experts and not 1 <= top_k <= experts:
             raise EstimatorError(f"model.experts_top_k must be between 1 and num_experts {experts}, got {top_k}")
+        expert_ffn, shared_ffn = _moe_widths(cfg, experts)
         fused = cfg.get("fused_kernels") or "none"
         if fused not in FUSED_KERNELS:
             raise EstimatorError(f"model.fused_kernels must be one of {', '.join(FUSED_KERNELS)}, got {fused!r}")
@@ -104,10 +140,24 @@ class TransformerSpec:
         if family == "nemotron" and fused != "te":
             raise EstimatorError(f"{where}: family_variant nemotron is modelled as Megatron-core + Transformer Engine run "
                                  f"it; set model.fused_kernels=te (got {fused!r})")
+        dense_layers = cfg.get("first_dense_layers") or 0
+        if isinstance(dense_layers, bool) or not isinstance(dense_layers, int) or not 0 <= dense_layers < ints["num_layers"]:
+            raise EstimatorError(f"model.first_dense_layers must be an integer in [0, num_layers {ints['num_layers']}), "
+                                 f"got {dense_layers!r}")
+        if dense_layers and not experts:
+            raise EstimatorError(f"model.first_dense_layers={dense_layers} needs a mixture-of-experts model (model.num_experts > 0)")
+        mla = _mla(cfg, family, fused, where)
+        if mla and (kv != ints["num_heads"] or head_dim is not None):
+            raise EstimatorError(f"{where}: with multi-head latent attention (model.kv_lora_rank) leave model.num_kv_heads "
+                                 "and model.head_dim null (MLA's head widths are qk_head_dim, qk_rope_head_dim, v_head_dim)")
+        if shared_ffn and (fused != "te" or family == "gpt"):
+            raise EstimatorError(f"{where}: model.shared_expert_ffn_size is modelled as Megatron-core's bias-free shared "
+                                 f"expert with model.fused_kernels=te only, got family {family!r}, fused_kernels {fused!r}")
         position, dropout = _position_and_dropout(cfg, family, fused, where)
         return cls(str(cfg.get("name")), family, ints["hidden_size"], ints["num_layers"], ints["num_heads"], int(kv),
                    ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k, fused, position, dropout,
-                   0 if head_dim is None or head_dim * ints["num_heads"] == ints["hidden_size"] else head_dim)
+                   0 if head_dim is None or head_dim * ints["num_heads"] == ints["hidden_size"] else head_dim,
+                   expert_ffn, shared_ffn, dense_layers, _mtp(cfg), mla)
 
     @property
     def gated(self) -> bool:
@@ -131,9 +181,41 @@ class TransformerSpec:
         return self.attn_head_dim or self.hidden // self.heads
 
     @property
+    def q_head_dim(self) -> int:
+        """Query / key head width: ``head_dim``, or MLA's ``qk_head_dim + qk_rope_head_dim``."""
+        return self.mla[2] + self.mla[3] if self.mla else self.head_dim
+
+    @property
+    def v_head_dim(self) -> int:
+        """Value / attention-output head width: ``head_dim``, or MLA's ``v_head_dim``."""
+        return self.mla[4] if self.mla else self.head_dim
+
+    def mla_replicated_params(self) -> int:
+        """Per layer, MLA's down-projections and latent norms: replicated on every TP rank (0 without MLA)."""
+        if not self.mla:
+            return 0
+        q_lora, kv_lora, _, rope, _ = self.mla
+        return (self.hidden + 1) * q_lora + self.hidden * (kv_lora + rope) + kv_lora
+
+    def attention_params(self) -> int:
+        """One layer's attention weights (projections, and MLA's latent norms; not the input norm)."""
+        h, d = self.hidden, self.head_dim
+        if self.mla:
+            q_lora, kv_lora, qk, rope, v = self.mla
+            q_up = (q_lora or h) * self.heads * (qk + rope)
+            return self.mla_replicated_params() + q_up + kv_lora * self.heads * (qk + v) + self.heads * v * h
+        qkv_out = (self.heads + 2 * self.kv_heads) * d
+        return h * qkv_out + self.attn_width * h + (qkv_out + h if self.biases else 0)
+
+    @property
     def attn_width(self) -> int:
         """Query / attention-output width ``heads x head_dim`` (the output projection is attn_width x hidden)."""
         return self.heads * self.head_dim
+
+    @property
+    def moe_ffn(self) -> int:
+        """Width of one routed expert's MLP: ``model.moe_ffn_size``, else ``ffn_size``."""
+        return self.expert_ffn or self.ffn
 
     def kv_heads_per_rank(self, tp: int) -> int:
         """Key/value heads one tensor-parallel rank holds (replicated when tp exceeds them)."""
@@ -155,21 +237,27 @@ class TransformerSpec:
 
     # ---- parameter counts ------------------------------------------------------------------
     def layer_params(self) -> int:
-        h, d = self.hidden, self.head_dim
-        qkv_out = (self.heads + 2 * self.kv_heads) * d
-        attn = h * qkv_out + self.attn_width * h + (qkv_out + h if self.biases else 0)
-        mlp = self._mlp_params()
-        if self.experts:
-            mlp = self.expert_layer_params() + h * self.experts  # experts + router
+        h, attn = self.hidden, self.attention_params()
+        mlp = self._mlp_params(self.ffn)
+        if self.experts:  # experts + router + shared experts
+            mlp = self.expert_layer_params() + h * self.experts + self.shared_params()
         return attn + mlp + 2 * self.norm_params
 
-    def _mlp_params(self) -> int:
-        h, f = self.hidden, self.ffn
+    def dense_layer(self) -> TransformerSpec:
+        """The layer of ``model.first_dense_layers``: this model's layer with a dense MLP of ``ffn_size``."""
+        return replace(self, name=f"{self.name}.dense", experts=0, top_k=1, expert_ffn=0, shared_ffn=0, dense_layers=0, mtp=0)
+
+    def _mlp_params(self, f: int) -> int:
+        h = self.hidden
         return (3 if self.gated else 2) * h * f + (f + h if self.biases else 0)
 
+    def shared_params(self) -> int:
+        """Parameters of one MoE layer's shared expert MLP (0 without one; no biases: Megatron-core's)."""
+        return (3 if self.gated else 2) * self.hidden * self.shared_ffn
+
     def expert_layer_params(self) -> int:
-        """Parameters of one layer's experts (0 for a dense model): what expert parallelism shards."""
-        return self.experts * self._mlp_params()
+        """Parameters of one layer's routed experts (0 for a dense model): what expert parallelism shards."""
+        return self.experts * self._mlp_params(self.moe_ffn)
 
     def embedding_params(self) -> int:
         pos = self.seq_len * self.hidden if self.position == "learned" else 0
@@ -179,8 +267,60 @@ class TransformerSpec:
         """Final norm + LM head (0 extra weights when tied to the embedding)."""
         return self.norm_params + (0 if self.tied else self.vocab * self.hidden)
 
+    def mtp_extra_params(self) -> int:
+        """One multi-token prediction depth's weights beside its decoder layer: ``eh_proj`` and three norms."""
+        return 2 * self.hidden * self.hidden + 3 * self.norm_params
+
     def params(self) -> int:
-        return self.layers * self.layer_params() + self.embedding_params() + self.head_params()
+        moe = self.layers - self.dense_layers
+        dense = self.dense_layers * self.dense_layer().layer_params() if self.dense_layers else 0
+        mtp = self.mtp * (self.layer_params() + self.mtp_extra_params())
+        return moe * self.layer_params() + dense + mtp + self.embedding_params() + self.head_params()
+
+
+def _moe_widths(cfg: Mapping[str, Any], experts: int) -> tuple[int, int]:
+    """``model.moe_ffn_size`` (0 = ffn_size) and ``model.shared_expert_ffn_size`` (0 = none), checked."""
+    out = []
+    for key in ("moe_ffn_size", "shared_expert_ffn_size"):
+        value = cfg.get(key) or 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise EstimatorError(f"model.{key} must be a positive integer (or null / 0: unset), got {value!r}")
+        if value and not experts:
+            raise EstimatorError(f"model.{key}={value} needs a mixture-of-experts model (model.num_experts > 0)")
+        out.append(value)
+    return out[0], out[1]
+
+
+def _mtp(cfg: Mapping[str, Any]) -> int:
+    """``model.mtp_layers`` (0 = no multi-token prediction), checked."""
+    value = cfg.get("mtp_layers") or 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise EstimatorError(f"model.mtp_layers must be a non-negative integer (0: no multi-token prediction), got {value!r}")
+    if value and cfg.get("fused_kernels") != "te":
+        raise EstimatorError(f"model.mtp_layers={value} is modelled as Megatron-core's MTP with model.fused_kernels=te only")
+    return value
+
+
+MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def _mla(cfg: Mapping[str, Any], family: str, fused: str, where: str) -> tuple[int, ...]:
+    """Multi-head latent attention's widths (module docstring), checked; () without ``model.kv_lora_rank``."""
+    if not cfg.get("kv_lora_rank"):
+        extra = [k for k in MLA_KEYS[:1] + MLA_KEYS[2:] if cfg.get(k)]
+        if extra:
+            raise EstimatorError(f"model.{extra[0]} is a multi-head latent attention width; set model.kv_lora_rank too")
+        return ()
+    widths = []
+    for key in MLA_KEYS:
+        value = cfg.get(key) or 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (not value and key != "q_lora_rank"):
+            raise EstimatorError(f"model.{key} must be a positive integer with model.kv_lora_rank set, got {value!r}")
+        widths.append(value)
+    if fused != "te" or family != "llama":
+        raise EstimatorError(f"{where}: multi-head latent attention (model.kv_lora_rank) is modelled as Megatron-core's "
+                             f"MLASelfAttention: family_variant llama and model.fused_kernels=te, got {family!r}, {fused!r}")
+    return tuple(widths)
 
 
 def _position_and_dropout(cfg: Mapping[str, Any], family: str, fused: str, where: str) -> tuple[str, float]:

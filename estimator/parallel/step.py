@@ -50,6 +50,12 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   modes: a recompute (``selective`` or ``full``) reruns the attention forward in backward with its
   exchange. The reorder copies of the gathered K/V (``index_select``, a few
   passes over ``s x kv_heads/tp x d`` values per layer) are not priced.
+* Layer kinds (``model.first_dense_layers``; :func:`~estimator.parallel.layout.layer_kinds`): a stage's
+  layers are priced by kind, the dense layers (captured as ``spec.dense_layer()``, with the dense
+  MLP's TP collectives and no all-to-all) and the MoE layers each with their own capture.
+* Multi-token prediction (``model.mtp_layers`` D, :mod:`~estimator.parallel.spec`): the last stage runs, per
+  microbatch and depth, the MTP projection, one more layer of the last layer's kind (its TP / EP communication
+  included, and counted in the stage's compute time), one more embedding lookup, LM head and loss.
 * Pipeline (Narayanan et al. 2021 Sec. 2.2, 1F1B): stage ``i``'s slot is ``t_f,i + t_b,i + 2 v
   t_p2p``; the slowest slot paces the steady state and every stage's slot passes once through the
   fill and drain: step = ``m x max_i slot_i + (sum_i slot_i - max_i slot_i) / v`` (with equal
@@ -71,7 +77,8 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   layer's TP collectives is the dispatcher's: an all-gather of the ``k T etp`` routed rows over the
   ``etp`` experts' TP ranks and a reduce-scatter back (``k x`` the sequence gather's bytes at
   ``etp = tp``; none at ``etp = 1``), plain NCCL collectives that TP-communication overlap does not
-  hide. Expert gradients are reduced over the ``edp`` ranks holding the same experts, after the
+  hide. A shared expert (``model.shared_expert_ffn_size``) adds the dense MLP's TP collectives
+  (the same as the attention's, and overlapped like them). Expert gradients are reduced over the ``edp`` ranks holding the same experts, after the
   dense gradients.
 * Data parallelism (gradients of ``framework.grad_bytes`` per element, over the ``dp x cp`` ranks
   holding the same weights): ``zero`` 0: one all-reduce after the last microbatch; 1: a
@@ -109,7 +116,7 @@ from estimator.fabrics.base import Fabric
 from estimator.parallel.circuits import plan
 from estimator.parallel.framework import Framework
 from estimator.parallel.layer import capture_parts
-from estimator.parallel.layout import Layout
+from estimator.parallel.layout import Layout, layer_kinds
 from estimator.parallel.loss import logit_elements, loss_times
 from estimator.parallel.memory import memory, stage_param_split
 from estimator.parallel.overlap import behind
@@ -236,15 +243,30 @@ def _half_count(n: int) -> int | float:
     return n // 2 if n % 2 == 0 else n / 2  # counts stay integers where they are
 
 
+def mla_gather(spec: TransformerSpec, act: float) -> float | None:
+    """Bytes of multi-head latent attention's sequence-parallel all-gather (None without MLA): the
+    latents ``q_lora + kv_lora`` and the key's rope part, gathered before the up-projections
+    (multi_latent_attention.py: the up-projections are column-parallel with sequence parallelism, the
+    rope key gathered on its own), instead of the ``h``-wide norm output."""
+    if not spec.mla:
+        return None
+    q_lora, kv_lora, _, rope, _ = spec.mla
+    return act * ((q_lora or spec.hidden) + kv_lora + rope) / spec.hidden
+
+
 def _tp_half(pricer: _Pricer, group: str, nbytes: float, size: int, sp: bool, per_step: float, n_rc: int,
-             n_op: int, halves: int = 1) -> tuple[float, float, float]:
+             n_op: int, halves: int = 1, gather_bytes: tuple[float, ...] | None = None) -> tuple[float, float, float]:
     """(forward, backward, one reduce-scatter) seconds of one half of a layer's tensor-parallel
     collectives per microbatch (the attention's or the MLP's): with sequence parallelism an all-gather
     + reduce-scatter pair each way (and again in a full recompute; per-op SAC repeats the gather),
     else an all-reduce. ``halves``: how many halves of the layer run these same collectives (their
-    counts per step are recorded once)."""
+    counts per step are recorded once); ``gather_bytes``: each half's all-gather bytes when they differ
+    from the reduce-scatter's (MLA), the values returned then per half on average."""
     if sp:
-        redo = pricer.price(group, "all_gather", nbytes, size, _half_count(per_step * halves * (4 + n_rc + n_op)))
+        sizes = gather_bytes or (nbytes,) * halves
+        ags = {g: pricer.price(group, "all_gather", g, size, _half_count(per_step * sizes.count(g) * (4 + n_rc + n_op)))
+               for g in sorted(set(sizes))}
+        redo = ags[sizes[0]] if len(ags) == 1 else sum(ags[g] for g in sizes) / halves
         rs = pricer.price(group, "reduce_scatter", nbytes, size, _half_count(per_step * halves * (4 + n_rc)))
         one = rs + redo
     else:
@@ -282,30 +304,37 @@ def gemm_matched_tp(spec: TransformerSpec, tp: int, linear_fwd_s: float, attn: t
     return fwd, bwd + n_rc / 2 * fwd
 
 
-def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
-              algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None,
-              interference: float = 0.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(metrics, collectives) of one training step; ``interference``: the compute slow-down per second of
-    data-parallel / ZeRO communication it overlaps (module docstring)."""
-    L = layout
-    fw = framework or Framework.from_cfg(None)
-    overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
-    grad_bytes = fw.grad_bytes(precision)
+@dataclass(frozen=True)
+class LayerCost:
+    """One kind of decoder layer per microbatch (``layout.layer_kinds``): its captured parts and
+    seconds, forward and backward with their exposed communication."""
+    layer: PartTimes
+    attn: PartTimes
+    fwd: float  # compute + exposed TP / EP / CP / ZeRO-3 communication
+    bwd: float
+    grad_window: float  # the backward without recompute (what the gradients' reduction can hide behind)
+    rc: float
+    rc_flops: float
+    tp_f: float
+    tp_b: float
+    tp_layer: float  # all its TP communication, exposed or not
+    ep_one: float
+    cp_f: float
+    cp_b: float
+    cp_comm: float
+    z3: Zero3Layer
+
+
+def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer, device: DeviceProfile, precision: str,
+               per_step: float, grad_bytes: int, interference: float) -> LayerCost:
+    """Seconds of one layer of ``spec``'s kind per microbatch (the module docstring's TP, EP, CP and ZeRO-3
+    items); ``per_step``: layer-microbatches of this kind per step on the busiest rank (collective counts)."""
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
                        L.expert_tp, L.ep)
-    layer, attn, emb, head = parts["layer"], parts["attention"], parts["embedding"], parts["head"]
-    stride = strides(L.order, L.tp, L.dp, L.pp, L.cp)
-    if spec.experts:
-        stride.update(L.expert_strides(stride))  # the expert layers' etp / ep / edp groups
-    stride["dpcp"] = stride["cp"] if L.cp > 1 else stride["dp"]  # the gradient group: dp x cp ranks (cp inside dp)
-    pricer = _Pricer(fabric, {**stride, "dp": stride["dpcp"]}, algorithm)
-    m, stages, v = L.microbatches, L.stage_layers(spec.layers), L.virtual_stages
-    n_layers = sum(stages)
-    tokens = spec.seq_len // L.cp
-    act = tokens * L.micro_batch_size * spec.hidden * ACT_BYTES
+    layer, attn = parts["layer"], parts["attention"]
+    act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
     n_rc = 2 if L.recompute == "full" else 0
     n_op = (2 if L.sequence_parallel else 1) if L.recompute == "op" else 0  # per-op SAC's repeated collectives (sac)
-    per_step = m * max(stages)  # layer-microbatches per step on the busiest rank (collective counts are per rank)
     # ---- tensor parallelism per layer and microbatch: the attention's and the MLP's collectives
     mlp = ("tp", act, L.tp)
     moe_dispatcher = spec.experts and spec.fused == "te" and (L.sequence_parallel or L.expert_tp != L.tp)
@@ -313,14 +342,23 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         # rows over the experts' TP ranks after the all-to-all and reduce-scatters them before the combine
         mlp = ("tp" if L.expert_tp == L.tp else "etp", act * spec.top_k * L.expert_tp / L.tp, L.expert_tp)
     attention = ("tp", act, L.tp)
-    if mlp == attention:  # one record of the layer's TP collectives (both halves alike)
-        attn_f, attn_b, attn_rs = mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc, n_op, 2)
+    shared = 1 if spec.shared_ffn else 0  # a shared expert's TP collectives are the dense MLP's: counted with the attention's
+    if mlp == attention and not spec.mla:  # one record of the layer's TP collectives (both halves alike)
+        attn_f, attn_b, attn_rs = mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc,
+                                                                  n_op, 2 + shared)
     else:
-        attn_f, attn_b, attn_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc, n_op)
-        mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *mlp, L.sequence_parallel or moe_dispatcher, per_step, n_rc, n_op)
-    tp_emb = pricer.price("tp", "all_reduce", act, L.tp, m)
+        joint = 1 if mlp == attention else 0  # MLA with a dense MLP: one record of the halves' alike reduce-scatters
+        # MLA gathers its narrower latents (mla_gather), the shared expert and a dense MLP the h-wide norm output
+        gathers = (mla_gather(spec, act), *(act,) * (shared + joint)) if spec.mla else None
+        halves = 1 + shared + joint
+        one_f, one_b, one_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc, n_op, halves, gathers)
+        attn_f, attn_b, attn_rs = (1 + shared) * one_f, (1 + shared) * one_b, (1 + shared) * one_rs
+        if joint:  # (per half on average: the layer's total is what counts without the MoE dispatcher)
+            mlp_f, mlp_b, mlp_rs = one_f, one_b, one_rs
+        else:
+            mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *mlp, L.sequence_parallel or moe_dispatcher, per_step, n_rc, n_op)
     tp_layer = attn_f + attn_b + mlp_f + mlp_b  # all of it, exposed or not
-    if fw.tp_comm_overlap and fw.tp_overlap_scope == "gemm" and not spec.experts:  # each behind its own GEMMs
+    if fw.tp_comm_overlap and fw.tp_overlap_scope == "gemm" and not (spec.experts or spec.mla):  # each behind its own GEMMs
         if L.sequence_parallel:  # the pass fuses all-gathers and reduce-scatters only
             tp_f, tp_b = gemm_matched_tp(spec, L.tp, layer.fwd_gemm - attn.fwd_gemm, (attn_f - attn_rs, attn_rs),
                                          (mlp_f - mlp_rs, mlp_rs), n_rc, n_op, fw.tp_overlap_grad_reduce_scatter)
@@ -340,7 +378,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     # ---- expert parallelism: dispatch + combine all-to-all of each MoE layer, in forward and backward
     ep_one = 0.0
     if spec.experts and L.ep > 1:
-        a2a = tokens * L.micro_batch_size * spec.top_k * spec.hidden * ACT_BYTES / L.tp
+        a2a = (spec.seq_len // L.cp) * L.micro_batch_size * spec.top_k * spec.hidden * ACT_BYTES / L.tp
         ep_one = pricer.price("ep", "all_to_all", a2a, L.ep, per_step * (4 + n_rc))
     # ---- context parallelism: the K/V exchange of each layer's attention (cp_exchange)
     cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step, device.memory_rate("elementwise", precision))
@@ -353,6 +391,43 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         z3 = zero3_layer(spec, L, fw, pricer, device, precision, grad_bytes, layer.fwd, layer.bwd, rc, per_step,
                          interference)
         f_layer, b_layer = f_layer + z3.fwd_exposed, b_layer + z3.bwd_exposed
+    return LayerCost(layer, attn, f_layer, b_layer, layer.bwd + tp_b + (2 + n_rc) * ep_one + cp_b, rc, rc_flops,
+                     tp_f, tp_b, tp_layer, ep_one, cp_f, cp_b, cp_comm, z3)
+
+
+def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
+              algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None,
+              interference: float = 0.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(metrics, collectives) of one training step; ``interference``: the compute slow-down per second of
+    data-parallel / ZeRO communication it overlaps (module docstring)."""
+    L = layout
+    fw = framework or Framework.from_cfg(None)
+    overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
+    grad_bytes = fw.grad_bytes(precision)
+    parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
+                       L.expert_tp, L.ep)
+    emb, head = parts["embedding"], parts["head"]
+    stride = strides(L.order, L.tp, L.dp, L.pp, L.cp)
+    if spec.experts:
+        stride.update(L.expert_strides(stride))  # the expert layers' etp / ep / edp groups
+    stride["dpcp"] = stride["cp"] if L.cp > 1 else stride["dp"]  # the gradient group: dp x cp ranks (cp inside dp)
+    pricer = _Pricer(fabric, {**stride, "dp": stride["dpcp"]}, algorithm)
+    m, stages, v = L.microbatches, L.stage_layers(spec.layers), L.virtual_stages
+    act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
+    # each kind of layer (model.first_dense_layers: dense, then MoE) with its layers per stage; collective
+    # counts are per rank: the kind's layer-microbatches per step on the rank holding most of them
+    kinds = [(layer_cost(kind, L, fw, pricer, device, precision, m * max(n), grad_bytes, interference), n)
+             for kind, n in layer_kinds(spec, L) if sum(n)]
+    z3_first = max(c.z3.first_gather for c, _ in kinds)  # the first unit of each pass, exposed whole
+    z3_last = max(c.z3.last_gather for c, _ in kinds)
+
+    def per_stage(i: int, value) -> float:  # the stage's layers' sum of a per-layer quantity
+        return sum(n[i] * value(c) for c, n in kinds)
+
+    def per_model(value) -> float:
+        return sum(sum(n) * value(c) for c, n in kinds)
+
+    tp_emb = pricer.price("tp", "all_reduce", act, L.tp, m)
     # ---- pipeline: per-stage slots, the slowest paces the steady state
     t_p2p = 0.0  # one send each way per microbatch and chunk: activations forward, their gradients backward
     if L.pp > 1:
@@ -360,10 +435,15 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         sends = {act / (L.tp if split or L.sequence_parallel else 1) for split in splits}
         t_p2p = sum(pricer.p2p("pp", nbytes, L.pp, 2 * m * v / len(sends)) for nbytes in sends) / len(sends)
     loss_f, loss_b = loss_times(fw.loss_kernel, logit_elements(spec, L), device, precision, fw.loss_metric_passes)
-    ends_f = [(emb.fwd + tp_emb if i == 0 else 0.0) + (head.fwd + loss_f if i == L.pp - 1 else 0.0) for i in range(L.pp)]
-    ends_b = [(emb.bwd if i == 0 else 0.0) + (head.bwd + loss_b if i == L.pp - 1 else 0.0) for i in range(L.pp)]
-    t_f = [n * f_layer + ends_f[i] + z3.first_gather for i, n in enumerate(stages)]
-    t_b = [n * b_layer + ends_b[i] + z3.last_gather for i, n in enumerate(stages)]
+    # multi-token prediction on the last stage: per depth its projection, a layer of the last layer's kind (with its
+    # communication), one more embedding lookup, head and loss
+    last, mtp = kinds[-1][0], parts.get("mtp")
+    mtp_f = spec.mtp * (mtp.fwd + last.fwd + emb.fwd + tp_emb + head.fwd + loss_f) if mtp else 0.0
+    mtp_b = spec.mtp * (mtp.bwd + last.bwd + emb.bwd + head.bwd + loss_b) if mtp else 0.0
+    ends_f = [(emb.fwd + tp_emb if i == 0 else 0.0) + (head.fwd + loss_f + mtp_f if i == L.pp - 1 else 0.0) for i in range(L.pp)]
+    ends_b = [(emb.bwd if i == 0 else 0.0) + (head.bwd + loss_b + mtp_b if i == L.pp - 1 else 0.0) for i in range(L.pp)]
+    t_f = [per_stage(i, lambda c: c.fwd) + ends_f[i] + z3_first for i in range(L.pp)]
+    t_b = [per_stage(i, lambda c: c.bwd) + ends_b[i] + z3_last for i in range(L.pp)]
     # ---- ZeRO-2: every microbatch's gradients reduce-scattered during its backward
     dense = [stage_param_split(spec, L, i) for i in range(L.pp)]
     edp = L.edp  # data-parallel copies of an expert
@@ -389,7 +469,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
                 if L.zero == 1:
                     t_grad += pricer.price(group, "reduce_scatter", nbytes, size, 1)
                 t_after += pricer.price(group, "all_gather", nbytes * WEIGHT_BYTES / grad_bytes, size, 1)  # 16-bit weights
-        window = stages[i] * (layer.bwd + tp_b + (2 + n_rc) * ep_one + cp_b) if overlap else 0.0  # the last backward (recompute not counted)
+        window = per_stage(i, lambda c: c.grad_window) if overlap else 0.0  # the last backward (recompute not counted)
         gather_window = t_f[i] if fw.param_gather_overlap else 0.0
         (grad_late, grad_slow), (gather_late, gather_slow) = (behind(t_grad, window, interference),
                                                               behind(t_after, gather_window, interference))
@@ -403,29 +483,34 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     optimizer = opt_params * ADAM_STEP_BYTES[fw.optimizer_state] / device.memory_rate("optimizer", precision)
     # ---- circuits: dimension -> (group size, phases per step), see estimator/parallel/circuits.py
     counts = {g: sum(c["count_per_step"] for c in pricer.colls if c["group"] == g) for g in ("tp", "etp", "ep", "cp")}
-    z3_gathers = per_step * z3.gathers
+    z3_gathers = sum(m * max(n) * c.z3.gathers for c, n in kinds)
     # the experts' TP collectives ride the TP dimension's circuits (the same ranks when etp = tp)
     circuits = plan(fabric, {"tp": (L.tp, counts["tp"] + counts["etp"]), "cp": (L.cp, counts["cp"]), "ep": (L.ep, counts["ep"] / 2),
                              "pp": (L.pp, 2 * m * v), "dp": (L.dp * L.cp, 1 + z3_gathers),
                              "edp": (edp, 1 if L.ep > 1 else 0)})
     total = pipeline + dp_exposed + optimizer + circuits.reconfig_s
     # ---- accounting (per stage of the slowest pipeline rank)
-    n_s = stages[slowest]
-    comp_f = n_s * layer.fwd + ends_f[slowest] - (tp_emb if slowest == 0 else 0.0)
-    comp_b = n_s * (layer.bwd + rc) + ends_b[slowest]
+    n_rc = 2 if L.recompute == "full" else 0
+
+    def slowest_sum(value) -> float:
+        return per_stage(slowest, value)
+
+    comp_f = slowest_sum(lambda c: c.layer.fwd) + ends_f[slowest] - (tp_emb if slowest == 0 else 0.0)
+    comp_b = slowest_sum(lambda c: c.layer.bwd + c.rc) + ends_b[slowest]
     compute = m * (comp_f + comp_b) + optimizer
-    ep_comm = m * n_s * (4 + n_rc) * ep_one
-    tp_comm = m * (n_s * tp_layer + (tp_emb if slowest == 0 else 0.0))
-    tp_exposed = m * (n_s * (tp_f + tp_b) + (tp_emb if slowest == 0 else 0.0))
-    cp_exposed = m * n_s * (cp_f + cp_b)
-    zero3 = m * (n_s * (z3.fwd_exposed + z3.bwd_exposed) + z3.first_gather + z3.last_gather)
+    ep_comm = m * slowest_sum(lambda c: (4 + n_rc) * c.ep_one)
+    tp_comm = m * (slowest_sum(lambda c: c.tp_layer) + (tp_emb if slowest == 0 else 0.0))
+    tp_exposed = m * (slowest_sum(lambda c: c.tp_f + c.tp_b) + (tp_emb if slowest == 0 else 0.0))
+    cp_exposed = m * slowest_sum(lambda c: c.cp_f + c.cp_b)
+    zero3 = m * (slowest_sum(lambda c: c.z3.fwd_exposed + c.z3.bwd_exposed) + z3_first + z3_last)
     p2p = (m + (L.pp - 1) / v) * 2 * v * t_p2p
     exposed = tp_exposed + ep_comm + p2p + dp_exposed + cp_exposed + zero3 + circuits.reconfig_s
     gb = L.global_batch
     scale = gb * L.tp * L.cp / L.micro_batch_size  # captured FLOPs are per rank and microbatch
-    model_flops = scale * (n_layers * (layer.fwd_flops + layer.bwd_flops) + emb.fwd_flops + emb.bwd_flops
-                           + head.fwd_flops + head.bwd_flops)
-    hw_flops = model_flops + scale * n_layers * rc_flops
+    ends_flops = emb.fwd_flops + emb.bwd_flops + head.fwd_flops + head.bwd_flops
+    mtp_flops = spec.mtp * (mtp.fwd_flops + mtp.bwd_flops + last.layer.fwd_flops + last.layer.bwd_flops + ends_flops) if mtp else 0.0
+    model_flops = scale * (per_model(lambda c: c.layer.fwd_flops + c.layer.bwd_flops) + ends_flops + mtp_flops)
+    hw_flops = model_flops + scale * per_model(lambda c: c.rc_flops)
     peak = device.tensor_peak(precision)
     mem = memory(spec, L, grad_bytes, fw, precision == "fp8")
     metrics = {
@@ -438,11 +523,11 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "iter_time_s": total, "compute_time_s": compute, "exposed_comm_time_s": exposed,
         "exposed_comm_share": exposed / total, "bubble_time_s": bubble, "tp_comm_time_s": tp_comm,
         "pp_p2p_time_s": p2p, "dp_comm_time_s": t_dp, "dp_exposed_time_s": dp_exposed,
-        "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * n_s * z3.comm, "optimizer_s": optimizer,
-        "interference_s": m * (n_s * z3.interference + slowed_z2[slowest]) + slowed_dp,
-        "cp_comm_time_s": m * n_s * cp_comm, "cp_exposed_time_s": cp_exposed,
+        "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * slowest_sum(lambda c: c.z3.comm), "optimizer_s": optimizer,
+        "interference_s": m * (slowest_sum(lambda c: c.z3.interference) + slowed_z2[slowest]) + slowed_dp,
+        "cp_comm_time_s": m * slowest_sum(lambda c: c.cp_comm), "cp_exposed_time_s": cp_exposed,
         "forward_s": m * comp_f, "backward_s": m * comp_b,
-        "comm_time_s": tp_comm + ep_comm + p2p + t_dp + m * n_s * (cp_comm + z3.comm),
+        "comm_time_s": tp_comm + ep_comm + p2p + t_dp + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm),
         "ep_comm_time_s": ep_comm, "reconfig_time_s": circuits.reconfig_s,
         "circuit_reconfigs_per_step": circuits.reconfigs_per_step, "circuit_plan": circuits.label(),
         "tokens_per_s": gb * spec.seq_len / total, "samples_per_s": gb / total,
