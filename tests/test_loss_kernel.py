@@ -109,7 +109,7 @@ def test_every_framework_preset_states_its_loss_kernel():
 STACK_KERNELS = (
     (r"^(nemo2407|nemo2407rm)-llama3-|^dgxc-(llama31|nemotron4)|^dgxc2501-|^dgxc2502-(nemotron4|llama31)|^dgxc2503-"
      r"|^dgxc2504-(llama31|nemotron4)|^mlperf41-gpt3-eos|^mlperf50-|^mlperf51-llama31-8b-cisco", "megatron_fused"),
-    (r"^dgxc250502-|^mlperf51-llama31-8b-hpe|^mlperf60-|^mbridge", "te_fused"),
+    (r"^dgxc250502-|^dgxc2505(04)?-deepseek|^dgxc2508-deepseek|^mlperf51-llama31-8b-hpe|^mlperf60-|^mbridge", "te_fused"),
     (r"^(internlm|tinyllama|fa2211|mpt0723)-", "xentropy"),
     (r"^olmocore-(olmo-7b|olmo-13b|llama-8b)|^(olmocore16|titan25|trainy)-", "triton_fused"),
     (r"^fms240[23]-", "torch_bf16"),
