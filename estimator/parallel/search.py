@@ -16,8 +16,11 @@ does not split into whole microbatches or it does not fit the device memory.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from typing import Any
+
+from tqdm import tqdm
 
 from estimator.compute.device import DeviceProfile
 from estimator.errors import EstimatorError
@@ -77,9 +80,9 @@ def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabri
     keep = {k: v for k, v in (fixed or {}).items() if v is not None}
     best = None
     evaluated = 0
-    for layout in candidates(spec, base, gpus, max_tp, global_batch, mbs_options, keep):
-        if layout.dp != keep.get("dp", layout.dp):
-            continue
+    todo = [c for c in candidates(spec, base, gpus, max_tp, global_batch, mbs_options, keep) if c.dp == keep.get("dp", c.dp)]
+    # a bar on a terminal only (tqdm's disable=None): the search of a large MoE model takes a minute
+    for layout in tqdm(todo, desc="layouts", unit="layout", file=sys.stderr, disable=None, leave=False, mininterval=0.5):
         if capacity and memory(spec, layout, framework.grad_bytes(precision), framework, precision == "fp8")["total"] > capacity:
             continue
         metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap, framework, interference)
