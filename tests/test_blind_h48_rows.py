@@ -63,7 +63,8 @@ DOCUMENTS = {
 }
 ALLOWED = {"framework", "parallelism.ep", "parallelism.etp", "parallelism.virtual_stages", "parallelism.zero",
            "parallelism.first_stage_layers", "parallelism.last_stage_layers", "parallelism.sequence_parallel",
-           "parallelism.dp_overlap", "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap",
+           "parallelism.dp_overlap", "parallelism.recompute", "parallelism.recompute_modules", "parallelism.fp32_grads",
+           "framework.tp_comm_overlap",
            "fabric.nvls", "framework.loss_kernel", "model.mtp_layers"}
 LAYERS = 61  # DeepSeek-V3 (arXiv 2412.19437 Sec. 4.2)
 # The GPU-hour figure of the DeepSeek-V3 report (Sec. 1; Table 1: 2664K GPU hours for 14.8T tokens).
@@ -114,23 +115,26 @@ def test_row_sets_only_facts_of_the_run(row):
     if row.id in DGXC_2505:
         assert keys == {"framework": "megatron", "parallelism.ep": "64", "parallelism.etp": "1", **EXPECTED[row.id],
                         "parallelism.zero": "1", "parallelism.sequence_parallel": "true",
-                        "parallelism.dp_overlap": "true", "parallelism.recompute": "none",
-                        "parallelism.fp32_grads": "true", "framework.tp_comm_overlap": "false", "fabric.nvls": "false",
+                        "parallelism.dp_overlap": "true", "parallelism.recompute": "selective",
+                        "parallelism.recompute_modules": "[mla_up_proj]", "parallelism.fp32_grads": "true", "framework.tp_comm_overlap": "false", "fabric.nvls": "false",
                         "framework.loss_kernel": "te_fused", "model.mtp_layers": "1"}
         assert unstated == [] and "grad_reduce_in_fp32 True" in row.measured_what
     elif row.id.startswith("dgxc2508-"):
-        assert keys["parallelism.recompute"] == "full" and keys["parallelism.fp32_grads"] == "false"
+        assert keys["parallelism.recompute_modules"] == "[mla_up_proj,mlp,moe]" and keys["parallelism.fp32_grads"] == "false"
         assert keys["parallelism.sequence_parallel"] == "false" and "parallelism.etp" not in keys  # etp = tp = 1
         assert unstated == ["model.mtp_layers"] and "'mla_up_proj mlp moe'" in row.measured_what
     elif row.id.startswith("mbridge2509-"):
         assert keys["parallelism.dp_overlap"] == "false" and keys["parallelism.virtual_stages"] == "4"
         assert "comm_overlap.overlap_grad_reduce False" in row.measured_what and unstated == ["precision"]
+        assert keys["parallelism.recompute_modules"] == "[mla_up_proj,mlp]" and "['mla_up_proj', 'mlp']" in row.measured_what
     else:  # the paper: only what Sec. 3.2-4.2 state; the framework, micro-batch and stage split are choices
-        assert keys == {"parallelism.ep": "64", "parallelism.zero": "1", "parallelism.recompute": "none",
-                        "parallelism.fp32_grads": "true", "model.mtp_layers": "1"}
+        assert keys == {"parallelism.ep": "64", "parallelism.zero": "1", "parallelism.recompute": "selective",
+                        "parallelism.recompute_modules": "[layernorm,mla_up_proj]", "parallelism.fp32_grads": "true",
+                        "model.mtp_layers": "1"}
+        assert "recompute all RMSNorm operations and MLA up-projections" in row.measured_what
         assert {"framework", "parallelism.micro_batch_size", "parallelism.first_stage_layers"} <= set(unstated)
-    # Recompute of MLA up-projections has no tool option: every row names the choice it made
-    assert "not one of the tool's" in row.measured_what
+    # every row recomputes the modules its run names (parallelism.recompute_modules, round h49) and says so
+    assert keys["parallelism.recompute"] == "selective" and "recompute_modules [" in row.measured_what
 
 
 @pytest.mark.parametrize("row", [BY_ID[i] for i in IDS[:3]], ids=lambda r: r.id)

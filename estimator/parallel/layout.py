@@ -10,7 +10,10 @@ degree and ``etp`` the experts' tensor-parallel degree (MoE models only; :meth:`
 ``micro_batch_size``
 sequences per microbatch, ``global_batch`` sequences per step (microbatches per pipeline =
 global_batch / (dp x micro_batch_size); context parallelism splits sequences, not the batch),
-``zero`` 0-3, ``sequence_parallel`` (null: on when tp > 1 and tp divides the sequence), ``recompute`` none | selective | op | full, ``virtual_stages``
+``zero`` 0-3, ``sequence_parallel`` (null: on when tp > 1 and tp divides the sequence), ``recompute`` none | selective | op | full,
+``recompute_modules`` (null = ``recompute`` alone; a list, with ``recompute=selective`` only: Megatron-core's
+``--recompute-modules``, exactly those modules, :data:`RECOMPUTE_MODULES`; memory and time in
+:mod:`~estimator.parallel.memory` and :func:`~estimator.parallel.step.recompute_cost`), ``virtual_stages``
 model chunks per pipeline rank (interleaved 1F1B, Narayanan et al. 2021 Sec. 2.2.2; Megatron-LM's
 ``--num-layers-per-virtual-pipeline-stage k`` is ``virtual_stages = layers / (pp x k)``; its
 assertion: the microbatches divide by ``pp``), ``microbatch_group`` the number N of contiguous
@@ -61,7 +64,7 @@ data-parallel group with context parallelism spans dp x cp ranks).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +72,9 @@ from estimator.errors import EstimatorError
 from estimator.parallel.spec import TransformerSpec
 
 RECOMPUTE = ("none", "selective", "op", "full")
+# Megatron-core's selective recompute modules (megatron/core/transformer/transformer_config.py ``recompute_modules``,
+# NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553; its default ["core_attn"] is recompute=selective)
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 # Transformer Engine's cp_comm_type p2p / all_gather (Megatron-core --cp-comm-type); torch: PyTorch's context_parallel
 CP_COMM = ("ring", "all_gather", "torch")
 DIMS = ("tp", "cp", "dp", "pp")
@@ -79,6 +85,24 @@ def _int(par: Mapping[str, Any], key: str, default: int | None = None, low: int 
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise EstimatorError(f"parallelism.{key} must be an integer >= {low}, got {value!r}")
     return value
+
+
+def _modules(par: Mapping[str, Any], recompute: str) -> tuple[str, ...] | None:
+    """``parallelism.recompute_modules`` checked against :data:`RECOMPUTE_MODULES` and ``recompute`` (None = unset)."""
+    value = par.get("recompute_modules")
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise EstimatorError(f"parallelism.recompute_modules must be a list of module names (e.g. [mla_up_proj,mlp]) "
+                             f"or null, got {value!r}")
+    unknown = [v for v in value if v not in RECOMPUTE_MODULES]
+    if unknown:
+        raise EstimatorError(f"parallelism.recompute_modules: unknown module {unknown[0]!r}; Megatron-core's are "
+                             f"{', '.join(RECOMPUTE_MODULES)}")
+    if recompute != "selective":
+        raise EstimatorError(f"parallelism.recompute_modules={list(value)} names the modules of a selective recompute: it "
+                             f"needs parallelism.recompute=selective (got {recompute})")
+    return tuple(dict.fromkeys(value))
 
 
 def _order(order: str) -> str:
@@ -115,6 +139,19 @@ class Layout:
     microbatch_group: int | None = None  # contiguous microbatches per model chunk (interleaved); None = pp
     etp: int | None = None  # the experts' tensor-parallel degree; None = tp
     distribute_saved: bool = False  # full recompute: each TP rank keeps 1/tp of the checkpointed layer input
+    recompute_modules: tuple[str, ...] | None = None  # recompute=selective's modules; None = core_attn (selective) alone
+
+    @property
+    def modules(self) -> frozenset[str]:
+        """Megatron-core modules recomputed (``recompute_modules``); ``selective`` alone is ``core_attn``."""
+        if self.recompute_modules is not None:
+            return frozenset(self.recompute_modules)
+        return frozenset(("core_attn",)) if self.recompute == "selective" else frozenset()
+
+    @property
+    def reruns_attention(self) -> bool:
+        """The backward re-runs the core attention's forward (and its context-parallel exchange)."""
+        return self.recompute in ("op", "full") or "core_attn" in self.modules
 
     @property
     def saved_input_split(self) -> int:
@@ -165,8 +202,9 @@ class Layout:
         sp = (" sp" if self.sequence_parallel else "") + (f" v{self.virtual_stages}" if self.virtual_stages > 1 else "") + \
             (f" N{self.microbatch_group}" if self.microbatch_group is not None else "")
         order = self.order if self.cp > 1 else self.order.replace("cp-", "").replace("-cp", "")
+        rc = self.recompute + (f"({'+'.join(self.recompute_modules)})" if self.recompute_modules is not None else "")
         return (f"tp{self.tp} pp{self.pp} dp{self.dp}{extra} mbs{self.micro_batch_size} m{self.microbatches}"
-                f"{sp} rc={self.recompute} order={order}")
+                f"{sp} rc={rc} order={order}")
 
     @classmethod
     def from_cfg(cls, par: Mapping[str, Any], spec: TransformerSpec, gpus: int) -> Layout:
@@ -216,7 +254,7 @@ class Layout:
                                  f"input over the TP ranks: it needs recompute=full and tp > 1 (got recompute={recompute}, "
                                  f"tp={tp})")
         layout = cls(tp, pp, dp, _int(par, "ep", 1), mbs, m, zero, sp, recompute, order, _int(par, "virtual_stages", 1),
-                     cp, first, last, cp_comm, group, etp, distribute and not sp)
+                     cp, first, last, cp_comm, group, etp, distribute and not sp, _modules(par, recompute))
         layout.check(spec)
         return layout
 
@@ -321,8 +359,24 @@ class Layout:
                                      f"(expert-parallel groups are made of data-parallel ranks)")
             raise EstimatorError(f"parallelism: etp x ep = {etp} x {self.ep} must divide tp x cp x dp = {ranks} "
                                  "(Megatron-core regroups a pipeline stage's ranks for the expert layers)")
+        self._check_modules(spec)
         if self.ep > 1 and spec.experts % self.ep:
             raise EstimatorError(f"parallelism.ep={self.ep}: model {spec.name} has {spec.experts} experts, not divisible by ep")
+
+    def _check_modules(self, spec: TransformerSpec) -> None:
+        """Each of ``recompute_modules`` must be a module the model has (Megatron-core refuses mla_up_proj without
+        multi-latent attention; a module the model lacks would recompute nothing)."""
+        lacks = {"mla_up_proj": (not spec.mla, "has no multi-head latent attention (model.kv_lora_rank)"),
+                 "moe": (not spec.experts, "has no experts"), "moe_act": (not spec.experts, "has no experts"),
+                 "shared_experts": (not spec.shared_ffn, "has no shared expert (model.shared_expert_ffn_size)")}
+        for name in self.recompute_modules or ():
+            missing, why = lacks.get(name, (False, ""))
+            if missing:
+                raise EstimatorError(f"parallelism.recompute_modules: {name} is not in model {spec.name}, which {why}")
+            if name != "core_attn" and spec.fused != "te":
+                raise EstimatorError(f"parallelism.recompute_modules: {name} is a module of Megatron-core's Transformer "
+                                     f"Engine layer; model {spec.name} needs model.fused_kernels=te (or recompute_modules "
+                                     "[core_attn], which is recompute=selective)")
 
 
 def schedule_chunks(microbatches: int, chunks: int, group: int) -> list[int]:

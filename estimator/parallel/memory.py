@@ -42,6 +42,26 @@
     input and output and the second norm's input ``6h`` (split with sequence parallelism), each latent
     norm's input and output ``4 (q_lora + kv_lora)`` (on the rank's own tokens, split with sequence
     parallelism), q and k ``4 heads (qk + rope) / t``, v and the attention output ``4 heads v / t``.
+  - Megatron-core's selective recompute of named modules (``parallelism.recompute_modules``, TE layer;
+    megatron/core/transformer/transformer_config.py ``recompute_modules`` and the modules that read it,
+    NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553): a listed module's saved tensors are dropped
+    and only its input is kept (the checkpoint's; ``CheckpointWithoutOutput`` for ``layernorm``,
+    ``mla_up_proj``, ``moe_act`` also frees the output's storage, which the next op had saved, and recomputes
+    it before that op's backward). ``core_attn``: as ``selective`` (nothing to drop in the TE layer: flash
+    attention). ``layernorm`` (transformer_layer.py: only a norm that is its own module; the TE spec fuses the
+    ordinary attention's input norm into the QKV Linear and the dense MLP's into fc1, IdentityOp modules, so
+    those stay): MLA's input norm output (``2h``, ``h`` with ``fp8``: set_save_original_input makes the
+    down-projections keep the discardable original, not an FP8 copy), and the MoE layer's pre-MLP norm
+    output (the router's input ``2h`` and a shared expert's fc1 copy of it). ``mla_up_proj``
+    (multi_latent_attention.py ``qkv_up_proj_and_rope_apply``, inputs the two latents and the rope key): the
+    latent norms' outputs ``2 (q_lora + kv_lora)`` and q, k, v ``2 heads (2 (qk + rope) + v) / t`` (the
+    rope'd parts included); the latent norms' inputs stay. ``mlp`` (dense layers only): all of
+    :func:`te_dense_mlp_bytes` but the dropout mask (its input, the residual stream with the TE spec's
+    IdentityOp pre-MLP norm, is counted with the attention's bytes). ``moe_act`` (experts.py): fc2's input,
+    the activation output (``f``; 1 byte with ``fp8``: fc2 then keeps the original, discarded). ``moe``
+    (moe_layer.py: the whole route / dispatch / experts / combine checkpointed): everything of
+    :func:`moe_mlp_bytes` but its input (the router's ``2h``) and the mask. ``shared_experts``
+    (shared_experts.py): the shared expert's bytes but its mask.
   - full recompute keeps only the layer input ``2sbh`` (/t with sequence parallelism or Megatron's
     ``--distribute-saved-activations``, ``parallelism.distribute_saved_activations``); torchtitan's
     per-op policy (``op``) keeps what :func:`~estimator.parallel.sac.saved_bytes_per_token` lists.
@@ -150,19 +170,22 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout, fp8: bool 
     if layout.recompute == "op":  # torchtitan's per-op checkpointing keeps its own set (sac)
         return s * b * saved_bytes_per_token(spec, t, layout.sequence_parallel)
     w = spec.attn_width  # q and the attention output are heads x head_dim wide (h unless model.head_dim)
-    if spec.mla:  # multi-head latent attention (module docstring)
+    if spec.mla:  # multi-head latent attention (module docstring; recompute_modules layernorm / mla_up_proj)
         q_lora, kv_lora, _, _, dv = spec.mla
-        latents = 4 * (q_lora + kv_lora) / token_split  # each latent norm's input and output
-        qkv_out = 2 * spec.heads * (2 * spec.q_head_dim + dv + dv) / t  # q, k, v and the attention output
+        up = "mla_up_proj" in layout.modules
+        # the input norm's input and the second norm's input, then the input norm's output (FP8 copy with fp8)
+        norms = 4 * h / token_split + (0.0 if "layernorm" in layout.modules else (1 if fp8 else 2) * h / token_split)
+        latents = (2 if up else 4) * (q_lora + kv_lora) / token_split  # each latent norm's input (and output)
+        qkv_out = 2 * spec.heads * ((0 if up else 2 * spec.q_head_dim + dv) + dv) / t  # (q, k, v and) the attention output
         mask = h / token_split if spec.dropout else 0.0
-        fp8_delta = (spec.heads * dv / t - h / token_split) if fp8 else 0.0
-        return s * b * (6 * h / token_split + latents + qkv_out + mask + fp8_delta) + te_dense_mlp_bytes(spec, layout, fp8)
+        fp8_copy = spec.heads * dv / t if fp8 else 0.0  # the output projection's FP8 copy of its input
+        return s * b * (norms + latents + qkv_out + mask + fp8_copy) + te_dense_mlp_bytes(spec, layout, fp8)
     if spec.fused == "te":  # the attention block's bytes, then the MLP's (te_dense_mlp_bytes)
         kv = 2 * spec.kv_heads_per_rank(t) * spec.head_dim
         mask = h / token_split if spec.dropout else 0.0
         fp8_delta = (w / t - h / token_split) if fp8 else 0.0  # QKV input in FP8, proj's FP8 copy (module docstring)
         return s * b * (6 * h / token_split + 4 * w / t + 2 * kv + mask + fp8_delta) + te_dense_mlp_bytes(spec, layout, fp8)
-    attn = 0.0 if layout.recompute == "selective" else 5 * a * s / h
+    attn = 0.0 if "core_attn" in layout.modules else 5 * a * s / h
     split = 16 + 8 * w / h  # Korthikanti's 24 sbh/t: q, k, v and the projection's input (8, width w) + the MLP's 16
     if layout.sequence_parallel:
         return s * b * h * (10 + split + attn) / t
@@ -175,11 +198,19 @@ def te_dense_mlp_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False,
     (``6sbf/t`` SwiGLU, ``4sbf/t`` otherwise) and the MLP dropout's keep-mask (``sbh``) if any; with
     ``fp8`` fc1's and fc2's inputs are kept in 1 byte (module docstring). ``width``: the MLP's width
     (0 = ``ffn_size``; a shared expert's)."""
+    fc1_in, inner, mask = _te_mlp_parts(spec, layout, fp8, width)
+    if not width and not spec.experts and "mlp" in layout.modules:  # recompute_modules mlp (module docstring)
+        return mask
+    return fc1_in + inner + mask
+
+
+def _te_mlp_parts(spec: TransformerSpec, layout: Layout, fp8: bool, width: int) -> tuple[float, float, float]:
+    """(fc1's input, fc1's and the activation's outputs, dropout mask) bytes of :func:`te_dense_mlp_bytes`."""
     s, b, h, t = spec.seq_len // layout.cp, layout.micro_batch_size, spec.hidden, layout.tp
     split = t if layout.sequence_parallel else 1
     mask = h / split if spec.dropout else 0.0
     per_byte = 1 if fp8 else 2  # fc1's input and fc2's input (the activation's output)
-    return s * b * (per_byte * h / split + ((4 if spec.gated else 2) + per_byte) * (width or spec.ffn) / t + mask)
+    return s * b * per_byte * h / split, s * b * ((4 if spec.gated else 2) + per_byte) * (width or spec.ffn) / t, s * b * mask
 
 
 def dense_mlp_bytes(spec: TransformerSpec, layout: Layout) -> float:
@@ -202,10 +233,18 @@ def moe_mlp_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> f
     # sequence parallelism, where etp = tp: every TP rank routes all the tokens)
     f = spec.moe_ffn
     fc1_out = (4 if spec.gated else 2) * f  # the 2f-wide (SwiGLU) or f-wide fc1 output, 16-bit
+    mods = layout.modules  # recompute_modules (module docstring)
+    router_in = 0.0 if "layernorm" in mods else 2 * h  # the pre-MLP norm's output
+    if "moe" in mods:  # the checkpoint keeps the MoE layer's input; the mask is bias-dropout-add's, outside
+        return tokens * (router_in + h)
     # a shared expert keeps what the dense MLP keeps at its width, its fc1's own copy of its input included
     # (shared_experts.py: "the shared expert linear_fc1 also saves the quantized tensor of this output")
-    shared = te_dense_mlp_bytes(spec, layout, fp8, spec.shared_ffn) if spec.shared_ffn else 0.0
-    routed = tokens * (3 * h + 4 * spec.experts) + k * tokens * (gather * per_byte * h + fc1_out + per_byte * f + 2 * h)
+    shared = 0.0
+    if spec.shared_ffn:
+        fc1_in, inner, mask = _te_mlp_parts(spec, layout, fp8, spec.shared_ffn)
+        shared = mask if "shared_experts" in mods else (0.0 if "layernorm" in mods else fc1_in) + inner + mask
+    fc2_in = 0.0 if "moe_act" in mods else per_byte * f
+    routed = tokens * (router_in + h + 4 * spec.experts) + k * tokens * (gather * per_byte * h + fc1_out + fc2_in + 2 * h)
     return routed + shared
 
 

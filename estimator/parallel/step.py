@@ -8,8 +8,11 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   backward, plus the embedding (first stage) and the LM head and loss (last stage; the loss as the
   framework's kernel runs it, :mod:`~estimator.parallel.loss`); with ``pp = 1``
   one rank runs both. Recompute adds one more forward of each layer (``full``), of its core
-  attention (``selective``) or of what torchtitan's per-op policy drops (``op``, :mod:`sac`) to the
-  backward. Under ``precision=fp8`` the decoder layers' Linears
+  attention (``selective``), of what torchtitan's per-op policy drops (``op``, :mod:`sac`) or of
+  Megatron-core's ``recompute_modules`` (:func:`module_recompute_cost`: a recomputed dense MLP or MoE
+  layer also repeats its MLP half's forward TP collectives and, MoE, its dispatch and combine
+  all-to-alls; the other modules' collectives, e.g. ``mla_up_proj``'s latent gather, are not repeated
+  here) to the backward. Under ``precision=fp8`` the decoder layers' Linears
   run as Transformer Engine FP8 GEMMs and the embedding and LM head stay BF16 (Megatron's output
   layer is not a TE module).
 * Tensor parallelism (Megatron-LM, Shoeybi et al. 2019 Sec. 3): per layer 2 all-reduces of the
@@ -70,7 +73,8 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   boundaries at once; ``t_p2p`` is the mean of the two sends.
 * Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer's dispatch and
   combine all-to-alls of ``k T h`` 16-bit values per rank (``T = s b / (tp cp)`` tokens with
-  sequence parallelism) over the ``ep`` group, in forward, backward and again in a full recompute;
+  sequence parallelism) over the ``ep`` group, in forward, backward and again in a full recompute
+  (or ``recompute_modules`` with ``moe``);
   not overlapped. The expert groups fold a stage's ``tp x cp x dp`` ranks as ``etp x ep x edp``
   (:meth:`~estimator.parallel.layout.Layout.expert_strides`). With ``model.fused_kernels=te`` and
   sequence parallelism (Megatron-core requires it for MoE with tp > 1) the MLP's half of the
@@ -168,15 +172,64 @@ def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: Devic
     return out
 
 
-def recompute_cost(spec: TransformerSpec, L: Layout, layer: PartTimes, attn: PartTimes) -> tuple[float, float]:
+def recompute_cost(spec: TransformerSpec, L: Layout, layer: PartTimes, attn: PartTimes, hbm: float) -> tuple[float, float]:
     """(seconds, FLOPs) of one layer's recompute per microbatch: nothing, the core attention's forward
-    (``selective``), the whole forward (``full``), or per-op SAC's share (``op``, :mod:`sac`): its
-    recomputed GEMMs plus every forward op outside the GEMMs and the attention kernel."""
+    (``selective``), the whole forward (``full``), per-op SAC's share (``op``, :mod:`sac`): its
+    recomputed GEMMs plus every forward op outside the GEMMs and the attention kernel, or the listed
+    modules' forward (``recompute_modules``, :func:`module_recompute_cost`; ``hbm``: the device's
+    elementwise memory rate, bytes/s)."""
     if L.recompute == "op":
         frac = recomputed_gemm_fraction(spec, L.tp)
         gemm_s, gemm_flops = layer.fwd_gemm - attn.fwd_gemm, layer.fwd_flops - attn.fwd_flops
         return frac * gemm_s + (layer.fwd - layer.fwd_gemm), frac * gemm_flops
+    if L.recompute_modules is not None:
+        return module_recompute_cost(spec, L, layer, attn, hbm)
     return {"none": (0.0, 0.0), "selective": (attn.fwd, attn.fwd_flops), "full": (layer.fwd, layer.fwd_flops)}[L.recompute]
+
+
+def module_recompute_cost(spec: TransformerSpec, L: Layout, layer: PartTimes, attn: PartTimes,
+                          hbm: float) -> tuple[float, float]:
+    """(seconds, FLOPs) of re-running the forward of Megatron-core's ``recompute_modules`` once in one layer's
+    backward per microbatch. The layer is captured as one workload whose ops are not labelled by module, so:
+    ``core_attn`` is the captured core attention (as ``selective``); the GEMM modules are priced by their share
+    of the layer's forward FLOPs outside the core attention, at that part's seconds per FLOP (its elementwise
+    ops spread in proportion): ``mla_up_proj`` the query and key/value up-projections (``2 T (q_lora or h)
+    heads (qk + rope) / t + 2 T kv_lora heads (qk + v) / t``), ``mlp`` the dense MLP (dense layers only),
+    ``moe`` the router, the routed experts' ``k`` MLPs and the shared expert, ``shared_experts`` the shared
+    expert alone (``2 T h f (3 gated | 2) / t`` for an MLP of width ``f``); the memory-bound ones by their bytes
+    at the device's elementwise rate: ``layernorm`` each standalone norm (MLA's input norm, the MoE layer's
+    pre-MLP norm; the TE spec fuses the others into a Linear, which Megatron-core leaves alone) reads and
+    writes ``2h`` per token of the rank, ``moe_act`` reads fc1's output and writes the activation's for the
+    ``k`` routed rows. The collectives inside the recomputed modules are priced in :func:`layer_cost`."""
+    mods, t, h = L.modules, L.tp, spec.hidden
+    tokens = (spec.seq_len // L.cp) * L.micro_batch_size
+    gemms = 3 if spec.gated else 2  # GEMMs of h x f in an MLP
+
+    def mlp(width: float) -> float:
+        return 2 * tokens * gemms * h * width / t
+
+    flops = 0.0
+    if "mla_up_proj" in mods:
+        q_lora, kv_lora, qk, rope, dv = spec.mla
+        flops += 2 * tokens * spec.heads * ((q_lora or h) * (qk + rope) + kv_lora * (qk + dv)) / t
+    if "mlp" in mods and not spec.experts:
+        flops += mlp(spec.ffn)
+    if "moe" in mods and spec.experts:
+        flops += 2 * tokens * h * spec.experts / t + spec.top_k * mlp(spec.moe_ffn) + mlp(spec.shared_ffn)
+    elif "shared_experts" in mods and spec.experts:
+        flops += mlp(spec.shared_ffn)
+    other_s, other_flops = layer.fwd - attn.fwd, layer.fwd_flops - attn.fwd_flops
+    seconds = other_s * flops / other_flops if other_flops else 0.0
+    nbytes = 0.0
+    if "layernorm" in mods:
+        norms = (1 if spec.mla else 0) + (1 if spec.experts else 0)
+        nbytes += norms * tokens / (t if L.sequence_parallel else 1) * 4 * h
+    if "moe_act" in mods and "moe" not in mods and spec.experts:  # k T f / t elements in, whatever etp
+        nbytes += spec.top_k * tokens * spec.moe_ffn / t * ACT_BYTES * ((2 if spec.gated else 1) + 1)
+    seconds += nbytes / hbm if hbm else 0.0
+    if "core_attn" in mods:
+        seconds, flops = seconds + attn.fwd, flops + attn.fwd_flops
+    return seconds, flops
 
 
 class _Pricer:
@@ -215,7 +268,7 @@ def cp_exchange(spec: TransformerSpec, L: Layout, pricer: _Pricer, attn: PartTim
         return 0.0, 0.0, 0.0
     tokens = (spec.seq_len // L.cp) * L.micro_batch_size
     local = tokens * spec.kv_heads_per_rank(L.tp) * spec.head_dim * ACT_BYTES
-    reruns = 0 if L.recompute == "none" else 1  # a recompute reruns the attention forward, exchange included
+    reruns = 1 if L.reruns_attention else 0  # a recompute reruns the attention forward, exchange included
     if L.cp_comm == "torch":
         q_elems = tokens * max(1, spec.heads // L.tp) * spec.head_dim  # K and V repeated to the query heads
         gather = pricer.price("cp", "all_gather", L.cp * 2 * q_elems * ACT_BYTES, L.cp, per_step * (2 + reruns))
@@ -319,6 +372,7 @@ class LayerCost:
     tp_b: float
     tp_layer: float  # all its TP communication, exposed or not
     ep_one: float
+    ep_runs: int  # all-to-alls per layer and microbatch: dispatch and combine, forward, backward, recomputes
     cp_f: float
     cp_b: float
     cp_comm: float
@@ -372,6 +426,13 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
         tp_f, tp_b = (hidden_f + mlp_f, hidden_b + mlp_b) if moe_dispatcher else (hidden_f, hidden_b)
     else:
         tp_f, tp_b = attn_f + mlp_f, attn_b + mlp_b
+    # recompute_modules mlp (dense layer) / moe (MoE layer): the MLP half's forward TP collectives again in the backward
+    # (TE's Linears gather and scatter inside the checkpointed module), exposed as in the forward unless the layer's
+    # TP overlap hid them there; the all-to-alls of a recomputed MoE layer too (its checkpoint wraps dispatch and combine)
+    mlp_again = ("moe" if spec.experts else "mlp") in L.modules
+    n_moe = 2 if mlp_again and spec.experts else 0
+    if mlp_again and (moe_dispatcher or not fw.tp_comm_overlap):
+        tp_b, tp_layer = tp_b + mlp_f, tp_layer + mlp_f
     if L.distribute_saved:  # the backward gathers the checkpointed input over TP before the recompute
         gather = pricer.price("tp", "all_gather", act, L.tp, per_step)
         tp_b, tp_layer = tp_b + gather, tp_layer + gather
@@ -379,20 +440,20 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     ep_one = 0.0
     if spec.experts and L.ep > 1:
         a2a = (spec.seq_len // L.cp) * L.micro_batch_size * spec.top_k * spec.hidden * ACT_BYTES / L.tp
-        ep_one = pricer.price("ep", "all_to_all", a2a, L.ep, per_step * (4 + n_rc))
+        ep_one = pricer.price("ep", "all_to_all", a2a, L.ep, per_step * (4 + n_rc + n_moe))
     # ---- context parallelism: the K/V exchange of each layer's attention (cp_exchange)
     cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step, device.memory_rate("elementwise", precision))
-    rc, rc_flops = recompute_cost(spec, L, layer, attn)
+    rc, rc_flops = recompute_cost(spec, L, layer, attn, device.memory_rate("elementwise", precision))
     f_layer = layer.fwd + tp_f + 2 * ep_one + cp_f
-    b_layer = layer.bwd + rc + tp_b + (2 + n_rc) * ep_one + cp_b
+    b_layer = layer.bwd + rc + tp_b + (2 + n_rc + n_moe) * ep_one + cp_b
     # ---- ZeRO-3: per-unit weight gathers (and gradient reduce-scatters) around each layer
     z3 = Zero3Layer(0.0, 0.0, 0.0, 0.0, 0.0, 0)
     if L.zero == 3 and L.dp * L.cp > 1:
         z3 = zero3_layer(spec, L, fw, pricer, device, precision, grad_bytes, layer.fwd, layer.bwd, rc, per_step,
                          interference)
         f_layer, b_layer = f_layer + z3.fwd_exposed, b_layer + z3.bwd_exposed
-    return LayerCost(layer, attn, f_layer, b_layer, layer.bwd + tp_b + (2 + n_rc) * ep_one + cp_b, rc, rc_flops,
-                     tp_f, tp_b, tp_layer, ep_one, cp_f, cp_b, cp_comm, z3)
+    return LayerCost(layer, attn, f_layer, b_layer, layer.bwd + tp_b + (2 + n_rc + n_moe) * ep_one + cp_b, rc, rc_flops,
+                     tp_f, tp_b, tp_layer, ep_one, 4 + n_rc + n_moe, cp_f, cp_b, cp_comm, z3)
 
 
 def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
@@ -490,7 +551,6 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
                              "edp": (edp, 1 if L.ep > 1 else 0)})
     total = pipeline + dp_exposed + optimizer + circuits.reconfig_s
     # ---- accounting (per stage of the slowest pipeline rank)
-    n_rc = 2 if L.recompute == "full" else 0
 
     def slowest_sum(value) -> float:
         return per_stage(slowest, value)
@@ -498,7 +558,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     comp_f = slowest_sum(lambda c: c.layer.fwd) + ends_f[slowest] - (tp_emb if slowest == 0 else 0.0)
     comp_b = slowest_sum(lambda c: c.layer.bwd + c.rc) + ends_b[slowest]
     compute = m * (comp_f + comp_b) + optimizer
-    ep_comm = m * slowest_sum(lambda c: (4 + n_rc) * c.ep_one)
+    ep_comm = m * slowest_sum(lambda c: c.ep_runs * c.ep_one)
     tp_comm = m * (slowest_sum(lambda c: c.tp_layer) + (tp_emb if slowest == 0 else 0.0))
     tp_exposed = m * (slowest_sum(lambda c: c.tp_f + c.tp_b) + (tp_emb if slowest == 0 else 0.0))
     cp_exposed = m * slowest_sum(lambda c: c.cp_f + c.cp_b)
