@@ -1,61 +1,54 @@
 """The round-h48 blind held-out rows: DeepSeek-V3 runs on H100 (dgxc-benchmarking v25.05 / v25.05.04 / v25.08,
 Megatron-Bridge 25.09) and on DeepSeek's 2,048 H800 (the DeepSeek-V3 Technical Report), which the tool could not
-express before multi-head latent attention, shared experts, dense first layers and MTP (branch h47-mla).
-validation/blind_h48/README.md lists what was read and what the tool still cannot express.
+express before multi-head latent attention, shared experts, dense first layers, MTP (h47) and named-module recompute
+(h49). Written before any prediction was seen; the lead priced the three accepted layouts once (model frozen at aff2c6b)
+and moved them into validation/llm.csv, the two refused ones into validation/pending/llm_refused.csv
+(tests/test_pending_llm_rows.py checks they stay refused for their reason). validation/llm_rows.md, "round h48",
+has the errors as priced and the helper's notes.
 
-Written before any prediction was seen; the lead prices them once. These checks price no step: the rows parse with
-the project's loader, are independent tokens/s llm rows that repeat no run already described, share no source with
-a calibration row, set only facts of their runs, reproduce their step-time / GPU-hour conversions and the layouts
-their sources give, and (once the deepseek_v3 preset exists) compose into configs the hybrid model accepts and fits.
+These checks price no step: the rows parse with the project's loader, are independent tokens/s llm rows that repeat
+no run already described, share no source with a calibration row, set only facts of their runs, reproduce their
+step-time / GPU-hour conversions and the layouts their sources give, and the priced ones compose into configs the
+hybrid model accepts and fits.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
 import estimator
-from estimator.config import config_groups
 from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from tests.blind_checks import (
     check_composes_and_fits,
+    check_described,
     check_facts_only,
+    check_moved_once,
     check_no_calibration_source,
     check_step_conversion,
     document,
+    other_blind_rows,
     overrides,
+    round_rows,
     run_key,
+    table_line,
 )
 
 REPO = Path(__file__).resolve().parents[1]
 VALIDATION = REPO / "validation"
-ROUND = VALIDATION / "blind_h48"
-PRESET = REPO / "conf" / "model" / "deepseek_v3.yaml"  # added on branch h47-mla
-
-
-def _round_rows() -> list:
-    """The round's rows. Until the deepseek_v3 preset is merged the loader knows no such model; the rows are then
-    parsed with the model name added to the known groups (everything else is checked as usual)."""
-    if PRESET.exists():
-        return load_rows(ROUND)
-    groups = config_groups()
-    known = {**groups, "model": [*groups.get("model", []), "deepseek_v3"]}
-    with mock.patch("estimator.validation.rows._config_groups", return_value=known):
-        return load_rows(ROUND)
-
-
-ROWS = _round_rows()
-BY_ID = {r.id: r for r in ROWS}
-SEEN = [r for p in (VALIDATION, VALIDATION / "pending") for r in load_rows(p) if r.kind == "llm"]
-OTHER_BLIND = [r for p in VALIDATION.glob("blind_*") if p.is_dir() and p != ROUND
-               for sub in (p, p / "refused") if sub.is_dir() for r in load_rows(sub)]
 DGXC_2505 = ("dgxc2505-deepseek-v3-bf16-1024gpu", "dgxc250504-deepseek-v3-bf16-512gpu")
 IDS = (*DGXC_2505, "dgxc2508-deepseek-v3-bf16-1024gpu", "mbridge2509-deepseek-v3-fp8-1024gpu",
        "deepseek24-v3-h800-fp8-2048gpu")
+PRICED = (IDS[0], IDS[2], IDS[3])  # the layouts the model accepts (the other two: pending/llm_refused.csv)
+ALL, _, SEEN = round_rows(IDS)
+REFUSED_ROWS = [r for r in load_rows(VALIDATION / "pending") if r.id in IDS]
+ROWS = sorted([r for r in ALL if r.id in IDS] + REFUSED_ROWS, key=lambda r: IDS.index(r.id))
+BY_ID = {r.id: r for r in ROWS}
+OTHER_BLIND = other_blind_rows()
+SECTION = "## Blind held-out rows, round h48 (DeepSeek-V3 on H100 and H800)"
 DOCUMENTS = {
     "NVIDIA/dgxc-benchmarking:deepseek_v3/pretraining/README.md": 2,
     "NVIDIA/dgxc-benchmarking:deepseek_v3/pretrain/README.md": 1,
@@ -74,7 +67,9 @@ GPU_HOURS = re.compile(r"tokens/s per GPU = 1e12 tokens / \(([\d,]+) GPU-h x 360
 
 def test_rows_parse_as_independent_llm_rows():
     assert tuple(r.id for r in ROWS) == IDS
-    assert {r.file for r in ROWS} == {"validation/blind_h48/llm.csv"}
+    check_moved_once(PRICED, ALL)
+    assert {r.id: r.file for r in REFUSED_ROWS} == dict.fromkeys(sorted(set(IDS) - set(PRICED)),
+                                                                 "validation/pending/llm_refused.csv")
     assert all(r.kind == "llm" and r.role == "independent" and r.model == "deepseek_v3" for r in ROWS)
     assert {r.id: r.system for r in ROWS} == {**dict.fromkeys(IDS[:4], "dgx_h100"), IDS[4]: "dgx_h800"}
     papers = [r for r in ROWS if not any(":" in k and not k.startswith("arxiv:") for k in source_keys(r.source))]
@@ -197,13 +192,14 @@ def test_h800_preset_is_h100_with_reduced_nvlink():
     assert (h800["fabric"]["uplinks"], h800["fabric"]["uplink_bandwidth_Bps"]) == (8, 50.0e9)
 
 
-@pytest.mark.skipif(not PRESET.exists(), reason="model preset deepseek_v3 missing (branch h47-mla adds it)")
-@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+@pytest.mark.parametrize("row", [BY_ID[i] for i in PRICED], ids=lambda r: r.id)
 def test_published_layout_composes_is_accepted_and_fits(row):
     check_composes_and_fits(row)
 
 
-def test_round_readme_lists_every_row():
-    text = (ROUND / "README.md").read_text(encoding="utf-8")
-    for row in ROWS:
-        assert f"`{row.id}`" in text and f"{row.measured:.3f}" in text, row.id
+def test_section_lists_every_row_and_the_errors_as_priced():
+    check_described(ROWS, SECTION, measured=True)
+    text = (VALIDATION / "llm_rows.md").read_text(encoding="utf-8")
+    for ident in PRICED:
+        line = table_line(text[text.index(SECTION):], ident)
+        assert re.search(r"\| [+-]\d+\.\d % \|$", line), ident  # its error as priced
