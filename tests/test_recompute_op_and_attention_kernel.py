@@ -82,7 +82,7 @@ def test_op_repeats_the_sequence_all_gathers_under_tensor_parallelism():
 
 
 def test_op_refuses_moe_layers():
-    with pytest.raises(EstimatorError, match="dense layers only"):
+    with pytest.raises(EstimatorError, match="dense layers of ordinary attention only"):
         estimate(estimator.resolve_config([
             "model=mixtral_8x7b", "parallelism=hybrid", "system=dgx_h100", "fabric.nodes=64", "precision=bf16",
             "parallelism.tp=1", "parallelism.pp=4", "parallelism.ep=8", "parallelism.recompute=op"]))
