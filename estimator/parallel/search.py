@@ -41,7 +41,7 @@ def _eps(spec: TransformerSpec, ranks: int) -> list[int]:
 
 def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, global_batch: int, mbs_options,
                keep: dict[str, int] | None = None) -> list[Layout]:
-    """Every layout to try; ``keep`` holds stated degrees ({"tp": 8}), tried as given (a stated pp need not divide
+    """Every layout to try; ``keep`` holds stated degrees ({"tp": 8, "dp": 4}), tried as given (a stated pp need not divide
     the layers: the base layout's first / last stage layers apply)."""
     out, keep = [], keep or {}
     tps = [keep["tp"]] if "tp" in keep else [
@@ -53,6 +53,8 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
         pps = [keep["pp"]] if "pp" in keep else list(range(1, spec.layers + 1))
         for pp in (p for p in pps if (gpus // (tp * base.cp)) % p == 0):
             dp = gpus // (tp * base.cp * pp)
+            if dp != keep.get("dp", dp):
+                continue
             experts = [(None, e) for e in _eps(spec, dp * base.cp)]  # experts split like the dense MLP (etp = tp)
             if spec.experts and spec.fused == "te" and tp > 1 and sp:  # whole experts, EP folded over the TP ranks
                 experts += [(1, e) for e in _eps(spec, tp * base.cp * dp) if e > 1]
@@ -80,7 +82,7 @@ def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabri
     keep = {k: v for k, v in (fixed or {}).items() if v is not None}
     best = None
     evaluated = 0
-    todo = [c for c in candidates(spec, base, gpus, max_tp, global_batch, mbs_options, keep) if c.dp == keep.get("dp", c.dp)]
+    todo = candidates(spec, base, gpus, max_tp, global_batch, mbs_options, keep)
     # a bar on a terminal only (tqdm's disable=None): the search of a large MoE model takes a minute
     for layout in tqdm(todo, desc="layouts", unit="layout", file=sys.stderr, disable=None, leave=False, mininterval=0.5):
         if capacity and memory(spec, layout, framework.grad_bytes(precision), framework, precision == "fp8")["total"] > capacity:
