@@ -1,6 +1,6 @@
 """Adam's state dtype (``framework.optimizer_state``): fp32 keeps 12 bytes per parameter, bf16 (Apex's
-DistributedFusedAdam with dtype=bf16, NeMo's optim.dtype: bf16) keeps 6, in memory and in the optimizer
-step's HBM traffic."""
+DistributedFusedAdam with dtype=bf16, NeMo's optim.dtype: bf16) keeps 6, bf16_moments (fp32 master weights,
+bf16 moments: Megatron-core's precision-aware optimizer) keeps 8, in memory and in the optimizer step's HBM traffic."""
 
 from __future__ import annotations
 
@@ -51,5 +51,19 @@ def test_every_framework_preset_states_fp32():
 
 
 def test_unknown_optimizer_state_is_a_one_line_error():
-    with pytest.raises(EstimatorError, match=r"^framework.optimizer_state must be one of fp32, bf16, got 'fp16'$"):
+    with pytest.raises(EstimatorError, match=r"^framework.optimizer_state must be one of fp32, bf16, bf16_moments, got 'fp16'$"):
         estimate(_cfg("framework.optimizer_state=fp16"))
+
+
+def test_bf16_moments_keep_two_thirds_of_the_state_and_stream_three_quarters_of_the_step():
+    cfg = _cfg()
+    spec = TransformerSpec.from_cfg(cfg["model"])
+    layout = Layout.from_cfg(cfg["parallelism"], spec, 16)
+    fp32 = Framework.from_cfg(cfg["framework"])
+    mixed = Framework.from_cfg({**cfg["framework"], "optimizer_state": "bf16_moments"})
+    a, b = stage_memory(spec, layout, 0, 2, fp32), stage_memory(spec, layout, 0, 2, mixed)
+    assert b["optimizer"] == pytest.approx(a["optimizer"] * 8 / 12)  # 4 + 2 + 2 bytes against 4 + 4 + 4
+    assert b["weights"] == a["weights"] and b["activations"] == a["activations"]
+    # the step: fp32 master read + written (8), bf16 moments read + written (8), gradient + weight (8) = 24 of 32
+    full, part = estimate(_cfg()).metrics, estimate(_cfg("framework.optimizer_state=bf16_moments")).metrics
+    assert part["optimizer_s"] == pytest.approx(full["optimizer_s"] * 24 / 32)

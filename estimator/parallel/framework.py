@@ -72,7 +72,9 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
 * ``optimizer_state`` — the dtype of Adam's state: ``fp32`` (fp32 master weights, momentum and
   variance: 12 bytes per parameter, ZeRO paper Sec. 3.1) or ``bf16`` (Apex's DistributedFusedAdam
   with ``dtype=bf16``, NeMo's ``optim.dtype: bf16``: a bf16 copy of the parameters, kept by its
-  default ``store_params=True``, plus bf16 momentum and variance: 6 bytes); memory and the
+  default ``store_params=True``, plus bf16 momentum and variance: 6 bytes) or ``bf16_moments`` (fp32
+  master weights with bf16 momentum and variance: 8 bytes; Megatron-core's precision-aware optimizer with
+  ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` bf16); memory and the
   optimizer step's HBM traffic (:mod:`~estimator.parallel.memory`, :mod:`~estimator.parallel.step`).
 
 A config without a ``framework`` subtree (a hand-built dict) gets ``conf/framework/megatron.yaml``.
@@ -92,7 +94,7 @@ from estimator.parallel.loss import LOSS_KERNELS
 ZERO3_UNITS = ("layer", "module")
 TP_OVERLAP_SCOPES = ("layer", "gemm")
 GRAD_COLLECTIVES = ("reduce_scatter", "all_reduce")
-OPTIMIZER_STATES = ("fp32", "bf16")
+OPTIMIZER_STATES = ("fp32", "bf16", "bf16_moments")
 OPTIONAL = ("reduce_bucket_params", "zero3_prefetch_params", "zero3_max_live_params",
             "zero3_max_reuse_params")  # parameter counts; null = none
 DEFAULT = "megatron"

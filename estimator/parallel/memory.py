@@ -3,7 +3,7 @@
 * Model state, mixed-precision Adam (Rajbhandari et al. 2020, ZeRO, Sec. 3.1): 16-bit weights,
   gradients of ``grad_bytes`` (2, or 4 where the framework keeps fp32 gradients:
   :class:`~estimator.parallel.framework.Framework`), 12 bytes of fp32 master weights + momentum +
-  variance per parameter (6 with ``framework.optimizer_state=bf16``); ZeRO-1 shards that state,
+  variance per parameter (6 with ``framework.optimizer_state=bf16``, 8 with ``bf16_moments``); ZeRO-1 shards that state,
   ZeRO-2 also the gradients, ZeRO-3 also the weights over the ``dp x cp`` ranks holding a copy
   (expert parameters over the ``edp`` ranks holding the same experts, ``Layout.edp``). ZeRO-3 also holds the gathered weights of the unit
   running and of those prefetched (:func:`zero3_units`, ``Framework.zero3_live``).
@@ -111,7 +111,8 @@ from estimator.parallel.sac import saved_bytes_per_token
 from estimator.parallel.spec import TransformerSpec
 
 ADAM_BYTES = {"fp32": 12,  # fp32 master weights + Adam momentum + variance per parameter (ZeRO paper Sec. 3.1)
-              "bf16": 6}  # the same three in bf16 (Apex DistributedFusedAdam dtype=bf16, store_params=True)
+              "bf16": 6,  # the same three in bf16 (Apex DistributedFusedAdam dtype=bf16, store_params=True)
+              "bf16_moments": 8}  # fp32 master weights + bf16 momentum + variance (Megatron-core's precision-aware optimizer)
 WEIGHT_BYTES = 2  # fp16/bf16 weights
 
 

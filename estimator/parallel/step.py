@@ -102,7 +102,8 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   (``parallelism.comm_interference``; output ``interference_s``).
 * Optimizer: fused Adam streams 32 bytes per (unsharded) parameter through HBM (fp32 master,
   momentum and variance read and written, 16-bit gradient read, 16-bit weight written); with a
-  bf16 state (``framework.optimizer_state=bf16``) 16: the three in bf16, the same gradient and weight.
+  bf16 state (``framework.optimizer_state=bf16``) 16: the three in bf16, the same gradient and weight;
+  ``bf16_moments`` 24: the fp32 master read and written, the two moments in bf16, the same gradient and weight.
 * Circuits (fabrics whose groups get their own circuits, the OCS): the step pays the
   reconfigurations of its circuit plan (:mod:`~estimator.parallel.circuits`), exposed.
 """
@@ -138,7 +139,7 @@ FP32_BYTES = 4
 CP_MERGE_PASSES = 5
 CP_GRAD_PASSES = 3
 WEIGHT_BYTES = 2  # 16-bit weights gathered by ZeRO
-ADAM_STEP_BYTES = {"fp32": 32, "bf16": 16}  # per parameter and optimizer state dtype, see the module docstring
+ADAM_STEP_BYTES = {"fp32": 32, "bf16": 16, "bf16_moments": 24}  # per parameter and optimizer state dtype, see the module docstring
 
 
 @dataclass(frozen=True)
