@@ -110,10 +110,13 @@ REFUSED_DEVICE |= {"automodel-qwen3-30b-a3b-bf16-8gpu": ("80.0", "86e9")}
 REFUSED |= {"mbridge2509-qwen3-30b-a3b-fp8-16gpu-tokendrop": r"needs 81\.\d GB per GPU on pipeline stage 1"}  # as above
 REFUSED_DEVICE |= {"mbridge2509-qwen3-30b-a3b-fp8-16gpu-tokendrop": ("80.0", "86e9")}
 # Blind round h48 (llm_rows.md, "round h48 (DeepSeek-V3 on H100 and H800)"): DeepSeek-V3 on 512 H100 (dgxc v25.05.04)
-# keeps FP32 master weights with BF16 Adam moments (8 bytes), which the tool cannot state (12 or 6): 84.1 GB; the
-# DeepSeek-V3 report's 2,048 H800 run (DualPipe, not expressible) holds 95.4 GB on stage 2 as 1F1B.
+# needs 84.1 GB on stage 1 (activations 52.4 GB of it). Round h48 blamed an 8-byte Adam state; the thirteenth stop read
+# the run's code path and found fp32 state (12 bytes: NeMo@7a8f1cc7 sets only use_precision_aware_optimizer, whose
+# dtypes default to fp32 in Megatron-core@7094270c), so the over-estimate is the memory model's and unexplained. The
+# DeepSeek-V3 report's 2,048 H800 run (DualPipe, not expressible) holds 94.0 GB on stage 2 as 1F1B, 81.3 GB of it
+# activations (95.4 GB before it stated the report's BF16 Adam moments, framework.optimizer_state=bf16_moments).
 REFUSED |= {"dgxc250504-deepseek-v3-bf16-512gpu": r"needs 84\.\d GB per GPU on pipeline stage 1",
-            "deepseek24-v3-h800-fp8-2048gpu": r"needs 95\.\d GB per GPU on pipeline stage 2"}
+            "deepseek24-v3-h800-fp8-2048gpu": r"needs 94\.\d GB per GPU on pipeline stage 2"}
 REFUSED_DEVICE |= {"dgxc250504-deepseek-v3-bf16-512gpu": ("80.0", "90e9"),
                    "deepseek24-v3-h800-fp8-2048gpu": ("80.0", "100e9")}
 # Nemotron-4 340B on 128 H100 (NeMo 24.07 table) was refused at 80.4 GB (85.3 GB until round h30 counted TE's
