@@ -68,3 +68,20 @@ def test_search_reaches_a_pp_that_does_not_divide_the_layers():
     m = estimate(estimator.resolve_config(["model=llama3_405b", "system=dgx_h100", "fabric.nodes=16384",
                                             "precision=bf16"])).metrics
     assert m["pp"] > 2 and 126 % m["pp"] and m["stage_layers"].count(",") == m["pp"] - 1
+
+
+def test_a_stated_expert_degree_is_kept_by_the_search():
+    from estimator.parallel.layout import Layout
+    from estimator.parallel.search import candidates
+    from estimator.parallel.spec import TransformerSpec
+
+    cfg = estimator.resolve_config(["model=mixtral_8x7b", "system=dgx_h100", "fabric.nodes=64"])
+    spec = TransformerSpec.from_cfg(cfg["model"])
+    base = Layout.from_cfg({**cfg["parallelism"], "tp": 1, "pp": 1}, spec, 64)
+    assert cfg["parallelism"]["ep"] is None and base.ep == 1  # unstated: 1 for a stated layout
+    free = candidates(spec, base, 64, 8, 64, (1,))
+    kept = candidates(spec, base, 64, 8, 64, (1,), {"ep": 4})
+    assert {c.ep for c in free} > {4} and {c.ep for c in kept} == {4}  # searched vs kept
+    assert 0 < len(kept) < len(free)
+    whole = candidates(spec, base, 64, 8, 64, (1,), {"ep": 8, "etp": 1})
+    assert whole and {(c.ep, c.expert_tp or c.tp) for c in whole} == {(8, 1)}

@@ -74,7 +74,7 @@ def _setup(cfg: dict[str, Any]):
     if isinstance(interference, bool) or not isinstance(interference, int | float) or not 0 <= interference < 1:
         raise EstimatorError(f"parallelism.comm_interference must be a fraction in [0, 1), got {interference!r}")
     search_in = {"searched": searched, "mbs_options": mbs_options,
-                 "fixed": {k: _int_or_null(par, k) for k in ("tp", "pp", "dp") if k not in searched}}
+                 "fixed": {k: _int_or_null(par, k) for k in ("tp", "pp", "dp", "ep", "etp") if k not in searched}}
     return spec, fabric, device, precision, layout, (placement, search_in), capacity, overlap, framework, float(interference)
 
 

@@ -253,7 +253,8 @@ class Layout:
             raise EstimatorError("parallelism.distribute_saved_activations=true splits a full recompute's checkpointed "
                                  f"input over the TP ranks: it needs recompute=full and tp > 1 (got recompute={recompute}, "
                                  f"tp={tp})")
-        layout = cls(tp, pp, dp, _int(par, "ep", 1), mbs, m, zero, sp, recompute, order, _int(par, "virtual_stages", 1),
+        ep = 1 if par.get("ep") is None else _int(par, "ep")  # null: 1, or searched (estimator/parallel/estimate.py)
+        layout = cls(tp, pp, dp, ep, mbs, m, zero, sp, recompute, order, _int(par, "virtual_stages", 1),
                      cp, first, last, cp_comm, group, etp, distribute and not sp, _modules(par, recompute))
         layout.check(spec)
         return layout

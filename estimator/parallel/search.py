@@ -5,7 +5,7 @@ the heads; pp dividing the GPU count, up to the layer count (a pp that does not 
 splits them unevenly, as :mod:`~estimator.parallel.layout` does); dp = GPUs / (tp x cp x pp) with the configured
 context-parallel degree cp; micro-batch sizes
 ``search_micro_batch_sizes``; rank orders tp-dp-pp and tp-pp-dp; for MoE models the
-expert-parallel degree ep (powers of two dividing cp x dp and the expert count) and, for
+expert-parallel degree ep (powers of two dividing cp x dp and the expert count; a stated ep / etp is kept) and, for
 Megatron-core's MoE layer (``model.fused_kernels=te``) with tp > 1 and sequence parallelism, whole
 experts (``etp`` 1) with ep folded over the TP ranks too (dividing tp x cp x dp); with tp > 1 also
 sequence parallelism on (Megatron-LM's --sequence-parallel: the same communication volume as TP's
@@ -41,8 +41,9 @@ def _eps(spec: TransformerSpec, ranks: int) -> list[int]:
 
 def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, global_batch: int, mbs_options,
                keep: dict[str, int] | None = None) -> list[Layout]:
-    """Every layout to try; ``keep`` holds stated degrees ({"tp": 8, "dp": 4}), tried as given (a stated pp need not divide
-    the layers: the base layout's first / last stage layers apply)."""
+    """Every layout to try; ``keep`` holds stated degrees ({"tp": 8, "dp": 4, "ep": 8}), tried as given (a stated pp need
+    not divide the layers: the base layout's first / last stage layers apply; a stated ep or etp is checked by
+    :meth:`Layout.check` like any layout)."""
     out, keep = [], keep or {}
     tps = [keep["tp"]] if "tp" in keep else [
         t for t in (1, 2, 4, 8, 16) if t <= max_tp and spec.heads % t == 0 and spec.ffn % t == 0 and gpus % t == 0]
@@ -58,6 +59,10 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
             experts = [(None, e) for e in _eps(spec, dp * base.cp)]  # experts split like the dense MLP (etp = tp)
             if spec.experts and spec.fused == "te" and tp > 1 and sp:  # whole experts, EP folded over the TP ranks
                 experts += [(1, e) for e in _eps(spec, tp * base.cp * dp) if e > 1]
+            if "ep" in keep or "etp" in keep:  # a stated ep / etp: only the expert layouts that have it
+                match = [(e_tp, e) for e_tp, e in experts
+                         if e == keep.get("ep", e) and (e_tp or tp) == keep.get("etp", e_tp or tp)]
+                experts = match or ([(keep.get("etp"), keep["ep"])] if "ep" in keep else [])
             for mbs, (etp, ep) in ((mb, x) for mb in mbs_options for x in experts):
                 if global_batch % (dp * mbs):
                     continue
