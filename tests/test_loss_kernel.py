@@ -112,7 +112,9 @@ STACK_KERNELS = (
     (r"^dgxc250502-|^dgxc2505(04)?-deepseek|^dgxc2508-deepseek|^mlperf51-llama31-8b-hpe|^mlperf60-|^mbridge", "te_fused"),
     (r"^(internlm|tinyllama|fa2211|mpt0723)-", "xentropy"),
     (r"^olmocore-(olmo-7b|olmo-13b|llama-8b)|^(olmocore16|titan25|trainy)-", "triton_fused"),
-    (r"^fms240[23]-", "torch_bf16"),
+    # NeMo AutoModel's MaskedCrossEntropy(fp32_upcast=False) on the bf16 logits (NVIDIA-NeMo/Automodel@89e3a9fd
+    # examples/benchmark/configs/{deepseek_v3,kimi_k2}_te_deepep.yaml)
+    (r"^fms240[23]-|^automodel2510-", "torch_bf16"),
     # metaseq's OPT-175B: --criterion vocab_parallel_cross_entropy, Megatron's unfused fp32 vocabulary-parallel loss
     # (facebookresearch/metaseq@f7ffa5fd metaseq/launcher/opt_baselines.py), under framework=fsdp
     (r"^opt-", "megatron_fp32"),
