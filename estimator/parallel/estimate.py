@@ -15,6 +15,7 @@ from typing import Any
 from estimator.compute.device import DeviceProfile
 from estimator.errors import EstimatorError
 from estimator.fabrics.registry import shared_fabric
+from estimator.parallel import moe_comm
 from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout
 from estimator.parallel.memory import device_memory, memory
@@ -68,6 +69,7 @@ def _setup(cfg: dict[str, Any]):
     if layout.virtual_stages > 1 and not framework.interleaved_schedule:
         raise EstimatorError(f"parallelism.virtual_stages={layout.virtual_stages}: framework {framework.name}'s pipeline "
                              "has no interleaved schedule; use virtual_stages=1")
+    moe_comm.check(framework, spec, layout, precision)
     capacity = device_memory(device.memory_bytes, par.get("device_memory_bytes"))
     overlap = _bool_or_null(par, "dp_overlap")
     interference = par.get("comm_interference", 0.0)

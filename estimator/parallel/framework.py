@@ -76,6 +76,11 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   master weights with bf16 momentum and variance: 8 bytes; Megatron-core's precision-aware optimizer with
   ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` bf16); memory and the
   optimizer step's HBM traffic (:mod:`~estimator.parallel.memory`, :mod:`~estimator.parallel.step`).
+* ``moe_dispatcher`` — Megatron-core's MoE token dispatcher: ``alltoall`` (k copies of each token over one NCCL
+  all-to-all) or the ``flex`` dispatcher's ``deepep`` / ``hybridep`` backend (each token once per destination
+  rank and once per remote node, forwarded over NVLink; no chunk sort); ``moe_a2a_overlap`` — Megatron-core's
+  ``overlap_moe_expert_parallel_comm`` with ``delay_wgrad_compute``: one microbatch's forward and another's
+  backward run merged, each layer's all-to-alls behind the other's compute (:mod:`~estimator.parallel.moe_comm`).
 
 A config without a ``framework`` subtree (a hand-built dict) gets ``conf/framework/megatron.yaml``.
 """
@@ -90,6 +95,7 @@ from typing import Any
 from estimator.compute.device import ATTENTION_KERNELS
 from estimator.errors import EstimatorError
 from estimator.parallel.loss import LOSS_KERNELS
+from estimator.parallel.moe_comm import DISPATCHERS
 
 ZERO3_UNITS = ("layer", "module")
 TP_OVERLAP_SCOPES = ("layer", "gemm")
@@ -122,6 +128,8 @@ class Framework:
     optimizer_state: str
     loss_kernel: str
     loss_metric_passes: int
+    moe_dispatcher: str
+    moe_a2a_overlap: bool
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
     zero3_max_live_params: float | None = None
@@ -157,6 +165,9 @@ class Framework:
                                  f"got {data['attention_kernel']!r}")
         if data["loss_kernel"] not in LOSS_KERNELS:
             raise EstimatorError(f"framework.loss_kernel must be one of {', '.join(LOSS_KERNELS)}, got {data['loss_kernel']!r}")
+        if data["moe_dispatcher"] not in DISPATCHERS:
+            raise EstimatorError(f"framework.moe_dispatcher must be one of {', '.join(DISPATCHERS)}, "
+                                 f"got {data['moe_dispatcher']!r}")
         passes = data["loss_metric_passes"]
         if isinstance(passes, bool) or not isinstance(passes, int) or passes < 0:
             raise EstimatorError(f"framework.loss_metric_passes must be a whole number >= 0, got {passes!r}")

@@ -25,6 +25,7 @@ from tqdm import tqdm
 from estimator.compute.device import DeviceProfile
 from estimator.errors import EstimatorError
 from estimator.fabrics.base import Fabric
+from estimator.parallel import moe_comm
 from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout
 from estimator.parallel.memory import memory
@@ -90,6 +91,10 @@ def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabri
     todo = candidates(spec, base, gpus, max_tp, global_batch, mbs_options, keep)
     # a bar on a terminal only (tqdm's disable=None): the search of a large MoE model takes a minute
     for layout in tqdm(todo, desc="layouts", unit="layout", file=sys.stderr, disable=None, leave=False, mininterval=0.5):
+        try:
+            moe_comm.check(framework, spec, layout, precision)  # a layout Megatron-core refuses with these settings
+        except EstimatorError:
+            continue
         if capacity and memory(spec, layout, framework.grad_bytes(precision), framework, precision == "fp8")["total"] > capacity:
             continue
         metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap, framework, interference)

@@ -124,6 +124,7 @@ from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout, layer_kinds
 from estimator.parallel.loss import logit_elements, loss_times
 from estimator.parallel.memory import memory, stage_param_split
+from estimator.parallel.moe_comm import dispatch_time, flex_strides, merged_exposure, merged_fraction
 from estimator.parallel.overlap import behind
 from estimator.parallel.placement import group_cost, p2p_cost, p2p_pricing, strides
 from estimator.parallel.sac import gemm_widths, recomputed_gemm_fraction
@@ -154,13 +155,15 @@ class PartTimes:
 
 @lru_cache(maxsize=1024)
 def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: DeviceProfile, precision: str,
-               cp: int = 1, attention_kernel: str = "cudnn", etp: int | None = None, ep: int = 1) -> dict[str, PartTimes]:
+               cp: int = 1, attention_kernel: str = "cudnn", etp: int | None = None, ep: int = 1,
+               sorts: bool = True) -> dict[str, PartTimes]:
     out = {}
     fp8 = precision == "fp8"
     moe = (None, 1)  # one capture per distinct layer: a dense one, or Megatron-core's MoE layer by its experts' TP degree
-    if spec.experts and spec.fused == "te":  # and whether a rank holds more than one expert (their regrouping's bytes
-        # depend only on the rows, so any ep with the same answer shares the capture: no recapture per searched ep)
-        moe = (None if etp == tp else etp, 1 if spec.experts // ep > 1 else spec.experts)
+    if spec.experts and spec.fused == "te":  # and whether a rank regroups its received rows by expert (more than one
+        # expert and ``sorts``, the alltoall dispatcher: moe_comm); the regrouping's bytes depend only on the rows, so
+        # any ep with the same answer shares the capture: no recapture per searched ep
+        moe = (None if etp == tp else etp, 1 if sorts and spec.experts // ep > 1 else spec.experts)
     for name, w in capture_parts(spec, tp, sp, cp, fp8, *moe).items():
         scaled = w.scaled_to_batch(mbs)
         t = node_times(scaled, device, "bf16" if fp8 and name in ("embedding", "head") else precision, attention_kernel)
@@ -188,6 +191,20 @@ def recompute_cost(spec: TransformerSpec, L: Layout, layer: PartTimes, attn: Par
     return {"none": (0.0, 0.0), "selective": (attn.fwd, attn.fwd_flops), "full": (layer.fwd, layer.fwd_flops)}[L.recompute]
 
 
+def mlp_flops(spec: TransformerSpec, L: Layout, width: float) -> float:
+    """Forward FLOPs of an MLP ``width`` wide on a rank's tokens: ``2 T h f (3 gated | 2) / t``."""
+    tokens = (spec.seq_len // L.cp) * L.micro_batch_size
+    return 2 * tokens * (3 if spec.gated else 2) * spec.hidden * width / L.tp
+
+
+def outside_attention(layer: PartTimes, attn: PartTimes, flops: float) -> tuple[float, float]:
+    """(forward, backward) seconds of a module of ``flops`` forward FLOPs outside the core attention: its share of
+    that part's FLOPs times that part's seconds (its elementwise ops spread in proportion)."""
+    other = layer.fwd_flops - attn.fwd_flops
+    share = flops / other if other else 0.0
+    return share * (layer.fwd - attn.fwd), share * (layer.bwd - attn.bwd)
+
+
 def module_recompute_cost(spec: TransformerSpec, L: Layout, layer: PartTimes, attn: PartTimes,
                           hbm: float) -> tuple[float, float]:
     """(seconds, FLOPs) of re-running the forward of Megatron-core's ``recompute_modules`` once in one layer's
@@ -204,10 +221,9 @@ def module_recompute_cost(spec: TransformerSpec, L: Layout, layer: PartTimes, at
     ``k`` routed rows. The collectives inside the recomputed modules are priced in :func:`layer_cost`."""
     mods, t, h = L.modules, L.tp, spec.hidden
     tokens = (spec.seq_len // L.cp) * L.micro_batch_size
-    gemms = 3 if spec.gated else 2  # GEMMs of h x f in an MLP
 
     def mlp(width: float) -> float:
-        return 2 * tokens * gemms * h * width / t
+        return mlp_flops(spec, L, width)
 
     flops = 0.0
     if "mla_up_proj" in mods:
@@ -219,8 +235,7 @@ def module_recompute_cost(spec: TransformerSpec, L: Layout, layer: PartTimes, at
         flops += 2 * tokens * h * spec.experts / t + spec.top_k * mlp(spec.moe_ffn) + mlp(spec.shared_ffn)
     elif "shared_experts" in mods and spec.experts:
         flops += mlp(spec.shared_ffn)
-    other_s, other_flops = layer.fwd - attn.fwd, layer.fwd_flops - attn.fwd_flops
-    seconds = other_s * flops / other_flops if other_flops else 0.0
+    seconds = outside_attention(layer, attn, flops)[0]
     nbytes = 0.0
     if "layernorm" in mods:
         norms = (1 if spec.mla else 0) + (1 if spec.experts else 0)
@@ -374,6 +389,7 @@ class LayerCost:
     tp_layer: float  # all its TP communication, exposed or not
     ep_one: float
     ep_runs: int  # all-to-alls per layer and microbatch: dispatch and combine, forward, backward, recomputes
+    ep_exposed: float  # of their time, what the layer's compute does not hide (moe_a2a_overlap)
     cp_f: float
     cp_b: float
     cp_comm: float
@@ -385,7 +401,7 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     """Seconds of one layer of ``spec``'s kind per microbatch (the module docstring's TP, EP, CP and ZeRO-3
     items); ``per_step``: layer-microbatches of this kind per step on the busiest rank (collective counts)."""
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
-                       L.expert_tp, L.ep)
+                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall")
     layer, attn = parts["layer"], parts["attention"]
     act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
     n_rc = 2 if L.recompute == "full" else 0
@@ -437,24 +453,31 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     if L.distribute_saved:  # the backward gathers the checkpointed input over TP before the recompute
         gather = pricer.price("tp", "all_gather", act, L.tp, per_step)
         tp_b, tp_layer = tp_b + gather, tp_layer + gather
-    # ---- expert parallelism: dispatch + combine all-to-all of each MoE layer, in forward and backward
+    # ---- expert parallelism: dispatch + combine of each MoE layer, in forward and backward (moe_comm)
     ep_one = 0.0
     if spec.experts and L.ep > 1:
-        a2a = (spec.seq_len // L.cp) * L.micro_batch_size * spec.top_k * spec.hidden * ACT_BYTES / L.tp
-        ep_one = pricer.price("ep", "all_to_all", a2a, L.ep, per_step * (4 + n_rc + n_moe))
+        tokens = (spec.seq_len // L.cp) * L.micro_batch_size / L.tp
+        ep_one = dispatch_time(pricer, fw.moe_dispatcher, tokens, spec.hidden, spec.experts, spec.top_k, L.ep,
+                               per_step * (4 + n_rc + n_moe))
     # ---- context parallelism: the K/V exchange of each layer's attention (cp_exchange)
     cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step, device.memory_rate("elementwise", precision))
     rc, rc_flops = recompute_cost(spec, L, layer, attn, device.memory_rate("elementwise", precision))
-    f_layer = layer.fwd + tp_f + 2 * ep_one + cp_f
-    b_layer = layer.bwd + rc + tp_b + (2 + n_rc + n_moe) * ep_one + cp_b
+    f_layer, b_layer = layer.fwd + tp_f + cp_f, layer.bwd + rc + tp_b + cp_b
+    ep_f, ep_b = 2 * ep_one, (2 + n_rc + n_moe) * ep_one
+    if fw.moe_a2a_overlap and ep_one:  # merged forward / backward (moe_comm; check() refuses the recomputes)
+        experts_f, experts_b = outside_attention(layer, attn, spec.top_k * mlp_flops(spec, L, spec.moe_ffn))
+        merged = merged_exposure(ep_one, f_layer - experts_f, experts_f, b_layer - experts_b, experts_b)
+        share = merged_fraction(L.microbatches, L.pp, L.virtual_stages, L.microbatch_group)
+        ep_f = ep_b = share * merged / 2 + (1 - share) * 2 * ep_one
+    f_layer, b_layer = f_layer + ep_f, b_layer + ep_b
     # ---- ZeRO-3: per-unit weight gathers (and gradient reduce-scatters) around each layer
     z3 = Zero3Layer(0.0, 0.0, 0.0, 0.0, 0.0, 0)
     if L.zero == 3 and L.dp * L.cp > 1:
         z3 = zero3_layer(spec, L, fw, pricer, device, precision, grad_bytes, layer.fwd, layer.bwd, rc, per_step,
                          interference)
         f_layer, b_layer = f_layer + z3.fwd_exposed, b_layer + z3.bwd_exposed
-    return LayerCost(layer, attn, f_layer, b_layer, layer.bwd + tp_b + (2 + n_rc + n_moe) * ep_one + cp_b, rc, rc_flops,
-                     tp_f, tp_b, tp_layer, ep_one, 4 + n_rc + n_moe, cp_f, cp_b, cp_comm, z3)
+    return LayerCost(layer, attn, f_layer, b_layer, layer.bwd + tp_b + ep_b + cp_b, rc, rc_flops,
+                     tp_f, tp_b, tp_layer, ep_one, 4 + n_rc + n_moe, ep_f + ep_b, cp_f, cp_b, cp_comm, z3)
 
 
 def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
@@ -467,11 +490,12 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
     grad_bytes = fw.grad_bytes(precision)
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
-                       L.expert_tp, L.ep)
+                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall")
     emb, head = parts["embedding"], parts["head"]
     stride = strides(L.order, L.tp, L.dp, L.pp, L.cp)
     if spec.experts:
         stride.update(L.expert_strides(stride))  # the expert layers' etp / ep / edp groups
+        stride.update(flex_strides(fabric, L.ep, stride["ep"]))  # the flex dispatcher's rail and node exchanges
     stride["dpcp"] = stride["cp"] if L.cp > 1 else stride["dp"]  # the gradient group: dp x cp ranks (cp inside dp)
     pricer = _Pricer(fabric, {**stride, "dp": stride["dpcp"]}, algorithm)
     m, stages, v = L.microbatches, L.stage_layers(spec.layers), L.virtual_stages
@@ -560,12 +584,13 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     comp_b = slowest_sum(lambda c: c.layer.bwd + c.rc) + ends_b[slowest]
     compute = m * (comp_f + comp_b) + optimizer
     ep_comm = m * slowest_sum(lambda c: c.ep_runs * c.ep_one)
+    ep_exposed = m * slowest_sum(lambda c: c.ep_exposed)
     tp_comm = m * (slowest_sum(lambda c: c.tp_layer) + (tp_emb if slowest == 0 else 0.0))
     tp_exposed = m * (slowest_sum(lambda c: c.tp_f + c.tp_b) + (tp_emb if slowest == 0 else 0.0))
     cp_exposed = m * slowest_sum(lambda c: c.cp_f + c.cp_b)
     zero3 = m * (slowest_sum(lambda c: c.z3.fwd_exposed + c.z3.bwd_exposed) + z3_first + z3_last)
     p2p = (m + (L.pp - 1) / v) * 2 * v * t_p2p
-    exposed = tp_exposed + ep_comm + p2p + dp_exposed + cp_exposed + zero3 + circuits.reconfig_s
+    exposed = tp_exposed + ep_exposed + p2p + dp_exposed + cp_exposed + zero3 + circuits.reconfig_s
     gb = L.global_batch
     scale = gb * L.tp * L.cp / L.micro_batch_size  # captured FLOPs are per rank and microbatch
     ends_flops = emb.fwd_flops + emb.bwd_flops + head.fwd_flops + head.bwd_flops
@@ -589,7 +614,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "cp_comm_time_s": m * slowest_sum(lambda c: c.cp_comm), "cp_exposed_time_s": cp_exposed,
         "forward_s": m * comp_f, "backward_s": m * comp_b,
         "comm_time_s": tp_comm + ep_comm + p2p + t_dp + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm),
-        "ep_comm_time_s": ep_comm, "reconfig_time_s": circuits.reconfig_s,
+        "ep_comm_time_s": ep_comm, "ep_exposed_time_s": ep_exposed, "reconfig_time_s": circuits.reconfig_s,
         "circuit_reconfigs_per_step": circuits.reconfigs_per_step, "circuit_plan": circuits.label(),
         "tokens_per_s": gb * spec.seq_len / total, "samples_per_s": gb / total,
         "model_flops_per_step": model_flops, "mfu": model_flops / (total * L.gpus * peak),

@@ -1,0 +1,145 @@
+"""Megatron-core's expert-parallel token exchange as its recent releases run it: the token dispatcher's backend
+(``framework.moe_dispatcher``) and the all-to-all overlap of the combined 1F1B schedule
+(``framework.moe_a2a_overlap``). Sources (commits in conf/framework/megatron.yaml): Megatron-LM
+megatron/core/transformer/moe/token_dispatcher.py and fused_a2a.py, transformer_config.py,
+models/common/model_chunk_schedule_plan.py, pipeline_parallel/schedules.py and combined_1f1b.py;
+deepseek-ai/DeepEP's README and legacy tests; NVIDIA-NeMo/Megatron-Bridge scripts/performance.
+
+Dispatcher: one dispatch costs what one combine does (the same rows back), in forward, backward and a recompute.
+
+* ``alltoall`` (``moe_token_dispatcher_type="alltoall"``): each rank permutes its ``T`` tokens into ``k T`` rows,
+  one per selected expert, and exchanges them in one NCCL all-to-all over the ``ep`` group (``k T h`` 16-bit
+  values per rank, a token bound for two experts of one rank sent twice); a rank holding several experts then
+  regroups the received rows by expert (``moe_sort_chunks``, in the captured layer).
+* ``deepep`` (``flex`` with DeepEP's normal kernels, ``_DeepepManager``): ``fused_dispatch`` takes each token with
+  its top-k indices and sends it once to every rank holding one of its experts; across nodes once over RDMA per
+  (token, node) to the GPU of the same local index (the rail), which forwards it over NVLink to the node's ranks
+  that need it (DeepEP's internode kernels; its tests count RDMA traffic per (token, node):
+  tests/test_internode.py ``num_rdma_token_sent``). The receiving rank's permute then copies each token to its local
+  experts, grouped by expert, so the alltoall dispatcher's chunk sort is skipped (the layer is captured without
+  ``moe_sort_chunks``); the permute (after the dispatch) and unpermute (before the combine) stay at the captured
+  bytes (the permute reads the received rows instead of the ``T`` own ones: not modelled). Megatron passes the
+  BF16 hidden states (``fused_a2a.py``: no FP8 dispatch; HybridEP asserts ``not fp8_dispatch``): 2 bytes.
+  Under uniform top-k routing over ``E`` experts on ``n`` equal groups of ``E / n`` (nodes or ranks), a token
+  reaches a given group with probability ``1 - C(E - E/n, k) / C(E, k)`` and ``n`` times that groups on average
+  (:func:`groups_reached`). Per rank, a dispatch is an all-to-all of ``T h x nodes reached`` over the group's
+  ``N`` nodes on its rail and one of ``T h x ranks reached`` over its ``r`` ranks in a node (``N r = ep``); DeepEP
+  pipelines the two (RDMA senders, NVLink forwarders and receivers run at once on chunks), so it takes the
+  slower. With ``ep`` inside one node: only the NVLink exchange, still once per (token, rank).
+* ``hybridep`` (``_HybridEPManager``, the DeepEP ``hybrid-ep`` branch by NVIDIA): the same hierarchical path
+  (docs/README_Hybrid-EP.md: RDMA between nodes, NVLink TMA copies inside; fewer SMs), BF16 like ``deepep``;
+  what tells it apart in Megatron -- the SM counts, MNNVL domains, ``moe_permute_fusion_into_hybridep`` (off by
+  default) -- is not priced, so it is the same mechanism as ``deepep`` here.
+
+Overlap (``moe_a2a_overlap``: ``overlap_moe_expert_parallel_comm`` with ``delay_wgrad_compute``, as
+Megatron-Bridge's ``moe_a2a_overlap`` sets them): in the 1F1B steady state the forward of one microbatch and the
+backward of another run merged, layer by layer, on a compute and a communication stream
+(``TransformerLayerSchedulePlan.run``): combine-backward behind the forward's pre-dispatch part (attention,
+norms, router); dispatch-forward behind the experts' backward (data gradients), dispatch-backward behind their
+delayed weight gradients and the experts' forward; combine-forward behind the backward's pre-dispatch part;
+each waits for what it depends on (:func:`merged_exposure`). The first ``w`` forwards and last ``w`` backwards
+of a rank run alone (``w = 1`` without a pipeline; with virtual stages Megatron's warm-up plus the one extra
+forward it schedules, ``2 (pp - 1) + (v - 1) G + 1`` on the first stage, ``G`` microbatches per group), their
+all-to-alls exposed whole (:func:`merged_fraction`). Refused as Megatron-core refuses it (:func:`check`).
+
+Not modelled: the SMs the dispatch kernels take from the GEMMs (DeepEP: 20 by default), routing imbalance and
+DeepSeek-V3's node-limited routing (at most 4 nodes per token), the expert-TP copies the flex dispatcher sends to
+the ``etp`` ranks (priced as today's ``etp`` gather), NCCL EP (``ncclep``).
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+from estimator.errors import EstimatorError
+
+DISPATCHERS = ("alltoall", "deepep", "hybridep")
+BF16_BYTES = 2
+
+
+def groups_reached(experts: int, groups: int, k: int) -> float:
+    """Expected number of the ``groups`` equal groups of experts holding at least one of a token's ``k`` experts,
+    chosen uniformly without replacement from ``experts``: ``groups x (1 - C(E - E/n, k) / C(E, k))``."""
+    return groups * (1.0 - comb(experts - experts // groups, k) / comb(experts, k))
+
+
+def ep_split(fabric, ep: int, stride: int) -> tuple[int, int]:
+    """(ranks of an ``ep`` group in one node, nodes it spans); a fabric without nodes: one rank per node."""
+    per_node = getattr(fabric.config, "gpus_per_node", 1) or 1
+    r = max(1, min(ep, per_node // stride))
+    return r, ep // r
+
+
+def flex_strides(fabric, ep: int, stride: int) -> dict[str, int]:
+    """Strides of the flex dispatcher's two exchanges: ``ep_rail`` (across nodes) and ``ep_node`` (inside one)."""
+    r, _ = ep_split(fabric, ep, stride)
+    return {"ep_rail": stride * r, "ep_node": stride}
+
+
+def dispatch_time(pricer, dispatcher: str, tokens: float, hidden: int, experts: int, k: int, ep: int,
+                  count: float) -> float:
+    """Seconds of one dispatch (= one combine) of a rank's ``tokens`` over the ``ep`` group (module docstring);
+    ``count``: how many per step (the collectives' record)."""
+    row = hidden * BF16_BYTES
+    if dispatcher == "alltoall":
+        return pricer.price("ep", "all_to_all", tokens * k * row, ep, count)
+    r, n = ep_split(pricer.fabric, ep, pricer.stride.get("ep", 1))
+    rail = pricer.price("ep_rail", "all_to_all", tokens * row * groups_reached(experts, n, k), n, count) if n > 1 else 0.0
+    node = pricer.price("ep_node", "all_to_all", tokens * row * groups_reached(experts, ep, k), r, count) if r > 1 else 0.0
+    return max(rail, node)
+
+
+def merged_exposure(a2a: float, pre_f: float, experts_f: float, pre_b: float, experts_b: float) -> float:
+    """Exposed seconds of one layer's four all-to-alls (``a2a`` each) when one microbatch's forward and another's
+    backward run merged (Megatron-core's ``TransformerLayerSchedulePlan.run``): ``pre_*`` the pre-dispatch part's
+    compute (attention, norms, router, the layer's other exposed communication), ``experts_*`` the routed
+    experts'; with ``delay_wgrad_compute`` the experts' weight gradients (half their backward) run after their
+    data gradients, behind the dispatch's backward."""
+    dgrad = wgrad = experts_b / 2
+    combine_b = a2a  # comm: combine backward | comp: pre-dispatch forward
+    dispatch_f = max(combine_b, pre_f) + a2a  # after the forward's router
+    dgrad_end = max(pre_f, combine_b) + dgrad  # the experts' backward needs the combine's gradient
+    dispatch_b = max(dispatch_f, dgrad_end) + a2a
+    experts_f_end = max(dgrad_end + wgrad, dispatch_f) + experts_f
+    combine_f = max(dispatch_b, experts_f_end) + a2a
+    pre_b_end = max(experts_f_end, dispatch_b) + pre_b
+    return max(0.0, max(combine_f, pre_b_end) - (pre_f + experts_f + pre_b + experts_b))
+
+
+def merged_fraction(microbatches: int, pp: int, v: int, group: int | None) -> float:
+    """Share of a rank's forwards (and backwards) that run merged (module docstring; the first stage, which has
+    the longest warm-up)."""
+    total = microbatches * v
+    alone = 1 if pp == 1 else 2 * (pp - 1) + (v - 1) * (group or pp) + 1
+    return max(0, total - alone) / total
+
+
+def check(framework, spec, layout, precision: str) -> None:
+    """One-line errors for what Megatron-core refuses (transformer_config.py ``__post_init__``: the
+    ``overlap_moe_expert_parallel_comm`` asserts; ``MoEFlexTokenDispatcher``: DeepEP needs TP x EP > 1)."""
+    if not spec.experts:
+        if framework.moe_a2a_overlap:
+            raise EstimatorError(f"framework.moe_a2a_overlap: model {spec.name} has no experts "
+                                 "(Megatron-core requires expert parallelism for it)")
+        return
+    L = layout
+    if framework.moe_dispatcher != "alltoall" and L.expert_tp * L.ep == 1:
+        raise EstimatorError(f"framework.moe_dispatcher={framework.moe_dispatcher}: the flex dispatcher needs "
+                             f"etp x ep > 1, got {L.expert_tp} x {L.ep}")
+    if not framework.moe_a2a_overlap:
+        return
+    why = None
+    if L.ep == 1:
+        why = "needs expert parallelism (ep > 1)"
+    elif L.pp > 1 and L.virtual_stages == 1:
+        why = f"with pp={L.pp} needs virtual pipeline stages (parallelism.virtual_stages > 1)"
+    elif L.recompute == "full":
+        why = "refuses full recompute"
+    elif "moe" in L.modules:
+        why = "refuses moe in recompute_modules"
+    elif spec.mtp > 1:
+        why = f"allows at most one MTP layer, got {spec.mtp}"
+    elif precision == "fp32":
+        why = "needs a bf16 or fp16 model"
+    if why:
+        raise EstimatorError(f"framework.moe_a2a_overlap: Megatron-core {why}")
