@@ -58,6 +58,9 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "framework.attention_kernel",
                 # the recipe's Adam state dtype (NeMo optim.dtype: bf16 for distributed_fused_adam)
                 "framework.optimizer_state",
+                # the recipe's MoE token dispatcher and EP all-to-all overlap (Megatron-core's flex dispatcher backend,
+                # overlap_moe_expert_parallel_comm; estimator/parallel/moe_comm.py)
+                "framework.moe_dispatcher", "framework.moe_a2a_overlap",
                 "model.num_layers", "model.num_heads", "model.ffn_size", "model.num_kv_heads", "model.vocab_size",
                 "model.fused_kernels", "model.dropout",
                 # the GPU variant's datasheet capacity and bandwidth where the source states a non-standard part
