@@ -1,12 +1,12 @@
 """The round-h51 blind held-out rows (validation/blind_h51): MoE training runs on H100 that no row used -- Megatron-Bridge's
 dispatcher / EP-overlap A/B runs of Qwen3-30B-A3B on 16 GPUs, its model-verification cards (Qwen3-30B-A3B with natural
 routing, DeepSeek-V3 on 1,024 GPUs) and NeMo AutoModel's DeepSeek-V3 / Kimi K2 lines (256 and 1,024 GPUs). Written
-before any prediction was seen and not priced here.
+before any prediction was seen; the lead priced them once (model frozen at 4468810) and moved them into
+validation/llm.csv; validation/llm_rows.md, "round h51", has the errors as priced and the helper's notes.
 
 These checks price no step: the rows parse with the project's loader, are independent tokens/s llm rows that repeat no
 run already described, share no source with a calibration row, set only facts of their runs, reproduce their step-time
-conversions and the layouts their sources print, and (once the framework keys they state exist) compose into configs
-the hybrid model accepts and fits -- all but the one refused on memory.
+conversions and the layouts their sources print, and compose into configs the hybrid model accepts and fits.
 """
 
 from __future__ import annotations
@@ -17,23 +17,24 @@ from pathlib import Path
 import pytest
 
 import estimator
-from estimator.errors import EstimatorError
-from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
     check_composes_and_fits,
+    check_described,
     check_facts_only,
+    check_moved_once,
     check_no_calibration_source,
     check_step_conversion,
     document,
     overrides,
+    round_rows,
     run_key,
+    table_line,
 )
 
 REPO = Path(__file__).resolve().parents[1]
 VALIDATION = REPO / "validation"
-FOLDER = VALIDATION / "blind_h51"
 A2A = tuple(f"mbridge260518-qwen3-30b-a3b-bf16-16gpu-{s}" for s in ("a2a", "a2a-epoverlap", "a2a-epoverlap-dwgrad"))
 HYBRIDEP = tuple(f"mbridge260725-qwen3-30b-a3b-bf16-16gpu-{s}" for s in ("hybridep", "hybridep-epoverlap"))
 CARDS = ("mbridge260719-qwen3-30b-a3b-bf16-16gpu-natural", "mbridge260815-deepseek-v3-bf16-1024gpu")
@@ -41,11 +42,11 @@ AUTOMODEL = ("automodel2510-deepseek-v3-bf16-1024gpu", "automodel2510-deepseek-v
              "automodel2510-kimi-k2-bf16-256gpu")
 IDS = A2A + HYBRIDEP + CARDS + AUTOMODEL
 # Kimi K2 was refused at 83.2 GB with the fp32 Adam state until the lead read AutoModel's optimizer (torch.optim.Adam on
-# bf16 parameters: framework.optimizer_state=bf16, thirteenth stop, before any row was priced): it fits now
-REFUSED: dict[str, str] = {}
-ROWS = load_rows(FOLDER)
+# bf16 parameters: framework.optimizer_state=bf16, thirteenth stop, before any row was priced)
+ALL, _moved, SEEN = round_rows(IDS)
+ROWS = sorted(_moved, key=lambda r: IDS.index(r.id))
 BY_ID = {r.id: r for r in ROWS}
-SEEN = [r for p in (VALIDATION, VALIDATION / "pending") for r in load_rows(p) if r.kind == "llm"]
+SECTION = "## Blind held-out rows, round h51 (MoE on H100: dispatcher / EP-overlap A/B runs, DeepSeek-V3, Kimi K2)"
 DOCUMENTS = {
     "NVIDIA-NeMo/Megatron-Bridge:skills/perf-moe-comm-overlap/SKILL.md": 3,
     "NVIDIA-NeMo/Megatron-Bridge:skills/nemo-mbridge-perf-expert-parallel-overlap/SKILL.md": 2,
@@ -172,34 +173,20 @@ def test_automodel_row_is_the_table_line(ident):
     assert abs(row.measured / int(cells[16].replace(",", "")) - 1) < 1e-3  # the table's tokens/s/GPU
 
 
-def _missing_tool_keys(row) -> list[str]:
-    """The framework keys / values the row states that this branch's tool does not have yet (merged separately)."""
-    megatron = (REPO / "conf" / "framework" / "megatron.yaml").read_text(encoding="utf-8")
-    missing = ["framework.moe_dispatcher"] if "moe_dispatcher" not in megatron else []
-    if overrides(row).get("framework.optimizer_state") == "bf16_moments":
-        code = "".join(p.read_text(encoding="utf-8") for p in (REPO / "estimator").rglob("*.py"))
-        missing += [] if "bf16_moments" in code else ["framework.optimizer_state=bf16_moments"]
-    return missing
-
-
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_published_layout_composes_is_accepted_and_fits(row):
-    """Memory only (no step is priced). The Kimi K2 row is refused on memory (kept in this folder, see README)."""
-    missing = _missing_tool_keys(row)
-    if missing:
-        pytest.skip(f"the tool on this branch lacks {', '.join(missing)}")
-    if row.id in REFUSED:
-        with pytest.raises(EstimatorError, match=f"needs {re.escape(REFUSED[row.id])} per GPU"):
-            check_composes_and_fits(row)
-        return
+    """Memory only (no step is priced)."""
     check_composes_and_fits(row)
     assert estimator.resolve_config(base_overrides(row))["framework"]["moe_dispatcher"] == \
         overrides(row)["framework.moe_dispatcher"]
 
 
-def test_readme_lists_every_row_its_value_and_the_refusal():
-    text = (FOLDER / "README.md").read_text(encoding="utf-8")
+def test_priced_once_and_moved():
+    check_moved_once(IDS, ALL)
+
+
+def test_rows_are_described_with_their_values_and_errors():
+    check_described(ROWS, SECTION, measured=True)
+    text = (VALIDATION / "llm_rows.md").read_text(encoding="utf-8")
     for row in ROWS:
-        assert f"`{row.id}`" in text and f"{row.measured:.3f}" in text, row.id
-    for ident, gb in REFUSED.items():
-        assert re.search(rf"`{ident}` needs {re.escape(gb)} per GPU", text)
+        assert re.search(r"\| [+-]\d+\.\d % \|$", table_line(text[text.index(SECTION):], row.id)), row.id

@@ -103,11 +103,9 @@ REFUSED = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipel
 # The device memory each refused row states (GB) and a capacity that lets its layout fit.
 REFUSED_DEVICE = {"llama3-405b-8192gpu-tp8pp16dp64": ("80.0", "84e9"),
                   "mbridge2511-qwen3-30b-a3b-fp8-16gpu": ("80.0", "86e9")}
-# Blind round h36 (llm_rows.md, "round h36 (mixture of experts)"): NeMo AutoModel's Qwen3-30B-A3B on 8 H100 (FSDP2,
-# EP 8 = DP 8) holds 45.8 GB of optimizer state per GPU under the model. The round's three Qwen3-235B-A22B rows
-# (refused at 80.4 GB) fit since the MoE layer's activations keep TE's FP8 inputs (441654e): they are in llm.csv.
-REFUSED |= {"automodel-qwen3-30b-a3b-bf16-8gpu": r"needs 84\.\d GB per GPU \(weights"}
-REFUSED_DEVICE |= {"automodel-qwen3-30b-a3b-bf16-8gpu": ("80.0", "86e9")}
+# Blind round h36 (llm_rows.md, "round h36 (mixture of experts)"): the round's three Qwen3-235B-A22B rows (refused at
+# 80.4 GB) fit since the MoE layer's activations keep TE's FP8 inputs (441654e), and NeMo AutoModel's Qwen3-30B-A3B on
+# 8 H100 (84.6 GB with fp32 Adam state) since it states its torch Adam on bf16 parameters (thirteenth stop): in llm.csv.
 # Blind round h41 (llm_rows.md, "round h41 (NVIDIA release tables ...)"): Megatron-Bridge 25.09's token-drop
 # Qwen3-30B-A3B on 16 H100 has the layout of round h35's 25.11 row (PP 2, VP 24, EP 8, MBS 2): refused at 84.1 GB too.
 REFUSED |= {"mbridge2509-qwen3-30b-a3b-fp8-16gpu-tokendrop": r"needs 81\.\d GB per GPU on pipeline stage 1"}  # as above
