@@ -149,3 +149,15 @@ def test_cli_error_is_one_line_exit_2():
     out = subprocess.run([sys.executable, "-m", "estimator.cli", "estimate", *QWEN, "parallelism.pp=2", "parallelism.ep=8",
                           "framework.moe_a2a_overlap=true"], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "virtual pipeline stages" in out.stderr
+
+
+def test_an_unstated_layout_is_searched_with_the_flex_dispatcher():
+    """The layout search checks each layout it tries; the base layout (ep 1 until searched) is not refused up front."""
+    cfg = estimator.resolve_config(["model=qwen3_30b_a3b", "system=dgx_h100", "fabric.nodes=16", "precision=bf16",
+                                    "parallelism.global_batch=64", "framework.moe_dispatcher=hybridep"])
+    m = estimate(cfg).metrics
+    assert m["placement"] == "auto" and m["ep"] > 1 and m["layouts_evaluated"] > 1
+    dense = estimator.resolve_config(["model=llama3_8b", "system=dgx_h100", "fabric.nodes=8",
+                                      "framework.moe_a2a_overlap=true"])
+    with pytest.raises(EstimatorError, match="^framework.moe_a2a_overlap: Megatron-core requires expert parallelism"):
+        estimate(dense)  # what no layout changes is said at once, not as "no layout fits"

@@ -69,7 +69,10 @@ def _setup(cfg: dict[str, Any]):
     if layout.virtual_stages > 1 and not framework.interleaved_schedule:
         raise EstimatorError(f"parallelism.virtual_stages={layout.virtual_stages}: framework {framework.name}'s pipeline "
                              "has no interleaved schedule; use virtual_stages=1")
-    moe_comm.check(framework, spec, layout, precision)
+    if placement == "fixed":
+        moe_comm.check(framework, spec, layout, precision)
+    else:  # the search checks each layout it tries (search.py); what no layout changes is said at once
+        moe_comm.check_model(framework, spec, precision)
     capacity = device_memory(device.memory_bytes, par.get("device_memory_bytes"))
     overlap = _bool_or_null(par, "dp_overlap")
     interference = par.get("comm_interference", 0.0)

@@ -117,10 +117,8 @@ def merged_fraction(microbatches: int, pp: int, v: int, group: int | None) -> fl
 def check(framework, spec, layout, precision: str) -> None:
     """One-line errors for what Megatron-core refuses (transformer_config.py ``__post_init__``: the
     ``overlap_moe_expert_parallel_comm`` asserts; ``MoEFlexTokenDispatcher``: DeepEP needs TP x EP > 1)."""
+    check_model(framework, spec, precision)
     if not spec.experts:
-        if framework.moe_a2a_overlap:
-            raise EstimatorError(f"framework.moe_a2a_overlap: model {spec.name} has no experts "
-                                 "(Megatron-core requires expert parallelism for it)")
         return
     L = layout
     if framework.moe_dispatcher != "alltoall" and L.expert_tp * L.ep == 1:
@@ -137,6 +135,17 @@ def check(framework, spec, layout, precision: str) -> None:
         why = "refuses full recompute"
     elif "moe" in L.modules:
         why = "refuses moe in recompute_modules"
+    if why:
+        raise EstimatorError(f"framework.moe_a2a_overlap: Megatron-core {why}")
+
+
+def check_model(framework, spec, precision: str) -> None:
+    """The part of :func:`check` no layout changes (so a layout search can still say it at once)."""
+    if not framework.moe_a2a_overlap:
+        return
+    why = None
+    if not spec.experts:
+        why = f"requires expert parallelism: model {spec.name} has no experts"
     elif spec.mtp > 1:
         why = f"allows at most one MTP layer, got {spec.mtp}"
     elif precision == "fp32":

@@ -88,12 +88,14 @@ def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabri
     keep = {k: v for k, v in (fixed or {}).items() if v is not None}
     best = None
     evaluated = 0
+    refusals: list[EstimatorError] = []
     todo = candidates(spec, base, gpus, max_tp, global_batch, mbs_options, keep)
     # a bar on a terminal only (tqdm's disable=None): the search of a large MoE model takes a minute
     for layout in tqdm(todo, desc="layouts", unit="layout", file=sys.stderr, disable=None, leave=False, mininterval=0.5):
         try:
             moe_comm.check(framework, spec, layout, precision)  # a layout Megatron-core refuses with these settings
-        except EstimatorError:
+        except EstimatorError as refused:
+            refusals.append(refused)
             continue
         if capacity and memory(spec, layout, framework.grad_bytes(precision), framework, precision == "fp8")["total"] > capacity:
             continue
@@ -101,6 +103,8 @@ def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabri
         evaluated += 1
         if best is None or metrics["iter_time_s"] < best[0]["iter_time_s"]:
             best = (metrics, colls)
+    if best is None and todo and len(refusals) == len(todo):  # every layout refused: say why, not "nothing fits"
+        raise refusals[0]
     if best is None:
         stated = "".join(f", {k}={v}" for k, v in keep.items())
         raise EstimatorError(f"parallelism.placement=auto: no layout of {spec.name} on {gpus} GPUs{stated} fits "
