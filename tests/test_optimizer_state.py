@@ -24,14 +24,18 @@ def _cfg(*extra):
     return estimator.resolve_config([*BASE, *framework, *extra])
 
 
-def test_bf16_state_halves_the_optimizer_memory_and_nothing_else():
+def _stage0(state: str) -> dict:
+    """Stage 0's memory of the base layout (fp16 gradients) with the framework's Adam state dtype ``state``."""
     cfg = _cfg()
     spec = TransformerSpec.from_cfg(cfg["model"])
-    layout = Layout.from_cfg(cfg["parallelism"], spec, 16)
-    fp32 = Framework.from_cfg(cfg["framework"])
-    bf16 = Framework.from_cfg({**cfg["framework"], "optimizer_state": "bf16"})
-    a, b = stage_memory(spec, layout, 0, 2, fp32), stage_memory(spec, layout, 0, 2, bf16)
-    assert fp32.optimizer_state == "fp32" and a["optimizer"] > 0
+    framework = Framework.from_cfg({**cfg["framework"], "optimizer_state": state})
+    return stage_memory(spec, Layout.from_cfg(cfg["parallelism"], spec, 16), 0, 2, framework)
+
+
+def test_bf16_state_halves_the_optimizer_memory_and_nothing_else():
+    assert Framework.from_cfg(_cfg()["framework"]).optimizer_state == "fp32"  # the preset's own state
+    a, b = _stage0("fp32"), _stage0("bf16")
+    assert a["optimizer"] > 0
     assert b["optimizer"] == pytest.approx(a["optimizer"] / 2)
     assert {k: b[k] for k in ("weights", "gradients", "activations")} == {k: a[k] for k in ("weights", "gradients", "activations")}
     # ZeRO-1 over dp 8: the shard is 12 (6) bytes x the stage's parameters / 8
@@ -56,12 +60,7 @@ def test_unknown_optimizer_state_is_a_one_line_error():
 
 
 def test_bf16_moments_keep_two_thirds_of_the_state_and_stream_three_quarters_of_the_step():
-    cfg = _cfg()
-    spec = TransformerSpec.from_cfg(cfg["model"])
-    layout = Layout.from_cfg(cfg["parallelism"], spec, 16)
-    fp32 = Framework.from_cfg(cfg["framework"])
-    mixed = Framework.from_cfg({**cfg["framework"], "optimizer_state": "bf16_moments"})
-    a, b = stage_memory(spec, layout, 0, 2, fp32), stage_memory(spec, layout, 0, 2, mixed)
+    a, b = _stage0("fp32"), _stage0("bf16_moments")
     assert b["optimizer"] == pytest.approx(a["optimizer"] * 8 / 12)  # 4 + 2 + 2 bytes against 4 + 4 + 4
     assert b["weights"] == a["weights"] and b["activations"] == a["activations"]
     # the step: fp32 master read + written (8), bf16 moments read + written (8), gradient + weight (8) = 24 of 32

@@ -52,6 +52,7 @@ from __future__ import annotations
 from math import comb
 
 from estimator.errors import EstimatorError
+from estimator.parallel.placement import ranks_per_node
 
 DISPATCHERS = ("alltoall", "deepep", "hybridep")
 BF16_BYTES = 2
@@ -65,8 +66,7 @@ def groups_reached(experts: int, groups: int, k: int) -> float:
 
 def ep_split(fabric, ep: int, stride: int) -> tuple[int, int]:
     """(ranks of an ``ep`` group in one node, nodes it spans); a fabric without nodes: one rank per node."""
-    per_node = getattr(fabric.config, "gpus_per_node", 1) or 1
-    r = max(1, min(ep, per_node // stride))
+    r = ranks_per_node(getattr(fabric.config, "gpus_per_node", 1) or 1, ep, stride)
     return r, ep // r
 
 

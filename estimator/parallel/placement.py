@@ -70,6 +70,12 @@ def node_aware(fabric: Fabric) -> bool:
     return all(hasattr(fabric.config, f) for f in NODE_AWARE_FIELDS)
 
 
+def ranks_per_node(gpus_per_node: int, size: int, stride: int) -> int:
+    """Ranks of a group of ``size`` with ``stride`` between neighbours that sit in one node (module docstring): all of
+    them when the group fits in a node, else ``max(1, gpus_per_node // stride)``."""
+    return size if size * stride <= gpus_per_node else max(1, gpus_per_node // stride)
+
+
 @lru_cache(maxsize=4096)
 def _sub_fabric(cls: type, config_items: tuple, size: int, stride: int) -> Fabric:
     cfg = dict(config_items)
@@ -77,7 +83,7 @@ def _sub_fabric(cls: type, config_items: tuple, size: int, stride: int) -> Fabri
     if size * stride <= g:  # the whole group inside one node
         new = {"nodes": size, "gpus_per_node": size}
     else:
-        r = max(1, g // stride)
+        r = ranks_per_node(g, size, stride)
         share = uplinks * bw * r / g  # this group's share of its node's uplinks
         n_up = max(1, uplinks * r // g)
         new = {"nodes": size, "gpus_per_node": r, "uplinks": n_up, "uplink_bandwidth_Bps": share / n_up}

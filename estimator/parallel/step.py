@@ -221,20 +221,16 @@ def module_recompute_cost(spec: TransformerSpec, L: Layout, layer: PartTimes, at
     ``k`` routed rows. The collectives inside the recomputed modules are priced in :func:`layer_cost`."""
     mods, t, h = L.modules, L.tp, spec.hidden
     tokens = (spec.seq_len // L.cp) * L.micro_batch_size
-
-    def mlp(width: float) -> float:
-        return mlp_flops(spec, L, width)
-
     flops = 0.0
     if "mla_up_proj" in mods:
         q_lora, kv_lora, qk, rope, dv = spec.mla
         flops += 2 * tokens * spec.heads * ((q_lora or h) * (qk + rope) + kv_lora * (qk + dv)) / t
     if "mlp" in mods and not spec.experts:
-        flops += mlp(spec.ffn)
+        flops += mlp_flops(spec, L, spec.ffn)
     if "moe" in mods and spec.experts:
-        flops += 2 * tokens * h * spec.experts / t + spec.top_k * mlp(spec.moe_ffn) + mlp(spec.shared_ffn)
+        flops += 2 * tokens * h * spec.experts / t + spec.top_k * mlp_flops(spec, L, spec.moe_ffn) + mlp_flops(spec, L, spec.shared_ffn)
     elif "shared_experts" in mods and spec.experts:
-        flops += mlp(spec.shared_ffn)
+        flops += mlp_flops(spec, L, spec.shared_ffn)
     seconds = outside_attention(layer, attn, flops)[0]
     nbytes = 0.0
     if "layernorm" in mods:
