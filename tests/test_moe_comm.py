@@ -19,6 +19,7 @@ from estimator.parallel.moe_comm import (
     groups_reached,
     merged_exposure,
     merged_fraction,
+    sm_share,
 )
 from estimator.parallel.step import _Pricer
 from tests.conftest import REPO
@@ -161,3 +162,38 @@ def test_an_unstated_layout_is_searched_with_the_flex_dispatcher():
                                       "framework.moe_a2a_overlap=true"])
     with pytest.raises(EstimatorError, match="^framework.moe_a2a_overlap: Megatron-core requires expert parallelism"):
         estimate(dense)  # what no layout changes is said at once, not as "no layout fits"
+
+
+# ---- the SMs the flex dispatcher holds (framework.moe_dispatcher_sms, moe_comm.sm_share)
+FLEX_OVERLAP = [*QWEN, "framework.moe_dispatcher=hybridep", "framework.moe_a2a_overlap=true"]
+
+
+def test_sm_share_is_the_dispatchers_sms_over_the_devices():
+    from types import SimpleNamespace as NS
+    h100 = NS(sm_count=132)
+    assert sm_share(NS(moe_dispatcher="deepep", moe_dispatcher_sms=None), h100) == pytest.approx(20 / 132)
+    assert sm_share(NS(moe_dispatcher="hybridep", moe_dispatcher_sms=None), h100) == pytest.approx(32 / 132)
+    assert sm_share(NS(moe_dispatcher="hybridep", moe_dispatcher_sms=24), h100) == pytest.approx(24 / 132)
+    assert sm_share(NS(moe_dispatcher="alltoall", moe_dispatcher_sms=24), h100) == 0.0  # NCCL's SMs: not charged
+    assert sm_share(NS(moe_dispatcher="deepep", moe_dispatcher_sms=None), NS(sm_count=None)) == 0.0
+    with pytest.raises(EstimatorError, match="leaves no SM"):
+        sm_share(NS(moe_dispatcher="deepep", moe_dispatcher_sms=132), h100)
+
+
+def test_hidden_flex_dispatch_slows_compute_by_its_share_of_the_sms():
+    """Each hidden second of dispatch costs sms / 132 of a second; a dispatch that is not hidden costs no SMs."""
+    few, many = run([*FLEX_OVERLAP, "framework.moe_dispatcher_sms=1"]), run([*FLEX_OVERLAP, "framework.moe_dispatcher_sms=65"])
+    hidden = few["ep_comm_time_s"] - few["ep_exposed_time_s"]
+    assert hidden > 0
+    grown = many["iter_time_s"] - few["iter_time_s"]
+    assert grown > 0
+    # the charge is what is hidden at 1 SM (less what 65 SMs expose anyway), times 64 / 132; within the exposed part's shift
+    assert grown == pytest.approx(64 / 132 * hidden, rel=0.25)
+    plain = [*QWEN, "framework.moe_dispatcher=hybridep"]
+    assert run([*plain, "framework.moe_dispatcher_sms=100"])["iter_time_s"] == run(plain)["iter_time_s"]
+
+
+@pytest.mark.parametrize("value", [0, -4, 1.5, True])
+def test_a_bad_dispatcher_sm_count_is_an_error(value):
+    with pytest.raises(EstimatorError, match="moe_dispatcher_sms must be a whole number"):
+        run([*FLEX_OVERLAP, f"framework.moe_dispatcher_sms={value}"])

@@ -142,6 +142,7 @@ class DeviceProfile:
     amp_elementwise_fusion: float = 1.0
     op_overhead_s: float = 0.0  # added to every compute op (kept for hand-made profiles)
     memory_bytes: float | None = None  # device memory (HBM) capacity; parallelism=hybrid checks layouts against it
+    sm_count: int | None = None  # streaming multiprocessors (datasheet); what a kernel that holds some of them leaves
 
     def __post_init__(self) -> None:
         positive(self.peak_flops, f"device.peak_flops ({self.name})")
@@ -151,6 +152,9 @@ class DeviceProfile:
                 positive(getattr(self, key), f"device.{key} ({self.name})")
         if self.memory_bytes is not None:
             positive(self.memory_bytes, f"device.memory_bytes ({self.name})")
+        if self.sm_count is not None and (isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int)
+                                          or self.sm_count <= 0):
+            raise EstimatorError(f"device.sm_count ({self.name}) must be a whole number > 0, got {self.sm_count!r}")
         for key in ("compute_efficiency", "memory_efficiency"):
             object.__setattr__(self, key, _efficiency(getattr(self, key), key, self.name))
             named = {p for p, _c, _f in getattr(self, key) if p != "*"}

@@ -80,7 +80,9 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   all-to-all) or the ``flex`` dispatcher's ``deepep`` / ``hybridep`` backend (each token once per destination
   rank and once per remote node, forwarded over NVLink; no chunk sort); ``moe_a2a_overlap`` — Megatron-core's
   ``overlap_moe_expert_parallel_comm`` with ``delay_wgrad_compute``: one microbatch's forward and another's
-  backward run merged, each layer's all-to-alls behind the other's compute (:mod:`~estimator.parallel.moe_comm`).
+  backward run merged, each layer's all-to-alls behind the other's compute (:mod:`~estimator.parallel.moe_comm`);
+  ``moe_dispatcher_sms`` — the SMs the flex dispatcher's kernels hold while they run (Megatron-core's
+  ``moe_flex_dispatcher_num_sms``; null: the backend's default, :data:`~estimator.parallel.moe_comm.DISPATCHER_SMS`).
 
 A config without a ``framework`` subtree (a hand-built dict) gets ``conf/framework/megatron.yaml``.
 """
@@ -130,6 +132,7 @@ class Framework:
     loss_metric_passes: int
     moe_dispatcher: str
     moe_a2a_overlap: bool
+    moe_dispatcher_sms: int | None = None
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
     zero3_max_live_params: float | None = None
@@ -168,6 +171,9 @@ class Framework:
         if data["moe_dispatcher"] not in DISPATCHERS:
             raise EstimatorError(f"framework.moe_dispatcher must be one of {', '.join(DISPATCHERS)}, "
                                  f"got {data['moe_dispatcher']!r}")
+        sms = data.get("moe_dispatcher_sms")
+        if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms <= 0):
+            raise EstimatorError(f"framework.moe_dispatcher_sms must be a whole number of SMs > 0 or null, got {sms!r}")
         passes = data["loss_metric_passes"]
         if isinstance(passes, bool) or not isinstance(passes, int) or passes < 0:
             raise EstimatorError(f"framework.loss_metric_passes must be a whole number >= 0, got {passes!r}")

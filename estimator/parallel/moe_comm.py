@@ -42,7 +42,16 @@ of a rank run alone (``w = 1`` without a pipeline; with virtual stages Megatron'
 forward it schedules, ``2 (pp - 1) + (v - 1) G + 1`` on the first stage, ``G`` microbatches per group), their
 all-to-alls exposed whole (:func:`merged_fraction`). Refused as Megatron-core refuses it (:func:`check`).
 
-Not modelled: the SMs the dispatch kernels take from the GEMMs (DeepEP: 20 by default), routing imbalance and
+SMs (``framework.moe_dispatcher_sms``): DeepEP's and HybridEP's kernels hold SMs for as long as they run; behind
+compute (``moe_a2a_overlap``) the layer's kernels run on the rest, so each second of hidden flex dispatch costs
+``sms / device.sm_count`` of a second of compute (:func:`sm_share`; the GEMMs' time taken as proportional to the SMs
+they get, as wave-filling kernels run). Defaults (:data:`DISPATCHER_SMS`): DeepEP 20 (token_dispatcher.py
+l.1287-1290: ``moe_flex_dispatcher_num_sms`` None -> 20); HybridEP 32, what Megatron-Bridge's performance scripts
+set (NVIDIA-NeMo/Megatron-Bridge@067f987d scripts/performance/utils/overrides.py l.86-89, whose comment says the
+number "needs to be adjusted when overlapping HybridEP with computation"); Megatron-core leaves HybridEP's own
+default, which is not read here. The NCCL all-to-all's SMs are not charged (NCCL sizes its channels at run time).
+
+Not modelled: routing imbalance and
 DeepSeek-V3's node-limited routing (at most 4 nodes per token), the expert-TP copies the flex dispatcher sends to
 the ``etp`` ranks (priced as today's ``etp`` gather), NCCL EP (``ncclep``).
 """
@@ -55,6 +64,7 @@ from estimator.errors import EstimatorError
 from estimator.parallel.placement import ranks_per_node
 
 DISPATCHERS = ("alltoall", "deepep", "hybridep")
+DISPATCHER_SMS = {"deepep": 20, "hybridep": 32}  # SMs a flex backend holds by default (module docstring)
 BF16_BYTES = 2
 
 
@@ -104,6 +114,20 @@ def merged_exposure(a2a: float, pre_f: float, experts_f: float, pre_b: float, ex
     combine_f = max(dispatch_b, experts_f_end) + a2a
     pre_b_end = max(experts_f_end, dispatch_b) + pre_b
     return max(0.0, max(combine_f, pre_b_end) - (pre_f + experts_f + pre_b + experts_b))
+
+
+def sm_share(framework, device) -> float:
+    """Seconds of compute one second of hidden dispatch costs: the dispatcher's SMs over the device's (0 for the
+    NCCL all-to-all, or a device that states no SM count)."""
+    if framework.moe_dispatcher not in DISPATCHER_SMS or not device.sm_count:
+        return 0.0
+    sms = framework.moe_dispatcher_sms or DISPATCHER_SMS[framework.moe_dispatcher]
+    if not sms:
+        return 0.0
+    if sms >= device.sm_count:
+        raise EstimatorError(f"framework.moe_dispatcher_sms={sms} leaves no SM of the device's {device.sm_count} "
+                             "for compute")
+    return sms / device.sm_count
 
 
 def merged_fraction(microbatches: int, pp: int, v: int, group: int | None) -> float:

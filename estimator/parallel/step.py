@@ -124,7 +124,13 @@ from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout, layer_kinds
 from estimator.parallel.loss import logit_elements, loss_times
 from estimator.parallel.memory import memory, stage_param_split
-from estimator.parallel.moe_comm import dispatch_time, flex_strides, merged_exposure, merged_fraction
+from estimator.parallel.moe_comm import (
+    dispatch_time,
+    flex_strides,
+    merged_exposure,
+    merged_fraction,
+    sm_share,
+)
 from estimator.parallel.overlap import behind
 from estimator.parallel.placement import group_cost, p2p_cost, p2p_pricing, strides
 from estimator.parallel.sac import gemm_widths, recomputed_gemm_fraction
@@ -463,6 +469,7 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     if fw.moe_a2a_overlap and ep_one:  # merged forward / backward (moe_comm; check() refuses the recomputes)
         experts_f, experts_b = outside_attention(layer, attn, spec.top_k * mlp_flops(spec, L, spec.moe_ffn))
         merged = merged_exposure(ep_one, f_layer - experts_f, experts_f, b_layer - experts_b, experts_b)
+        merged += sm_share(fw, device) * max(0.0, 4 * ep_one - merged)  # compute slowed while the hidden dispatch holds SMs
         share = merged_fraction(L.microbatches, L.pp, L.virtual_stages, L.microbatch_group)
         ep_f = ep_b = share * merged / 2 + (1 - share) * 2 * ep_one
     f_layer, b_layer = f_layer + ep_f, b_layer + ep_b
