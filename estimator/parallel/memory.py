@@ -122,8 +122,9 @@ ADAM_BYTES = {"fp32": 12,  # fp32 master weights + Adam momentum + variance per 
               "bf16": 6,  # the same three in bf16 (Apex DistributedFusedAdam dtype=bf16, store_params=True)
               "bf16_moments": 8}  # fp32 master weights + bf16 momentum + variance (Megatron-core's precision-aware optimizer)
 WEIGHT_BYTES = 2  # fp16/bf16 weights
-ROUTED_PROB_BYTES = 4  # a routed row's probability as the weighted activation saves it: fp32 (moe_router_dtype fp32, set
-# by Megatron-Bridge's Qwen3 providers and NeMo's DeepSeek-V3 recipe; a 16-bit router's 2 bytes are not distinguished)
+ROUTED_PROB_BYTES = 4  # a routed row's probability as the weighted activation saves it: fp32 with moe_router_dtype fp32
+# (NeMo's DeepSeek-V3 recipe) or the flex dispatcher (token_dispatcher.py@92c8482e:1036-1041 casts to fp32); a 16-bit
+# router on the all-to-all keeps 2 (moe_utils.py:590 type_as(logits)), not distinguished: 0.03 % of a routed row's bytes
 
 
 def stage_param_split(spec: TransformerSpec, layout: Layout, stage: int) -> tuple[int, int]:
