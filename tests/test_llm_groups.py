@@ -163,9 +163,10 @@ def test_moe_activation_memory_grows_with_top_k():
     layout = Layout(2, 4, 32, 8, 1, 16, 0, True, "none")
     acts = [memory(replace(spec, top_k=k), layout)["activations"] for k in (1, 2, 4)]
     s, b, h, t, f = spec.seq_len, 1, spec.hidden, 2, spec.ffn
-    # one more expert per token (Megatron-core's MoE layer: fc1's input gathered over the experts' TP ranks, 2 t h; the
-    # 2f-wide fc1 output and fc2's input, 6 f; the unpermute's input, 2 h), layers/pp x pp in flight
-    per_k = s * b / t * (2 * t * h + 6 * f + 2 * h) * (spec.layers // 4) * 4
+    # one more expert per token (Megatron-core's MoE layer: fc1's input and the fp32 probability the weighted SwiGLU keeps,
+    # per row gathered over the experts' TP ranks, t (2 h + 4); the 2f-wide fc1 output and fc2's input, 6 f; nothing of
+    # the unpermute), layers/pp x pp in flight
+    per_k = s * b / t * (t * (2 * h + 4) + 6 * f) * (spec.layers // 4) * 4
     assert acts[1] - acts[0] == pytest.approx(per_k) and acts[2] - acts[1] == pytest.approx(2 * per_k)
     dense = replace(spec, experts=0)
     assert memory(spec, layout)["activations"] > memory(dense, layout)["activations"]  # k=2 experts > the dense formula

@@ -125,8 +125,8 @@ def test_moe_activations_keep_fp8_inputs_and_the_gathered_rows():
     split = Layout(4, 8, 16, 2, 1, 128, 1, True, "none")  # etp = tp = 4: fc1's input is the gathered k T x 4 rows
     whole = Layout(4, 8, 16, 8, 1, 128, 1, True, "none", etp=1)
     t_rows, h, f, k = 4096 / 4, s.hidden, s.ffn, s.top_k
-    extra_rows = split.expert_tp - whole.expert_tp  # 16-bit fc1 inputs kept per routed token beyond etp 1's
-    assert moe_mlp_bytes(s, split) - moe_mlp_bytes(s, whole) == pytest.approx(k * t_rows * extra_rows * 2 * h)
+    extra_rows = split.expert_tp - whole.expert_tp  # rows kept per routed token beyond etp 1's: 16-bit fc1 input + fp32 prob
+    assert moe_mlp_bytes(s, split) - moe_mlp_bytes(s, whole) == pytest.approx(k * t_rows * extra_rows * (2 * h + 4))
     assert moe_mlp_bytes(s, whole) - moe_mlp_bytes(s, whole, fp8=True) == pytest.approx(k * t_rows * (h + f))
 
 

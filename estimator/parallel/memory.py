@@ -52,7 +52,7 @@
     ordinary attention's input norm into the QKV Linear and the dense MLP's into fc1, IdentityOp modules, so
     those stay): MLA's input norm output (``2h``, ``h`` with ``fp8``: set_save_original_input makes the
     down-projections keep the discardable original, not an FP8 copy), and the MoE layer's pre-MLP norm
-    output (the router's input ``2h`` and a shared expert's fc1 copy of it). ``mla_up_proj``
+    output (the router's input ``2h``, which a shared expert's fc1 keeps too). ``mla_up_proj``
     (multi_latent_attention.py ``qkv_up_proj_and_rope_apply``, inputs the two latents and the rope key): the
     latent norms' outputs ``2 (q_lora + kv_lora)`` and q, k, v ``2 heads (2 (qk + rope) + v) / t`` (the
     rope'd parts included); the latent norms' inputs stay. ``mlp`` (dense layers only): all of
@@ -61,7 +61,7 @@
     the activation output (``f``; 1 byte with ``fp8``: fc2 then keeps the original, discarded). ``moe``
     (moe_layer.py: the whole route / dispatch / experts / combine checkpointed): everything of
     :func:`moe_mlp_bytes` but its input (the router's ``2h``) and the mask. ``shared_experts``
-    (shared_experts.py): the shared expert's bytes but its mask.
+    (shared_experts.py): the shared expert's fc1 and activation outputs.
   - full recompute keeps only the layer input ``2sbh`` (/t with sequence parallelism or Megatron's
     ``--distribute-saved-activations``, ``parallelism.distribute_saved_activations``); torchtitan's
     per-op policy (``op``) keeps what :func:`~estimator.parallel.sac.saved_bytes_per_token` lists.
@@ -73,13 +73,21 @@
     weighted combine ``2ksbh`` and the dropout mask ``sbh``; token-width tensors split over the
     ``t`` tensor-parallel ranks (Megatron-core requires sequence parallelism for MoE with t > 1).
     In the TE layer (Megatron-core's MoE layer, :mod:`~estimator.parallel.layer`) what each op
-    keeps: fc1's input, the ``k T`` routed rows gathered over the experts' TP ranks (``k T etp x h``,
-    1 byte with ``fp8``: TE's FP8 grouped Linears keep the FP8 copy for the weight gradient, as its
-    dense Linears do), fc1's output (``2f`` SwiGLU / ``f``, 16-bit, ``k T etp x f/etp``), fc2's input
-    (``f``, 1 byte with ``fp8``) and the unpermute's input (``k T x h``, 16-bit, for the
-    probabilities' gradient); the swapped-out share is :func:`te_dense_mlp_bytes` (the dropout mask
-    counted in ``moe_mlp_bytes`` stays, ``sbh/t``: the models that run TE's MoE train without
-    dropout, an overcount of under 1 % of the MoE bytes).
+    keeps (NVIDIA/Megatron-LM@92c8482e6dcd11c3666c61bb8d1f7e8d0730ed13, Megatron-Bridge 25.11's; the same in
+    core_v0.14.0 and d98e8a64; TransformerEngine v2.9): the router's input ``2h`` (moe_utils.py:964
+    RouterGatingLinearFunction saves the 16-bit input) and fp32 probabilities ``4E``; fc1's input, the ``k T``
+    routed rows gathered over the experts' TP ranks (``k T etp x h``, 1 byte with ``fp8``: TE's FP8 grouped
+    Linears keep the FP8 copy, columnwise only, for the weight gradient: grouped_linear.py:202-204), the
+    activation's input, fc1's output (``2f`` SwiGLU / ``f``, 16-bit, ``k T etp x f/etp``) and each row's fp32
+    probability (experts.py:897-966: the probabilities are applied inside the activation, the fused weighted
+    SwiGLU saving its input and the probabilities, fused_bias_swiglu.py:194-196; a non-gated activation is
+    followed by the probability multiply, which keeps the activation's ``f``-wide output too), fc2's input
+    (``f``, 1 byte with ``fp8``); the combine keeps nothing of its rows (token_dispatcher.py:834 unpermutes
+    without probabilities, so TE's fused unpermute saves only its int32 row map, permutation.py:375-378, and the
+    unfused scatter-add none). A shared expert's fc1 keeps the router's tensor, not a copy (16-bit: TE's Linear
+    saves its un-gathered input as given, module/linear.py; ``fp8``: shared_experts.py:64-88 sets
+    ``save_original_input`` on it), so it adds its fc1 and activation outputs only. The swapped-out share is
+    :func:`te_dense_mlp_bytes`; the bias-dropout-add keep-mask ``sbh/t`` with dropout only.
 
 * Microbatches in flight on stage ``i`` (Megatron's 1F1B schedule: the warm-up forwards plus the
   one running; megatron/core/pipeline_parallel/schedules.py ``num_warmup_microbatches = pp - i - 1``
@@ -114,6 +122,9 @@ ADAM_BYTES = {"fp32": 12,  # fp32 master weights + Adam momentum + variance per 
               "bf16": 6,  # the same three in bf16 (Apex DistributedFusedAdam dtype=bf16, store_params=True)
               "bf16_moments": 8}  # fp32 master weights + bf16 momentum + variance (Megatron-core's precision-aware optimizer)
 WEIGHT_BYTES = 2  # fp16/bf16 weights
+ROUTED_PROB_BYTES = 4  # a routed row's probability as the weighted activation saves it: fp32 with moe_router_dtype fp32
+# (NeMo's DeepSeek-V3 recipe) or the flex dispatcher (token_dispatcher.py@92c8482e:1036-1041 casts to fp32); a 16-bit
+# router on the all-to-all keeps 2 (moe_utils.py:590 type_as(logits)), not distinguished: 0.03 % of a routed row's bytes
 
 
 def stage_param_split(spec: TransformerSpec, layout: Layout, stage: int) -> tuple[int, int]:
@@ -233,20 +244,22 @@ def moe_mlp_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> f
     gather = layout.expert_tp  # routed rows per token on this rank: gathered over the experts' TP (or, tp > 1 without
     # sequence parallelism, where etp = tp: every TP rank routes all the tokens)
     f = spec.moe_ffn
-    fc1_out = (4 if spec.gated else 2) * f  # the 2f-wide (SwiGLU) or f-wide fc1 output, 16-bit
     mods = layout.modules  # recompute_modules (module docstring)
-    router_in = 0.0 if "layernorm" in mods else 2 * h  # the pre-MLP norm's output
-    if "moe" in mods:  # the checkpoint keeps the MoE layer's input; the mask is bias-dropout-add's, outside
-        return tokens * (router_in + h)
-    # a shared expert keeps what the dense MLP keeps at its width, its fc1's own copy of its input included
-    # (shared_experts.py: "the shared expert linear_fc1 also saves the quantized tensor of this output")
-    shared = 0.0
-    if spec.shared_ffn:
-        fc1_in, inner, mask = _te_mlp_parts(spec, layout, fp8, spec.shared_ffn)
-        shared = mask if "shared_experts" in mods else (0.0 if "layernorm" in mods else fc1_in) + inner + mask
+    router_in = 0.0 if "layernorm" in mods else 2 * h  # the pre-MLP norm's output (the router's saved input)
+    mask = h if spec.dropout else 0.0  # bias-dropout-add's keep-mask, outside the MoE layer (none without dropout)
+    if "moe" in mods:  # the checkpoint keeps the MoE layer's input
+        return tokens * (router_in + mask)
+    # a shared expert's fc1 keeps the router's tensor (module docstring), so only its fc1 and activation outputs count
+    shared = 0.0 if not spec.shared_ffn or "shared_experts" in mods else _te_mlp_parts(spec, layout, fp8, spec.shared_ffn)[1]
+    # per routed row (the rows are gathered over the experts' TP ranks, the widths split over them): fc1's input, the
+    # activation's input (fc1's 2f-wide / f-wide output, 16-bit) and probability (fp32), fc2's input; a plain
+    # activation's output, which the probability multiply keeps (module docstring); nothing of the unpermute
+    act_in = (4 if spec.gated else 2) * f
+    act_out = 0.0 if spec.gated or "moe_act" in mods else 2 * f
     fc2_in = 0.0 if "moe_act" in mods else per_byte * f
-    routed = tokens * (router_in + h + 4 * spec.experts) + k * tokens * (gather * per_byte * h + fc1_out + fc2_in + 2 * h)
-    return routed + shared
+    rows = k * tokens * gather
+    routed = tokens * (router_in + mask + 4 * spec.experts) + rows * (per_byte * h + ROUTED_PROB_BYTES)
+    return routed + k * tokens * (act_in + act_out + fc2_in) + shared
 
 
 def layer_activation_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> float:
