@@ -213,6 +213,7 @@ def test_te_moe_layer_keeps_no_scores_and_routes_k_copies():
     layer = capture_parts(small, 1, False)["layer"]
     fwd = [n for n in layer.nodes if n.phase == "forward"]
     dense = capture_parts(replace(small, experts=0), 1, False)["layer"]
-    mm = lambda nodes: sum(n.flops for n in nodes if n.phase == "forward" and n.op == "aten::linear")  # noqa: E731
+    mm = lambda nodes: sum(n.flops for n in nodes  # noqa: E731  (the experts: TE GroupedLinear)
+                           if n.phase == "forward" and n.op in ("aten::linear", "te::grouped_linear"))
     router = 2 * 128 * 256 * small.experts
     assert mm(fwd) == pytest.approx(mm(dense.nodes) + (small.top_k - 1) * 2 * 128 * 256 * 3 * 512 + router)

@@ -37,16 +37,16 @@ def _ops(workload, name):
 
 
 def test_permutation_kernels_compute_the_real_result():
-    x, probs = torch.randn(6, 4, requires_grad=True), torch.rand(6, 2, requires_grad=True)
-    routed = torch.ops.te.moe_permute(x, 2)
+    x, probs = torch.randn(6, 4, requires_grad=True), torch.rand(6, 3, requires_grad=True)
+    routed, routed_probs = torch.ops.te.moe_permute(x, probs, 2)
     assert torch.equal(routed[::2], x.detach()) and torch.equal(routed[1::2], x.detach())
+    assert torch.equal(routed_probs.view(6, 2), probs.detach().topk(2, -1).values)  # each token's k probabilities
     sorted_ = torch.ops.te.moe_sort_chunks(routed, 2, 3)
     assert not torch.equal(sorted_, routed) and torch.equal(torch.ops.te.moe_sort_chunks(sorted_, 3, 2), routed)
-    out = torch.ops.te.moe_unpermute(routed, probs)
-    assert torch.allclose(out, x * probs.sum(1, keepdim=True))
-    double = (torch.randn(6, 4, dtype=torch.double, requires_grad=True),
-              torch.rand(6, 2, dtype=torch.double, requires_grad=True))
-    assert torch.autograd.gradcheck(lambda a, p: torch.ops.te.moe_unpermute(torch.ops.te.moe_permute(a, 2), p), double)
+    out = torch.ops.te.moe_unpermute(routed, 2)  # no probabilities: the experts' weighted SwiGLU applied them
+    assert torch.allclose(out, 2 * x)
+    double = torch.randn(6, 4, dtype=torch.double, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a: torch.ops.te.moe_unpermute(a, 2), (double,))
 
 
 def test_captured_moe_layer_moves_the_permutations_bytes():
@@ -54,16 +54,17 @@ def test_captured_moe_layer_moves_the_permutations_bytes():
     layer = capture_parts(s, 1, False, 1, False, None, 8)["layer"]
     t, h, k = s.seq_len, s.hidden, s.top_k
     (permute,) = [n for n in _ops(layer, "moe_permute") if n.phase == "forward"]
-    assert permute.mem_bytes == pytest.approx((t + k * t) * h * 4, rel=1e-3)  # fp32 capture: reads T rows, writes kT
+    # fp32 capture: reads T rows, writes kT, plus the kT routed probabilities read and written
+    assert permute.mem_bytes == pytest.approx((t + k * t) * h * 4, rel=1e-3)
     (unpermute,) = [n for n in _ops(layer, "moe_unpermute") if n.phase == "forward"]
-    assert unpermute.mem_bytes == pytest.approx((k * t + t) * h * 4 + t * k * 4, rel=1e-3)
+    assert unpermute.mem_bytes == (k * t + t) * h * 4
     assert len(_ops(layer, "moe_sort_chunks")) == 4  # 16 local experts: sorted and restored, forward and backward
     one_expert_each = capture_parts(s, 1, False, 1, False, None, 128)["layer"]
     assert not _ops(one_expert_each, "moe_sort_chunks")  # one local expert: nothing to sort
 
 
 def test_etp_keeps_the_experts_work_and_widens_their_gemms():
-    s = spec(seq_len=1024)
+    s = spec(seq_len=1024, moe_permute_fusion=True)  # TE's chunk sort (Grok-1's preset: Megatron-core's unfused default)
     split = capture_parts(s, 4, True, 1, False, None, 2)["layer"]  # experts split over the 4 TP ranks
     whole = capture_parts(s, 4, True, 1, False, 1, 2)["layer"]  # etp 1: whole experts on a quarter of the rows
     gemm = {name: sum(n.flops for n in w.nodes if n.op_class == "matmul") for name, w in (("split", split), ("whole", whole))}

@@ -24,19 +24,26 @@ What is captured and how:
 * Mixture of experts (``spec.experts`` > 0): balanced routing (the load-balancing loss's aim; no
   token dropped, capacity factor 1), so whatever the expert-parallel degree every rank computes
   ``k`` expert MLPs' worth of its tokens. With ``te`` the MoE MLP is Megatron-core's MoE layer with
-  its all-to-all token dispatcher (megatron/core/transformer/moe/token_dispatcher.py): the second
-  norm on the rank's own ``T`` tokens (no sequence gather), a bias-free router (h x E), softmax
-  and top-k, the fused permutation of each token to its ``k`` experts (``te::moe_permute``,
-  ``estimator.compute.te_moe_kernels``), [dispatch all-to-all], the experts' TP all-gather of the
-  ``kT`` routed rows over ``etp`` ranks (with sequence parallelism or tp 1), the regrouping by local
-  expert when a rank holds more than one (``te::moe_sort_chunks``), the experts' fc1 / activation /
-  fc2 at ``ffn / etp`` wide on those rows (the dense layer's kernels; one GEMM per Linear, grouped
-  GEMM efficiency not modelled separately), the regrouping back, the reduce-scatter, [combine
-  all-to-all], and the weighted sum of each token's ``k`` outputs (``te::moe_unpermute``). The
-  all-to-alls and the experts' TP collectives are communication (priced in ``step``) and are
-  allocations here. A shared expert (``spec.shared_ffn``; Megatron-core's ``SharedExpertMLP``, run
-  before the dispatch without ``--moe-shared-expert-overlap``) is the dense MLP's fc1 / activation /
-  fc2 at ``shared_ffn / tp`` on the norm output, sequence-gathered and reduce-scattered like the
+  its all-to-all token dispatcher (megatron/core/transformer/moe/token_dispatcher.py), one op per kernel
+  (``estimator.compute.te_moe_kernels``, which cites each; table: docs/research/h54-moe-kernels.md): the
+  second norm on the rank's own ``T`` tokens (no sequence gather); the bias-free router GEMM (h x E; with
+  ``model.moe_router_dtype=fp32`` fp32 logits, casts and fp32 backward GEMMs); the routing — TE's fused
+  top-k kernel with ``model.moe_router_fusion``, else moe_utils.py's top-k / softmax (or sigmoid, expert
+  bias) / scatter ops — and, with ``model.moe_aux_loss_coeff`` > 0, the aux loss's scores, token counts and
+  loss (fused or not, and its two-kernel backward start); the dispatcher's split-size reductions and its
+  host sync (one launch floor); the permutation of each token to its ``k`` experts with its probabilities
+  (``model.moe_permute_fusion``: TE's row-id map and permute kernels, else argsort + index_select),
+  [dispatch all-to-all], the experts' TP all-gather of the ``kT`` routed rows over ``etp`` ranks (with
+  sequence parallelism or tp 1), the regrouping by local expert when a rank holds more than one and the
+  dispatcher is alltoall (``sorts``; fused chunk sort, else split + cat), the experts' fc1 / activation /
+  fc2 at ``ffn / etp`` wide on those rows as TE GroupedLinear (one GEMM per local expert: each grouped op
+  reads or writes all ``E / ep`` local experts' weights) with the router probabilities applied inside the
+  fused weighted SwiGLU, the regrouping back, the reduce-scatter, [combine all-to-all], and the sum of
+  each token's ``k`` outputs (unpermute without probabilities; fused, or zeros + scatter-add). The
+  all-to-alls, the experts' TP collectives and the dispatcher's metadata all-gather are communication
+  (priced in ``step``) and are allocations here. A shared expert (``spec.shared_ffn``; Megatron-core's
+  ``SharedExpertMLP``, run before the dispatch without ``--moe-shared-expert-overlap``) is the dense MLP's
+  fc1 / activation / fc2 at ``shared_ffn / tp`` on the norm output, sequence-gathered and reduce-scattered like the
   dense MLP, its output added to the routed experts'. ``none`` / ``megatron`` (eager and Megatron-LM layers): the MLP runs on the
   gathered sequence, the router too, ``k`` copies of each token as an allocation, the combined
   output weighted by the router probabilities (one elementwise op).
@@ -89,7 +96,7 @@ What is captured and how:
   a part; the LM head part ends at this rank's logits, and the cross-entropy over them is priced
   from the framework's loss kernel (:mod:`~estimator.parallel.loss`), not captured: its dtype and
   passes are the framework's, and the capture runs everything in fp32.
-* The capture is a pure function of ``(spec, tp, sp, cp, fp8)`` (cacheable by those arguments).
+* The capture is a pure function of ``(spec, tp, sp, cp, fp8, etp, ep, sorts)`` (cacheable by those arguments).
 """
 
 from __future__ import annotations
@@ -124,6 +131,45 @@ def _modules():
         @staticmethod
         def backward(ctx, g):
             return g.new_empty(ctx.in_shape), None
+
+    class _Grouped(nn.Module):
+        """TE GroupedLinear's weights on a rank: ``experts`` matrices [out, in] (one GEMM each)."""
+
+        def __init__(self, experts: int, out: int, inp: int, bias: bool):
+            super().__init__()
+            self.weight = nn.Parameter(torch.empty(experts, out, inp))
+            self.bias = nn.Parameter(torch.empty(out)) if bias else None
+
+    class _RouterFp32(torch.autograd.Function):
+        """Megatron-core's RouterGatingLinearFunction with ``moe_router_dtype=fp32`` (moe_utils.py l.1357-1440):
+        16-bit GEMM to fp32 logits; backward casts weight and input to fp32, two fp32 GEMMs, casts back."""
+
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return torch.ops.te.router_gemm(x, w)
+
+        @staticmethod
+        def backward(ctx, g):
+            te = torch.ops.te
+            x, w = ctx.saved_tensors
+            dx = te.router_gemm_fp32(g, te.cast(w, 2, 4))
+            dw = te.router_gemm_fp32(g.t(), te.cast(x, 2, 4))
+            return te.cast(dx, 4, 2), te.cast(dw, 4, 2)
+
+    class _AuxLossScaler(torch.autograd.Function):
+        """Megatron-core's MoEAuxLossAutoScaler (moe_utils.py l.291-328): the aux loss rides on the probabilities;
+        its backward starts the loss's gradient as ones_like(loss) * scale (two kernels)."""
+
+        @staticmethod
+        def forward(ctx, probs, aux):
+            ctx.save_for_backward(aux)
+            return probs.view_as(probs)
+
+        @staticmethod
+        def backward(ctx, g):
+            (aux,) = ctx.saved_tensors
+            return g, torch.ones_like(aux) * 1.0
 
     def norm(spec: TransformerSpec, h: int) -> nn.Module:
         return nn.RMSNorm(h) if spec.rmsnorm else nn.LayerNorm(h)
@@ -167,12 +213,13 @@ def _modules():
 
     class LayerShard(nn.Module):
         def __init__(self, spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False,
-                     etp: int | None = None, ep: int = 1):
+                     etp: int | None = None, ep: int = 1, sorts: bool = True):
             super().__init__()
             h, d, bias = spec.hidden, spec.head_dim, spec.biases
             self.spec, self.tp, self.sp, self.fp8 = spec, tp, sp, fp8
             self.etp = tp if etp is None else etp  # the experts' tensor-parallel degree (MoE)
             self.ep, self.local_experts = ep, spec.experts // ep if spec.experts else 0
+            self.sorts = sorts  # the alltoall dispatcher regroups received rows by local expert (flex: no)
             self.seq = spec.seq_len // cp  # this rank's tokens (context parallelism)
             self.nh, self.nkv, self.d = spec.heads // tp, spec.kv_heads_per_rank(tp), d
             self.norm1, self.norm2 = norm(spec, h), norm(spec, h)
@@ -189,7 +236,13 @@ def _modules():
                 self.proj = nn.Linear(self.nh * d, h, bias=bias)
             f = spec.moe_ffn // (self.etp if spec.fused == "te" else tp) if spec.experts else spec.ffn // tp
             self.router = nn.Linear(h, spec.experts, bias=False) if spec.experts else None
-            if not spec.gated:  # GPT (GeLU, biases), Nemotron (squared ReLU, no biases)
+            if spec.experts and spec.router.expert_bias:
+                self.register_buffer("expert_bias", torch.zeros(spec.experts))
+            if spec.experts and spec.fused == "te":  # TEGroupedMLP: the rank's local experts, one GEMM each
+                n = self.local_experts
+                self.fc1 = _Grouped(n, (2 if spec.gated else 1) * f, h, bias and not spec.gated)
+                self.fc2 = _Grouped(n, h, f, bias and not spec.gated)
+            elif not spec.gated:  # GPT (GeLU, biases), Nemotron (squared ReLU, no biases)
                 self.fc1, self.fc2 = nn.Linear(h, f, bias=bias), nn.Linear(f, h, bias=bias)
             elif spec.fused == "te":  # Megatron-core: gate and up as one fc1 GEMM (gated linear unit)
                 self.fc1, self.fc2 = nn.Linear(h, 2 * f, bias=False), nn.Linear(f, h, bias=False)
@@ -287,24 +340,120 @@ def _modules():
                 g = self._gather(Fp8Input.apply(y) if self.fp8 else y)
                 shared = self._scatter(self._linear(fc2, self._activation(self._linear(fc1, g, cast_input=False))))
             y = y.view(s * b, h)
-            k, n = self.spec.top_k, s * b * self.spec.top_k
-            weight = self.router(y).softmax(-1).topk(k, -1).values
+            r, n = self.spec.router, s * b * self.spec.top_k
+            logits = _RouterFp32.apply(y, self.router.weight) if r.fp32 else self.router(y)
+            probs, rmap = self._route(logits)
+            tokens = self._preprocess(rmap)
+            rows, pprobs, index = self._permute(y, probs, rmap)
+            te.moe_host_sync(tokens)  # the dispatcher's D2H copy + synchronize, before the EP all-to-all
             # the experts' TP ranks hold distinct tokens (sequence parallel) and gather them, or (tp > 1
             # without it, etp = tp) the same tokens already
             gather = self.etp if self.sp or self.tp == 1 else 1
-            p = te.moe_permute(y, k)  # then the EP all-to-all (communication)
-            if gather > 1:
-                p = _Resize.apply(p, n * gather)  # the experts' TP all-gather (communication)
-            sort = self.local_experts > 1
+            if gather > 1:  # the experts' TP all-gather (communication)
+                rows, pprobs = _Resize.apply(rows, n * gather), _Resize.apply(pprobs, n * gather)
+            sort = self.local_experts > 1 and self.sorts
+            if sort:  # [source ranks, experts] -> [experts, ranks]
+                rows, pprobs = self._sort(rows, self.ep * gather, self.local_experts, pprobs)
+            h1 = self._grouped(self.fc1, rows)
+            if self.spec.gated:
+                act = te.weighted_swiglu(h1, pprobs)
+            else:  # experts.py l.1015: the activation, then times the probabilities
+                act = self._activation(h1) * pprobs[:, None]
+            m = self._grouped(self.fc2, act)
             if sort:
-                p = te.moe_sort_chunks(p, self.ep * gather, self.local_experts)  # [source ranks, experts] -> [experts, ranks]
-            m = self._linear(self.fc2, self._activation(self._linear(self.fc1, p, bias=False)), bias=False)
-            if sort:
-                m = te.moe_sort_chunks(m, self.local_experts, self.ep * gather)
+                m, _ = self._sort(m, self.local_experts, self.ep * gather)
             if gather > 1:
                 m = _Resize.apply(m, n)  # the experts' TP reduce-scatter (communication)
-            out = te.moe_unpermute(m, weight).view(s, b, h)  # after the combine all-to-all
+            out = self._unpermute(m, index, s * b).view(s, b, h)  # after the combine all-to-all
             return out if shared is None else out + shared
+
+        def _grouped(self, linear, x):  # TE GroupedLinear (one GEMM per local expert); FP8 casts as a TE Linear
+            if not self.fp8:
+                return torch.ops.te.grouped_linear(x, linear.weight)
+            return Fp8GradOutput.apply(torch.ops.te.grouped_linear(Fp8Input.apply(x), linear.weight))
+
+        def _cast(self, t, src, dst):  # a dtype conversion kernel, where the real dtypes differ
+            return torch.ops.te.cast(t, src, dst) if src != dst else t
+
+        def _route(self, logits):  # TopKRouter.routing (router.py l.746-837): probs [T, E], routing map [T, E]
+            te, r, k = torch.ops.te, self.spec.router, self.spec.top_k
+            logit_bytes = 4 if r.fp32 else 2
+            if r.fusion:  # TE fused_topk_with_score_function (moe_utils.py l.828-839)
+                probs, rmap, _ = te.moe_topk_score(logits, k, logit_bytes)
+            else:  # moe_utils.py l.900-955
+                if r.score == "softmax" and r.pre_softmax:
+                    scores, idx = torch.softmax(logits, -1, dtype=torch.float32).topk(k, 1)
+                elif r.score == "softmax":
+                    scores, idx = logits.topk(k, 1)
+                    scores = torch.softmax(scores, -1, dtype=torch.float32)
+                else:  # sigmoid
+                    scores = torch.sigmoid(self._cast(logits, logit_bytes, 4))
+                    if r.expert_bias:
+                        idx = (scores + self.expert_bias).topk(k, 1).indices
+                        scores = torch.gather(scores, 1, idx)
+                    else:
+                        scores, idx = scores.topk(k, 1)
+                    if k > 1:
+                        scores = scores / (scores.sum(-1, keepdim=True) + 1e-20)
+                scores = self._cast(scores, 4, logit_bytes)  # probs.type_as(logits)
+                probs = torch.zeros_like(logits).scatter(1, idx, scores)
+                rmap = torch.zeros_like(logits).int().scatter(1, idx, 1).bool()
+            if r.aux_loss_coeff:
+                probs = _AuxLossScaler.apply(probs, self._aux_loss(logits, logit_bytes))
+            if r.expert_bias:  # _apply_expert_bias (router.py l.732-744, one compiled kernel): tokens per expert
+                rmap.sum(0)
+            return probs, rmap
+
+        def _aux_loss(self, logits, logit_bytes):  # router.py l.804-832, 410-448 (seq / global variants: same kernels)
+            te, r, k = torch.ops.te, self.spec.router, self.spec.top_k
+            if r.fusion:  # compute_routing_scores_for_aux_loss, switch_load_balancing_loss_func fused
+                rmap, scores, _ = te.moe_aux_scores(logits, k, logit_bytes)
+                return te.moe_aux_loss(scores, rmap.sum(0), r.aux_loss_coeff)
+            if r.score == "softmax":  # moe_utils.py l.996-1009
+                scores = torch.softmax(logits, -1, dtype=torch.float32)
+            else:
+                scores = torch.sigmoid(self._cast(logits, logit_bytes, 4))
+                scores = scores / (scores.sum(-1, keepdim=True) + 1e-20)
+            rmap = torch.zeros_like(logits).int().scatter(1, scores.topk(k, 1).indices, 1).bool()
+            return torch.sum(scores.sum(0) * rmap.sum(0)) * r.aux_loss_coeff  # moe_utils.py l.146-149
+
+        def _preprocess(self, rmap):  # MoEAlltoAllTokenDispatcher.preprocess (token_dispatcher.py l.542-601)
+            tokens = rmap.sum(0)  # tokens per expert from this rank
+            if self.ep == 1 and self.tp == 1:
+                return tokens
+            tokens.view(self.ep, self.local_experts).sum(1)  # input_splits
+            every = tokens.new_empty((self.ep, self.tp, self.spec.experts))  # all-gather over TP x EP (communication)
+            local = every.transpose(0, 1)[:, :, :self.local_experts].contiguous()
+            per_rank = local.sum(2)
+            per_rank.sum(1)  # output_splits_tp
+            return local.sum((0, 1))  # tokens per local expert
+
+        def _permute(self, y, probs, rmap):  # permutation 1 (moe_utils.py permute, l.344-494)
+            te, k, t = torch.ops.te, self.spec.top_k, y.shape[0]
+            if self.spec.router.permute_fusion:  # TE moe_permute_with_probs: make_row_id_map's 3 passes + the permute
+                te.moe_row_id_map_pass3(te.moe_row_id_map_pass2(te.moe_row_id_map_pass1(rmap)), k)
+                return (*te.moe_permute(y, probs, k), None)
+            flat = rmap.T.contiguous().reshape(-1).argsort(descending=True, stable=True)[:t * k]
+            index = flat % t
+            pprobs = probs.T.contiguous().reshape(-1)[flat]
+            return y.index_select(0, index), pprobs, index
+
+        def _sort(self, x, ranks, experts, probs=None):  # permutation 2 (sort_chunks_by_idxs, moe_utils.py l.628-670)
+            te = torch.ops.te
+            if self.spec.router.permute_fusion:  # TE: a chunk-sort map, then one kernel for rows (and probabilities)
+                te.moe_chunk_sort_map(x, ranks, experts)
+                return te.moe_sort_chunks(x, ranks, experts), probs
+            def cat(t):  # torch.split (views) + torch.cat: one copy kernel
+                chunks = t.chunk(ranks * experts)
+                return torch.cat([chunks[r * experts + e] for e in range(experts) for r in range(ranks)])
+            return cat(x), None if probs is None else cat(probs)
+
+        def _unpermute(self, m, index, t):  # unpermutation 1 without probabilities (token_dispatcher.py l.891-899)
+            if self.spec.router.permute_fusion:
+                return torch.ops.te.moe_unpermute(m, self.spec.top_k)
+            # zeros + scatter_add_ of the rows (moe_utils.py l.604-626); index_add_ moves the same bytes without
+            # the [kT, h] expanded index view the capture would count
+            return torch.zeros((t, m.shape[1]), dtype=m.dtype, device=m.device).index_add_(0, index, m)
 
         def _dispatch(self, y):  # MoE: route, then k copies of each token to the experts (all-to-all stand-in)
             if self.router is None:
@@ -455,19 +604,20 @@ def _capture(name: str, module, make_inputs, fused: str) -> Workload:
 @lru_cache(maxsize=64)
 @disk_cached  # kept between processes, keyed by every argument and this capture's sources
 def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False,
-                  etp: int | None = None, ep: int = 1) -> dict[str, Workload]:
+                  etp: int | None = None, ep: int = 1, sorts: bool = True) -> dict[str, Workload]:
     """The per-rank ``layer``, ``attention`` (core attention only, for selective recompute),
     ``embedding`` and ``head`` workloads of ``spec`` at tensor-parallel degree ``tp`` and
     context-parallel degree ``cp`` (one sequence of ``seq / cp`` tokens; scale with
     ``Workload.scaled_to_batch``); ``fp8``: the layer's Linears as Transformer Engine FP8 GEMMs;
-    ``etp`` / ``ep``: the experts' tensor- and expert-parallel degrees (MoE; ``etp`` None = ``tp``)."""
+    ``etp`` / ``ep``: the experts' tensor- and expert-parallel degrees (MoE; ``etp`` None = ``tp``); ``sorts``:
+    the dispatcher regroups a rank's received rows by local expert (the alltoall dispatcher)."""
     torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard, MtpShard = _modules()
     s = spec.seq_len // cp
     nh, nkv, d = spec.heads // tp, spec.kv_heads_per_rank(tp), spec.head_dim
     with torch.device("meta"):
-        layer, emb, head = LayerShard(spec, tp, sp, cp, fp8, etp, ep), EmbeddingShard(spec, tp), HeadShard(spec, tp)
+        layer, emb, head = LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts), EmbeddingShard(spec, tp), HeadShard(spec, tp)
         core = CoreAttention(spec, cp)
-        moe = f".etp{etp or tp}.ep{ep}" if spec.experts and spec.fused == "te" else ""
+        moe = f".etp{etp or tp}.ep{ep}{'' if sorts else '.nosort'}" if spec.experts and spec.fused == "te" else ""
         tag = (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}{moe}"
                f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}")
         if spec.fused == "te":  # flash attention takes [s, b, heads, d] with kv_heads for k and v (MLA: v narrower)

@@ -81,6 +81,43 @@ FAMILY_DEFAULTS = {"gpt": ("learned", 0.1), "llama": ("rope", 0.0), "nemotron": 
 
 
 @dataclass(frozen=True)
+class MoeRouter:
+    """Megatron-core's router / permutation settings of a MoE model (TransformerConfig fields,
+    NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/core/transformer/transformer_config.py);
+    the defaults are Megatron-core's. Kernels they select: estimator/compute/te_moe_kernels.py."""
+
+    fusion: bool = False  # model.moe_router_fusion (l.944, default False): TE's fused top-k / aux-loss kernels
+    permute_fusion: bool = False  # model.moe_permute_fusion (l.941, default False): TE's fused permutations
+    aux_loss_coeff: float = 0.0  # model.moe_aux_loss_coeff (l.875, default 0.0): > 0 computes the load-balancing loss
+    fp32: bool = False  # model.moe_router_dtype (l.811, default None = the input's dtype): fp32 logits
+    pre_softmax: bool = False  # model.moe_router_pre_softmax (l.799, default False): softmax over E before top-k
+    score: str = "softmax"  # model.moe_router_score_function (l.808): softmax | sigmoid
+    expert_bias: bool = False  # model.moe_router_enable_expert_bias (l.816, default False): sigmoid routing's bias
+
+    @classmethod
+    def from_cfg(cls, cfg: Mapping[str, Any]) -> MoeRouter:
+        flags = {}
+        for key, field in (("moe_router_fusion", "fusion"), ("moe_permute_fusion", "permute_fusion"),
+                           ("moe_router_pre_softmax", "pre_softmax"), ("moe_router_enable_expert_bias", "expert_bias")):
+            value = cfg.get(key)
+            if value is not None and not isinstance(value, bool):
+                raise EstimatorError(f"model.{key} must be true or false, got {value!r}")
+            flags[field] = bool(value)
+        coeff = cfg.get("moe_aux_loss_coeff") or 0.0
+        if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or coeff < 0:
+            raise EstimatorError(f"model.moe_aux_loss_coeff must be a non-negative number, got {coeff!r}")
+        dtype = cfg.get("moe_router_dtype")
+        if dtype not in (None, "fp32"):
+            raise EstimatorError(f"model.moe_router_dtype must be null (the input's dtype) or fp32, got {dtype!r} "
+                                 "(fp64 routing is not modelled)")
+        score = cfg.get("moe_router_score_function") or "softmax"
+        if score not in ("softmax", "sigmoid"):
+            raise EstimatorError(f"model.moe_router_score_function must be softmax or sigmoid, got {score!r}")
+        # the keys select kernels of the te MoE capture only; a dense or eager / megatron layer has none of them
+        return cls(fp32=dtype == "fp32", score=score, aux_loss_coeff=float(coeff), **flags)
+
+
+@dataclass(frozen=True)
 class TransformerSpec:
     name: str
     family: str
@@ -102,6 +139,7 @@ class TransformerSpec:
     dense_layers: int = 0  # model.first_dense_layers: the first k layers have a dense MLP (MoE models)
     mtp: int = 0  # model.mtp_layers: multi-token prediction depths (module docstring)
     mla: tuple[int, ...] = ()  # multi-head latent attention: (q_lora, kv_lora, qk, rope, v); () = none
+    router: MoeRouter = MoeRouter()  # the MoE router's and permutation's Megatron-core settings
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> TransformerSpec:
@@ -157,7 +195,7 @@ class TransformerSpec:
         return cls(str(cfg.get("name")), family, ints["hidden_size"], ints["num_layers"], ints["num_heads"], int(kv),
                    ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k, fused, position, dropout,
                    0 if head_dim is None or head_dim * ints["num_heads"] == ints["hidden_size"] else head_dim,
-                   expert_ffn, shared_ffn, dense_layers, _mtp(cfg), mla)
+                   expert_ffn, shared_ffn, dense_layers, _mtp(cfg), mla, MoeRouter.from_cfg(cfg))
 
     @property
     def gated(self) -> bool:

@@ -165,11 +165,10 @@ def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: Devic
                sorts: bool = True) -> dict[str, PartTimes]:
     out = {}
     fp8 = precision == "fp8"
-    moe = (None, 1)  # one capture per distinct layer: a dense one, or Megatron-core's MoE layer by its experts' TP degree
-    if spec.experts and spec.fused == "te":  # and whether a rank regroups its received rows by expert (more than one
-        # expert and ``sorts``, the alltoall dispatcher: moe_comm); the regrouping's bytes depend only on the rows, so
-        # any ep with the same answer shares the capture: no recapture per searched ep
-        moe = (None if etp == tp else etp, 1 if sorts and spec.experts // ep > 1 else spec.experts)
+    moe = (None, 1)  # one capture per distinct layer: a dense one, or Megatron-core's MoE layer by its experts' TP degree,
+    if spec.experts and spec.fused == "te":  # its local experts (the grouped GEMMs read each one's weights) and whether a
+        # rank regroups its received rows by expert (``sorts``: the alltoall dispatcher, moe_comm)
+        moe = (None if etp == tp else etp, ep, sorts)
     for name, w in capture_parts(spec, tp, sp, cp, fp8, *moe).items():
         scaled = w.scaled_to_batch(mbs)
         t = node_times(scaled, device, "bf16" if fp8 and name in ("embedding", "head") else precision, attention_kernel)

@@ -32,8 +32,8 @@ What is measured and how (each choice is an assumption the estimates inherit):
   - every other call: bytes of its distinct tensor arguments (read) + bytes of its outputs
     (written), an in-place op's self counted once read and once written;
   - ops registered in ``estimator.compute.megatron_kernels.BYTE_RULES`` (the fused CUDA kernels of
-    Megatron-LM) or ``estimator.compute.te_kernels.BYTE_RULES`` (Megatron-core / Transformer
-    Engine), used by the decoder-layer capture, use the rule cited there.
+    Megatron-LM) or ``estimator.compute.te_kernels.BYTE_RULES`` / ``te_moe_kernels.BYTE_RULES``
+    (Megatron-core / Transformer Engine), used by the decoder-layer capture, use the rule cited there.
 * Kernels that are one fused kernel on CUDA but decompose on the CPU are dispatched as on CUDA
   (:func:`cuda_dispatch`, active in every pass). ``F.dropout`` / ``torch.dropout`` in training
   with ``0 < p < 1`` runs ``aten::native_dropout``: ATen's ``dropout`` calls ``native_dropout``
@@ -177,11 +177,12 @@ def kernel_bytes(func, args: tuple, kwargs: dict, out) -> int:
     module docstring)."""
     from estimator.compute.megatron_kernels import BYTE_RULES
     from estimator.compute.te_kernels import BYTE_RULES as TE_BYTE_RULES
+    from estimator.compute.te_moe_kernels import BYTE_RULES as MOE_BYTE_RULES
 
     name = func._schema.name
     if func.is_view or name in ALIAS_OPS or name in ALLOCATION_OPS:
         return 0
-    rule = BYTE_RULES.get(name) or TE_BYTE_RULES.get(name)
+    rule = BYTE_RULES.get(name) or TE_BYTE_RULES.get(name) or MOE_BYTE_RULES.get(name)
     if rule is not None:
         return rule(args, kwargs, out)
     if name in WRITE_ONLY_OPS:

@@ -22,6 +22,8 @@ _EXACT = {
     "softmax": "softmax", "_softmax": "softmax", "log_softmax": "softmax", "_log_softmax": "softmax",
     "_softmax_backward_data": "softmax", "_log_softmax_backward_data": "softmax",
     "flash_attention": "attention", "flash_attention_backward": "attention",  # te:: fused attention
+    "grouped_linear": "matmul", "grouped_linear_dgrad": "matmul", "grouped_linear_wgrad": "matmul",  # te:: MoE experts
+    "router_gemm": "matmul", "router_gemm_fp32": "matmul",  # te:: fp32 router logits
 }  # fmt: skip
 _SUBSTRING_RULES = (
     ("conv", "conv"),
@@ -42,6 +44,9 @@ _ELEMENTWISE = {
     "bias_gelu", "bias_gelu_backward", "bias_dropout_add",  # megatron:: fused kernels
     "rope", "rope_backward", "swiglu", "swiglu_backward", "fp8_cast_transpose",  # te:: fused kernels
     "moe_permute", "moe_permute_backward", "moe_sort_chunks", "moe_unpermute", "moe_unpermute_backward",  # te:: MoE
+    "moe_row_id_map_pass1", "moe_row_id_map_pass2", "moe_row_id_map_pass3", "moe_chunk_sort_map", "weighted_swiglu",
+    "weighted_swiglu_backward", "moe_topk_score", "moe_topk_score_backward", "moe_aux_scores", "moe_aux_scores_backward",
+    "moe_aux_loss", "moe_aux_loss_backward", "cast",  # te:: MoE router / permutation metadata
 }  # fmt: skip
 
 
