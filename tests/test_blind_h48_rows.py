@@ -111,12 +111,15 @@ def test_row_sets_only_facts_of_the_run(row):
     keys = check_facts_only(row, ALLOWED)
     unstated = row.raw["unstated"].split()
     assert not set(keys) & set(unstated)
+    # the shared expert's overlap: NeMo 25.04's alltoall default; the DeepEP recipes turn it off (round h55)
+    assert ("framework.moe_shared_expert_overlap" in keys) == (row.id in DGXC_2505)
     if row.id in DGXC_2505:
         assert keys == {"framework": "megatron", "parallelism.ep": "64", "parallelism.etp": "1", **EXPECTED[row.id],
                         "parallelism.zero": "1", "parallelism.sequence_parallel": "true",
                         "parallelism.dp_overlap": "true", "parallelism.recompute": "selective",
                         "parallelism.recompute_modules": "[mla_up_proj]", "parallelism.fp32_grads": "true", "framework.tp_comm_overlap": "false", "fabric.nvls": "false",
-                        "framework.loss_kernel": "te_fused", "model.mtp_layers": "1"}
+                        "framework.loss_kernel": "te_fused", "model.mtp_layers": "1",
+                        "framework.moe_shared_expert_overlap": "true"}  # NeMo@7a8f1cc7's DeepSeek default (round h55)
         assert unstated == [] and "grad_reduce_in_fp32 True" in row.measured_what
     elif row.id.startswith("dgxc2508-"):
         assert keys["parallelism.recompute_modules"] == "[mla_up_proj,mlp,moe]" and keys["parallelism.fp32_grads"] == "false"
