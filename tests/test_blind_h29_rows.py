@@ -49,6 +49,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "model.ffn_size", "model.vocab_size", "device.memory_bytes", "device.mem_bw_Bps", "fabric.uplinks",
                 "fabric.uplink_bandwidth_Bps",
                 "parallelism.sequence_parallel"}  # false on BLOOM's rows: Megatron-DeepSpeed of 2022 had none
+ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 # Rows per source document (the first repository-file key of source_keys).
 DOCUMENTS = {"mosaicml/llm-foundry:scripts/train/benchmarking/README.md": 12,
              "allenai/OLMo-core:README.md": 8,

@@ -55,6 +55,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "parallelism.dp_overlap", "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap",
                 "fabric.nvls", "model.fused_kernels", "model.dropout", "model.num_kv_heads", "model.vocab_size",
                 "device", "framework.attention_kernel"}
+ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 # Rows per source document (the first repository-file key of source_keys).
 DOCUMENTS = {"mlcommons/training_results_v4.0:NVIDIA/results/*/gpt3": 3,
              "mlcommons/training_results_v4.1:NVIDIA/results/*/gpt3": 2,

@@ -48,6 +48,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "parallelism.dp_overlap", "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap",
                 "framework.attention_kernel", "fabric.nvls", "model.vocab_size", "model.hidden_size",
                 "model.num_layers", "model.num_heads", "model.num_kv_heads", "model.ffn_size"}
+ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 # Rows per source document (the first repository-file key of source_keys).
 DOCUMENTS = {"NVIDIA/dgxc-benchmarking:nemotron/README.md": 8,
              "NVIDIA/NeMo-Framework-Launcher:examples/README.md": 7,

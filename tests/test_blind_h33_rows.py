@@ -56,6 +56,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "framework.attention_kernel", "fabric.nvls", "model.vocab_size", "model.hidden_size",
                 "model.num_layers", "model.num_heads", "model.num_kv_heads", "model.ffn_size", "model.fused_kernels",
                 "model.dropout"}
+ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 NFL_ROWS = [r for r in ROWS if document(r) == NFL]
 MPT_ROWS = [r for r in ROWS if document(r) == MPT]
 

@@ -44,6 +44,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "fabric.nvls", "model.vocab_size", "model.hidden_size", "model.num_layers", "model.num_heads",
                 "model.ffn_size", "model.fused_kernels", "model.dropout", "parallelism.first_stage_layers",
                 "parallelism.last_stage_layers", "fabric.uplinks", "fabric.uplink_bandwidth_Bps"}
+ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 STEP_ROWS = [r for r in ROWS if document(r) != MBRIDGE]
 
 

@@ -64,6 +64,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
 
 # round h50 / thirteenth stop: the recipe's MoE dispatcher, EP all-to-all overlap and Adam state dtype (facts)
 ALLOWED_KEYS |= {"framework.moe_dispatcher", "framework.moe_a2a_overlap", "framework.optimizer_state"}
+ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 
 
 def _model(name: str) -> dict:

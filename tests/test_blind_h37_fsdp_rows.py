@@ -53,6 +53,7 @@ DOCUMENTS = {TORCHAO: 2, AUTOMODEL: 1, FOUNDRY: 14}
 ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "framework.attention_kernel", "parallelism.zero", "parallelism.recompute", "parallelism.fp32_grads",
                 "parallelism.cp_comm", "model.fused_kernels", "model.hidden_size", "model.num_layers",
                 "model.num_heads", "model.ffn_size", "model.vocab_size", "model.dropout"}
+ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 
 
 def rows_of(doc: str) -> list:

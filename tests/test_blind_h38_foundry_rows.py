@@ -62,6 +62,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "parallelism.fp32_grads", "model.fused_kernels", "model.hidden_size", "model.num_layers",
                 "model.num_heads", "model.ffn_size", "model.vocab_size", "model.dropout", "device.memory_bytes",
                 "device.mem_bw_Bps", "fabric.uplinks", "fabric.uplink_bandwidth_Bps"}
+ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 # fms-fsdp's table, per release: (size, GPU) -> tokens/sec/GPU, and the per-GPU batch and AC cell of each size.
 FMS_TABLES = {"2403": ({("34b", "a100"): 700, ("34b", "h100"): 1550, ("70b", "a100"): 370, ("70b", "h100"): 800},
                        {"34b": (2, "Full AC"), "70b": (2, "Full AC")}),

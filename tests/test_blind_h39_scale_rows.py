@@ -50,6 +50,7 @@ PAPER = "arxiv:2402.15627"
 ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "framework.tp_comm_overlap", "parallelism.zero", "parallelism.sequence_parallel",
                 "parallelism.dp_overlap", "parallelism.virtual_stages", "model.hidden_size", "model.num_layers",
                 "model.num_heads", "model.ffn_size", "model.vocab_size"}
+ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 # Table 1: size -> (heads, hidden, layers, TP, PP); Sec. 6.1: interleaving stages per size.
 TABLE1 = {"175b": (128, 12288, 96, 8, 8), "530b": (160, 20480, 105, 8, 35)}
 INTERLEAVING = {"175b": 6, "530b": 3}

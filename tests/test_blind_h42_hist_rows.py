@@ -49,6 +49,7 @@ AUG24 = "3faaa1a0dee68ce028400e3dafd1735d152cb4f8"  # the 405B table with 'None'
 ALLOWED = {"framework", "parallelism.zero", "parallelism.recompute", "parallelism.fp32_grads", "model.fused_kernels",
            "parallelism.sequence_parallel", "device", "model.hidden_size", "model.num_layers", "model.num_heads",
            "model.num_kv_heads", "model.ffn_size"}
+ALLOWED |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 # (model, micro batch, recompute) -> the table's WPS, docs/performance.md @1ea476e9f (64 A100 80GB, FSDP2 only)
 APR24_WPS = {("llama3_8b", 1, "op"): 2973, ("llama3_70b", 1, "full"): 331, ("llama2_13b", 2, "none"): 2162,
              ("llama2_13b", 2, "op"): 1904, ("llama2_70b", 2, "full"): 353, ("llama2_70b", 1, "op"): 355}

@@ -62,6 +62,7 @@ ALLOWED = {"framework", "parallelism.ep", "parallelism.etp", "parallelism.virtua
 
 # round h50 / thirteenth stop: the recipe's MoE dispatcher, EP all-to-all overlap and Adam state dtype (facts)
 ALLOWED |= {"framework.moe_dispatcher", "framework.moe_a2a_overlap", "framework.optimizer_state"}
+ALLOWED |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 LAYERS = 61  # DeepSeek-V3 (arXiv 2412.19437 Sec. 4.2)
 # The GPU-hour figure of the DeepSeek-V3 report (Sec. 1; Table 1: 2664K GPU hours for 14.8T tokens).
 GPU_HOURS = re.compile(r"tokens/s per GPU = 1e12 tokens / \(([\d,]+) GPU-h x 3600 s/h\) = (\d+\.\d+); Table 1 gives "
@@ -110,12 +111,15 @@ def test_row_sets_only_facts_of_the_run(row):
     keys = check_facts_only(row, ALLOWED)
     unstated = row.raw["unstated"].split()
     assert not set(keys) & set(unstated)
+    # the shared expert's overlap: NeMo 25.04's alltoall default; the DeepEP recipes turn it off (round h55)
+    assert ("framework.moe_shared_expert_overlap" in keys) == (row.id in DGXC_2505)
     if row.id in DGXC_2505:
         assert keys == {"framework": "megatron", "parallelism.ep": "64", "parallelism.etp": "1", **EXPECTED[row.id],
                         "parallelism.zero": "1", "parallelism.sequence_parallel": "true",
                         "parallelism.dp_overlap": "true", "parallelism.recompute": "selective",
                         "parallelism.recompute_modules": "[mla_up_proj]", "parallelism.fp32_grads": "true", "framework.tp_comm_overlap": "false", "fabric.nvls": "false",
-                        "framework.loss_kernel": "te_fused", "model.mtp_layers": "1"}
+                        "framework.loss_kernel": "te_fused", "model.mtp_layers": "1",
+                        "framework.moe_shared_expert_overlap": "true"}  # NeMo@7a8f1cc7's DeepSeek default (round h55)
         assert unstated == [] and "grad_reduce_in_fp32 True" in row.measured_what
     elif row.id.startswith("dgxc2508-"):
         assert keys["parallelism.recompute_modules"] == "[mla_up_proj,mlp,moe]" and keys["parallelism.fp32_grads"] == "false"

@@ -59,6 +59,7 @@ ALLOWED = {"framework", "parallelism.ep", "parallelism.etp", "parallelism.virtua
            "parallelism.recompute_modules", "parallelism.fp32_grads", "framework.optimizer_state",
            "framework.tp_comm_overlap", "fabric.nvls", "framework.loss_kernel", "framework.moe_dispatcher",
            "framework.moe_a2a_overlap", "model.mtp_layers"}
+ALLOWED |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 MOE_KEYS = ("framework.moe_dispatcher", "framework.moe_a2a_overlap")
 
 

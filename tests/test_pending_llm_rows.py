@@ -69,6 +69,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 # round h48's refused DeepSeek-V3 rows: the recipe's stage split, recomputed modules and MTP depth
                 "parallelism.first_stage_layers", "parallelism.last_stage_layers", "parallelism.recompute_modules",
                 "model.mtp_layers"}
+ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 DEFAULT_FRAMEWORK = "megatron"  # a row that names no framework (DeepSeek's HAI-LLM, unstated) runs the default
 DERIVATION = re.compile(r"tokens/s per GPU = (\d+) x (\d+) / \((\d+(?:\.\d+)?) s x (\d+)\) = (\d+(?:\.\d+)?)")
 

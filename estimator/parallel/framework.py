@@ -82,7 +82,10 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   ``overlap_moe_expert_parallel_comm`` with ``delay_wgrad_compute``: one microbatch's forward and another's
   backward run merged, each layer's all-to-alls behind the other's compute (:mod:`~estimator.parallel.moe_comm`);
   ``moe_dispatcher_sms`` — the SMs the flex dispatcher's kernels hold while they run (Megatron-core's
-  ``moe_flex_dispatcher_num_sms``; null: the backend's default, :data:`~estimator.parallel.moe_comm.DISPATCHER_SMS`).
+  ``moe_flex_dispatcher_num_sms``; null: the backend's default, :data:`~estimator.parallel.moe_comm.DISPATCHER_SMS`);
+  ``moe_shared_expert_overlap`` — Megatron-core's ``moe_shared_expert_overlap``: a shared expert's fc1 runs on a side
+  stream behind the dispatch all-to-all and its fc2 behind the combine, forward and backward, instead of whole before
+  the router (:func:`~estimator.parallel.moe_comm.shared_hidden`).
 
 A config without a ``framework`` subtree (a hand-built dict) gets ``conf/framework/megatron.yaml``.
 """
@@ -132,6 +135,7 @@ class Framework:
     loss_metric_passes: int
     moe_dispatcher: str
     moe_a2a_overlap: bool
+    moe_shared_expert_overlap: bool
     moe_dispatcher_sms: int | None = None
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None

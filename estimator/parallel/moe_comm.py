@@ -51,6 +51,25 @@ set (NVIDIA-NeMo/Megatron-Bridge@067f987d scripts/performance/utils/overrides.py
 number "needs to be adjusted when overlapping HybridEP with computation"); Megatron-core leaves HybridEP's own
 default, which is not read here. The NCCL all-to-all's SMs are not charged (NCCL sizes its channels at run time).
 
+Shared expert (``framework.moe_shared_expert_overlap``, Megatron-core's ``moe_shared_expert_overlap``, default
+False: NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_config.py l.717-721): without it the
+shared expert runs whole before the router (moe_layer.py l.507-533); with it the dispatcher runs it in pieces on a
+side stream (shared_experts.py l.106-109, 196-198) while the all-to-alls run on NCCL's stream (mappings.py
+l.449-458, ``use_nccl_stream``, token_dispatcher.py l.216-220): the alltoall dispatcher issues fc1 and the
+activation right after the dispatch all-to-all (token_dispatcher.py l.697-717), fc2 (and its TP reduce-scatter)
+right after the combine (l.858-873); the flex dispatcher the same after its dispatch (l.1972-1979) and its combine
+(l.2031-2033, 2048-2051). In backward autograd runs each op's backward on its forward's stream, and Megatron orders
+the launches so the combine's backward goes first with fc2's backward beside it, the dispatch's backward with fc1's
+(shared_experts.py l.313-320, 329-330: ``set_tensor_grad_fn_sequence_sr``, ``_BackwardStreamWait``). So per pass
+each all-to-all hides behind one part of the shared expert's GEMM time (:func:`shared_hidden`): the dispatch
+behind fc1 (with the activation; ``2/3`` of the GEMM FLOPs of a gated MLP, ``1/2`` else), the combine behind fc2;
+exposed = what exceeds it, never below 0. Under the flex dispatcher the hidden part costs ``sm_share`` of compute
+(the shared GEMMs run beside DeepEP's SMs). Megatron-core refuses it with ``overlap_moe_expert_parallel_comm``
+(l.3039-3041) and with ``shared_experts`` in ``recompute_modules`` (l.1991-1997); without a shared expert it is
+silently inert there (l.719-720), refused here so a row cannot claim an overlap that does nothing. Not modelled:
+the shared expert's own TP all-gather / reduce-scatter move to the side stream as plain NCCL collectives
+(shared_experts.py l.163-174 turn TE's userbuffers overlap off); they stay priced as the dense MLP's.
+
 Not modelled: routing imbalance and
 DeepSeek-V3's node-limited routing (at most 4 nodes per token), the expert-TP copies the flex dispatcher sends to
 the ``etp`` ranks (priced as today's ``etp`` gather), NCCL EP (``ncclep``).
@@ -130,6 +149,18 @@ def sm_share(framework, device) -> float:
     return sms / device.sm_count
 
 
+def fc1_share(gated: bool) -> float:
+    """fc1's share of an MLP's GEMM FLOPs: ``2f`` of ``3f`` wide when gated (SwiGLU), half else."""
+    return 2 / 3 if gated else 1 / 2
+
+
+def shared_hidden(a2a: float, fc1: float, fc2: float) -> tuple[float, float]:
+    """(exposed, hidden) seconds of one pass's dispatch and combine (``a2a`` each) when the shared expert's fc1
+    (``fc1`` seconds in that pass) runs behind the dispatch and its fc2 behind the combine (module docstring)."""
+    hidden = min(a2a, fc1) + min(a2a, fc2)
+    return 2 * a2a - hidden, hidden
+
+
 def merged_fraction(microbatches: int, pp: int, v: int, group: int | None) -> float:
     """Share of a rank's forwards (and backwards) that run merged (module docstring; the first stage, which has
     the longest warm-up)."""
@@ -148,6 +179,9 @@ def check(framework, spec, layout, precision: str) -> None:
     if framework.moe_dispatcher != "alltoall" and L.expert_tp * L.ep == 1:
         raise EstimatorError(f"framework.moe_dispatcher={framework.moe_dispatcher}: the flex dispatcher needs "
                              f"etp x ep > 1, got {L.expert_tp} x {L.ep}")
+    if framework.moe_shared_expert_overlap and "shared_experts" in L.modules:
+        raise EstimatorError("framework.moe_shared_expert_overlap: Megatron-core refuses shared_experts in "
+                             "recompute_modules")
     if not framework.moe_a2a_overlap:
         return
     why = None
@@ -165,6 +199,15 @@ def check(framework, spec, layout, precision: str) -> None:
 
 def check_model(framework, spec, precision: str) -> None:
     """The part of :func:`check` no layout changes (so a layout search can still say it at once)."""
+    if framework.moe_shared_expert_overlap:
+        why = None
+        if not (spec.experts and spec.shared_ffn):
+            why = (f"model {spec.name} has no shared expert (model.shared_expert_ffn_size); Megatron-core leaves the "
+                   "flag inert without one")
+        elif framework.moe_a2a_overlap:
+            why = "Megatron-core refuses it with overlap_moe_expert_parallel_comm (framework.moe_a2a_overlap)"
+        if why:
+            raise EstimatorError(f"framework.moe_shared_expert_overlap: {why}")
     if not framework.moe_a2a_overlap:
         return
     why = None

@@ -75,7 +75,9 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   combine all-to-alls of ``k T h`` 16-bit values per rank (``T = s b / (tp cp)`` tokens with
   sequence parallelism) over the ``ep`` group, in forward, backward and again in a full recompute
   (or ``recompute_modules`` with ``moe``);
-  not overlapped. The expert groups fold a stage's ``tp x cp x dp`` ranks as ``etp x ep x edp``
+  not overlapped, unless ``framework.moe_a2a_overlap`` (merged 1F1B) or ``framework.moe_shared_expert_overlap``
+  (the shared expert's fc1 behind the dispatch, fc2 behind the combine, each pass: exposed = what exceeds that part
+  of the shared expert's captured time; :mod:`~estimator.parallel.moe_comm`). The expert groups fold a stage's ``tp x cp x dp`` ranks as ``etp x ep x edp``
   (:meth:`~estimator.parallel.layout.Layout.expert_strides`). With ``model.fused_kernels=te`` and
   sequence parallelism (Megatron-core requires it for MoE with tp > 1) the MLP's half of the
   layer's TP collectives is the dispatcher's: an all-gather of the ``k T etp`` routed rows over the
@@ -126,9 +128,11 @@ from estimator.parallel.loss import logit_elements, loss_times
 from estimator.parallel.memory import memory, stage_param_split
 from estimator.parallel.moe_comm import (
     dispatch_time,
+    fc1_share,
     flex_strides,
     merged_exposure,
     merged_fraction,
+    shared_hidden,
     sm_share,
 )
 from estimator.parallel.overlap import behind
@@ -390,7 +394,7 @@ class LayerCost:
     tp_layer: float  # all its TP communication, exposed or not
     ep_one: float
     ep_runs: int  # all-to-alls per layer and microbatch: dispatch and combine, forward, backward, recomputes
-    ep_exposed: float  # of their time, what the layer's compute does not hide (moe_a2a_overlap)
+    ep_exposed: float  # of their time, what the layer's compute does not hide (moe_a2a_overlap, moe_shared_expert_overlap)
     cp_f: float
     cp_b: float
     cp_comm: float
@@ -471,6 +475,13 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
         merged += sm_share(fw, device) * max(0.0, 4 * ep_one - merged)  # compute slowed while the hidden dispatch holds SMs
         share = merged_fraction(L.microbatches, L.pp, L.virtual_stages, L.microbatch_group)
         ep_f = ep_b = share * merged / 2 + (1 - share) * 2 * ep_one
+    elif fw.moe_shared_expert_overlap and ep_one:  # the shared expert's fc1 / fc2 behind dispatch / combine (moe_comm)
+        shared_f, shared_b = outside_attention(layer, attn, mlp_flops(spec, L, spec.shared_ffn))
+        one = fc1_share(spec.gated)
+        (ep_f, hid_f), (exp_b, hid_b) = (shared_hidden(ep_one, one * t, (1 - one) * t) for t in (shared_f, shared_b))
+        slowed = sm_share(fw, device)  # the flex dispatcher's SMs, taken from the shared GEMMs it runs beside
+        ep_f += slowed * hid_f
+        ep_b = exp_b + slowed * hid_b + (n_rc + n_moe) / 2 * ep_f  # a recompute reruns the forward's overlap
     f_layer, b_layer = f_layer + ep_f, b_layer + ep_b
     # ---- ZeRO-3: per-unit weight gathers (and gradient reduce-scatters) around each layer
     z3 = Zero3Layer(0.0, 0.0, 0.0, 0.0, 0.0, 0)
