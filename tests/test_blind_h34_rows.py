@@ -16,6 +16,7 @@ import pytest
 from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_facts_only,
     check_no_calibration_source,
@@ -44,6 +45,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "fabric.nvls", "model.vocab_size", "model.hidden_size", "model.num_layers", "model.num_heads",
                 "model.ffn_size", "model.fused_kernels", "model.dropout", "parallelism.first_stage_layers",
                 "parallelism.last_stage_layers", "fabric.uplinks", "fabric.uplink_bandwidth_Bps"}
+ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 STEP_ROWS = [r for r in ROWS if document(r) != MBRIDGE]
 
 

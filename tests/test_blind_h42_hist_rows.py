@@ -21,6 +21,7 @@ import pytest
 from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_facts_only,
     check_moved_once,
@@ -49,6 +50,7 @@ AUG24 = "3faaa1a0dee68ce028400e3dafd1735d152cb4f8"  # the 405B table with 'None'
 ALLOWED = {"framework", "parallelism.zero", "parallelism.recompute", "parallelism.fp32_grads", "model.fused_kernels",
            "parallelism.sequence_parallel", "device", "model.hidden_size", "model.num_layers", "model.num_heads",
            "model.num_kv_heads", "model.ffn_size"}
+ALLOWED |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 # (model, micro batch, recompute) -> the table's WPS, docs/performance.md @1ea476e9f (64 A100 80GB, FSDP2 only)
 APR24_WPS = {("llama3_8b", 1, "op"): 2973, ("llama3_70b", 1, "full"): 331, ("llama2_13b", 2, "none"): 2162,
              ("llama2_13b", 2, "op"): 1904, ("llama2_70b", 2, "full"): 353, ("llama2_70b", 1, "op"): 355}

@@ -21,6 +21,7 @@ from estimator.errors import EstimatorError
 from estimator.parallel.spec import TransformerSpec
 from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_described,
     check_facts_only,
@@ -50,6 +51,7 @@ ALLOWED = {"framework", "parallelism.zero", "parallelism.recompute", "parallelis
            "framework.loss_kernel", "device.memory_bytes",
            "model.fused_kernels", "model.hidden_size", "model.num_layers", "model.num_heads", "model.num_kv_heads",
            "model.ffn_size", "model.vocab_size"}
+ALLOWED |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 
 
 def test_rows_parse_as_independent_llm_rows_of_two_sources():
