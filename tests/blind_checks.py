@@ -19,6 +19,11 @@ VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 # "tokens/s per GPU = <global batch> x <seq> / (<step> s x <gpus>) = <value>" in a row's measured_what.
 STEP = re.compile(r"tokens/s per GPU = ([\d,]+) x (\d+) / \(([\d.]+) s x ([\d,]+)\) = (\d+(?:\.\d+)?)")
 BLIND_MARK = "Chosen before any prediction was seen"
+# A MoE run's router / permutation settings where its recipe sets them (round h56; estimator/parallel/spec.py
+# MoeRouter): facts of the run's code path, not measurements.
+MOE_ROUTER_KEYS = frozenset({
+    "model.moe_router_fusion", "model.moe_permute_fusion", "model.moe_aux_loss_coeff", "model.moe_router_dtype",
+    "model.moe_router_pre_softmax", "model.moe_router_score_function", "model.moe_router_enable_expert_bias"})
 
 
 def check_layout_and_mark(row) -> None:

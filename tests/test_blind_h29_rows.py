@@ -18,7 +18,7 @@ from estimator.parallel.estimate import validate_hybrid
 from estimator.validation import load_rows
 from estimator.validation.llm import shares_source, source_keys
 from estimator.validation.predict import base_overrides
-from tests.blind_checks import check_mpt_table
+from tests.blind_checks import MOE_ROUTER_KEYS, check_mpt_table
 from tests.test_blind_h33_rows import H33_IDS
 from tests.test_blind_h34_rows import H34_IDS
 from tests.test_blind_h37_fsdp_rows import H37_FSDP_IDS
@@ -50,6 +50,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "fabric.uplink_bandwidth_Bps",
                 "parallelism.sequence_parallel"}  # false on BLOOM's rows: Megatron-DeepSpeed of 2022 had none
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 # Rows per source document (the first repository-file key of source_keys).
 DOCUMENTS = {"mosaicml/llm-foundry:scripts/train/benchmarking/README.md": 12,
              "allenai/OLMo-core:README.md": 8,

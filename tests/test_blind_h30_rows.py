@@ -20,6 +20,7 @@ from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     STEP,
     check_composes_and_fits,
     check_facts_only,
@@ -56,6 +57,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "fabric.nvls", "model.fused_kernels", "model.dropout", "model.num_kv_heads", "model.vocab_size",
                 "device", "framework.attention_kernel"}
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 # Rows per source document (the first repository-file key of source_keys).
 DOCUMENTS = {"mlcommons/training_results_v4.0:NVIDIA/results/*/gpt3": 3,
              "mlcommons/training_results_v4.1:NVIDIA/results/*/gpt3": 2,

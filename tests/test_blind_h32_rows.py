@@ -18,6 +18,7 @@ import pytest
 from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     STEP,
     check_composes_and_fits,
     check_facts_only,
@@ -49,6 +50,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "framework.attention_kernel", "fabric.nvls", "model.vocab_size", "model.hidden_size",
                 "model.num_layers", "model.num_heads", "model.num_kv_heads", "model.ffn_size"}
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 # Rows per source document (the first repository-file key of source_keys).
 DOCUMENTS = {"NVIDIA/dgxc-benchmarking:nemotron/README.md": 8,
              "NVIDIA/NeMo-Framework-Launcher:examples/README.md": 7,

@@ -17,6 +17,7 @@ import pytest
 from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_facts_only,
     check_mpt_table,
@@ -57,6 +58,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "model.num_layers", "model.num_heads", "model.num_kv_heads", "model.ffn_size", "model.fused_kernels",
                 "model.dropout"}
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 NFL_ROWS = [r for r in ROWS if document(r) == NFL]
 MPT_ROWS = [r for r in ROWS if document(r) == MPT]
 

@@ -22,6 +22,7 @@ from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_described,
     check_facts_only,
@@ -50,6 +51,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "model.num_kv_heads", "model.ffn_size", "model.vocab_size", "model.fused_kernels", "model.dropout",
                 "device.memory_bytes", "device.mem_bw_Bps", "fabric.uplinks", "fabric.uplink_bandwidth_Bps"}
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 # FlashAttention's table: (row name, node tokens/s as printed, tokens per step as printed).
 FLASH_TABLE = {"125m": ("GPT3-125M", "1310k", "0.5M"), "355m": ("GPT3-355M", "503k", "0.5M"),
                "760m": ("GPT3-760M", "245k", "0.5M"), "1.3b": ("GPT3-1.3B", "169k", "1M"),

@@ -18,6 +18,7 @@ import pytest
 from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_facts_only,
     check_new_runs,
@@ -43,6 +44,7 @@ V60_CISCO = "mlcommons/training_results_v6.0:Cisco/results/*/llama31_8b"
 ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framework", "parallelism.zero", "parallelism.sequence_parallel", "parallelism.dp_overlap",
                 "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap", "fabric.nvls"}
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 # The config files' settings (Cisco/benchmarks/llama31_8b/nemo/config_DGXH100_8x8x36xtp8pp8cp2.sh, which the 16-node
 # file sources): TENSOR_MODEL_PARALLEL=2, PIPELINE_MODEL_PARALLEL=1, CONTEXT_PARALLEL=1, MICRO_BATCH_SIZE=1, MINIBS=1.
 TP, PP, CP, MBS, MINIBS = 2, 1, 1, 1, 1

@@ -24,6 +24,7 @@ from estimator.parallel.layout import Layout
 from estimator.parallel.spec import TransformerSpec
 from estimator.validation import load_rows
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_facts_only,
     check_new_runs,
@@ -67,6 +68,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
 # round h50 / thirteenth stop: the recipe's MoE dispatcher, EP all-to-all overlap and Adam state dtype (facts)
 ALLOWED_KEYS |= {"framework.moe_dispatcher", "framework.moe_a2a_overlap", "framework.optimizer_state"}
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 
 
 def _model(name: str) -> dict:

@@ -21,6 +21,7 @@ import pytest
 from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_facts_only,
     check_moved_once,
@@ -54,6 +55,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "parallelism.cp_comm", "model.fused_kernels", "model.hidden_size", "model.num_layers",
                 "model.num_heads", "model.ffn_size", "model.vocab_size", "model.dropout"}
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 
 
 def rows_of(doc: str) -> list:

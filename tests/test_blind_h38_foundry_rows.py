@@ -24,6 +24,7 @@ from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_facts_only,
     check_moved_once,
@@ -63,6 +64,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "model.num_heads", "model.ffn_size", "model.vocab_size", "model.dropout", "device.memory_bytes",
                 "device.mem_bw_Bps", "fabric.uplinks", "fabric.uplink_bandwidth_Bps"}
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 # fms-fsdp's table, per release: (size, GPU) -> tokens/sec/GPU, and the per-GPU batch and AC cell of each size.
 FMS_TABLES = {"2403": ({("34b", "a100"): 700, ("34b", "h100"): 1550, ("70b", "a100"): 370, ("70b", "h100"): 800},
                        {"34b": (2, "Full AC"), "70b": (2, "Full AC")}),

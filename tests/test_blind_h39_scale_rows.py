@@ -23,6 +23,7 @@ from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_layout_and_mark,
     check_moved_once,
@@ -51,6 +52,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "parallelism.dp_overlap", "parallelism.virtual_stages", "model.hidden_size", "model.num_layers",
                 "model.num_heads", "model.ffn_size", "model.vocab_size"}
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 # Table 1: size -> (heads, hidden, layers, TP, PP); Sec. 6.1: interleaving stages per size.
 TABLE1 = {"175b": (128, 12288, 96, 8, 8), "530b": (160, 20480, 105, 8, 35)}
 INTERLEAVING = {"175b": 6, "530b": 3}

@@ -25,6 +25,7 @@ from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_facts_only,
     check_moved_once,
@@ -75,6 +76,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "model.num_heads", "model.ffn_size", "model.vocab_size", "model.dropout", "device.memory_bytes",
                 "device.mem_bw_Bps"}
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 FULL_ID = re.compile(r"mpt2212f-(\d+[mb])-a100-(40|80)gb-(\d+)gpu-s(\d+)-gb(\d+)$")
 BENCH_ID = re.compile(r"(mpt0723-|mpt-)(\d+[mb])-(a100-80gb|h100)-(\d+)gpu-s(\d+)$")
 # The README lines of 22d724c89 (round h40's mpt2212-* rows) are the same sweep: none may be taken again.

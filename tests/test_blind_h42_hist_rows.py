@@ -21,6 +21,7 @@ import pytest
 from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_facts_only,
     check_moved_once,
@@ -50,6 +51,7 @@ ALLOWED = {"framework", "parallelism.zero", "parallelism.recompute", "parallelis
            "parallelism.sequence_parallel", "device", "model.hidden_size", "model.num_layers", "model.num_heads",
            "model.num_kv_heads", "model.ffn_size"}
 ALLOWED |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 # (model, micro batch, recompute) -> the table's WPS, docs/performance.md @1ea476e9f (64 A100 80GB, FSDP2 only)
 APR24_WPS = {("llama3_8b", 1, "op"): 2973, ("llama3_70b", 1, "full"): 331, ("llama2_13b", 2, "none"): 2162,
              ("llama2_13b", 2, "op"): 1904, ("llama2_70b", 2, "full"): 353, ("llama2_70b", 1, "op"): 355}

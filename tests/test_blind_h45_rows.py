@@ -21,6 +21,7 @@ from estimator.errors import EstimatorError
 from estimator.parallel.spec import TransformerSpec
 from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_described,
     check_facts_only,
@@ -51,6 +52,7 @@ ALLOWED = {"framework", "parallelism.zero", "parallelism.recompute", "parallelis
            "model.fused_kernels", "model.hidden_size", "model.num_layers", "model.num_heads", "model.num_kv_heads",
            "model.ffn_size", "model.vocab_size"}
 ALLOWED |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 
 
 def test_rows_parse_as_independent_llm_rows_of_two_sources():

@@ -23,6 +23,7 @@ import estimator
 from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_described,
     check_facts_only,
@@ -63,6 +64,7 @@ ALLOWED = {"framework", "parallelism.ep", "parallelism.etp", "parallelism.virtua
 # round h50 / thirteenth stop: the recipe's MoE dispatcher, EP all-to-all overlap and Adam state dtype (facts)
 ALLOWED |= {"framework.moe_dispatcher", "framework.moe_a2a_overlap", "framework.optimizer_state"}
 ALLOWED |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 LAYERS = 61  # DeepSeek-V3 (arXiv 2412.19437 Sec. 4.2)
 # The GPU-hour figure of the DeepSeek-V3 report (Sec. 1; Table 1: 2664K GPU hours for 14.8T tokens).
 GPU_HOURS = re.compile(r"tokens/s per GPU = 1e12 tokens / \(([\d,]+) GPU-h x 3600 s/h\) = (\d+\.\d+); Table 1 gives "

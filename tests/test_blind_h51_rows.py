@@ -20,6 +20,7 @@ import estimator
 from estimator.validation.llm import source_keys
 from estimator.validation.predict import base_overrides
 from tests.blind_checks import (
+    MOE_ROUTER_KEYS,
     check_composes_and_fits,
     check_described,
     check_facts_only,
@@ -60,6 +61,7 @@ ALLOWED = {"framework", "parallelism.ep", "parallelism.etp", "parallelism.virtua
            "framework.tp_comm_overlap", "fabric.nvls", "framework.loss_kernel", "framework.moe_dispatcher",
            "framework.moe_a2a_overlap", "model.mtp_layers"}
 ALLOWED |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 MOE_KEYS = ("framework.moe_dispatcher", "framework.moe_a2a_overlap")
 
 

@@ -37,6 +37,7 @@ from estimator.validation.llm import (
     source_keys,
 )
 from estimator.validation.predict import base_overrides
+from tests.blind_checks import MOE_ROUTER_KEYS
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 PENDING = VALIDATION / "pending"
@@ -70,6 +71,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "parallelism.first_stage_layers", "parallelism.last_stage_layers", "parallelism.recompute_modules",
                 "model.mtp_layers"}
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 DEFAULT_FRAMEWORK = "megatron"  # a row that names no framework (DeepSeek's HAI-LLM, unstated) runs the default
 DERIVATION = re.compile(r"tokens/s per GPU = (\d+) x (\d+) / \((\d+(?:\.\d+)?) s x (\d+)\) = (\d+(?:\.\d+)?)")
 
