@@ -141,8 +141,6 @@ def sm_share(framework, device) -> float:
     if framework.moe_dispatcher not in DISPATCHER_SMS or not device.sm_count:
         return 0.0
     sms = framework.moe_dispatcher_sms or DISPATCHER_SMS[framework.moe_dispatcher]
-    if not sms:
-        return 0.0
     if sms >= device.sm_count:
         raise EstimatorError(f"framework.moe_dispatcher_sms={sms} leaves no SM of the device's {device.sm_count} "
                              "for compute")
