@@ -49,7 +49,9 @@ H35_MOE_REFUSED_IDS = ("mbridge2511-qwen3-30b-a3b-fp8-16gpu",)
 ALL = load_rows(VALIDATION)
 PENDING = load_rows(VALIDATION / "pending")
 ROWS = [r for r in ALL if r.id in H35_MOE_IDS]
-REFUSED = [r for r in PENDING if r.id in H35_MOE_REFUSED_IDS]
+# refused on memory when written (held in validation/pending/llm_refused.csv); it fits since round h53 and moved into
+# validation/llm.csv (fifteenth stop)
+REFUSED = [r for r in ALL + PENDING if r.id in H35_MOE_REFUSED_IDS]
 # Rows written before this round: a later round's rows (h36: the 26.04 / 26.06 releases of the 26.04.01 Qwen3-30B-A3B
 # layout, Qwen3 lines of the same archive; h41: the 25.09 token-drop release of the 25.11 Qwen3-30B-A3B layout and more
 # Qwen3-235B-A22B releases) are not what these rows had to be new against.
@@ -76,7 +78,7 @@ def _model(name: str) -> dict:
 def test_rows_parse_and_come_from_two_documents():
     assert len(ROWS) == 20 and len(REFUSED) == 1
     assert {r.file for r in ROWS} == {"validation/llm.csv"}
-    assert {r.file for r in REFUSED} == {"validation/pending/llm_refused.csv"}
+    assert {r.file for r in REFUSED} == {"validation/llm.csv"}
     everything = ROWS + REFUSED
     assert len({r.id for r in everything}) == len(everything)
     assert all(r.kind == "llm" and r.role == "independent" and r.system == "dgx_h100" for r in everything)
@@ -151,7 +153,7 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 def test_refused_row_fits_since_round_h53():
     """Megatron-Bridge 25.11's Qwen3-30B-A3B run (MBS 2, VP 24) ran; the memory model refused it (held out in
     validation/pending/llm_refused.csv; llm_rows.md, round h35 (mixture of experts), "Refused") until round h53 read
-    what Megatron-core's MoE layer keeps (docs/research/h53-moe-memory.md): it fits now, awaiting the lead's move."""
+    what Megatron-core's MoE layer keeps (docs/research/h53-moe-memory.md): it fits now, and is priced in llm.csv."""
     (row,) = REFUSED
     validate_hybrid(estimator.resolve_config(base_overrides(row)))
 

@@ -49,7 +49,8 @@ H41_NEMO_REFUSED_IDS = ("mbridge2509-qwen3-30b-a3b-fp8-16gpu-tokendrop",)
 ALL = load_rows(VALIDATION)
 PENDING = load_rows(VALIDATION / "pending")
 ROWS = [r for r in ALL if r.id in H41_NEMO_IDS]
-REFUSED = [r for r in PENDING if r.id in H41_NEMO_REFUSED_IDS]
+# refused on memory when written (validation/pending/llm_refused.csv); fits since round h53, in llm.csv (fifteenth stop)
+REFUSED = [r for r in ALL + PENDING if r.id in H41_NEMO_REFUSED_IDS]
 SEEN = [r for r in ALL + PENDING if r.kind == "llm" and r.id not in H41_NEMO_IDS + H41_NEMO_REFUSED_IDS]
 OTHER_BLIND = other_blind_rows()
 SECTION = ("## Blind held-out rows, round h41 (NVIDIA release tables not used before: dgxc v25.02, Megatron-Bridge "
@@ -93,11 +94,11 @@ def test_rows_parse_and_are_independent_h100_rows():
 
 
 def test_estimator_validate_reads_the_rows_from_llm_csv():
-    """Priced once, the 17 rows are in the default validation folder's llm.csv and the refused one in
-    pending/llm_refused.csv, each id once (not also in a blind sub-folder)."""
+    """Priced once, the 17 rows are in the default validation folder's llm.csv, and so is the refused one since it
+    fits (round h53), each id once (not in pending/ and not in a blind sub-folder)."""
     check_moved_once(H41_NEMO_IDS, ALL)
     everywhere = [r.id for r in ALL + PENDING + OTHER_BLIND if r.id in H41_NEMO_REFUSED_IDS]
-    assert everywhere == list(H41_NEMO_REFUSED_IDS) and {r.file for r in REFUSED} == {"validation/pending/llm_refused.csv"}
+    assert everywhere == list(H41_NEMO_REFUSED_IDS) and {r.file for r in REFUSED} == {"validation/llm.csv"}
 
 
 def test_rows_are_runs_no_other_row_describes():
@@ -177,9 +178,9 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 def test_refused_row_fits_since_round_h53():
     """The 25.09 Qwen3-30B-A3B token-drop run fit on 16 H100; the memory model refused its layout (llm_rows.md,
     round h41's "Refused") until round h53 read what Megatron-core's MoE layer keeps (docs/research/h53-moe-memory.md):
-    it fits now, awaiting the lead's move out of llm_refused.csv."""
+    it fits now and moved out of llm_refused.csv into llm.csv."""
     (row,) = REFUSED
-    assert row.file == "validation/pending/llm_refused.csv" and row.measured == 10494
+    assert row.file == "validation/llm.csv" and row.measured == 10494
     validate_hybrid(estimator.resolve_config(base_overrides(row)))
 
 

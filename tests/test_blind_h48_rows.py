@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 import estimator
-from estimator.validation import load_rows
 from estimator.validation.llm import source_keys
 from tests.blind_checks import (
     MOE_ROUTER_KEYS,
@@ -43,10 +42,12 @@ VALIDATION = REPO / "validation"
 DGXC_2505 = ("dgxc2505-deepseek-v3-bf16-1024gpu", "dgxc250504-deepseek-v3-bf16-512gpu")
 IDS = (*DGXC_2505, "dgxc2508-deepseek-v3-bf16-1024gpu", "mbridge2509-deepseek-v3-fp8-1024gpu",
        "deepseek24-v3-h800-fp8-2048gpu")
-PRICED = (IDS[0], IDS[2], IDS[3])  # the layouts the model accepts (the other two: pending/llm_refused.csv)
+PRICED = (IDS[0], IDS[2], IDS[3])  # the layouts the model accepted when the round was priced
+# The other two were refused on memory (held in pending/llm_refused.csv) until round h53; they fit since and moved
+# into llm.csv (fifteenth stop), priced once then (llm_rows.md, "The four refused MoE runs that fit since round h53").
+FITS_SINCE_H53 = (IDS[1], IDS[4])
 ALL, _, SEEN = round_rows(IDS)
-REFUSED_ROWS = [r for r in load_rows(VALIDATION / "pending") if r.id in IDS]
-ROWS = sorted([r for r in ALL if r.id in IDS] + REFUSED_ROWS, key=lambda r: IDS.index(r.id))
+ROWS = sorted([r for r in ALL if r.id in IDS], key=lambda r: IDS.index(r.id))
 BY_ID = {r.id: r for r in ROWS}
 OTHER_BLIND = other_blind_rows()
 SECTION = "## Blind held-out rows, round h48 (DeepSeek-V3 on H100 and H800)"
@@ -73,9 +74,8 @@ GPU_HOURS = re.compile(r"tokens/s per GPU = 1e12 tokens / \(([\d,]+) GPU-h x 360
 
 def test_rows_parse_as_independent_llm_rows():
     assert tuple(r.id for r in ROWS) == IDS
-    check_moved_once(PRICED, ALL)
-    assert {r.id: r.file for r in REFUSED_ROWS} == dict.fromkeys(sorted(set(IDS) - set(PRICED)),
-                                                                 "validation/pending/llm_refused.csv")
+    check_moved_once(IDS, ALL)
+    assert set(PRICED) | set(FITS_SINCE_H53) == set(IDS) and not set(PRICED) & set(FITS_SINCE_H53)
     assert all(r.kind == "llm" and r.role == "independent" and r.model == "deepseek_v3" for r in ROWS)
     assert {r.id: r.system for r in ROWS} == {**dict.fromkeys(IDS[:4], "dgx_h100"), IDS[4]: "dgx_h800"}
     papers = [r for r in ROWS if not any(":" in k and not k.startswith("arxiv:") for k in source_keys(r.source))]
@@ -206,7 +206,7 @@ def test_h800_preset_is_h100_with_reduced_nvlink():
     assert (h800["fabric"]["uplinks"], h800["fabric"]["uplink_bandwidth_Bps"]) == (8, 50.0e9)
 
 
-@pytest.mark.parametrize("row", [BY_ID[i] for i in PRICED], ids=lambda r: r.id)
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_published_layout_composes_is_accepted_and_fits(row):
     check_composes_and_fits(row)
 

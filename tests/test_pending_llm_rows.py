@@ -90,7 +90,7 @@ TABLE_PREFIXES = ("mbridge2511-", "mbridge2606-", "mbridge260401-", "nemo2407-gp
 # lines (test_blind_h36_moe_rows.py).
 TABLE_LATER = ("mbridge260401-llama31-405b-fp8-1024gpu", "mbridge260401-qwen3-30b-a3b-fp8-16gpu",
                "mbridge2606-qwen3-30b-a3b-fp8-16gpu", "mbridge2511-qwen3-235b-a22b-fp8-256gpu",
-               "mbridge260401-qwen3-235b-a22b-fp8-256gpu")
+               "mbridge260401-qwen3-235b-a22b-fp8-256gpu", "mbridge2511-qwen3-30b-a3b-fp8-16gpu")  # the last: FITS_SINCE_H53
 TABLE_ROWS = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(TABLE_PREFIXES) and r.id not in TABLE_LATER]
 REFUSED_ROWS = load_rows(PENDING)  # every model a row names exists (an unknown one is a load error)
 # The rows whose published layout the model refuses, and why (validation/llm_rows.md, "Refused"):
@@ -125,14 +125,15 @@ REFUSED_DEVICE |= {"dgxc250504-deepseek-v3-bf16-512gpu": ("80.0", "90e9"),
                    "deepseek24-v3-h800-fp8-2048gpu": ("80.0", "100e9")}
 # Round h53 (docs/research/h53-moe-memory.md) read what Megatron-core's MoE layer keeps: the combine's unpermute keeps
 # nothing (the probabilities are applied in the experts' activation since core 0.12), no dropout mask without dropout,
-# a shared expert's fc1 keeps the router's tensor. These four rows fit now, at the GB below on the stage named; they
-# stay in llm_refused.csv until the lead moves them (the stated capacity is 80.0 GB for each).
+# a shared expert's fc1 keeps the router's tensor. These four rows fit now, at the GB below on the stage named (the
+# stated capacity is 80.0 GB for each): they moved from llm_refused.csv to validation/llm.csv (fifteenth stop).
 FITS_SINCE_H53 = {"mbridge2511-qwen3-30b-a3b-fp8-16gpu": ("68.3", 1),
                   "mbridge2509-qwen3-30b-a3b-fp8-16gpu-tokendrop": ("68.3", 1),
                   "dgxc250504-deepseek-v3-bf16-512gpu": ("68.5", 1),
                   "deepseek24-v3-h800-fp8-2048gpu": ("66.0", 2)}
 for _ident in FITS_SINCE_H53:
     del REFUSED[_ident], REFUSED_DEVICE[_ident]
+FITTED = [r for r in ALL_ROWS if r.id in FITS_SINCE_H53]
 # Nemotron-4 340B on 128 H100 (NeMo 24.07 table) was refused at 80.4 GB (85.3 GB until round h30 counted TE's
 # FP8-saved GEMM inputs in 1 byte) until round h32 read the recipe's Adam state dtype (optim.dtype: bf16,
 # framework.optimizer_state=bf16): it is in llm.csv now, and with fp32 state it is refused again.
@@ -144,7 +145,7 @@ def _overrides(row) -> dict[str, str]:
 
 
 def _by_id(ident: str):
-    return next(r for r in HELD_OUT + TABLE_ROWS + REFUSED_ROWS if r.id == ident)
+    return next(r for r in HELD_OUT + TABLE_ROWS + FITTED + REFUSED_ROWS if r.id == ident)
 
 
 def test_held_out_rows_live_in_the_llm_file():
@@ -159,11 +160,12 @@ def test_held_out_rows_live_in_the_llm_file():
 def test_refused_file_parses_with_the_loader():
     header = next(csv.reader(io.StringIO(REFUSED_FILE.read_text(encoding="utf-8"))))
     assert tuple(header) == COLUMNS
-    assert [r.id for r in REFUSED_ROWS if r.id not in FITS_SINCE_H53] == list(REFUSED)
-    assert set(FITS_SINCE_H53) <= {r.id for r in REFUSED_ROWS}
+    assert [r.id for r in REFUSED_ROWS] == list(REFUSED)
+    assert [r.id for r in FITTED] == list(FITS_SINCE_H53) and {r.file for r in FITTED} == {"validation/llm.csv"}
+    assert {r.role for r in FITTED} == {"independent"}
 
 
-@pytest.mark.parametrize("row", HELD_OUT + TABLE_ROWS + REFUSED_ROWS, ids=lambda r: r.id)
+@pytest.mark.parametrize("row", HELD_OUT + TABLE_ROWS + FITTED + REFUSED_ROWS, ids=lambda r: r.id)
 def test_row_columns_are_complete(row):
     assert row.source and row.hardware and row.software and row.measured_what
     assert row.raw["metric"] in ("tflops_per_gpu", "tokens_per_s_per_gpu")
@@ -171,7 +173,7 @@ def test_row_columns_are_complete(row):
 
 
 def test_coverage_required_by_issue_23():
-    rows = HELD_OUT + REFUSED_ROWS
+    rows = HELD_OUT + FITTED + REFUSED_ROWS
     big_h100 = [r for r in rows if r.system == "dgx_h100" and r.gpus >= 1000 and r.role == "independent"]
     documents = {min(source_keys(r.source)) for r in big_h100}
     assert len(documents) >= 5, documents  # five published runs on H100 at >= 1,000 GPUs, from distinct sources
@@ -185,7 +187,7 @@ def test_coverage_required_by_issue_23():
     assert layout_530b == {"deepspeed", "megatron"}
 
 
-@pytest.mark.parametrize("row", HELD_OUT + TABLE_ROWS + REFUSED_ROWS, ids=lambda r: r.id)
+@pytest.mark.parametrize("row", HELD_OUT + TABLE_ROWS + FITTED + REFUSED_ROWS, ids=lambda r: r.id)
 def test_layout_is_consistent(row):
     lay = row.layout
     model_parallel = lay["tp"] * lay["pp"] * lay["cp"]
@@ -243,7 +245,7 @@ def test_independent_rows_share_no_source_with_a_calibration_row():
     rows = ALL_ROWS + REFUSED_ROWS
     calibration = [r for r in rows if r.role == "calibration"]
     assert any(c.kind == "llm" for c in calibration)
-    held_out = {r.id for r in HELD_OUT + REFUSED_ROWS}
+    held_out = {r.id for r in HELD_OUT + FITTED + REFUSED_ROWS}
     for r in (r for r in rows if r.kind == "llm"):
         shared = [c.id for c in calibration if shares_source(r.source, c.source)]
         if r.role == "independent":
@@ -271,7 +273,7 @@ def test_same_source_rule(a, b, same):
     assert shares_source(a, b) is same and shares_source(b, a) is same
 
 
-@pytest.mark.parametrize("row", HELD_OUT + TABLE_ROWS, ids=lambda r: r.id)
+@pytest.mark.parametrize("row", HELD_OUT + TABLE_ROWS + FITTED, ids=lambda r: r.id)
 def test_published_layout_is_accepted_and_fits(row):
     """Layout and memory only (``validate_hybrid`` prices no step)."""
     from estimator.parallel.estimate import validate_hybrid
@@ -346,7 +348,7 @@ def test_every_name_and_framework_a_row_uses_is_documented():
     doc = ROWS_DOC.read_text(encoding="utf-8")
     from estimator.config import config_groups
 
-    documented = HELD_OUT + TABLE_ROWS + REFUSED_ROWS
+    documented = HELD_OUT + TABLE_ROWS + FITTED + REFUSED_ROWS
     assert {r.model for r in documented} <= set(config_groups().get("model", []))
     for r in documented:
         assert f"`{r.id}`" in doc, f"{r.id} is not listed in validation/llm_rows.md"
