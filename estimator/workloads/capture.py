@@ -111,6 +111,7 @@ class TopOp:
     mem_bytes: float = 0.0
     weight_bytes: float = 0.0
     matched: bool = True
+    doubled_shapes: tuple = ()  # input shapes of the same op at twice the batch (set by _weight_bytes)
 
 
 # ---- the training iteration ----------------------------------------------------------------------
@@ -356,7 +357,7 @@ def _transfer_costs(timed: list[TopOp], priced: list[TopOp]) -> int:
 
 def _weight_bytes(priced: list[TopOp], doubled: list[TopOp]) -> int:
     """Set ``weight_bytes`` of the ops of ``priced`` (batch b) from the same ops priced at batch 2b:
-    ``2*bytes(b) - bytes(2b)``, clipped to ``[0, bytes(b)]``. Ops pair up per phase by name in
+    ``2*bytes(b) - bytes(2b)``, clipped to ``[0, bytes(b)]`` (and ``doubled_shapes``, the partner's shapes). Ops pair up per phase by name in
     sequence order; return how many found no partner (they keep weight_bytes 0)."""
     unpaired = 0
     for phase in PHASE_ORDER:
@@ -367,6 +368,7 @@ def _weight_bytes(priced: list[TopOp], doubled: list[TopOp]) -> int:
         for i, o in enumerate(a):
             if i in pairs:
                 o.weight_bytes = min(max(2 * o.mem_bytes - b[pairs[i]].mem_bytes, 0.0), o.mem_bytes)
+                o.doubled_shapes = b[pairs[i]].input_shapes
             else:
                 unpaired += 1
     return unpaired
