@@ -44,7 +44,7 @@ router / grouped forward and dgrad, K of grouped wgrad, G of bmm); an op whose t
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -85,7 +85,7 @@ def _whole(value, where: str) -> int:
 
 
 def _tile(value, where: str) -> tuple[int, int]:
-    if not isinstance(value, list | tuple) or len(value) != 2:
+    if isinstance(value, str) or not isinstance(value, Sequence) or len(value) != 2:
         raise EstimatorError(f"{where} entries must be [tm, tn], got {value!r}")
     return _whole(value[0], where), _whole(value[1], where)
 
@@ -194,6 +194,6 @@ def node_dims(node, groups: int | None = None) -> tuple[float, float, float, flo
     if abs(f - 1) < 1e-9:
         return tuple(float(d) for d in dims)
     token = (node.attrs or {}).get("gemm_tokens") or _TOKEN_DIM.get(_name(node.op))
-    if token not in DIMS:
+    if token is None or token not in DIMS:
         return None
     return tuple(float(d) * (f if dim == token else 1.0) for dim, d in zip(DIMS, dims, strict=True))
