@@ -54,6 +54,8 @@ def test_gemm_dims_of_every_op_kind():
     wgrad = ((32768, 1536), (32768, 2048), ())
     assert gs.gemm_dims("te::grouped_linear_wgrad", wgrad) is None  # its expert count has no shape
     assert gs.gemm_dims("te::grouped_linear_wgrad", wgrad, groups=8) == (8, 1536, 2048, 4096)
+    assert gs.gemm_dims("aten::matmul", ((1, 16, 128, 64), (1, 16, 64, 128))) == (16, 128, 128, 64)
+    assert gs.gemm_dims("aten::matmul", ((8, 128, 1024), (1024, 4096))) == (1, 1024, 4096, 1024)
     assert gs.gemm_dims("aten::einsum", ((4, 4), (4, 4))) is None
 
 
@@ -173,3 +175,22 @@ def test_bad_values_are_one_line_errors(shape, message):
 def test_needs_sm_count():
     with pytest.raises(EstimatorError, match="needs device.sm_count"):
         DeviceProfile.from_dict({**H100, "sm_count": None, "matmul_shape": SHAPE})
+
+
+def test_generic_capture_tags_its_gemms():
+    """A zoo model's capture (tiny BERT at batch 2, 16 tokens a sequence) tags every readable GEMM with its token
+    dim: so at batch 6 the backward mm's of a Linear grow M (data gradient) or K (weight gradient), never both."""
+    from estimator.workloads import zoo
+    from estimator.workloads.capture import capture
+
+    cfg = {"name": "tiny_bert", "arch": "bert", "seq_len": 16, "hidden_size": 32, "num_layers": 2,
+           "num_heads": 2, "intermediate_size": 64, "vocab_size": 500, "max_position": 64}
+    w = capture(zoo.build(cfg), 2, warmup_iters=0, seed=0, model_cfg=cfg)
+    mms = [n for n in w.nodes if n.op == "aten::mm" and n.phase == "backward"]
+    assert mms and all(gs.node_dims(n) for n in mms)
+    tags = [n.attrs.get("gemm_tokens") for n in mms if max(gs.node_dims(n)[1:]) >= 32]  # not the 1-row pooler
+    assert set(tags) == {"M", "K"} and tags.count("M") == tags.count("K")
+    six = w.scaled_to_batch(6).node_map()
+    for a in (n for n in mms if n.attrs.get("gemm_tokens")):
+        changed = [x != y for x, y in zip(gs.node_dims(a), gs.node_dims(six[a.id]), strict=True)]
+        assert sum(changed) == 1 and changed[gs.DIMS.index(a.attrs["gemm_tokens"])]

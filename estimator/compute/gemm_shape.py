@@ -29,7 +29,8 @@ dimensions can be read from its ``input_shapes`` at
 
 GEMM dims per op (``(G, M, N, K)``: G GEMMs of output ``M x N``, reduction ``K``): ``linear(x[..., K],
 w[N, K])`` (M = rows of x), ``mm`` / ``_scaled_mm`` / ``te::router_gemm_fp32`` ``(a[M, K], b[K, N])``,
-``addmm(bias, a, b)``, ``bmm`` / ``baddbmm`` ``([G, M, K], [G, K, N])``, ``matmul`` (2-D or batched),
+``addmm(bias, a, b)``, ``bmm`` / ``baddbmm`` ``([G, M, K], [G, K, N])``, ``matmul`` (``[..., M, K] @ [K, N]``
+as mm, ``[..., M, K] @ [..., K, N]`` as bmm),
 ``te::router_gemm(x[M, K], w[N, K])``, ``te::grouped_linear(x[R, K], w[G, N, K])`` (M = R / G rows per
 expert), ``_dgrad(g[R, K], w[G, K, N])``, ``_wgrad(g[R, M], x[R, N], G)`` (K = R / G: the tokens are the
 reduction; G, a scalar argument without a shape, is the workload's grouped forward ops' expert count). Other ops (``einsum``, unfused attention) keep the flat efficiency.
@@ -37,7 +38,8 @@ reduction; G, a scalar argument without a shape, is the workload's grouped forwa
 Batch scaling (``Workload.scaled_to_batch`` scales FLOPs, not shapes): the factor ``f = flops / (2 G M N
 K)`` multiplies the dim that holds the tokens: ``attrs["gemm_tokens"]`` (set at capture by comparing the op's
 dims at one and at two sequences, :func:`token_attrs`), else the op's usual one (M of linear / addmm /
-router / grouped forward and dgrad, K of grouped wgrad, G of bmm); an op whose token dim is unknown (a plain
+router / grouped forward and dgrad and of ``matmul`` with a 2-D weight, K of grouped wgrad, G of bmm and of a
+batched ``matmul``); an op whose token dim is unknown (a plain
 ``mm`` of a backward pass without the tag) keeps the flat efficiency when ``f != 1``.
 """
 
@@ -149,12 +151,12 @@ def gemm_dims(op: str, shapes, groups: int | None = None) -> tuple[int, int, int
         a, b = shapes[0], shapes[1]
         if name == "linear" or name == "router_gemm":
             return 1, math.prod(a[:-1]), b[0], a[-1]
-        if name in ("mm", "addmm", "_scaled_mm", "router_gemm_fp32") or (name == "matmul" and len(a) == len(b) == 2):
-            return 1, a[0], b[1], a[1]
-        if name in ("bmm", "baddbmm") or (name == "matmul" and len(a) == len(b) == 3):
-            if name == "baddbmm":
-                a, b = shapes[1], shapes[2]
-            return a[0], a[1], b[2], a[2]
+        if name in ("mm", "addmm", "_scaled_mm", "router_gemm_fp32") or (name == "matmul" and len(b) == 2 <= len(a)):
+            return 1, math.prod(a[:-1]), b[1], a[-1]
+        if name == "baddbmm":
+            a, b = shapes[1], shapes[2]
+        if name in ("bmm", "baddbmm") or (name == "matmul" and len(a) == len(b) >= 3):
+            return math.prod(a[:-2]), a[-2], b[-1], a[-1]
         if name == "grouped_linear":
             return b[0], a[0] // b[0], b[1], a[1]
         if name == "grouped_linear_dgrad":
@@ -193,7 +195,9 @@ def node_dims(node, groups: int | None = None) -> tuple[float, float, float, flo
     f = node.flops / (2 * math.prod(dims))
     if abs(f - 1) < 1e-9:
         return tuple(float(d) for d in dims)
-    token = (node.attrs or {}).get("gemm_tokens") or _TOKEN_DIM.get(_name(node.op))
+    name = _name(node.op)
+    usual = ("M" if len(node.input_shapes[1]) == 2 else "G") if name == "matmul" else _TOKEN_DIM.get(name)
+    token = (node.attrs or {}).get("gemm_tokens") or usual
     if token is None or token not in DIMS:
         return None
     return tuple(float(d) * (f if dim == token else 1.0) for dim, d in zip(DIMS, dims, strict=True))

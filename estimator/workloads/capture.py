@@ -77,6 +77,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from estimator.compute.gemm_shape import token_attrs
 from estimator.errors import EstimatorError
 from estimator.files import quiet_stderr
 from estimator.workloads.flops import op_class
@@ -348,6 +349,7 @@ def _transfer_costs(timed: list[TopOp], priced: list[TopOp]) -> int:
         for i, o in enumerate(a):
             if i in pairs:
                 o.flops, o.mem_bytes, o.weight_bytes = b[pairs[i]].flops, b[pairs[i]].mem_bytes, b[pairs[i]].weight_bytes
+                o.doubled_shapes = b[pairs[i]].doubled_shapes
             else:
                 o.matched = False
                 o.mem_bytes = FALLBACK_ELEMENT_BYTES * sum(_numel(s) for s in o.input_shapes)
@@ -474,6 +476,7 @@ def capture(
             duration_s=o.duration_s,
             input_shapes=o.input_shapes,
             scales_with_batch=o.phase != "optimizer",
+            attrs=token_attrs(o.op, o.input_shapes, o.doubled_shapes) if op_class(o.op, o.phase) == "matmul" else {},
         )
         for i, o in enumerate(timed)
     )
