@@ -34,6 +34,9 @@ next to it). Per op of class ``c`` (``estimator.workloads.flops.OP_CLASSES``):
   precision stands on its own: a table that names precisions must name each 16/8-bit tensor-core
   precision the device has a peak for (fp16, bf16, fp8; tf32), so bf16 never borrows fp16's values
   silently (a one-line error names the missing one).
+* **GEMM shape** (``matmul_shape``, optional, per precision): the ``matmul`` efficiency of an op whose
+  GEMM dims can be read is ``compute_efficiency`` x a wave / tile / short-K factor of its shape on
+  ``sm_count`` SMs (:mod:`estimator.compute.gemm_shape`); other classes and precisions are unchanged.
 * **Kernel launches** (``launch_s``): PyTorch eager launches one or more kernels per op
   asynchronously; a kernel shorter than the host's per-op dispatch + launch time cannot keep the
   GPU busy, so no op finishes faster than ``launch_s``.
@@ -55,6 +58,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from estimator.compute import gemm_shape
 from estimator.errors import EstimatorError, positive
 from estimator.workloads.flops import OP_CLASSES
 from estimator.workloads.graph import Workload
@@ -143,6 +147,7 @@ class DeviceProfile:
     op_overhead_s: float = 0.0  # added to every compute op (kept for hand-made profiles)
     memory_bytes: float | None = None  # device memory (HBM) capacity; parallelism=hybrid checks layouts against it
     sm_count: int | None = None  # streaming multiprocessors (datasheet); what a kernel that holds some of them leaves
+    matmul_shape: Mapping | tuple | None = None  # GEMM efficiency by shape per precision (estimator.compute.gemm_shape)
 
     def __post_init__(self) -> None:
         positive(self.peak_flops, f"device.peak_flops ({self.name})")
@@ -155,6 +160,9 @@ class DeviceProfile:
         if self.sm_count is not None and (isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int)
                                           or self.sm_count <= 0):
             raise EstimatorError(f"device.sm_count ({self.name}) must be a whole number > 0, got {self.sm_count!r}")
+        object.__setattr__(self, "matmul_shape", gemm_shape.parse(self.matmul_shape, self.name, PRECISION_KEYS))
+        if self.matmul_shape and not self.sm_count:
+            raise EstimatorError(f"device.matmul_shape ({self.name}) needs device.sm_count (its waves are counted in SMs)")
         for key in ("compute_efficiency", "memory_efficiency"):
             object.__setattr__(self, key, _efficiency(getattr(self, key), key, self.name))
             named = {p for p, _c, _f in getattr(self, key) if p != "*"}
@@ -228,6 +236,21 @@ def replay_reason(workload: Workload, device: DeviceProfile) -> str | None:
     return None
 
 
+def shape_factors(workload: Workload, device: DeviceProfile, precision: str, classes: list[str]) -> np.ndarray:
+    """Per node, the factor :mod:`estimator.compute.gemm_shape` puts on the ``matmul`` efficiency where the
+    device declares ``matmul_shape`` for the op's precision and its GEMM dims can be read (else 1)."""
+    model = dict(device.matmul_shape or ()).get(op_precision(precision, "matmul"))
+    out = np.ones(len(classes))
+    if model is None:
+        return out
+    groups = gemm_shape.expert_groups(workload.nodes)
+    for i, (node, cls) in enumerate(zip(workload.nodes, classes, strict=True)):
+        dims = gemm_shape.node_dims(node, groups) if cls == "matmul" and node.kind == "compute" else None
+        if dims is not None:
+            out[i] = gemm_shape.shape_factor(model, device.sm_count, *dims)
+    return out
+
+
 def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp",
                attention_kernel: str = "cudnn") -> np.ndarray:
     """Seconds per node of ``workload`` (in node order); 0 for communication nodes. Fused attention
@@ -254,6 +277,8 @@ def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp"
     ceff_of = {c: device.efficiency("compute_efficiency", c, precision) for c in kinds}
     meff_of = {c: device.efficiency("memory_efficiency", c, precision) for c in kinds}
     ceff = np.fromiter((ceff_of[c] for c in classes), float, n)
+    if not replay:
+        ceff = ceff * shape_factors(workload, device, precision, classes)
     meff = np.fromiter((meff_of[c] for c in classes), float, n)
     peak = np.where(tensor, np.fromiter((peak_of[c] for c in classes), float, n), fp32) * ceff
     scale = PRECISIONS[precision][1]

@@ -579,6 +579,7 @@ def _priced(module, inputs: tuple) -> list:
 def _capture(name: str, module, make_inputs, fused: str) -> Workload:
     """Forward + backward of ``module(*make_inputs(b))`` on the meta device under the profiler, at
     one sequence (the workload) and at two (for ``weight_bytes``, see the module docstring)."""
+    from estimator.compute.gemm_shape import token_attrs
     from estimator.workloads.capture import _weight_bytes, cuda_dispatch
     from estimator.workloads.flops import op_class
 
@@ -589,7 +590,8 @@ def _capture(name: str, module, make_inputs, fused: str) -> Workload:
     nodes = tuple(
         Node(id=i, name=o.op, deps=(i - 1,) if i else (), op=o.op, op_class=op_class(o.op, o.phase), phase=o.phase,
              flops=float(o.flops), mem_bytes=float(o.mem_bytes), weight_bytes=float(o.weight_bytes),
-             input_shapes=o.input_shapes, scales_with_batch=True)
+             input_shapes=o.input_shapes, scales_with_batch=True,
+             attrs=token_attrs(o.op, o.input_shapes, o.doubled_shapes) if op_class(o.op, o.phase) == "matmul" else {})
         for i, o in enumerate(kept)
     )
     params = sum(p.numel() for p in module.parameters())

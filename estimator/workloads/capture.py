@@ -77,6 +77,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from estimator.compute.gemm_shape import token_attrs
 from estimator.errors import EstimatorError
 from estimator.files import quiet_stderr
 from estimator.workloads.flops import op_class
@@ -111,6 +112,7 @@ class TopOp:
     mem_bytes: float = 0.0
     weight_bytes: float = 0.0
     matched: bool = True
+    doubled_shapes: tuple = ()  # input shapes of the same op at twice the batch (set by _weight_bytes)
 
 
 # ---- the training iteration ----------------------------------------------------------------------
@@ -347,6 +349,7 @@ def _transfer_costs(timed: list[TopOp], priced: list[TopOp]) -> int:
         for i, o in enumerate(a):
             if i in pairs:
                 o.flops, o.mem_bytes, o.weight_bytes = b[pairs[i]].flops, b[pairs[i]].mem_bytes, b[pairs[i]].weight_bytes
+                o.doubled_shapes = b[pairs[i]].doubled_shapes
             else:
                 o.matched = False
                 o.mem_bytes = FALLBACK_ELEMENT_BYTES * sum(_numel(s) for s in o.input_shapes)
@@ -356,7 +359,7 @@ def _transfer_costs(timed: list[TopOp], priced: list[TopOp]) -> int:
 
 def _weight_bytes(priced: list[TopOp], doubled: list[TopOp]) -> int:
     """Set ``weight_bytes`` of the ops of ``priced`` (batch b) from the same ops priced at batch 2b:
-    ``2*bytes(b) - bytes(2b)``, clipped to ``[0, bytes(b)]``. Ops pair up per phase by name in
+    ``2*bytes(b) - bytes(2b)``, clipped to ``[0, bytes(b)]`` (and ``doubled_shapes``, the partner's shapes). Ops pair up per phase by name in
     sequence order; return how many found no partner (they keep weight_bytes 0)."""
     unpaired = 0
     for phase in PHASE_ORDER:
@@ -367,6 +370,7 @@ def _weight_bytes(priced: list[TopOp], doubled: list[TopOp]) -> int:
         for i, o in enumerate(a):
             if i in pairs:
                 o.weight_bytes = min(max(2 * o.mem_bytes - b[pairs[i]].mem_bytes, 0.0), o.mem_bytes)
+                o.doubled_shapes = b[pairs[i]].input_shapes
             else:
                 unpaired += 1
     return unpaired
@@ -472,6 +476,7 @@ def capture(
             duration_s=o.duration_s,
             input_shapes=o.input_shapes,
             scales_with_batch=o.phase != "optimizer",
+            attrs=token_attrs(o.op, o.input_shapes, o.doubled_shapes) if op_class(o.op, o.phase) == "matmul" else {},
         )
         for i, o in enumerate(timed)
     )

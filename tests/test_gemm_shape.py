@@ -1,0 +1,196 @@
+"""GEMM efficiency by shape (estimator.compute.gemm_shape) and its use in node_times."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from estimator.compute import gemm_shape as gs
+from estimator.compute.device import DeviceProfile, node_times
+from estimator.errors import EstimatorError
+from estimator.workloads.graph import Node, Workload
+
+BF16 = gs.ShapeModel(e_inf=0.932, k0=1016)  # h35 4b, H100 BF16 (S2)
+FP8 = gs.ShapeModel(e_inf=0.732, k0=728)  # h35 4b, H100 FP8 cuBLASLt (S3)
+H100 = dict(name="h", peak_flops=989e12, peak_flops_bf16=989e12, peak_flops_fp8=1979e12, mem_bw_Bps=3.35e12,
+            sm_count=132, compute_efficiency={"bf16": {"matmul": 0.8}, "fp8": {"matmul": 0.7},
+                                              "fp16": {"matmul": 0.6}})
+SHAPE = {"bf16": {"e_inf": 0.932, "k0": 1016}, "fp8": {"e_inf": 0.732, "k0": 728}}
+
+
+def test_reproduces_h35_derived_numbers():
+    one_tile = replace(BF16, tiles=((128, 256),))
+    # h35 5a (128x256 tiles by hand): QKV forward of hidden 2048 / 4096 at M = 16384
+    assert gs.shape_factor(one_tile, 132, 1, 16384, 6144, 2048) == pytest.approx(0.604, abs=5e-4)
+    assert gs.shape_factor(one_tile, 132, 1, 16384, 12288, 4096) == pytest.approx(0.739, abs=1e-3)  # h35 rounds W and the K term first
+    # h35's appendix script over all three tiles: 128x128 fills 47 waves of 132 SMs better than 128x256's 24
+    assert gs.shape_factor(BF16, 132, 1, 16384, 6144, 2048) == pytest.approx(0.932 * 6144 / 6204 * 2048 / 3064, rel=1e-9)
+    assert gs.shape_factor(BF16, 132, 1, 16384, 12288, 4096) == pytest.approx(0.7395, abs=5e-4)
+    # the fit points themselves (h35 4b) and checks of 4c, TFLOP/s
+    assert gs.shape_factor(BF16, 132, 1, 4096, 4096, 4096) * 989 == pytest.approx(716, rel=2e-3)
+    assert gs.shape_factor(BF16, 132, 1, 8192, 8192, 8192) * 989 == pytest.approx(795, rel=2e-3)
+    assert gs.shape_factor(FP8, 132, 1, 16384, 16384, 16384) * 1979 == pytest.approx(1377.3, rel=2e-3)
+    assert gs.shape_factor(FP8, 132, 1, 802816, 192, 768) * 1979 == pytest.approx(552, abs=1)
+
+
+def test_split_k_only_above_min_split_k():
+    m = replace(BF16, tiles=((128, 128),))
+    # 256 x 256 output = 4 CTAs on 132 SMs: split-K 8 would help, but K / 8 = 128 < 256 leaves only s = 2
+    four = gs.shape_factor(m, 132, 1, 256, 256, 512)
+    assert four == pytest.approx(0.932 * 8 / 132 * 256 / (256 + 1016))
+    assert gs.shape_factor(m, 132, 1, 256, 256, 8192) == pytest.approx(0.932 * 32 / 132 * 1024 / (1024 + 1016))
+
+
+def test_gemm_dims_of_every_op_kind():
+    assert gs.gemm_dims("aten::linear", ((4096, 1, 2048), (5120, 2048), ())) == (1, 4096, 5120, 2048)
+    assert gs.gemm_dims("aten::mm", ((128, 4096), (4096, 2048))) == (1, 128, 2048, 4096)
+    assert gs.gemm_dims("aten::addmm", ((30,), (64, 8), (8, 30))) == (1, 64, 30, 8)
+    assert gs.gemm_dims("aten::bmm", ((12, 64, 32), (12, 32, 64))) == (12, 64, 64, 32)
+    assert gs.gemm_dims("te::router_gemm", ((4096, 2048), (128, 2048))) == (1, 4096, 128, 2048)
+    assert gs.gemm_dims("te::grouped_linear", ((32768, 2048), (8, 1536, 2048))) == (8, 4096, 1536, 2048)
+    assert gs.gemm_dims("te::grouped_linear_dgrad", ((32768, 1536), (8, 1536, 2048))) == (8, 4096, 2048, 1536)
+    wgrad = ((32768, 1536), (32768, 2048), ())
+    assert gs.gemm_dims("te::grouped_linear_wgrad", wgrad) is None  # its expert count has no shape
+    assert gs.gemm_dims("te::grouped_linear_wgrad", wgrad, groups=8) == (8, 1536, 2048, 4096)
+    assert gs.gemm_dims("aten::matmul", ((1, 16, 128, 64), (1, 16, 64, 128))) == (16, 128, 128, 64)
+    assert gs.gemm_dims("aten::matmul", ((8, 128, 1024), (1024, 4096))) == (1, 1024, 4096, 1024)
+    assert gs.gemm_dims("aten::einsum", ((4, 4), (4, 4))) is None
+
+
+def _mm(shapes, op="aten::mm", attrs=None, i=0, phase="backward"):
+    dims = gs.gemm_dims(op, shapes, 8)
+    return Node(id=i, name=op, op=op, op_class="matmul", phase=phase, flops=2.0 * math.prod(dims),
+                input_shapes=shapes, scales_with_batch=True, attrs=attrs or {})
+
+
+def test_capture_tags_the_token_dim_and_batch_scaling_follows_it():
+    # one sequence of 4096 tokens = hidden 4096: dgrad and wgrad of the 4096 -> 14336 Linear have the same shapes
+    shapes = ((4096, 4096), (4096, 14336))
+    dgrad_tag = gs.token_attrs("aten::mm", shapes, ((8192, 4096), (4096, 14336)))
+    wgrad_tag = gs.token_attrs("aten::mm", shapes, ((4096, 8192), (8192, 14336)))
+    assert (dgrad_tag, wgrad_tag) == ({"gemm_tokens": "M"}, {"gemm_tokens": "K"})
+    w = Workload("w", (_mm(shapes, attrs=dgrad_tag), _mm(shapes, attrs=wgrad_tag, i=1)))
+    one, two = w.nodes, w.scaled_to_batch(2).nodes
+    assert gs.node_dims(one[0]) == gs.node_dims(one[1]) == (1, 4096, 14336, 4096)
+    assert gs.node_dims(two[0]) == (1, 8192, 14336, 4096)
+    assert gs.node_dims(two[1]) == (1, 4096, 14336, 8192)
+    # without the tag a scaled plain mm cannot be read (flat efficiency), a linear can (tokens are its rows)
+    assert gs.node_dims(replace(two[0], attrs={})) is None
+    lin = _mm(((4096, 1, 4096), (6144, 4096), ()), op="aten::linear", phase="forward")
+    assert gs.node_dims(Workload("l", (lin,)).scaled_to_batch(3).nodes[0]) == (1, 3 * 4096, 6144, 4096)
+
+
+def test_captured_dense_layer_scales_with_micro_batch():
+    """Llama 3 8B at cp 2 (the calibration rows' layer): every GEMM is readable, and at micro-batch 2 exactly
+    the token dim doubles: M of the forward and data-gradient GEMMs, K of the weight-gradient ones."""
+    from estimator.config import compose_plain
+    from estimator.parallel.layer import capture_parts
+    from estimator.parallel.spec import TransformerSpec
+
+    cfg = compose_plain(["model=llama3_8b"])
+    if cfg is None:
+        from omegaconf import OmegaConf
+
+        from estimator.config import compose
+        cfg = OmegaConf.to_container(compose(["model=llama3_8b"]), resolve=True)
+    layer = capture_parts(TransformerSpec.from_cfg(cfg["model"]), 1, False, 2)["layer"]
+    gemms = [n for n in layer.nodes if n.op_class == "matmul"]
+    scaled = [n for n in layer.scaled_to_batch(2).nodes if n.op_class == "matmul"]
+    assert len(gemms) == 12  # 4 Linears x (forward, dgrad, wgrad)
+    grown = []
+    for a, b in zip(gemms, scaled, strict=True):
+        da, db = gs.node_dims(a), gs.node_dims(b)
+        changed = [d for d, x, y in zip(gs.DIMS, da, db, strict=True) if x != y]
+        assert len(changed) == 1 and db[gs.DIMS.index(changed[0])] == 2 * da[gs.DIMS.index(changed[0])] == 8192
+        grown.append((a.phase, a.op, changed[0]))
+    assert grown.count(("forward", "aten::linear", "M")) == 4
+    assert grown.count(("backward", "aten::mm", "M")) == grown.count(("backward", "aten::mm", "K")) == 4
+    dev = DeviceProfile.from_dict({**H100, "matmul_shape": SHAPE})
+    t1 = node_times(layer.scaled_to_batch(2), dev, "bf16")
+    flat = node_times(layer.scaled_to_batch(2), DeviceProfile.from_dict(H100), "bf16")
+    is_gemm = [n.op_class == "matmul" for n in layer.nodes]
+    assert all((a > b) == g for a, b, g in zip(t1, flat, is_gemm, strict=True) if g) and t1.sum() > flat.sum()
+
+
+def test_grouped_experts_pool_their_waves():
+    fwd = _mm(((32768, 2048), (8, 1536, 2048)), op="te::grouped_linear", phase="forward")
+    wgrad = _mm(((32768, 1536), (32768, 2048), ()), op="te::grouped_linear_wgrad", i=1)
+    groups = gs.expert_groups((fwd, wgrad))
+    assert groups == 8
+    assert gs.node_dims(fwd, groups) == (8, 4096, 1536, 2048)
+    assert gs.node_dims(wgrad, groups) == (8, 1536, 2048, 4096)
+    # 8 experts x 32 x 6 tiles of 128x256 = 1536 CTAs: 12 waves of 132 with one partial (one expert alone: 2 of 2)
+    pooled = gs.shape_factor(replace(BF16, tiles=((128, 256),), splits=(1,)), 132, 8, 4096, 1536, 2048)
+    alone = gs.shape_factor(replace(BF16, tiles=((128, 256),), splits=(1,)), 132, 1, 4096, 1536, 2048)
+    assert pooled == pytest.approx(0.932 * 1536 / 1584 * 2048 / 3064)
+    assert alone == pytest.approx(0.932 * 192 / 264 * 2048 / 3064)
+    # scaled to micro-batch 2: each expert's rows double (forward M, weight-gradient K)
+    two = Workload("g", (fwd, wgrad)).scaled_to_batch(2).nodes
+    assert gs.node_dims(two[0], groups) == (8, 8192, 1536, 2048)
+    assert gs.node_dims(two[1], groups) == (8, 1536, 2048, 8192)
+    dev = DeviceProfile.from_dict({**H100, "matmul_shape": SHAPE})
+    t = node_times(Workload("g", (fwd, wgrad)), dev, "bf16")
+    assert t[0] == pytest.approx(fwd.flops / (989e12 * 0.8 * gs.shape_factor(BF16, 132, 8, 4096, 1536, 2048)))
+
+
+def test_devices_and_precisions_without_the_block_price_as_before():
+    w = Workload("w", (_mm(((4096, 1, 4096), (6144, 4096), ()), op="aten::linear", phase="forward"),))
+    with_shape = DeviceProfile.from_dict({**H100, "matmul_shape": {"bf16": SHAPE["bf16"]}})
+    without = DeviceProfile.from_dict(H100)
+    flat = w.nodes[0].flops / (989e12 * 0.8)
+    assert node_times(w, without, "bf16")[0] == pytest.approx(flat)
+    assert node_times(w, with_shape, "fp16")[0] == node_times(w, without, "fp16")[0]  # fp16 not declared
+    assert node_times(w, with_shape, "fp8")[0] == node_times(w, without, "fp8")[0]  # nor fp8 here
+    assert node_times(w, with_shape, "bf16")[0] == pytest.approx(flat / gs.shape_factor(BF16, 132, 1, 4096, 6144, 4096))
+
+
+def test_shipped_devices():
+    from estimator.config import compose
+
+    def device(name):
+        return DeviceProfile.from_dict(dict(compose([f"device={name}"])["device"]))
+
+    for name in ("h100", "h200", "h800", "h100_gt"):
+        assert dict(device(name).matmul_shape) == {"bf16": BF16, "fp8": FP8}, name
+    for name in ("a100", "v100"):
+        assert device(name).matmul_shape is None, name
+
+
+@pytest.mark.parametrize("shape, message", [
+    ({"bf16": {"e_inf": 1.2, "k0": 1016}}, r"bf16\.e_inf must be a number in \(0, 1\]"),
+    ({"bf16": {"e_inf": 0.9, "k0": -5}}, r"bf16\.k0 must be a number in \[0, inf\)"),
+    ({"bf16": {"e_inf": 0.9}}, r"bf16 must be \{e_inf: \.\., k0: \.\.\}"),
+    ({"bf61": {"e_inf": 0.9, "k0": 1}}, r"unknown key 'bf61'"),
+    ({"tiles": [[128]], "bf16": {"e_inf": 0.9, "k0": 1}}, r"tiles entries must be \[tm, tn\]"),
+    ({"splits": [2, 4], "bf16": {"e_inf": 0.9, "k0": 1}}, r"splits must include 1"),
+])
+def test_bad_values_are_one_line_errors(shape, message):
+    with pytest.raises(EstimatorError, match=message) as err:
+        DeviceProfile.from_dict({**H100, "matmul_shape": shape})
+    assert "\n" not in str(err.value)
+
+
+def test_needs_sm_count():
+    with pytest.raises(EstimatorError, match="needs device.sm_count"):
+        DeviceProfile.from_dict({**H100, "sm_count": None, "matmul_shape": SHAPE})
+
+
+def test_generic_capture_tags_its_gemms():
+    """A zoo model's capture (tiny BERT at batch 2, 16 tokens a sequence) tags every readable GEMM with its token
+    dim: so at batch 6 the backward mm's of a Linear grow M (data gradient) or K (weight gradient), never both."""
+    from estimator.workloads import zoo
+    from estimator.workloads.capture import capture
+
+    cfg = {"name": "tiny_bert", "arch": "bert", "seq_len": 16, "hidden_size": 32, "num_layers": 2,
+           "num_heads": 2, "intermediate_size": 64, "vocab_size": 500, "max_position": 64}
+    w = capture(zoo.build(cfg), 2, warmup_iters=0, seed=0, model_cfg=cfg)
+    mms = [n for n in w.nodes if n.op == "aten::mm" and n.phase == "backward"]
+    assert mms and all(gs.node_dims(n) for n in mms)
+    tags = [n.attrs.get("gemm_tokens") for n in mms if max(gs.node_dims(n)[1:]) >= 32]  # not the 1-row pooler
+    assert set(tags) == {"M", "K"} and tags.count("M") == tags.count("K")
+    six = w.scaled_to_batch(6).node_map()
+    for a in (n for n in mms if n.attrs.get("gemm_tokens")):
+        changed = [x != y for x, y in zip(gs.node_dims(a), gs.node_dims(six[a.id]), strict=True)]
+        assert sum(changed) == 1 and changed[gs.DIMS.index(a.attrs["gemm_tokens"])]
