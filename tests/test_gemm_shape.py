@@ -146,6 +146,23 @@ def test_devices_and_precisions_without_the_block_price_as_before():
     assert node_times(w, with_shape, "bf16")[0] == pytest.approx(flat / gs.shape_factor(BF16, 132, 1, 4096, 6144, 4096))
 
 
+def test_unread_matmul_gets_the_declared_factor():
+    """An op whose GEMM dims cannot be read (an einsum) is priced at c x ``unread`` (the shipped H100: the flat
+    fraction fitted before the shape model), a readable one at c x its shape factor."""
+    w = Workload("w", (Node(id=0, name="aten::einsum", op="aten::einsum", op_class="matmul", phase="forward",
+                            flops=2.0 * 4096**3, input_shapes=((), (4096, 4096), (4096, 4096))),))
+    shape = {"bf16": {**SHAPE["bf16"], "unread": 0.5}}
+    dev = DeviceProfile.from_dict({**H100, "matmul_shape": shape})
+    flat = w.nodes[0].flops / (989e12 * 0.8)
+    assert node_times(w, dev, "bf16")[0] == pytest.approx(flat / 0.5)
+    from estimator.config import compose
+
+    h100 = DeviceProfile.from_dict(dict(compose(["device=h100"])["device"]))
+    for prec, before in (("bf16", 0.5888), ("fp8", 0.481)):
+        model = dict(h100.matmul_shape)[prec]
+        assert h100.efficiency("compute_efficiency", "matmul", prec) * model.unread == pytest.approx(before, abs=5e-4)
+
+
 def test_shipped_devices():
     from estimator.config import compose
 
@@ -153,7 +170,8 @@ def test_shipped_devices():
         return DeviceProfile.from_dict(dict(compose([f"device={name}"])["device"]))
 
     for name in ("h100", "h200", "h800", "h100_gt"):
-        assert dict(device(name).matmul_shape) == {"bf16": BF16, "fp8": FP8}, name
+        assert dict(device(name).matmul_shape) == {"bf16": replace(BF16, unread=0.766),
+                                                   "fp8": replace(FP8, unread=0.631)}, name
     for name in ("a100", "v100"):
         assert device(name).matmul_shape is None, name
 
@@ -161,7 +179,8 @@ def test_shipped_devices():
 @pytest.mark.parametrize("shape, message", [
     ({"bf16": {"e_inf": 1.2, "k0": 1016}}, r"bf16\.e_inf must be a number in \(0, 1\]"),
     ({"bf16": {"e_inf": 0.9, "k0": -5}}, r"bf16\.k0 must be a number in \[0, inf\)"),
-    ({"bf16": {"e_inf": 0.9}}, r"bf16 must be \{e_inf: \.\., k0: \.\.\}"),
+    ({"bf16": {"e_inf": 0.9}}, r"bf16 must be \{e_inf: \.\., k0: \.\., unread: \.\.\}"),
+    ({"bf16": {"e_inf": 0.9, "k0": 1, "unread": 0}}, r"bf16\.unread must be a number in \(0, 1\]"),
     ({"bf61": {"e_inf": 0.9, "k0": 1}}, r"unknown key 'bf61'"),
     ({"tiles": [[128]], "bf16": {"e_inf": 0.9, "k0": 1}}, r"tiles entries must be \[tm, tn\]"),
     ({"splits": [2, 4], "bf16": {"e_inf": 0.9, "k0": 1}}, r"splits must include 1"),

@@ -238,16 +238,18 @@ def replay_reason(workload: Workload, device: DeviceProfile) -> str | None:
 
 def shape_factors(workload: Workload, device: DeviceProfile, precision: str, classes: list[str]) -> np.ndarray:
     """Per node, the factor :mod:`estimator.compute.gemm_shape` puts on the ``matmul`` efficiency where the
-    device declares ``matmul_shape`` for the op's precision and its GEMM dims can be read (else 1)."""
+    device declares ``matmul_shape`` for the op's precision (its ``unread`` factor where the GEMM dims cannot be
+    read), else 1."""
     model = dict(device.matmul_shape or ()).get(op_precision(precision, "matmul"))
     out = np.ones(len(classes))
     if model is None:
         return out
     groups = gemm_shape.expert_groups(workload.nodes)
     for i, (node, cls) in enumerate(zip(workload.nodes, classes, strict=True)):
-        dims = gemm_shape.node_dims(node, groups) if cls == "matmul" and node.kind == "compute" else None
-        if dims is not None:
-            out[i] = gemm_shape.shape_factor(model, device.sm_count, *dims)
+        if cls != "matmul" or node.kind != "compute":
+            continue
+        dims = gemm_shape.node_dims(node, groups)
+        out[i] = model.unread if dims is None else gemm_shape.shape_factor(model, device.sm_count, *dims)
     return out
 
 

@@ -33,14 +33,18 @@ w[N, K])`` (M = rows of x), ``mm`` / ``_scaled_mm`` / ``te::router_gemm_fp32`` `
 as mm, ``[..., M, K] @ [..., K, N]`` as bmm),
 ``te::router_gemm(x[M, K], w[N, K])``, ``te::grouped_linear(x[R, K], w[G, N, K])`` (M = R / G rows per
 expert), ``_dgrad(g[R, K], w[G, K, N])``, ``_wgrad(g[R, M], x[R, N], G)`` (K = R / G: the tokens are the
-reduction; G, a scalar argument without a shape, is the workload's grouped forward ops' expert count). Other ops (``einsum``, unfused attention) keep the flat efficiency.
+reduction; G, a scalar argument without a shape, is the workload's grouped forward ops' expert count). Other ops (``einsum``, unfused attention) are unread (below).
 
 Batch scaling (``Workload.scaled_to_batch`` scales FLOPs, not shapes): the factor ``f = flops / (2 G M N
 K)`` multiplies the dim that holds the tokens: ``attrs["gemm_tokens"]`` (set at capture by comparing the op's
 dims at one and at two sequences, :func:`token_attrs`), else the op's usual one (M of linear / addmm /
 router / grouped forward and dgrad and of ``matmul`` with a 2-D weight, K of grouped wgrad, G of bmm and of a
 batched ``matmul``); an op whose token dim is unknown (a plain
-``mm`` of a backward pass without the tag) keeps the flat efficiency when ``f != 1``.
+``mm`` of a backward pass without the tag) counts as unread when ``f != 1``.
+
+An unread matmul op (no readable dims: ``einsum``, unfused attention, a workload captured before the tag
+existed) gets the factor ``unread`` instead of a shape's: the device yaml sets it to the flat fraction fitted on
+the calibration row before the shape model over ``c``, so such an op is priced as it was before.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ class ShapeModel:
 
     e_inf: float
     k0: float
+    unread: float = 1.0  # the factor of a matmul op whose GEMM dims cannot be read (device yaml: the flat fit's share)
     tiles: tuple[tuple[int, int], ...] = TILES
     splits: tuple[int, ...] = SPLITS
     min_split_k: int = MIN_SPLIT_K
@@ -113,10 +118,11 @@ def parse(value, device: str, precisions) -> tuple[tuple[str, ShapeModel], ...] 
         if prec not in precisions:
             raise EstimatorError(f"{where}: unknown key {prec!r} (a precision: {', '.join(precisions)}; "
                                  f"or {', '.join(common)})")
-        if not isinstance(spec, Mapping) or set(spec) != {"e_inf", "k0"}:
-            raise EstimatorError(f"{where}.{prec} must be {{e_inf: .., k0: ..}}, got {spec!r}")
+        if not isinstance(spec, Mapping) or not {"e_inf", "k0"} <= set(spec) <= {"e_inf", "k0", "unread"}:
+            raise EstimatorError(f"{where}.{prec} must be {{e_inf: .., k0: .., unread: ..}} (unread optional), got {spec!r}")
         out.append((prec, ShapeModel(_number(spec["e_inf"], f"{where}.{prec}.e_inf", 0, 1),
                                      _number(spec["k0"], f"{where}.{prec}.k0", 0, low_ok=True),
+                                     _number(spec.get("unread", 1.0), f"{where}.{prec}.unread", 0, 1),
                                      tiles, splits, min_split_k)))
     return tuple(sorted(out))
 
