@@ -97,6 +97,11 @@ What is captured and how:
   from the framework's loss kernel (:mod:`~estimator.parallel.loss`), not captured: its dtype and
   passes are the framework's, and the capture runs everything in fp32.
 * The capture is a pure function of ``(spec, tp, sp, cp, fp8, etp, ep, sorts)`` (cacheable by those arguments).
+  Only the TE MoE layer's MoE half (from its second norm on) depends on ``etp`` / ``ep`` / ``sorts``: it is captured
+  on its own (its input cut from a leaf, ``_Cut``) and spliced after the attention half's forward and before its
+  backward, the order autograd runs them in the whole layer; the attention half, core attention, embedding, head
+  and MTP are captured once per process for every ep a layout search tries (equal to the whole capture node for
+  node: tests/test_moe_capture_split.py).
 """
 
 from __future__ import annotations
