@@ -97,11 +97,17 @@ What is captured and how:
   from the framework's loss kernel (:mod:`~estimator.parallel.loss`), not captured: its dtype and
   passes are the framework's, and the capture runs everything in fp32.
 * The capture is a pure function of ``(spec, tp, sp, cp, fp8, etp, ep, sorts)`` (cacheable by those arguments).
+  Only the TE MoE layer's MoE half (from its second norm on) depends on ``etp`` / ``ep`` / ``sorts``: it is captured
+  on its own (its input cut from a leaf, ``_Cut``) and spliced after the attention half's forward and before its
+  backward, the order autograd runs them in the whole layer; the attention half, core attention, embedding, head
+  and MTP are captured once per process for every ep a layout search tries (equal to the whole capture node for
+  node: tests/test_moe_capture_split.py).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 
 from estimator.parallel.spec import TransformerSpec
@@ -131,6 +137,18 @@ def _modules():
         @staticmethod
         def backward(ctx, g):
             return g.new_empty(ctx.in_shape), None
+
+    class _Cut(torch.autograd.Function):
+        """The MoE half's input as the attention half's output, not a leaf: its gradient sums as inside the
+        whole layer and goes no further (a leaf would add the gradient's accumulation into ``.grad``)."""
+
+        @staticmethod
+        def forward(ctx, x):
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return None
 
     class _Grouped(nn.Module):
         """TE GroupedLinear's weights on a rank: ``experts`` matrices [out, in] (one GEMM each)."""
@@ -213,10 +231,11 @@ def _modules():
 
     class LayerShard(nn.Module):
         def __init__(self, spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False,
-                     etp: int | None = None, ep: int = 1, sorts: bool = True):
+                     etp: int | None = None, ep: int = 1, sorts: bool = True, part: str = "layer"):
             super().__init__()
             h, d, bias = spec.hidden, spec.head_dim, spec.biases
             self.spec, self.tp, self.sp, self.fp8 = spec, tp, sp, fp8
+            self.part = part  # TE MoE layer: "layer" (whole), "attention" (up to its residual) or "moe" (the rest)
             self.etp = tp if etp is None else etp  # the experts' tensor-parallel degree (MoE)
             self.ep, self.local_experts = ep, spec.experts // ep if spec.experts else 0
             self.sorts = sorts  # the alltoall dispatcher regroups received rows by local expert (flex: no)
@@ -311,6 +330,8 @@ def _modules():
             return self.core(q, k, v.contiguous()).view(s, b, self.nh * dv)
 
         def _te(self, x):  # the layer as Megatron-core + Transformer Engine run it (module docstring)
+            if self.part == "moe":
+                return self._residual(self._moe(x), self.fc2.bias, x)
             te = torch.ops.te
             if self.spec.mla:
                 ctx = self._mla(x)
@@ -323,6 +344,8 @@ def _modules():
                     q, k = te.rope(q), te.rope(k)
                 ctx = self.core(q, k, v).view(s, b, self.nh * self.d)
             x = self._residual(self._scatter(self._linear(self.proj, ctx, bias=False)), self.proj.bias, x)
+            if self.part == "attention":
+                return x
             if self.router is not None:
                 return self._residual(self._moe(x), self.fc2.bias, x)
             y = self._norm_gather(self.norm2, x)
@@ -551,7 +574,7 @@ def _modules():
         def forward(self, e, x):  # e, x: [s, b, h]
             return self.eh_proj(torch.cat((self.enorm(e), self.hnorm(x)), -1))
 
-    return torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard, MtpShard
+    return torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard, MtpShard, _Cut
 
 
 def _priced(module, inputs: tuple) -> list:
@@ -603,6 +626,75 @@ def _capture(name: str, module, make_inputs, fused: str) -> Workload:
                           "weight_bytes_unpaired_ops": unpaired}).validate()
 
 
+def _splice(name: str, attention: Workload, moe: Workload, params: int) -> Workload:
+    """The TE MoE layer from its two halves captured apart: the attention half's forward, the MoE half's
+    forward and backward, the attention half's backward (autograd runs the later half's backward first:
+    its ops come after the attention's in creation order, and the attention's backward waits for the
+    gradient of its output, which the MoE half produces)."""
+    by_phase = lambda w, ph: [n for n in w.nodes if n.phase == ph]  # noqa: E731
+    order = (by_phase(attention, "forward") + by_phase(moe, "forward") + by_phase(moe, "backward")
+             + by_phase(attention, "backward"))
+    nodes = tuple(replace(n, id=i, name=n.op, deps=(i - 1,) if i else ()) for i, n in enumerate(order))
+    unpaired = attention.meta["weight_bytes_unpaired_ops"] + moe.meta["weight_bytes_unpaired_ops"]
+    return replace(moe, name=name, nodes=nodes, params=params,
+                   forward_flops=sum(n.flops for n in nodes if n.phase == "forward"),
+                   meta={**moe.meta, "weight_bytes_unpaired_ops": unpaired}).validate()
+
+
+def _layer_input(spec: TransformerSpec, tp: int, sp: bool, cp: int, cut: bool = False):
+    """The layer's input at ``b`` sequences: a leaf, or (``cut``, the MoE half) cut from one (``_Cut``)."""
+    torch, *_, cut_fn = _modules()
+    s = spec.seq_len // cp
+
+    def make(b):
+        x = torch.empty(s // tp if sp and tp > 1 else s, b, spec.hidden, requires_grad=True)
+        return (cut_fn.apply(x) if cut else x,)
+    return make
+
+
+def _tag(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool, etp: int | None, ep: int, sorts: bool) -> str:
+    moe = f".etp{etp or tp}.ep{ep}{'' if sorts else '.nosort'}" if spec.experts and spec.fused == "te" else ""
+    return (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}{moe}"
+            f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}")
+
+
+@lru_cache(maxsize=64)
+def _attention_half(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool) -> Workload:
+    """The TE MoE layer up to its attention residual: the same for every etp / ep / sorts (captured once per process)."""
+    torch, _, LayerShard, *_ = _modules()
+    with torch.device("meta"):
+        half = LayerShard(spec, tp, sp, cp, fp8, part="attention")
+        return _capture(f"{_tag(spec, tp, sp, cp, fp8, None, 1, True)}.attention_half", half,
+                        _layer_input(spec, tp, sp, cp), spec.fused)
+
+
+@lru_cache(maxsize=64)
+def _other_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool) -> dict[str, Workload]:
+    """``attention`` (core attention), ``embedding``, ``head`` (and ``mtp``): none depends on the experts' layout."""
+    torch, CoreAttention, _, EmbeddingShard, HeadShard, MtpShard, _ = _modules()
+    s = spec.seq_len // cp
+    nh, nkv, d = spec.heads // tp, spec.kv_heads_per_rank(tp), spec.head_dim
+    with torch.device("meta"):
+        emb, head, core = EmbeddingShard(spec, tp), HeadShard(spec, tp), CoreAttention(spec, cp)
+        if spec.fused == "te":  # flash attention takes [s, b, heads, d] with kv_heads for k and v (MLA: v narrower)
+            def core_inputs(b):
+                dims = (spec.q_head_dim, spec.q_head_dim, spec.v_head_dim)
+                return tuple(torch.empty(s, b, n, dn, requires_grad=True) for n, dn in zip((nh, nkv, nkv), dims, strict=True))
+        else:
+            def core_inputs(b):
+                return tuple(torch.empty(b, nh, s, d, requires_grad=True) for _ in range(3))
+        parts = {
+            "attention": _capture("attention", core, core_inputs, spec.fused),
+            "embedding": _capture("embedding", emb, lambda b: (torch.zeros(s, b, dtype=torch.long),), spec.fused),
+            "head": _capture("head", head, lambda b: (torch.empty(s, b, spec.hidden, requires_grad=True),), spec.fused),
+        }
+        if spec.mtp:  # multi-token prediction's projection (MtpShard), once per depth on the last stage
+            parts["mtp"] = _capture("mtp", MtpShard(spec, tp),
+                                    lambda b: tuple(torch.empty(s, b, spec.hidden, requires_grad=True) for _ in range(2)),
+                                    spec.fused)
+        return parts
+
+
 @lru_cache(maxsize=64)
 @disk_cached  # kept between processes, keyed by every argument and this capture's sources
 def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False,
@@ -612,32 +704,26 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
     context-parallel degree ``cp`` (one sequence of ``seq / cp`` tokens; scale with
     ``Workload.scaled_to_batch``); ``fp8``: the layer's Linears as Transformer Engine FP8 GEMMs;
     ``etp`` / ``ep``: the experts' tensor- and expert-parallel degrees (MoE; ``etp`` None = ``tp``); ``sorts``:
-    the dispatcher regroups a rank's received rows by local expert (the alltoall dispatcher)."""
-    torch, CoreAttention, LayerShard, EmbeddingShard, HeadShard, MtpShard = _modules()
-    s = spec.seq_len // cp
-    nh, nkv, d = spec.heads // tp, spec.kv_heads_per_rank(tp), spec.head_dim
+    the dispatcher regroups a rank's received rows by local expert (the alltoall dispatcher).
+    Only the TE MoE layer's MoE half depends on ``etp`` / ``ep`` / ``sorts``: the rest is captured once per
+    process and shared (a search over ep recaptures only that half; the result equals
+    :func:`capture_whole_layer` node for node, tests/test_moe_capture_split.py)."""
+    torch, _, LayerShard, *_ = _modules()
+    tag = _tag(spec, tp, sp, cp, fp8, etp, ep, sorts)
+    parts = {name: replace(w, name=f"{tag}.{name}") for name, w in _other_parts(spec, tp, sp, cp, fp8).items()}
+    if not (spec.experts and spec.fused == "te"):
+        return {"layer": capture_whole_layer(spec, tp, sp, cp, fp8, etp, ep, sorts), **parts}
     with torch.device("meta"):
-        layer, emb, head = LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts), EmbeddingShard(spec, tp), HeadShard(spec, tp)
-        core = CoreAttention(spec, cp)
-        moe = f".etp{etp or tp}.ep{ep}{'' if sorts else '.nosort'}" if spec.experts and spec.fused == "te" else ""
-        tag = (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}{moe}"
-               f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}")
-        if spec.fused == "te":  # flash attention takes [s, b, heads, d] with kv_heads for k and v (MLA: v narrower)
-            def core_inputs(b):
-                dims = (spec.q_head_dim, spec.q_head_dim, spec.v_head_dim)
-                return tuple(torch.empty(s, b, n, dn, requires_grad=True) for n, dn in zip((nh, nkv, nkv), dims, strict=True))
-        else:
-            def core_inputs(b):
-                return tuple(torch.empty(b, nh, s, d, requires_grad=True) for _ in range(3))
-        parts = {
-            "layer": _capture(f"{tag}.layer", layer,
-                              lambda b: (torch.empty(s // tp if sp and tp > 1 else s, b, spec.hidden, requires_grad=True),), spec.fused),
-            "attention": _capture(f"{tag}.attention", core, core_inputs, spec.fused),
-            "embedding": _capture(f"{tag}.embedding", emb, lambda b: (torch.zeros(s, b, dtype=torch.long),), spec.fused),
-            "head": _capture(f"{tag}.head", head, lambda b: (torch.empty(s, b, spec.hidden, requires_grad=True),), spec.fused),
-        }
-        if spec.mtp:  # multi-token prediction's projection (MtpShard), once per depth on the last stage
-            parts["mtp"] = _capture(f"{tag}.mtp", MtpShard(spec, tp),
-                                    lambda b: tuple(torch.empty(s, b, spec.hidden, requires_grad=True) for _ in range(2)),
-                                    spec.fused)
-        return parts
+        shard = LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts, part="moe")
+        moe = _capture(f"{tag}.moe_half", shard, _layer_input(spec, tp, sp, cp, cut=True), spec.fused)
+        params = sum(p.numel() for p in shard.parameters())
+    return {"layer": _splice(f"{tag}.layer", _attention_half(spec, tp, sp, cp, fp8), moe, params), **parts}
+
+
+def capture_whole_layer(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False,
+                        etp: int | None = None, ep: int = 1, sorts: bool = True) -> Workload:
+    """The per-rank ``layer`` workload captured in one piece (``capture_parts`` splits the TE MoE layer)."""
+    torch, _, LayerShard, *_ = _modules()
+    with torch.device("meta"):
+        return _capture(f"{_tag(spec, tp, sp, cp, fp8, etp, ep, sorts)}.layer", LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts),
+                        _layer_input(spec, tp, sp, cp), spec.fused)
