@@ -12,7 +12,7 @@ import estimator
 from estimator.parallel import layer
 from estimator.parallel.spec import TransformerSpec
 
-FIELDS = ("id", "name", "deps", "op", "op_class", "phase", "flops", "mem_bytes", "weight_bytes", "input_shapes",
+FIELDS = ("id", "name", "deps", "op", "op_class", "phase", "flops", "mem_bytes", "weight_bytes", "input_shapes", "attrs",
           "scales_with_batch")
 split = layer.capture_parts.__wrapped__.__wrapped__  # below lru_cache and disk_cached: a fresh capture
 
