@@ -22,10 +22,18 @@ torchao/float8/float8_utils.py (``tensor_to_amax``, pytorch/ao@eab345c2268a l.92
   second stage, and a cast to FP8 in forward and another in backward (``fp8_cast_weight``, 2 + 1 =
   3 bytes per element each; the roofline's kernels 3 and 4). TE instead casts a weight once per
   step and caches it across microbatches.
+* ``torchao_fsdp_fp8`` — the same with FSDP's float8 all-gather and precomputed scales
+  (``enable_fsdp_float8_all_gather`` + ``precompute_float8_dynamic_scale_for_fsdp``): FSDP casts each
+  rank's weight shard before the all-gather (pytorch/ao@eab345c2268a torchao/float8/fsdp_utils.py
+  l.226-228) with a scale computed once per step for all weights (l.30-83), so the layer sees an FP8
+  weight (float8_linear.py l.335-336: no cast, no amax); its forward GEMM reads the transposed view
+  as is, and the backward's input-gradient GEMM needs it column-major: one copy of the FP8 weight
+  (float8_ops.py l.252-253, ``b_data.t().contiguous().t()``; ``fp8_transpose_weight``, 1 + 1 bytes
+  per element).
 
-Not modelled: the amax all-reduce across ranks (off by default: ``reduce_amax=False``), FSDP's float8
-all-gather with precomputed scales (the weight cast then runs on the local shard before the
-all-gather), and the eager (uncompiled) kernel count. Byte rules state fp32 capture units (the
+Not modelled: the amax all-reduce across ranks (off by default: ``reduce_amax=False``), the shard
+casts and per-step scale kernels of the float8 all-gather (``1 / dp`` of the weights), the
+all-gather's halved bytes (communication, priced in 16 bits), and the eager (uncompiled) kernel count. Byte rules state fp32 capture units (the
 compute model halves activation bytes for 16-bit training, as in ``te_kernels``); the ops count 0
 FLOPs and are priced by their bytes. The CPU implementations return the value unchanged (FP8 is
 not emulated).
@@ -67,6 +75,7 @@ def _(x):
 fp8_cast_dims = _same("fp8_cast_dims")  # read 16-bit x, write FP8 x row-major and column-major
 fp8_cast_weight = _same("fp8_cast_weight")  # read the 16-bit weight, write one FP8 copy
 fp8_amax = _same("fp8_amax")  # the weight's amax first stage: reads it whole (output: BYTE_RULES)
+fp8_transpose_weight = _same("fp8_transpose_weight")  # the gathered FP8 weight copied column-major
 
 
 def _cast_activation(x: Tensor) -> Tensor:
@@ -115,10 +124,26 @@ class TorchaoWeight(torch.autograd.Function):
         return grad
 
 
+class TorchaoGatheredWeight(torch.autograd.Function):
+    """FSDP's float8 all-gather delivered the weight in FP8: forward nothing (a view); backward its
+    column-major copy for the input-gradient GEMM."""
+
+    @staticmethod
+    def forward(ctx, w):
+        ctx.save_for_backward(w)
+        return w.view_as(w)
+
+    @staticmethod
+    def backward(ctx, grad):
+        torch.ops.torchao.fp8_transpose_weight(ctx.saved_tensors[0])
+        return grad
+
+
 # ---- bytes per call (fp32 capture units; see the module docstring) --------------------------------
 BYTE_RULES = {
     "torchao::fp8_cast_dims": lambda args, kwargs, out: 2 * _nbytes(args[0]),  # 4 B real per element
     "torchao::fp8_cast_weight": lambda args, kwargs, out: 3 * _nbytes(args[0]) // 2,  # 3 B real per element
     "torchao::fp8_amax": lambda args, kwargs, out: _nbytes(args[0]),  # 2 B real per element, read once
     "torchao::fp8_amax_final": lambda args, kwargs, out: 2 * AMAX_BYTES,  # one fp32 scalar (a launch)
+    "torchao::fp8_transpose_weight": lambda args, kwargs, out: _nbytes(args[0]),  # 1 B read + 1 B written per element
 }

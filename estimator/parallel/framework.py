@@ -60,7 +60,9 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
 * ``fp8_kernels`` — under ``precision=fp8``, whose casts surround each FP8 GEMM of the layer: ``te``
   (Transformer Engine: one fused cast-transpose per Linear input and output gradient, weights cast once
   per step) or ``torchao`` (torchao's ``Float8Linear``, tensorwise dynamic scaling: an amax and a cast
-  per tensor, the weight's every forward and again in backward; :mod:`~estimator.compute.torchao_kernels`).
+  per tensor, the weight's every forward and again in backward; :mod:`~estimator.compute.torchao_kernels`)
+  or ``torchao_fsdp_fp8`` (the same with FSDP's float8 all-gather and precomputed scales: the weight
+  arrives in FP8, no per-microbatch weight cast, one column-major copy of it in backward).
 * ``attention_kernel`` — which fused (flash) attention kernel the layer's attention op runs:
   ``cudnn`` (Transformer Engine's fused attention, cuDNN's kernel on Hopper), ``flash2``
   (FlashAttention-2: PyTorch SDPA's flash backend, the flash-attn 2 package), ``flash1``

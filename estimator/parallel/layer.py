@@ -99,8 +99,9 @@ What is captured and how:
 * ``fp8`` names the FP8 recipe (``framework.fp8_kernels``): ``"te"`` as above, or ``"torchao"`` — torchao's
   ``Float8Linear`` (tensorwise dynamic scaling) on every Linear of the ``te`` layer, whose casts and
   amax reductions are ``estimator.compute.torchao_kernels`` (the input cast where TE's is, the output
-  gradient's in backward, and the weight's amax + cast every forward and again in backward); MoE
-  layers refuse it.
+  gradient's in backward, and the weight's amax + cast every forward and again in backward), or
+  ``"torchao_fsdp_fp8"`` (the same with FSDP's float8 all-gather: the weight arrives in FP8 and is only
+  copied column-major in backward); MoE layers refuse both.
 * The capture is a pure function of ``(spec, tp, sp, cp, fp8, etp, ep, sorts)`` (cacheable by those arguments).
 """
 
@@ -114,7 +115,7 @@ from estimator.parallel.spec import TransformerSpec
 from estimator.workloads.capture_cache import disk_cached
 from estimator.workloads.graph import Node, Workload
 
-FP8_RECIPES = ("te", "torchao")  # whose casts surround an FP8 GEMM (framework.fp8_kernels)
+FP8_RECIPES = ("te", "torchao", "torchao_fsdp_fp8")  # whose casts surround an FP8 GEMM (framework.fp8_kernels)
 
 
 def fp8_recipe(fp8: bool | str | None) -> bool | str:
@@ -137,7 +138,12 @@ def _modules():
     import estimator.compute.megatron_kernels  # noqa: F401  (registers torch.ops.megatron.*)
     import estimator.compute.te_moe_kernels  # noqa: F401  (registers torch.ops.te.moe_*)
     from estimator.compute.te_kernels import Fp8GradOutput, Fp8Input
-    from estimator.compute.torchao_kernels import TorchaoGradOutput, TorchaoInput, TorchaoWeight
+    from estimator.compute.torchao_kernels import (
+        TorchaoGatheredWeight,
+        TorchaoGradOutput,
+        TorchaoInput,
+        TorchaoWeight,
+    )
 
     class _Resize(torch.autograd.Function):
         """Stand-in for a sequence-parallel all-gather / reduce-scatter: a fresh tensor of the
@@ -236,8 +242,8 @@ def _modules():
                      etp: int | None = None, ep: int = 1, sorts: bool = True):
             super().__init__()
             fp8 = fp8_recipe(fp8)
-            if fp8 == "torchao" and spec.experts:
-                raise EstimatorError(f"framework.fp8_kernels=torchao: {spec.name} is a MoE model; torchao's "
+            if fp8 not in (False, "te") and spec.experts:
+                raise EstimatorError(f"framework.fp8_kernels={fp8}: {spec.name} is a MoE model; torchao's "
                                      "float8 MoE path is not modelled (use fp8_kernels=te or precision=bf16)")
             h, d, bias = spec.hidden, spec.head_dim, spec.biases
             self.spec, self.tp, self.sp, self.fp8 = spec, tp, sp, fp8
@@ -291,14 +297,16 @@ def _modules():
             are cast to FP8 each way."""
             if not self.fp8:
                 return F.linear(x, linear.weight, linear.bias if bias else None)
-            weight = TorchaoWeight.apply(linear.weight) if self.fp8 == "torchao" else linear.weight
-            grad_cast = TorchaoGradOutput if self.fp8 == "torchao" else Fp8GradOutput
+            weight = linear.weight  # TE: cast once per step, cached (not priced)
+            if self.fp8 != "te":  # torchao: cast every microbatch, or (FSDP float8 all-gather) gathered in FP8
+                weight = (TorchaoWeight if self.fp8 == "torchao" else TorchaoGatheredWeight).apply(weight)
+            grad_cast = Fp8GradOutput if self.fp8 == "te" else TorchaoGradOutput
             return grad_cast.apply(F.linear(self._cast(x) if cast_input else x, weight, linear.bias if bias else None))
 
         def _cast(self, x):  # a GEMM input to FP8 by the recipe (TE's cast-transpose, torchao's amax + cast)
             if not self.fp8:
                 return x
-            return (TorchaoInput if self.fp8 == "torchao" else Fp8Input).apply(x)
+            return (Fp8Input if self.fp8 == "te" else TorchaoInput).apply(x)
 
         def _norm_gather(self, norm, x):  # TE's LayerNormLinear: the norm writes FP8, sequence-parallel gathers FP8
             if self.spec.rmsnorm:
@@ -641,7 +649,8 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
     ``embedding`` and ``head`` workloads of ``spec`` at tensor-parallel degree ``tp`` and
     context-parallel degree ``cp`` (one sequence of ``seq / cp`` tokens; scale with
     ``Workload.scaled_to_batch``); ``fp8``: the layer's Linears as FP8 GEMMs with the casts of
-    Transformer Engine (``"te"``, or True) or of torchao's ``Float8Linear`` (``"torchao"``);
+    Transformer Engine (``"te"``, or True) or of torchao's ``Float8Linear`` (``"torchao"``,
+    ``"torchao_fsdp_fp8"``);
     ``etp`` / ``ep``: the experts' tensor- and expert-parallel degrees (MoE; ``etp`` None = ``tp``); ``sorts``:
     the dispatcher regroups a rank's received rows by local expert (the alltoall dispatcher)."""
     fp8 = fp8_recipe(fp8)
@@ -653,7 +662,7 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
         core = CoreAttention(spec, cp)
         moe = f".etp{etp or tp}.ep{ep}{'' if sorts else '.nosort'}" if spec.experts and spec.fused == "te" else ""
         tag = (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}{moe}"
-               f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}{'.torchao' if fp8 == 'torchao' else ''}")
+               f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}{f'.{fp8}' if fp8 not in (False, 'te') else ''}")
         if spec.fused == "te":  # flash attention takes [s, b, heads, d] with kv_heads for k and v (MLA: v narrower)
             def core_inputs(b):
                 dims = (spec.q_head_dim, spec.q_head_dim, spec.v_head_dim)
