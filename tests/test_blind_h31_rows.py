@@ -54,6 +54,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "model.num_heads", "model.num_kv_heads", "model.ffn_size"}
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
+ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 # Rows per source document (the first repository-file key of source_keys).
 DOCUMENTS = {"NVIDIA/dgxc-benchmarking:llama3.1/README.md": 10,
              "NVIDIA/dgxc-benchmarking:nemotron/README_15b.md": 4,

@@ -45,6 +45,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap", "fabric.nvls"}
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
+ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 # The config files' settings (Cisco/benchmarks/llama31_8b/nemo/config_DGXH100_8x8x36xtp8pp8cp2.sh, which the 16-node
 # file sources): TENSOR_MODEL_PARALLEL=2, PIPELINE_MODEL_PARALLEL=1, CONTEXT_PARALLEL=1, MICRO_BATCH_SIZE=1, MINIBS=1.
 TP, PP, CP, MBS, MINIBS = 2, 1, 1, 1, 1

@@ -42,6 +42,7 @@ COMMIT = "eabf23a07b2a0c60a289ff871dc3a46fff0d0421"
 ALLOWED = {"framework", "parallelism.zero", "parallelism.sequence_parallel", "parallelism.dp_overlap",
            "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap", "framework.loss_kernel"}
 ALLOWED |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
+ALLOWED |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 ALLOWED |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 # The configuration result_0.txt prints (what ran): 2 nodes x 8 GPUs, TP/PP/CP 1, micro-batch 1, global batch 32,
 # 'setting number of microbatches to constant 2'.

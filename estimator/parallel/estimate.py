@@ -50,6 +50,9 @@ def _setup(cfg: dict[str, Any]):
     if precision == "fp8" and spec.fused != "te":  # FP8 training runs through Transformer Engine's layers only
         raise EstimatorError(f"precision=fp8 needs the Transformer Engine layer: model {spec.name!r} uses "
                              f"model.fused_kernels={spec.fused}; add model.fused_kernels=te")
+    if precision == "fp8" and framework.fp8_kernels != "te" and spec.experts:  # layer.py refuses it too
+        raise EstimatorError(f"framework.fp8_kernels={framework.fp8_kernels}: {spec.name} is a MoE model and torchao's float8 MoE path "
+                             "is not modelled; use framework.fp8_kernels=te or precision=bf16")
     fp32 = _bool_or_null(par, "fp32_grads")
     if fp32 is not None:  # the published run's own choice (e.g. Llama 3: FP32 gradient reduce-scatter)
         framework = replace(framework, fp32_grads_with_bf16=fp32)

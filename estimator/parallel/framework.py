@@ -57,6 +57,12 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
 * ``fp8_keeps_fp8_inputs`` — under ``precision=fp8`` the FP8 Linears keep their inputs for the weight
   gradient in FP8, 1 byte (Transformer Engine), rather than in 16 bits (torchao's ``Float8Linear``
   saves the high-precision input); memory only (:mod:`~estimator.parallel.memory`).
+* ``fp8_kernels`` — under ``precision=fp8``, whose casts surround each FP8 GEMM of the layer: ``te``
+  (Transformer Engine: one fused cast-transpose per Linear input and output gradient, weights cast once
+  per step) or ``torchao`` (torchao's ``Float8Linear``, tensorwise dynamic scaling: an amax and a cast
+  per tensor, the weight's every forward and again in backward; :mod:`~estimator.compute.torchao_kernels`)
+  or ``torchao_fsdp_fp8`` (the same with FSDP's float8 all-gather and precomputed scales: the weight
+  arrives in FP8, no per-microbatch weight cast, one column-major copy of it in backward).
 * ``attention_kernel`` — which fused (flash) attention kernel the layer's attention op runs:
   ``cudnn`` (Transformer Engine's fused attention, cuDNN's kernel on Hopper), ``flash2``
   (FlashAttention-2: PyTorch SDPA's flash backend, the flash-attn 2 package), ``flash1``
@@ -99,6 +105,7 @@ from typing import Any
 
 from estimator.compute.device import ATTENTION_KERNELS
 from estimator.errors import EstimatorError
+from estimator.parallel.layer import FP8_RECIPES
 from estimator.parallel.loss import LOSS_KERNELS
 from estimator.parallel.moe_comm import DISPATCHERS
 
@@ -130,6 +137,7 @@ class Framework:
     attention_kernel: str
     zero3_prefetch_below_live: bool
     fp8_keeps_fp8_inputs: bool
+    fp8_kernels: str
     optimizer_state: str
     loss_kernel: str
     loss_metric_passes: int
@@ -167,6 +175,8 @@ class Framework:
         if data["optimizer_state"] not in OPTIMIZER_STATES:
             raise EstimatorError(f"framework.optimizer_state must be one of {', '.join(OPTIMIZER_STATES)}, "
                                  f"got {data['optimizer_state']!r}")
+        if data["fp8_kernels"] not in FP8_RECIPES:
+            raise EstimatorError(f"framework.fp8_kernels must be one of {', '.join(FP8_RECIPES)}, got {data['fp8_kernels']!r}")
         if data["attention_kernel"] not in ATTENTION_KERNELS:
             raise EstimatorError(f"framework.attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, "
                                  f"got {data['attention_kernel']!r}")

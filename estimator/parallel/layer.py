@@ -96,6 +96,12 @@ What is captured and how:
   a part; the LM head part ends at this rank's logits, and the cross-entropy over them is priced
   from the framework's loss kernel (:mod:`~estimator.parallel.loss`), not captured: its dtype and
   passes are the framework's, and the capture runs everything in fp32.
+* ``fp8`` names the FP8 recipe (``framework.fp8_kernels``): ``"te"`` as above, or ``"torchao"`` — torchao's
+  ``Float8Linear`` (tensorwise dynamic scaling) on every Linear of the ``te`` layer, whose casts and
+  amax reductions are ``estimator.compute.torchao_kernels`` (the input cast where TE's is, the output
+  gradient's in backward, and the weight's amax + cast every forward and again in backward), or
+  ``"torchao_fsdp_fp8"`` (the same with FSDP's float8 all-gather: the weight arrives in FP8 and is only
+  copied column-major in backward); MoE layers refuse both.
 * The capture is a pure function of ``(spec, tp, sp, cp, fp8, etp, ep, sorts)`` (cacheable by those arguments).
   Only the TE MoE layer's MoE half (from its second norm on) depends on ``etp`` / ``ep`` / ``sorts``: it is captured
   on its own (its input cut from a leaf, ``_Cut``) and spliced after the attention half's forward and before its
@@ -110,9 +116,23 @@ import math
 from dataclasses import replace
 from functools import lru_cache
 
+from estimator.errors import EstimatorError
 from estimator.parallel.spec import TransformerSpec
 from estimator.workloads.capture_cache import disk_cached
 from estimator.workloads.graph import Node, Workload
+
+FP8_RECIPES = ("te", "torchao", "torchao_fsdp_fp8")  # whose casts surround an FP8 GEMM (framework.fp8_kernels)
+
+
+def fp8_recipe(fp8: bool | str | None) -> bool | str:
+    """``fp8`` as False (no FP8) or a recipe of :data:`FP8_RECIPES` (True = ``"te"``, the default)."""
+    if fp8 is None or fp8 is False:
+        return False
+    if fp8 is True:
+        return "te"
+    if fp8 not in FP8_RECIPES:
+        raise EstimatorError(f"fp8 kernels must be one of {', '.join(FP8_RECIPES)}, got {fp8!r}")
+    return fp8
 
 
 def _modules():
@@ -124,6 +144,12 @@ def _modules():
     import estimator.compute.megatron_kernels  # noqa: F401  (registers torch.ops.megatron.*)
     import estimator.compute.te_moe_kernels  # noqa: F401  (registers torch.ops.te.moe_*)
     from estimator.compute.te_kernels import Fp8GradOutput, Fp8Input
+    from estimator.compute.torchao_kernels import (
+        TorchaoGatheredWeight,
+        TorchaoGradOutput,
+        TorchaoInput,
+        TorchaoWeight,
+    )
 
     class _Resize(torch.autograd.Function):
         """Stand-in for a sequence-parallel all-gather / reduce-scatter: a fresh tensor of the
@@ -230,9 +256,13 @@ def _modules():
             return torch.bmm(probs, v3).view(b, nh, s, d)
 
     class LayerShard(nn.Module):
-        def __init__(self, spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False,
+        def __init__(self, spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool | str = False,
                      etp: int | None = None, ep: int = 1, sorts: bool = True, part: str = "layer"):
             super().__init__()
+            fp8 = fp8_recipe(fp8)
+            if fp8 not in (False, "te") and spec.experts:
+                raise EstimatorError(f"framework.fp8_kernels={fp8}: {spec.name} is a MoE model; torchao's "
+                                     "float8 MoE path is not modelled (use fp8_kernels=te or precision=bf16)")
             h, d, bias = spec.hidden, spec.head_dim, spec.biases
             self.spec, self.tp, self.sp, self.fp8 = spec, tp, sp, fp8
             self.part = part  # TE MoE layer: "layer" (whole), "attention" (up to its residual) or "moe" (the rest)
@@ -284,17 +314,25 @@ def _modules():
             """A TE Linear (its bias, if any, in the GEMM's epilogue unless ``bias=False``: Megatron-core's
             skip_bias_add, the bias then added by the fused kernel that follows); with fp8 the operands
             are cast to FP8 each way."""
-            gemm = lambda t: F.linear(t, linear.weight, linear.bias if bias else None)  # noqa: E731
             if not self.fp8:
-                return gemm(x)
-            return Fp8GradOutput.apply(gemm(Fp8Input.apply(x) if cast_input else x))
+                return F.linear(x, linear.weight, linear.bias if bias else None)
+            weight = linear.weight  # TE: cast once per step, cached (not priced)
+            if self.fp8 != "te":  # torchao: cast every microbatch, or (FSDP float8 all-gather) gathered in FP8
+                weight = (TorchaoWeight if self.fp8 == "torchao" else TorchaoGatheredWeight).apply(weight)
+            grad_cast = Fp8GradOutput if self.fp8 == "te" else TorchaoGradOutput
+            return grad_cast.apply(F.linear(self._cast(x) if cast_input else x, weight, linear.bias if bias else None))
+
+        def _cast(self, x):  # a GEMM input to FP8 by the recipe (TE's cast-transpose, torchao's amax + cast)
+            if not self.fp8:
+                return x
+            return (Fp8Input if self.fp8 == "te" else TorchaoInput).apply(x)
 
         def _norm_gather(self, norm, x):  # TE's LayerNormLinear: the norm writes FP8, sequence-parallel gathers FP8
             if self.spec.rmsnorm:
                 y = torch.ops.te.rmsnorm(x, norm.weight, 1e-5)
             else:
                 y = torch.ops.te.layernorm(x, norm.weight, norm.bias, 1e-5)
-            return self._gather(Fp8Input.apply(y) if self.fp8 else y)
+            return self._gather(self._cast(y))
 
         def _residual(self, y, bias, x):  # Megatron-core's bias-dropout-add (fused), or the plain residual add
             if bias is None:
@@ -314,7 +352,7 @@ def _modules():
             te = torch.ops.te
             _, kv_lora, qk, rope, dv = self.spec.mla
             y = te.rmsnorm(x, self.norm1.weight, 1e-5)  # a separate norm; the down-projections run on the rank's tokens
-            y = Fp8Input.apply(y) if self.fp8 else y
+            y = self._cast(y)
             if self.q_down is not None:
                 c = te.rmsnorm(self._linear(self.q_down, y, cast_input=False), self.q_norm.weight, 1e-5)
                 q = self._linear(self.q_up, self._gather(c))
@@ -360,7 +398,7 @@ def _modules():
             shared = None
             if self.shared is not None:  # every token, gathered over TP and reduce-scattered back like the dense MLP
                 fc1, fc2 = self.shared["fc1"], self.shared["fc2"]
-                g = self._gather(Fp8Input.apply(y) if self.fp8 else y)
+                g = self._gather(self._cast(y))
                 shared = self._scatter(self._linear(fc2, self._activation(self._linear(fc1, g, cast_input=False))))
             y = y.view(s * b, h)
             r, n = self.spec.router, s * b * self.spec.top_k
@@ -395,7 +433,7 @@ def _modules():
                 return torch.ops.te.grouped_linear(x, linear.weight)
             return Fp8GradOutput.apply(torch.ops.te.grouped_linear(Fp8Input.apply(x), linear.weight))
 
-        def _cast(self, t, src, dst):  # a dtype conversion kernel, where the real dtypes differ
+        def _dtype_cast(self, t, src, dst):  # a dtype conversion kernel, where the real dtypes differ
             return torch.ops.te.cast(t, src, dst) if src != dst else t
 
         def _route(self, logits):  # TopKRouter.routing (router.py l.746-837): probs [T, E], routing map [T, E]
@@ -410,7 +448,7 @@ def _modules():
                     scores, idx = logits.topk(k, 1)
                     scores = torch.softmax(scores, -1, dtype=torch.float32)
                 else:  # sigmoid
-                    scores = torch.sigmoid(self._cast(logits, logit_bytes, 4))
+                    scores = torch.sigmoid(self._dtype_cast(logits, logit_bytes, 4))
                     if r.expert_bias:
                         idx = (scores + self.expert_bias).topk(k, 1).indices
                         scores = torch.gather(scores, 1, idx)
@@ -418,7 +456,7 @@ def _modules():
                         scores, idx = scores.topk(k, 1)
                     if k > 1:
                         scores = scores / (scores.sum(-1, keepdim=True) + 1e-20)
-                scores = self._cast(scores, 4, logit_bytes)  # probs.type_as(logits)
+                scores = self._dtype_cast(scores, 4, logit_bytes)  # probs.type_as(logits)
                 probs = torch.zeros_like(logits).scatter(1, idx, scores)
                 rmap = torch.zeros_like(logits).int().scatter(1, idx, 1).bool()
             if r.aux_loss_coeff:
@@ -435,7 +473,7 @@ def _modules():
             if r.score == "softmax":  # moe_utils.py l.996-1009
                 scores = torch.softmax(logits, -1, dtype=torch.float32)
             else:
-                scores = torch.sigmoid(self._cast(logits, logit_bytes, 4))
+                scores = torch.sigmoid(self._dtype_cast(logits, logit_bytes, 4))
                 scores = scores / (scores.sum(-1, keepdim=True) + 1e-20)
             rmap = torch.zeros_like(logits).int().scatter(1, scores.topk(k, 1).indices, 1).bool()
             return torch.sum(scores.sum(0) * rmap.sum(0)) * r.aux_loss_coeff  # moe_utils.py l.146-149
@@ -652,14 +690,15 @@ def _layer_input(spec: TransformerSpec, tp: int, sp: bool, cp: int, cut: bool = 
     return make
 
 
-def _tag(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool, etp: int | None, ep: int, sorts: bool) -> str:
+def _tag(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | str, etp: int | None, ep: int, sorts: bool) -> str:
     moe = f".etp{etp or tp}.ep{ep}{'' if sorts else '.nosort'}" if spec.experts and spec.fused == "te" else ""
     return (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}{moe}"
-            f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}")
+            f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}"
+            f"{f'.{fp8}' if fp8 not in (False, 'te') else ''}")
 
 
 @lru_cache(maxsize=64)
-def _attention_half(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool) -> Workload:
+def _attention_half(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | str) -> Workload:
     """The TE MoE layer up to its attention residual: the same for every etp / ep / sorts (captured once per process)."""
     torch, _, LayerShard, *_ = _modules()
     with torch.device("meta"):
@@ -669,7 +708,7 @@ def _attention_half(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool
 
 
 @lru_cache(maxsize=64)
-def _other_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool) -> dict[str, Workload]:
+def _other_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | str) -> dict[str, Workload]:
     """``attention`` (core attention), ``embedding``, ``head`` (and ``mtp``): none depends on the experts' layout."""
     torch, CoreAttention, _, EmbeddingShard, HeadShard, MtpShard, _ = _modules()
     s = spec.seq_len // cp
@@ -697,17 +736,20 @@ def _other_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool) -
 
 @lru_cache(maxsize=64)
 @disk_cached  # kept between processes, keyed by every argument and this capture's sources
-def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False,
+def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool | str = False,
                   etp: int | None = None, ep: int = 1, sorts: bool = True) -> dict[str, Workload]:
     """The per-rank ``layer``, ``attention`` (core attention only, for selective recompute),
     ``embedding`` and ``head`` workloads of ``spec`` at tensor-parallel degree ``tp`` and
     context-parallel degree ``cp`` (one sequence of ``seq / cp`` tokens; scale with
-    ``Workload.scaled_to_batch``); ``fp8``: the layer's Linears as Transformer Engine FP8 GEMMs;
+    ``Workload.scaled_to_batch``); ``fp8``: the layer's Linears as FP8 GEMMs with the casts of
+    Transformer Engine (``"te"``, or True) or of torchao's ``Float8Linear`` (``"torchao"``,
+    ``"torchao_fsdp_fp8"``);
     ``etp`` / ``ep``: the experts' tensor- and expert-parallel degrees (MoE; ``etp`` None = ``tp``); ``sorts``:
     the dispatcher regroups a rank's received rows by local expert (the alltoall dispatcher).
     Only the TE MoE layer's MoE half depends on ``etp`` / ``ep`` / ``sorts``: the rest is captured once per
     process and shared (a search over ep recaptures only that half; the result equals
     :func:`capture_whole_layer` node for node, tests/test_moe_capture_split.py)."""
+    fp8 = fp8_recipe(fp8)
     torch, _, LayerShard, *_ = _modules()
     tag = _tag(spec, tp, sp, cp, fp8, etp, ep, sorts)
     parts = {name: replace(w, name=f"{tag}.{name}") for name, w in _other_parts(spec, tp, sp, cp, fp8).items()}
@@ -720,9 +762,10 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
     return {"layer": _splice(f"{tag}.layer", _attention_half(spec, tp, sp, cp, fp8), moe, params), **parts}
 
 
-def capture_whole_layer(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool = False,
+def capture_whole_layer(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool | str = False,
                         etp: int | None = None, ep: int = 1, sorts: bool = True) -> Workload:
     """The per-rank ``layer`` workload captured in one piece (``capture_parts`` splits the TE MoE layer)."""
+    fp8 = fp8_recipe(fp8)
     torch, _, LayerShard, *_ = _modules()
     with torch.device("meta"):
         return _capture(f"{_tag(spec, tp, sp, cp, fp8, etp, ep, sorts)}.layer", LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts),

@@ -159,7 +159,7 @@ WRITE_ONLY_OPS = frozenset({
     "aten::randint", "aten::randint_like", "aten::fill_", "aten::zero_", "aten::bernoulli_",
     "aten::uniform_", "aten::normal_", "aten::random_", "aten::exponential_",
 })  # fmt: skip
-KERNEL_NAMESPACES = ("aten::", "megatron::", "te::")  # top-level ops: aten and the fused Megatron / TE kernels
+KERNEL_NAMESPACES = ("aten::", "megatron::", "te::", "torchao::")  # top-level ops: aten and the fused Megatron / TE / torchao kernels
 
 
 def tensor_bytes(tree) -> int:
@@ -180,11 +180,13 @@ def kernel_bytes(func, args: tuple, kwargs: dict, out) -> int:
     from estimator.compute.megatron_kernels import BYTE_RULES
     from estimator.compute.te_kernels import BYTE_RULES as TE_BYTE_RULES
     from estimator.compute.te_moe_kernels import BYTE_RULES as MOE_BYTE_RULES
+    from estimator.compute.torchao_kernels import BYTE_RULES as TORCHAO_BYTE_RULES
 
     name = func._schema.name
     if func.is_view or name in ALIAS_OPS or name in ALLOCATION_OPS:
         return 0
-    rule = BYTE_RULES.get(name) or TE_BYTE_RULES.get(name) or MOE_BYTE_RULES.get(name)
+    rule = (BYTE_RULES.get(name) or TE_BYTE_RULES.get(name) or MOE_BYTE_RULES.get(name)
+            or TORCHAO_BYTE_RULES.get(name))
     if rule is not None:
         return rule(args, kwargs, out)
     if name in WRITE_ONLY_OPS:
@@ -203,6 +205,7 @@ def _cost_mode():
     import estimator.compute.megatron_kernels  # noqa: F401  (registers the megatron:: ops)
     import estimator.compute.te_kernels  # noqa: F401  (registers the te:: ops and their FLOP formulas)
     import estimator.compute.te_moe_kernels  # noqa: F401  (registers the te:: MoE token permutations)
+    import estimator.compute.torchao_kernels  # noqa: F401  (registers the torchao:: float8 casts)
 
     class CostMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
