@@ -313,28 +313,35 @@ def _(x):
     return torch.empty_like(x)
 
 
-class Fp8Input(torch.autograd.Function):
-    """Forward: the GEMM input cast to FP8; backward: its gradient passes through (no kernel)."""
+def fp8_casts(cast) -> tuple[type, type]:
+    """The two autograd functions that put an FP8 recipe's activation ``cast`` around a GEMM: the input's
+    (forward: ``cast(x)``; backward: the gradient passes through, no kernel) and the output gradient's
+    (forward: nothing, a view; backward: ``cast(grad)``). Transformer Engine's below, torchao's in
+    :mod:`estimator.compute.torchao_kernels`."""
 
-    @staticmethod
-    def forward(ctx, x):
-        return torch.ops.te.fp8_cast_transpose(x)
+    class Input(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return cast(x)
 
-    @staticmethod
-    def backward(ctx, grad):
-        return grad
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    class GradOutput(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, y):
+            return y.view_as(y)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return cast(grad)
+
+    return Input, GradOutput
 
 
-class Fp8GradOutput(torch.autograd.Function):
-    """Forward: nothing (a view); backward: the GEMM's output gradient cast to FP8."""
-
-    @staticmethod
-    def forward(ctx, y):
-        return y.view_as(y)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return torch.ops.te.fp8_cast_transpose(grad)
+# the GEMM input (forward) and output gradient (backward) through TE's fused cast-transpose
+Fp8Input, Fp8GradOutput = fp8_casts(lambda x: torch.ops.te.fp8_cast_transpose(x))
 
 
 # ---- bytes per call (fp32 capture units; see the module docstring) --------------------------------

@@ -44,6 +44,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from estimator.compute.te_kernels import fp8_casts
+
 AMAX_BYTES = 4  # the fp32 amax the second reduction stage writes (real bytes)
 
 
@@ -83,29 +85,8 @@ def _cast_activation(x: Tensor) -> Tensor:
     return torch.ops.torchao.fp8_cast_dims(x)
 
 
-class TorchaoInput(torch.autograd.Function):
-    """Forward: the GEMM input's amax (second stage) and its cast to FP8 in both layouts; backward:
-    the gradient passes through (no kernel)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return _cast_activation(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad
-
-
-class TorchaoGradOutput(torch.autograd.Function):
-    """Forward: nothing (a view); backward: the GEMM's output gradient cast as an input is."""
-
-    @staticmethod
-    def forward(ctx, y):
-        return y.view_as(y)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _cast_activation(grad)
+# the GEMM input (forward) and output gradient (backward): amax second stage + cast to FP8 in both layouts
+TorchaoInput, TorchaoGradOutput = fp8_casts(_cast_activation)
 
 
 class TorchaoWeight(torch.autograd.Function):
