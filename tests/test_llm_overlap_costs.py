@@ -23,7 +23,7 @@ def run(*overrides, n=256):
 
 def test_async_tp_exposes_two_reduce_scatters_per_layer():
     fixed_dp = "parallelism.dp_overlap=false"  # a longer backward would hide more of the gradient reduction
-    vanilla = run(fixed_dp)
+    vanilla = run(fixed_dp, "framework.tp_comm_overlap=false")
     userbuffers = run(fixed_dp, "framework.tp_comm_overlap=true").metrics
     async_tp = run(fixed_dp, "framework.tp_comm_overlap=true", "framework.tp_overlap_grad_reduce_scatter=false").metrics
     rs = next(c["time_s"] for c in vanilla.collectives if c["group"] == "tp" and c["collective"] == "reduce_scatter")
@@ -101,3 +101,15 @@ def test_bad_interference_is_a_one_line_error():
                          capture_output=True, text=True)
     assert out.returncode == 2
     assert "parallelism.comm_interference" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_megatron_overlaps_tp_by_default_but_only_under_sequence_parallelism():
+    """framework=megatron is Megatron-core as NVIDIA's recipes run it (TE userbuffers on); the overlap works on
+    sequence parallelism's all-gather / reduce-scatter pairs, so without SP the TP all-reduces stay exposed."""
+    assert estimator.resolve_config(["parallelism=hybrid"])["framework"]["tp_comm_overlap"] is True
+    default = run().metrics["iter_time_s"]
+    assert default == run("framework.tp_comm_overlap=true").metrics["iter_time_s"]
+    assert default < run("framework.tp_comm_overlap=false").metrics["iter_time_s"]
+    no_sp = ("parallelism.sequence_parallel=false", "parallelism.micro_batch_size=1")
+    assert (run(*no_sp, "framework.tp_comm_overlap=true").metrics["iter_time_s"]
+            == run(*no_sp, "framework.tp_comm_overlap=false").metrics["iter_time_s"])

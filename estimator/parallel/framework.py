@@ -8,7 +8,8 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   backward (else it runs after the pipeline flush); ``parallelism.dp_overlap`` overrides it.
 * ``param_gather_overlap`` — with ZeRO-1/2 the updated weights' all-gather overlaps the next
   step's first forward (else it is exposed at the end of the step).
-* ``tp_comm_overlap`` — tensor-parallel collectives overlap the layer's GEMMs (up to their time).
+* ``tp_comm_overlap`` — tensor-parallel collectives overlap the layer's GEMMs (up to their time); only
+  with sequence parallelism (both overlap implementations work on its all-gather / reduce-scatter pairs).
 * ``tp_overlap_grad_reduce_scatter`` — with ``tp_comm_overlap`` and sequence parallelism, the
   backward's reduce-scatters of the layer inputs' gradients overlap too (Transformer Engine's
   userbuffers overlap every TP GEMM's collective). False for PyTorch's async TP (Inductor's

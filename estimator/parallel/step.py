@@ -19,8 +19,8 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   ``s/cp x b x h`` activations in forward and 2 in backward (2 more when full recompute reruns the
   forward), 1 in the embedding's forward; with sequence parallelism each all-reduce becomes a
   reduce-scatter + all-gather pair of the same buffer (Korthikanti et al. 2022 Sec. 4.2.2). Not
-  overlapped, unless the framework overlaps TP communication with the layer's GEMMs
-  (``tp_comm_overlap``: exposed = what exceeds the GEMMs' time; PyTorch's async TP leaves the
+  overlapped, unless the framework overlaps TP communication with the layer's GEMMs under sequence
+  parallelism (``tp_comm_overlap``: exposed = what exceeds the GEMMs' time; PyTorch's async TP leaves the
   backward's two input-gradient reduce-scatters exposed, ``tp_overlap_grad_reduce_scatter``).
 * Context parallelism (``cp`` > 1; :func:`cp_exchange`), as Transformer Engine runs it for
   Megatron-core (``parallelism.cp_comm``, TE's ``cp_comm_type``). ``ring`` (Megatron-core's default,
@@ -434,13 +434,14 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
         else:
             mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *mlp, L.sequence_parallel or moe_dispatcher, per_step, n_rc, n_op)
     tp_layer = attn_f + attn_b + mlp_f + mlp_b  # all of it, exposed or not
-    if fw.tp_comm_overlap and fw.tp_overlap_scope == "gemm" and not (spec.experts or spec.mla):  # each behind its own GEMMs
-        if L.sequence_parallel:  # the pass fuses all-gathers and reduce-scatters only
-            tp_f, tp_b = gemm_matched_tp(spec, L.tp, layer.fwd_gemm - attn.fwd_gemm, (attn_f - attn_rs, attn_rs),
-                                         (mlp_f - mlp_rs, mlp_rs), n_rc, n_op, fw.tp_overlap_grad_reduce_scatter)
-        else:
-            tp_f, tp_b = attn_f + mlp_f, attn_b + mlp_b
-    elif fw.tp_comm_overlap:  # hidden behind the layer's GEMMs (not the MoE dispatcher's: plain NCCL collectives)
+    # TP overlap needs sequence parallelism: TE's userbuffers and Inductor's micro-pipeline pass overlap the all-gather /
+    # reduce-scatter pairs it makes (Megatron-LM@d98e8a64 megatron/training/arguments.py l.1441-1442 asserts
+    # sequence_parallel with --tp-comm-overlap); without it the all-reduces run exposed
+    tp_overlap = fw.tp_comm_overlap and L.sequence_parallel
+    if tp_overlap and fw.tp_overlap_scope == "gemm" and not (spec.experts or spec.mla):  # each behind its own GEMMs
+        tp_f, tp_b = gemm_matched_tp(spec, L.tp, layer.fwd_gemm - attn.fwd_gemm, (attn_f - attn_rs, attn_rs),
+                                     (mlp_f - mlp_rs, mlp_rs), n_rc, n_op, fw.tp_overlap_grad_reduce_scatter)
+    elif tp_overlap:  # hidden behind the layer's GEMMs (not the MoE dispatcher's: plain NCCL collectives)
         # async TP: the backward's input-gradient reduce-scatters run unfused (framework docstring)
         hidden_f, hidden_b, rs = (attn_f, attn_b, attn_rs) if moe_dispatcher else (attn_f + mlp_f, attn_b + mlp_b, attn_rs + mlp_rs)
         unfused = 0.0 if fw.tp_overlap_grad_reduce_scatter else rs
@@ -453,7 +454,7 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     # TP overlap hid them there; the all-to-alls of a recomputed MoE layer too (its checkpoint wraps dispatch and combine)
     mlp_again = ("moe" if spec.experts else "mlp") in L.modules
     n_moe = 2 if mlp_again and spec.experts else 0
-    if mlp_again and (moe_dispatcher or not fw.tp_comm_overlap):
+    if mlp_again and (moe_dispatcher or not tp_overlap):
         tp_b, tp_layer = tp_b + mlp_f, tp_layer + mlp_f
     if L.distribute_saved:  # the backward gathers the checkpointed input over TP before the recompute
         gather = pricer.price("tp", "all_gather", act, L.tp, per_step)
