@@ -126,7 +126,7 @@ def test_bad_qk_norm_is_a_one_line_error(change, needle):
 
 def test_off_leaves_the_qwen3_estimate_at_its_earlier_value():
     """tests/test_moe_comm.py's pinned Qwen3-30B-A3B run, priced before model.qk_norm existed (h57)."""
-    from estimator.parallel.estimate import estimate
+    from estimator.estimate import estimate
     from tests.test_moe_comm import QWEN
 
     def run(*extra):
