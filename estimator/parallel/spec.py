@@ -30,9 +30,10 @@ Query/key normalisation (``model.qk_norm``, default false): an RMSNorm over each
 QKV projection and before rotary positions (Qwen3: transformers' ``Qwen3Attention.q_norm`` / ``k_norm``;
 Megatron-core's ``qk_layernorm``, ``SelfAttention`` builds ``q_layernorm`` / ``k_layernorm`` as TENorm,
 NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/core/transformer/attention.py
-l.1707-1750, applied l.1932-1936). ``2 head_dim`` weights per layer (every TP rank holds them; counted as the other norms' weights). Modelled as
-Megatron-core + Transformer Engine run it: family_variant llama (RMSNorm) and ``model.fused_kernels=te`` only;
-not with multi-head latent attention (whose latent norms are always modelled).
+l.1707-1750, applied l.1932-1936). ``2 head_dim`` weights per layer (every TP rank holds them; counted as
+the other norms' weights). Modelled as Megatron-core + Transformer Engine run it: family_variant llama
+(RMSNorm) and ``model.fused_kernels=te`` only; not with multi-head latent attention (whose latent norms are
+always modelled).
 
 Mixture of experts (``num_experts`` E > 0, ``experts_top_k`` k; Mixtral, Jiang et al. 2024): every
 layer's MLP is E expert MLPs plus a bias-free router (h x E); each token goes to its top-k experts.
