@@ -94,8 +94,8 @@ def transformers_mixtral_params(spec) -> int:
 def transformers_qwen3_moe_params(spec) -> int:
     """Parameters of ``transformers``' Qwen3-MoE at a TransformerSpec's shapes (the first ``spec.dense_layers`` layers
     dense of ``ffn_size`` (``mlp_only_layers``), the rest MoE of ``moe_ffn``; untied output layer),
-    built on the meta device, minus the per-head q/k RMSNorm weights (2 x head_dim per layer) the tool does not
-    express: the reference count for Qwen3-MoE presets; skips the test when torch is not installed."""
+    built on the meta device, minus the per-head q/k RMSNorm weights (2 x head_dim per layer) unless the spec has them
+    (``model.qk_norm``): the reference count for Qwen3-MoE presets; skips the test when torch is not installed."""
     import pytest
 
     torch = pytest.importorskip("torch")
@@ -107,4 +107,4 @@ def transformers_qwen3_moe_params(spec) -> int:
             num_hidden_layers=spec.layers, num_attention_heads=spec.heads, num_key_value_heads=spec.kv_heads,
             head_dim=spec.head_dim, num_experts=spec.experts, num_experts_per_tok=spec.top_k, vocab_size=spec.vocab,
             tie_word_embeddings=False, decoder_sparse_step=1, mlp_only_layers=list(range(spec.dense_layers))))
-    return sum(p.numel() for p in hf.parameters()) - spec.layers * 2 * spec.head_dim
+    return sum(p.numel() for p in hf.parameters()) - (0 if spec.qk_norm else spec.layers * 2 * spec.head_dim)

@@ -174,8 +174,8 @@ def test_grok1_preset_has_the_published_parameter_count():
 
 
 def test_qwen3_30b_a3b_preset_has_the_published_parameter_count():
-    """30.5e9 published; transformers' Qwen3-MoE at the preset's shapes minus its q/k RMSNorm weights (2 x 128 per
-    layer, not expressible) is the tool's count exactly. Needs model.head_dim (128, not hidden / heads = 64)."""
+    """30.5e9 published; transformers' Qwen3-MoE at the preset's shapes, its q/k RMSNorm weights (2 x 128 per layer,
+    model.qk_norm) included, is the tool's count exactly. Needs model.head_dim (128, not hidden / heads = 64)."""
     cfg = _model("qwen3_30b_a3b")
     s = TransformerSpec.from_cfg(cfg)
     if s.head_dim != cfg["head_dim"]:

@@ -197,8 +197,8 @@ def test_every_row_is_described_with_its_value():
 
 
 def test_qwen3_235b_a22b_preset_has_the_published_parameter_count():
-    """235e9 published ("235B in total"); transformers' Qwen3-MoE at the preset's shapes minus its q/k RMSNorm weights
-    (2 x 128 per layer, not expressible) is the tool's count exactly. Needs model.head_dim (128, not 4096 / 64 = 64)."""
+    """235e9 published ("235B in total"); transformers' Qwen3-MoE at the preset's shapes, its q/k RMSNorm weights
+    (2 x 128 per layer, model.qk_norm) included, is the tool's count exactly. Needs model.head_dim (128, not 4096 / 64 = 64)."""
     cfg = _model("qwen3_235b_a22b")
     s = TransformerSpec.from_cfg(cfg)
     assert s.head_dim == cfg["head_dim"] == 128 and s.hidden == 4096

@@ -36,14 +36,13 @@ def test_parameters_match_transformers_qwen3(head_dim):
     torch = pytest.importorskip("torch")
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    s = spec(head_dim=head_dim)
+    s = spec(head_dim=head_dim, qk_norm=True)  # Qwen3's per-head q/k RMSNorm: 2 x head_dim weights per layer
     with torch.device("meta"):
         hf = Qwen3ForCausalLM(Qwen3Config(hidden_size=s.hidden, intermediate_size=s.ffn, num_hidden_layers=s.layers,
                                           num_attention_heads=s.heads, num_key_value_heads=s.kv_heads, head_dim=head_dim,
                                           vocab_size=s.vocab, tie_word_embeddings=False))
-    # Qwen3's per-head q/k RMSNorm weights (2 x head_dim per layer) are the only parameters the spec leaves out
-    qk_norm = 2 * head_dim * s.layers
-    assert sum(p.numel() for p in hf.parameters()) == s.params() + qk_norm
+    assert sum(p.numel() for p in hf.parameters()) == s.params()
+    assert s.params() - spec(head_dim=head_dim).params() == 2 * head_dim * s.layers
 
 
 def test_captured_layer_uses_the_head_width():

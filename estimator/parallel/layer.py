@@ -64,7 +64,11 @@ What is captured and how:
   the fused norm (RMSNorm for Llama, LayerNorm for GPT and Nemotron), the QKV GEMM (GPT: its bias
   in the GEMM's epilogue; grouped-query attention native: ``heads / tp`` query and
   ``max(1, kv_heads / tp)`` KV heads, no repeated K/V), fused RoPE on q and k
-  (``position_embedding: rope``), causal flash attention (no ``s x s`` tensor in HBM; attention
+  (``position_embedding: rope``) — with ``model.qk_norm`` first TE's RMSNorm over each head's ``head_dim`` on q
+  (``heads / tp`` heads) and on k (the rank's KV heads), each a copy of the strided split view to a contiguous
+  tensor (TE's RMSNorm op calls ``input_.contiguous()``: NVIDIA/TransformerEngine@v2.9
+  transformer_engine/pytorch/ops/basic/rmsnorm.py l.182) and the fused norm kernel, backward one fused kernel
+  each —, causal flash attention (no ``s x s`` tensor in HBM; attention
   dropout is drawn inside the kernel), the output GEMM, then the residual add — for GPT the output
   GEMM runs without its bias (``skip_bias_add``) and Megatron's fused ``bias_dropout_add`` adds
   bias, dropout and residual in one kernel (``bias_add_residual`` with ``model.dropout=0``) — the
@@ -283,6 +287,8 @@ def _modules():
             else:
                 self.qkv = nn.Linear(h, (self.nh + 2 * self.nkv) * d, bias=bias)
                 self.proj = nn.Linear(self.nh * d, h, bias=bias)
+            # model.qk_norm: Megatron-core's q_layernorm / k_layernorm (TE RMSNorm over head_dim)
+            self.q_layernorm, self.k_layernorm = (nn.RMSNorm(d), nn.RMSNorm(d)) if spec.qk_norm else (None, None)
             f = spec.moe_ffn // (self.etp if spec.fused == "te" else tp) if spec.experts else spec.ffn // tp
             self.router = nn.Linear(h, spec.experts, bias=False) if spec.experts else None
             if spec.experts and spec.router.expert_bias:
@@ -378,6 +384,9 @@ def _modules():
                 s, b, _ = y.shape
                 qkv = self._linear(self.qkv, y, cast_input=False).view(s, b, self.nh + 2 * self.nkv, self.d)
                 q, k, v = qkv.split((self.nh, self.nkv, self.nkv), 2)
+                if self.spec.qk_norm:  # TE's RMSNorm makes its (strided) input contiguous, then one fused kernel
+                    q = te.rmsnorm(q.contiguous(), self.q_layernorm.weight, 1e-5)
+                    k = te.rmsnorm(k.contiguous(), self.k_layernorm.weight, 1e-5)
                 if self.spec.position == "rope":
                     q, k = te.rope(q), te.rope(k)
                 ctx = self.core(q, k, v).view(s, b, self.nh * self.d)

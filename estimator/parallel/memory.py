@@ -37,7 +37,16 @@
     norm outputs (QKV and fc1 inputs) take ``h`` instead of ``2h`` (split with sequence
     parallelism), fc2's input (the activation's output, which nothing else keeps) ``f/t`` instead of
     ``2f/t``, and the output projection keeps an FP8 copy of the attention output ``h/t`` besides
-    the 16-bit one flash attention's backward reads.
+    the 16-bit one flash attention's backward reads. With ``model.qk_norm`` (:func:`qk_norm_bytes`) the
+    q and k RMSNorms keep what TE's RMSNorm saves (NVIDIA/TransformerEngine@v2.9
+    transformer_engine/pytorch/ops/basic/rmsnorm.py l.182-202: ``save_for_backward(x, rstdevs)``, the
+    contiguous 16-bit input and the fp32 1/rms of each row, a row being one head of one token): q's
+    ``2w/t`` and k's ``2g`` before the norm (flash attention keeps the normalised, rotated q and k
+    besides; 16-bit under ``fp8`` too) and ``4 (heads/t + g/d)`` of 1/rms; no
+    ``recompute_modules`` entry drops them (``layernorm`` recomputes only the input and pre-MLP norms,
+    transformer_layer.py l.470-530; ``core_attn`` checkpoints the core attention alone, attention.py
+    l.392-395, NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553), full recompute keeps the
+    layer input only.
   - multi-head latent attention (``model.kv_lora_rank``, TE layer only), the same way: the input norm's
     input and output and the second norm's input ``6h`` (split with sequence parallelism), each latent
     norm's input and output ``4 (q_lora + kv_lora)`` (on the rank's own tokens, split with sequence
@@ -196,12 +205,22 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout, fp8: bool 
         kv = 2 * spec.kv_heads_per_rank(t) * spec.head_dim
         mask = h / token_split if spec.dropout else 0.0
         fp8_delta = (w / t - h / token_split) if fp8 else 0.0  # QKV input in FP8, proj's FP8 copy (module docstring)
-        return s * b * (6 * h / token_split + 4 * w / t + 2 * kv + mask + fp8_delta) + te_dense_mlp_bytes(spec, layout, fp8)
+        return (s * b * (6 * h / token_split + 4 * w / t + 2 * kv + mask + fp8_delta + qk_norm_bytes(spec, t))
+                + te_dense_mlp_bytes(spec, layout, fp8))
     attn = 0.0 if "core_attn" in layout.modules else 5 * a * s / h
     split = 16 + 8 * w / h  # Korthikanti's 24 sbh/t: q, k, v and the projection's input (8, width w) + the MLP's 16
     if layout.sequence_parallel:
         return s * b * h * (10 + split + attn) / t
     return s * b * h * (10 + split / t + attn / t)
+
+
+def qk_norm_bytes(spec: TransformerSpec, t: int) -> float:
+    """Bytes per token the q and k RMSNorms (``model.qk_norm``) keep for their backward on a TP rank: each norm's
+    16-bit input (q ``2w/t``, k ``2 kv_heads d / t``; not an FP8 copy) and its fp32 1/rms per head (module docstring)."""
+    if not spec.qk_norm:
+        return 0.0
+    heads = spec.heads // t + spec.kv_heads_per_rank(t)  # query heads, key heads on the rank
+    return heads * (2 * spec.head_dim + 4)
 
 
 def te_dense_mlp_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False, width: int = 0) -> float:

@@ -23,8 +23,17 @@ Attention width (``model.head_dim``, default null): each of the ``num_heads`` qu
 ``num_kv_heads`` key/value heads) is ``head_dim`` wide, so the QKV projection is ``h x (heads +
 2 kv_heads) head_dim`` and the output projection ``heads head_dim x h``; null means ``h / heads``
 (every family above). Qwen3 sets it wider than that (Yang et al. 2025, arXiv 2505.09388; e.g.
-hidden 2048, 32 heads of 128). Qwen3's per-head RMSNorm on q and k (two small elementwise kernels
-per layer) is not modelled.
+hidden 2048, 32 heads of 128).
+
+Query/key normalisation (``model.qk_norm``, default false): an RMSNorm over each query and key head's
+``head_dim`` features with one ``head_dim`` weight for all query heads and one for all key heads, after the
+QKV projection and before rotary positions (Qwen3: transformers' ``Qwen3Attention.q_norm`` / ``k_norm``;
+Megatron-core's ``qk_layernorm``, ``SelfAttention`` builds ``q_layernorm`` / ``k_layernorm`` as TENorm,
+NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/core/transformer/attention.py
+l.1707-1750, applied l.1932-1936). ``2 head_dim`` weights per layer (every TP rank holds them; counted as
+the other norms' weights). Modelled as Megatron-core + Transformer Engine run it: family_variant llama
+(RMSNorm) and ``model.fused_kernels=te`` only; not with multi-head latent attention (whose latent norms are
+always modelled).
 
 Mixture of experts (``num_experts`` E > 0, ``experts_top_k`` k; Mixtral, Jiang et al. 2024): every
 layer's MLP is E expert MLPs plus a bias-free router (h x E); each token goes to its top-k experts.
@@ -140,6 +149,7 @@ class TransformerSpec:
     mtp: int = 0  # model.mtp_layers: multi-token prediction depths (module docstring)
     mla: tuple[int, ...] = ()  # multi-head latent attention: (q_lora, kv_lora, qk, rope, v); () = none
     router: MoeRouter = MoeRouter()  # the MoE router's and permutation's Megatron-core settings
+    qk_norm: bool = False  # model.qk_norm: per-head RMSNorm on q and k (module docstring)
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> TransformerSpec:
@@ -195,7 +205,8 @@ class TransformerSpec:
         return cls(str(cfg.get("name")), family, ints["hidden_size"], ints["num_layers"], ints["num_heads"], int(kv),
                    ints["ffn_size"], ints["vocab_size"], ints["seq_len"], experts, top_k, fused, position, dropout,
                    0 if head_dim is None or head_dim * ints["num_heads"] == ints["hidden_size"] else head_dim,
-                   expert_ffn, shared_ffn, dense_layers, _mtp(cfg), mla, MoeRouter.from_cfg(cfg))
+                   expert_ffn, shared_ffn, dense_layers, _mtp(cfg), mla, MoeRouter.from_cfg(cfg),
+                   _qk_norm(cfg, family, fused, mla, where))
 
     @property
     def gated(self) -> bool:
@@ -243,7 +254,8 @@ class TransformerSpec:
             q_up = (q_lora or h) * self.heads * (qk + rope)
             return self.mla_replicated_params() + q_up + kv_lora * self.heads * (qk + v) + self.heads * v * h
         qkv_out = (self.heads + 2 * self.kv_heads) * d
-        return h * qkv_out + self.attn_width * h + (qkv_out + h if self.biases else 0)
+        qk_norm = 2 * d if self.qk_norm else 0  # one head_dim weight for the queries, one for the keys
+        return h * qkv_out + self.attn_width * h + (qkv_out + h if self.biases else 0) + qk_norm
 
     @property
     def attn_width(self) -> int:
@@ -337,6 +349,18 @@ def _mtp(cfg: Mapping[str, Any]) -> int:
     if value and cfg.get("fused_kernels") != "te":
         raise EstimatorError(f"model.mtp_layers={value} is modelled as Megatron-core's MTP with model.fused_kernels=te only")
     return value
+
+
+def _qk_norm(cfg: Mapping[str, Any], family: str, fused: str, mla: tuple[int, ...], where: str) -> bool:
+    """``model.qk_norm`` (false / null = none), checked (module docstring)."""
+    value = cfg.get("qk_norm")
+    if value is not None and not isinstance(value, bool):
+        raise EstimatorError(f"model.qk_norm must be true or false, got {value!r}")
+    if value and (fused != "te" or family != "llama" or mla):
+        raise EstimatorError(f"{where}: model.qk_norm is modelled as Megatron-core's TE RMSNorm on q and k: family_variant "
+                             f"llama, model.fused_kernels=te and no multi-head latent attention, got {family!r}, {fused!r}"
+                             f"{', model.kv_lora_rank set' if mla else ''}")
+    return bool(value)
 
 
 MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim")
