@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from estimator.compute import gemm_shape as gs
-from estimator.compute.device import DeviceProfile, node_times
+from estimator.compute.device import DeviceProfile, node_times, shape_factors
 from estimator.errors import EstimatorError
 from estimator.workloads.graph import Node, Workload
 
@@ -18,6 +18,18 @@ H100 = dict(name="h", peak_flops=989e12, peak_flops_bf16=989e12, peak_flops_fp8=
             sm_count=132, compute_efficiency={"bf16": {"matmul": 0.8}, "fp8": {"matmul": 0.7},
                                               "fp16": {"matmul": 0.6}})
 SHAPE = {"bf16": {"e_inf": 0.932, "k0": 1016}, "fp8": {"e_inf": 0.732, "k0": 728}}
+A100 = gs.ShapeModel(e_inf=0.833, k0=183)  # h35 4b, A100 SXM FP16 cuBLASLt (S3)
+TINY_BERT = {"name": "tiny_bert", "arch": "bert", "seq_len": 16, "hidden_size": 32, "num_layers": 2,
+             "num_heads": 2, "intermediate_size": 64, "vocab_size": 500, "max_position": 64}
+
+
+@pytest.fixture(scope="module")
+def tiny_bert():
+    """A zoo BERT (the bert_large workload's architecture) captured at batch 2, 16 tokens a sequence."""
+    from estimator.workloads import zoo
+    from estimator.workloads.capture import capture
+
+    return capture(zoo.build(TINY_BERT), 2, warmup_iters=0, seed=0, model_cfg=TINY_BERT)
 
 
 def test_reproduces_h35_derived_numbers():
@@ -161,6 +173,10 @@ def test_unread_matmul_gets_the_declared_factor():
     for prec, before in (("bf16", 0.5888), ("fp8", 0.481)):
         model = dict(h100.matmul_shape)[prec]
         assert h100.efficiency("compute_efficiency", "matmul", prec) * model.unread == pytest.approx(before, abs=5e-4)
+    a100 = DeviceProfile.from_dict(dict(compose(["device=a100"])["device"]))
+    for prec in ("fp16", "bf16"):  # bf16 copies fp16's flat 0.676 (bertl-dgxa100-amp-1gpu), so its unread too
+        model = dict(a100.matmul_shape)[prec]
+        assert a100.efficiency("compute_efficiency", "matmul", prec) * model.unread == pytest.approx(0.676, abs=5e-4)
 
 
 def test_shipped_devices():
@@ -172,8 +188,9 @@ def test_shipped_devices():
     for name in ("h100", "h200", "h800", "h100_gt"):
         assert dict(device(name).matmul_shape) == {"bf16": replace(BF16, unread=0.766),
                                                    "fp8": replace(FP8, unread=0.631)}, name
-    for name in ("a100", "v100"):
-        assert device(name).matmul_shape is None, name
+    assert dict(device("a100").matmul_shape) == {"fp16": replace(A100, unread=0.747),
+                                                 "bf16": replace(A100, unread=0.747)}
+    assert device("v100").matmul_shape is None
 
 
 @pytest.mark.parametrize("shape, message", [
@@ -196,15 +213,10 @@ def test_needs_sm_count():
         DeviceProfile.from_dict({**H100, "sm_count": None, "matmul_shape": SHAPE})
 
 
-def test_generic_capture_tags_its_gemms():
+def test_generic_capture_tags_its_gemms(tiny_bert):
     """A zoo model's capture (tiny BERT at batch 2, 16 tokens a sequence) tags every readable GEMM with its token
     dim: so at batch 6 the backward mm's of a Linear grow M (data gradient) or K (weight gradient), never both."""
-    from estimator.workloads import zoo
-    from estimator.workloads.capture import capture
-
-    cfg = {"name": "tiny_bert", "arch": "bert", "seq_len": 16, "hidden_size": 32, "num_layers": 2,
-           "num_heads": 2, "intermediate_size": 64, "vocab_size": 500, "max_position": 64}
-    w = capture(zoo.build(cfg), 2, warmup_iters=0, seed=0, model_cfg=cfg)
+    w = tiny_bert
     mms = [n for n in w.nodes if n.op == "aten::mm" and n.phase == "backward"]
     assert mms and all(gs.node_dims(n) for n in mms)
     tags = [n.attrs.get("gemm_tokens") for n in mms if max(gs.node_dims(n)[1:]) >= 32]  # not the 1-row pooler
@@ -213,3 +225,50 @@ def test_generic_capture_tags_its_gemms():
     for a in (n for n in mms if n.attrs.get("gemm_tokens")):
         changed = [x != y for x, y in zip(gs.node_dims(a), gs.node_dims(six[a.id]), strict=True)]
         assert sum(changed) == 1 and changed[gs.DIMS.index(a.attrs["gemm_tokens"])]
+
+
+def test_a100_constants_reproduce_h35():
+    """h35 4b / 4c / 5b on A100 SXM FP16 (108 SMs, c = 1): the fit points, the same source's other shapes, the BF16
+    point of S1, and the M = 16384 layer table of 5b."""
+    tflops = {(8192, 8192, 8192): 253.7, (16384, 16384, 16384): 256.5,  # the fit points (S3)
+              (2048, 2048, 2048): 209, (4096, 4096, 4096): 238, (6144, 12288, 12288): 254, (802816, 192, 768): 156,
+              (1024, 10240, 5120): 248}  # h35 4c predictions (S3 FP16; the last S1 BF16, measured 271.2)
+    for (m, n, k), want in tflops.items():
+        assert gs.shape_factor(A100, 108, 1, m, n, k) * 312 == pytest.approx(want, abs=1), (m, n, k)
+
+    def layer(h, tokens):  # QKV, proj, fc1, fc2; forward, data and weight gradient; FLOP-weighted
+        gemms = [g for k, n in ((h, 3 * h), (h, h), (h, 4 * h), (4 * h, h))
+                 for g in ((tokens, n, k), (tokens, k, n), (k, n, tokens))]
+        return sum(2 * math.prod(g) for g in gemms) / sum(2 * math.prod(g) / gs.shape_factor(A100, 108, 1, *g)
+                                                         for g in gemms)
+    for h, want in ((768, 0.712), (1024, 0.737), (2048, 0.790), (4096, 0.811)):
+        assert layer(h, 16384) == pytest.approx(want, abs=5e-4), h
+    assert layer(1024, 32768) == pytest.approx(0.757, abs=1e-3)  # h35 6: bertl-dgxa100-amp-1gpu's Linears (0.7576)
+
+
+def test_bert_gemms_are_read_on_a100(tiny_bert):
+    """Every matmul-class op of the BERT capture (linear, the attention matmul / bmm, the backward mm's) has readable
+    dims at the calibration row's micro-batch, so A100 fp16 prices each by its shape, none at ``unread``; tf32 (no
+    matmul_shape) stays one flat fraction."""
+    from estimator.config import compose
+
+    spec = dict(compose(["device=a100"])["device"])
+    a100, without = DeviceProfile.from_dict(spec), DeviceProfile.from_dict({**spec, "matmul_shape": None})
+    w = tiny_bert.scaled_to_batch(256)
+    gemms = [n for n in w.nodes if n.op_class == "matmul"]
+    assert {gs._name(n.op) for n in gemms} >= {"linear", "mm", "matmul", "bmm"}
+    assert all(gs.node_dims(n) is not None for n in gemms)
+    classes = [n.op_class for n in w.nodes]
+    factors = [f for f, c in zip(shape_factors(w, a100, "amp", classes), classes, strict=True) if c == "matmul"]
+    assert len(factors) == len(gemms) and all(f != dict(a100.matmul_shape)["fp16"].unread for f in factors)
+    assert (node_times(w, a100, "amp") != node_times(w, without, "amp")).any()
+    assert (node_times(w, a100, "tf32") == node_times(w, without, "tf32")).all()
+
+
+def test_bad_a100_block_is_a_one_line_error():
+    from estimator.config import compose
+
+    a100 = dict(compose(["device=a100"])["device"])
+    with pytest.raises(EstimatorError, match=r"device.matmul_shape \(a100\).fp16.k0 must be a number") as err:
+        DeviceProfile.from_dict({**a100, "matmul_shape": {"fp16": {"e_inf": 0.833, "k0": "183"}}})
+    assert "\n" not in str(err.value)
