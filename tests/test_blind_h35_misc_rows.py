@@ -53,6 +53,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
+ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 # FlashAttention's table: (row name, node tokens/s as printed, tokens per step as printed).
 FLASH_TABLE = {"125m": ("GPT3-125M", "1310k", "0.5M"), "355m": ("GPT3-355M", "503k", "0.5M"),
                "760m": ("GPT3-760M", "245k", "0.5M"), "1.3b": ("GPT3-1.3B", "169k", "1M"),

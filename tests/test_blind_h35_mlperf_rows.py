@@ -50,6 +50,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
+ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 GPT3_ROWS = [r for r in ROWS if r.model == "gpt3_175b"]
 # config_DGXH100_<nodes>x8x<MINIBS>x<TP>x<PP>_mbs<MBS>.sh (NVIDIA's GPT-3 naming; SMC's config_SMCH100_... has no mbs).
 GPT3_CONFIG = re.compile(r"config_(?:DGXH100|SMCH100)_(\d+)x8x(\d+)x(\d+)x(\d+)(?:_mbs(\d+))?\.sh")

@@ -46,6 +46,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
+ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 # The config files' settings (Cisco/benchmarks/llama31_8b/nemo/config_DGXH100_8x8x36xtp8pp8cp2.sh, which the 16-node
 # file sources): TENSOR_MODEL_PARALLEL=2, PIPELINE_MODEL_PARALLEL=1, CONTEXT_PARALLEL=1, MICRO_BATCH_SIZE=1, MINIBS=1.
 TP, PP, CP, MBS, MINIBS = 2, 1, 1, 1, 1
@@ -114,7 +115,8 @@ def test_row_sets_only_facts_of_the_run(row):
     assert keys == {"framework": "megatron", "parallelism.zero": "1", "parallelism.sequence_parallel": "true",
                     "parallelism.dp_overlap": "true", "parallelism.recompute": "none",
                     "framework.tp_comm_overlap": "true", "parallelism.fp32_grads": "false", "fabric.nvls": "false",
-                    "framework.loss_kernel": "te_fused"}  # config_common.sh CE_FUSION_IMPL=te (added with the loss kernels)
+                    "framework.loss_kernel": "te_fused",  # config_common.sh CE_FUSION_IMPL=te (added with the loss kernels)
+                    "framework.fp8_recipe": "delayed"}  # config_common.sh FP8_RECIPE="delayed" (round h63)
     assert row.precision == "fp8" and row.raw["unstated"].split() == ["fabric.uplink_technology"]
     assert "NCCL_NVLS_ENABLE=0" in row.measured_what and "grad_reduce_in_fp32=False" in row.measured_what
 

@@ -66,6 +66,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
+ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 # fms-fsdp's table, per release: (size, GPU) -> tokens/sec/GPU, and the per-GPU batch and AC cell of each size.
 FMS_TABLES = {"2403": ({("34b", "a100"): 700, ("34b", "h100"): 1550, ("70b", "a100"): 370, ("70b", "h100"): 800},
                        {"34b": (2, "Full AC"), "70b": (2, "Full AC")}),

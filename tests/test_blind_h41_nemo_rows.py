@@ -69,6 +69,7 @@ ALLOWED_KEYS |= {"framework.moe_dispatcher", "framework.moe_a2a_overlap", "frame
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
+ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 # dgxc v25.02 llama3.1/README_70b.md l.53 / l.60: GPUs -> step time (s), GBS = 2 x GPUs
 DGXC_STEPS = {"bf16": {64: 14.61, 128: 14.70, 256: 14.72, 512: 14.80, 1024: 14.86, 2048: 14.84},
               "fp8": {64: 10.46, 128: 10.52, 256: 10.75, 512: 10.76, 1024: 10.83, 2048: 10.99}}

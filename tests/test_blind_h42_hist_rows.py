@@ -52,6 +52,7 @@ ALLOWED = {"framework", "parallelism.zero", "parallelism.recompute", "parallelis
            "model.num_kv_heads", "model.ffn_size"}
 ALLOWED |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 ALLOWED |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
+ALLOWED |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 ALLOWED |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 # (model, micro batch, recompute) -> the table's WPS, docs/performance.md @1ea476e9f (64 A100 80GB, FSDP2 only)
 APR24_WPS = {("llama3_8b", 1, "op"): 2973, ("llama3_70b", 1, "full"): 331, ("llama2_13b", 2, "none"): 2162,

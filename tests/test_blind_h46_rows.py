@@ -43,6 +43,7 @@ ALLOWED = {"framework", "parallelism.zero", "parallelism.sequence_parallel", "pa
            "parallelism.recompute", "parallelism.fp32_grads", "framework.tp_comm_overlap", "framework.loss_kernel"}
 ALLOWED |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 ALLOWED |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
+ALLOWED |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 ALLOWED |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 # The configuration result_0.txt prints (what ran): 2 nodes x 8 GPUs, TP/PP/CP 1, micro-batch 1, global batch 32,
 # 'setting number of microbatches to constant 2'.
@@ -95,7 +96,8 @@ def test_row_sets_only_facts_of_the_run(row):
     assert keys == {"framework": "megatron", "parallelism.zero": "1", "parallelism.sequence_parallel": "false",
                     "parallelism.dp_overlap": "true", "parallelism.recompute": "none",
                     "parallelism.fp32_grads": "false", "framework.tp_comm_overlap": "false",
-                    "framework.loss_kernel": "te_fused"}
+                    "framework.loss_kernel": "te_fused",
+                    "framework.fp8_recipe": "tensorwise"}  # the log's [model] fp8_recipe: 'tensorwise' (round h63)
     # NCCL_NVLS_ENABLE's value is in a config file the snapshot lacks: no fabric.nvls override, the key is unstated
     assert "fabric.nvls" not in keys and row.raw["unstated"].split() == ["fabric.nvls", "fabric.uplink_technology"]
     for fact in ("use_megatron_fsdp=False", "grad_reduce_in_fp32=False", "recompute_granularity=None",

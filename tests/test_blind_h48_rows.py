@@ -66,6 +66,7 @@ ALLOWED = {"framework", "parallelism.ep", "parallelism.etp", "parallelism.virtua
 ALLOWED |= {"framework.moe_dispatcher", "framework.moe_a2a_overlap", "framework.optimizer_state"}
 ALLOWED |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 ALLOWED |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
+ALLOWED |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 ALLOWED |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 LAYERS = 61  # DeepSeek-V3 (arXiv 2412.19437 Sec. 4.2)
 # The GPU-hour figure of the DeepSeek-V3 report (Sec. 1; Table 1: 2664K GPU hours for 14.8T tokens).

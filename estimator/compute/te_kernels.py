@@ -45,7 +45,41 @@ recipes run; sources per op):
   backward consumes): 2 + 1 + 1 = 4 bytes per element. The layer applies it to the input of every
   Linear in forward and to its output gradient in backward. Weights are cast once per step and
   cached across microbatches (TE's ``is_first_microbatch``); that per-step cost and the amax
-  history / scaling-factor bookkeeping (per tensor, a few floats) are not modelled.
+  history / scaling-factor bookkeeping (per tensor, a few floats) are not modelled. This is TE's
+  *delayed* scaling (``recipe.DelayedScaling``, ``framework.fp8_recipe=delayed``): the scale comes
+  from the amax history and the cast kernel records the new amax as it goes.
+* ``fp8_amax`` — TE's *current* (per-tensor) scaling (``recipe.Float8CurrentScaling``, TE >= v2.2;
+  Megatron-LM ``--fp8-recipe tensorwise``; ``framework.fp8_recipe=tensorwise``): before the cast,
+  ``nvte_compute_amax`` reads the 16-bit tensor once more (2 bytes per element) for this tensor's
+  own scale (NVIDIA/TransformerEngine@v2.4 transformer_engine/pytorch/csrc/extensions/cast.cpp
+  l.52-87: amax, then ``nvte_compute_scale_from_amax``, then ``nvte_quantize_v2``, the same
+  cast-transpose as above; the fused norm + FP8 output kernel is for delayed scaling only,
+  normalization.cpp l.97-109, so the norm writes 16 bits and is then quantized, as the capture
+  already has it). Not modelled: the scale kernel's launch (a few floats) and, with sequence
+  parallelism, the amax all-reduce (MAX, one float) over the TP group of a column-parallel input and
+  a row-parallel output gradient (module/linear.py l.1453-1477, layernorm_linear.py l.1644-1668).
+* ``fp8_block_quantize`` — TE's blockwise scaling (``recipe.Float8BlockScaling``, TE >= v2.3, Hopper;
+  Megatron-LM ``--fp8-recipe blockwise``; ``framework.fp8_recipe=blockwise``): activations and
+  gradients in 1x128 blocks (``x_block_scaling_dim = grad_block_scaling_dim = 1``, recipe/__init__.py
+  l.277-313 at v2.4), one kernel (transformer_engine/common/transpose/
+  quantize_transpose_vector_blockwise.cu l.145-147 ``block_scaled_1d_cast_transpose_kernel``) reading
+  the 16-bit tensor once and writing the row-wise FP8 copy, the column-wise one (quantized from the
+  16-bit values, not transposed FP8) and one fp32 scale per 128 elements for each: 2 + 1 + 1 +
+  2 x 4 / 128 bytes per element. The GEMM then runs cuBLAS's block-scaled FP8 kernel
+  (cublaslt_gemm.cu l.378-402, ``CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F`` / ``BLK128x128_32F``,
+  CUDA >= 12.9); no benchmark found isolates its speed against the per-tensor kernel on Hopper (TE's
+  GEMM profiling guide, docs/examples/gemm_profiling/gemm_profiling.rst at d0067d0d l.233-285,
+  times it only together with its quantization and leaves it out of the pre-quantized runs), so the
+  GEMM is priced as the per-tensor FP8 GEMM. Weights (128x128 blocks) are cast once per step and
+  cached, as under delayed scaling (not modelled).
+* MXFP8 (``recipe.MXFP8BlockScaling``) needs Blackwell's block-scaled tensor cores: refused.
+
+MoE (``GroupedLinear``, ``te_moe_kernels``): each grouped input / output gradient is quantized per
+expert; under delayed scaling TE runs one ``nvte_multi_cast_transpose`` over all the experts' slices,
+other recipes one quantize (current scaling: amax + cast) per expert (v2.4
+transformer_engine/pytorch/csrc/extensions/transpose.cpp l.14-79 ``fused_multi_quantize``). Bytes are
+the same as one kernel over the whole grouped tensor, so the capture records one op each, as it does
+for the grouped GEMM (the per-expert launches are not counted).
 
 Bytes per call are the generic rule of ``estimator.workloads.capture`` (distinct tensor inputs +
 outputs) except where ``BYTE_RULES`` says otherwise; the capture runs in fp32 on the meta device
@@ -61,6 +95,8 @@ from torch import Tensor
 from torch.utils.flop_counter import register_flop_formula
 
 LSE_BYTES = 4  # fp32 log-sum-exp per query row and head (the softmax statistics flash attention saves)
+AMAX_BYTES = 4  # current scaling's fp32 amax per tensor (real bytes)
+BLOCK, BLOCK_SCALE_BYTES = 128, 4  # blockwise FP8: one fp32 scale per 1x128 block (TE Float8BlockScaling, docstring)
 
 
 def _nbytes(t: Tensor) -> int:
@@ -340,8 +376,40 @@ def fp8_casts(cast) -> tuple[type, type]:
     return Input, GradOutput
 
 
-# the GEMM input (forward) and output gradient (backward) through TE's fused cast-transpose
-Fp8Input, Fp8GradOutput = fp8_casts(lambda x: torch.ops.te.fp8_cast_transpose(x))
+@torch.library.custom_op("te::fp8_amax", mutates_args=())
+def fp8_amax(x: Tensor) -> Tensor:
+    """Current scaling's amax of ``x`` (one fp32 value; bytes: BYTE_RULES)."""
+    return x.abs().amax().reshape(1)
+
+
+@fp8_amax.register_fake
+def _(x):
+    return x.new_empty((1,))
+
+
+@torch.library.custom_op("te::fp8_block_quantize", mutates_args=())
+def fp8_block_quantize(x: Tensor) -> Tensor:
+    """Blockwise (1x128) FP8 copies of ``x``, row- and column-wise, with their scales (values kept; bytes: BYTE_RULES)."""
+    return x.clone()
+
+
+@fp8_block_quantize.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def _current_scaling_cast(x: Tensor) -> Tensor:
+    torch.ops.te.fp8_amax(x)
+    return torch.ops.te.fp8_cast_transpose(x)
+
+
+# the GEMM input (forward) and output gradient (backward) per TE scaling recipe (framework.fp8_recipe; module docstring)
+CASTS = {
+    "delayed": fp8_casts(lambda x: torch.ops.te.fp8_cast_transpose(x)),
+    "tensorwise": fp8_casts(_current_scaling_cast),
+    "blockwise": fp8_casts(lambda x: torch.ops.te.fp8_block_quantize(x)),
+}
+Fp8Input, Fp8GradOutput = CASTS["delayed"]
 
 
 # ---- bytes per call (fp32 capture units; see the module docstring) --------------------------------
@@ -355,4 +423,9 @@ BYTE_RULES = {
     # read 2 B, write 1 B FP8 + 1 B transposed FP8 per element = 4 B; the capture's fp32 element is
     # halved for 16-bit training, so 2 x the fp32 tensor here
     "te::fp8_cast_transpose": lambda args, kwargs, out: 2 * _nbytes(args[0]),
+    # current scaling's extra pass: reads the 16-bit tensor (2 B per element = the fp32 tensor halved) and
+    # writes one fp32 amax (4 B real, 8 in capture units)
+    "te::fp8_amax": lambda args, kwargs, out: _nbytes(args[0]) + 2 * AMAX_BYTES,
+    # 1x128 blockwise: the cast-transpose's 4 B per element plus one fp32 scale per block for each copy
+    "te::fp8_block_quantize": lambda args, kwargs, out: 2 * _nbytes(args[0]) + 2 * 2 * args[0].numel() * BLOCK_SCALE_BYTES // BLOCK,
 }

@@ -50,6 +50,7 @@ def _setup(cfg: dict[str, Any]):
     if precision == "fp8" and spec.fused != "te":  # FP8 training runs through Transformer Engine's layers only
         raise EstimatorError(f"precision=fp8 needs the Transformer Engine layer: model {spec.name!r} uses "
                              f"model.fused_kernels={spec.fused}; add model.fused_kernels=te")
+    framework.fp8(precision, device.name)  # refuses fp8_recipe=mxfp8 (Blackwell-only) on the devices modelled
     if precision == "fp8" and framework.fp8_kernels != "te" and spec.experts:  # layer.py refuses it too
         raise EstimatorError(f"framework.fp8_kernels={framework.fp8_kernels}: {spec.name} is a MoE model and torchao's float8 MoE path "
                              "is not modelled; use framework.fp8_kernels=te or precision=bf16")

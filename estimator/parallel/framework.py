@@ -64,6 +64,11 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   per tensor, the weight's every forward and again in backward; :mod:`~estimator.compute.torchao_kernels`)
   or ``torchao_fsdp_fp8`` (the same with FSDP's float8 all-gather and precomputed scales: the weight
   arrives in FP8, no per-microbatch weight cast, one column-major copy of it in backward).
+* ``fp8_recipe`` — with ``fp8_kernels=te``, Transformer Engine's scaling recipe (Megatron-LM ``--fp8-recipe``):
+  ``delayed`` (scales from the amax history: the cast-transpose above), ``tensorwise`` (current scaling: an
+  amax pass over each tensor before its cast) or ``blockwise`` (1x128 blocks: one quantize kernel writing
+  both FP8 layouts and their scales); ``mxfp8`` is Blackwell-only and refused (no Blackwell device is
+  modelled). Kernels and sources: :mod:`~estimator.compute.te_kernels`.
 * ``attention_kernel`` — which fused (flash) attention kernel the layer's attention op runs:
   ``cudnn`` (Transformer Engine's fused attention, cuDNN's kernel on Hopper), ``flash2``
   (FlashAttention-2: PyTorch SDPA's flash backend, the flash-attn 2 package), ``flash1``
@@ -106,7 +111,7 @@ from typing import Any
 
 from estimator.compute.device import ATTENTION_KERNELS
 from estimator.errors import EstimatorError
-from estimator.parallel.layer import FP8_RECIPES
+from estimator.parallel.layer import FP8_RECIPES, check_fp8_recipe, fp8_mode
 from estimator.parallel.loss import LOSS_KERNELS
 from estimator.parallel.moe_comm import DISPATCHERS
 
@@ -139,6 +144,7 @@ class Framework:
     zero3_prefetch_below_live: bool
     fp8_keeps_fp8_inputs: bool
     fp8_kernels: str
+    fp8_recipe: str
     optimizer_state: str
     loss_kernel: str
     loss_metric_passes: int
@@ -178,6 +184,7 @@ class Framework:
                                  f"got {data['optimizer_state']!r}")
         if data["fp8_kernels"] not in FP8_RECIPES:
             raise EstimatorError(f"framework.fp8_kernels must be one of {', '.join(FP8_RECIPES)}, got {data['fp8_kernels']!r}")
+        check_fp8_recipe(data["fp8_kernels"], data["fp8_recipe"])
         if data["attention_kernel"] not in ATTENTION_KERNELS:
             raise EstimatorError(f"framework.attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, "
                                  f"got {data['attention_kernel']!r}")
@@ -197,6 +204,10 @@ class Framework:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
                 raise EstimatorError(f"framework.{key} must be a positive number of parameters or null, got {value!r}")
         return cls(**{**data, "name": str(data["name"])})
+
+    def fp8(self, precision: str, device: str = "") -> bool | str:
+        """The layer capture's ``fp8`` under ``precision``: False, or the kernels and scaling recipe (``layer.fp8_mode``)."""
+        return fp8_mode(self.fp8_kernels, self.fp8_recipe, device) if precision == "fp8" else False
 
     def zero3_live(self, unit: float) -> float:
         """Parameters ZeRO-3 holds gathered when units of ``unit`` parameters run (see the module doc)."""

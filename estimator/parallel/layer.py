@@ -100,7 +100,9 @@ What is captured and how:
   a part; the LM head part ends at this rank's logits, and the cross-entropy over them is priced
   from the framework's loss kernel (:mod:`~estimator.parallel.loss`), not captured: its dtype and
   passes are the framework's, and the capture runs everything in fp32.
-* ``fp8`` names the FP8 recipe (``framework.fp8_kernels``): ``"te"`` as above, or ``"torchao"`` — torchao's
+* ``fp8`` names the FP8 recipe (``framework.fp8_kernels``): ``"te"`` as above (TE's delayed scaling;
+  ``"te_tensorwise"`` / ``"te_blockwise"``: its current / blockwise scaling, ``framework.fp8_recipe``, whose
+  casts are ``estimator.compute.te_kernels.CASTS``), or ``"torchao"`` — torchao's
   ``Float8Linear`` (tensorwise dynamic scaling) on every Linear of the ``te`` layer, whose casts and
   amax reductions are ``estimator.compute.torchao_kernels`` (the input cast where TE's is, the output
   gradient's in backward, and the weight's amax + cast every forward and again in backward), or
@@ -126,16 +128,39 @@ from estimator.workloads.capture_cache import disk_cached
 from estimator.workloads.graph import Node, Workload
 
 FP8_RECIPES = ("te", "torchao", "torchao_fsdp_fp8")  # whose casts surround an FP8 GEMM (framework.fp8_kernels)
+TE_SCALINGS = ("delayed", "tensorwise", "blockwise", "mxfp8")  # TE's scaling recipe (framework.fp8_recipe)
+TE_MODES = ("te", "te_tensorwise", "te_blockwise")  # TE's casts by recipe: delayed ("te"), current, blockwise
+FP8_MODES = (*FP8_RECIPES, *TE_MODES[1:])  # the capture's ``fp8`` argument
+
+
+def check_fp8_recipe(kernels: str, scaling: str) -> None:
+    """``framework.fp8_recipe`` is one of :data:`TE_SCALINGS`, and only TE's kernels take one other than delayed."""
+    if scaling not in TE_SCALINGS:
+        raise EstimatorError(f"framework.fp8_recipe must be one of {', '.join(TE_SCALINGS)}, got {scaling!r}")
+    if scaling != "delayed" and kernels != "te":
+        raise EstimatorError(f"framework.fp8_recipe={scaling} is a Transformer Engine recipe; fp8_kernels={kernels} "
+                             "scales by its own rule (use fp8_recipe=delayed)")
+
+
+def fp8_mode(kernels: str, scaling: str = "delayed", device: str = "") -> str:
+    """The capture's ``fp8`` for ``framework.fp8_kernels`` and ``framework.fp8_recipe`` (delayed keeps the
+    kernels' own name, so its captures and cache entries are unchanged). MXFP8 is refused: it needs
+    Blackwell's block-scaled tensor cores and no Blackwell device is modelled (conf/device)."""
+    check_fp8_recipe(kernels, scaling)
+    if scaling == "mxfp8":
+        raise EstimatorError(f"framework.fp8_recipe=mxfp8 is Blackwell-only (TE MXFP8BlockScaling); device {device or '?'} "
+                             "is not Blackwell: use delayed, tensorwise or blockwise")
+    return kernels if scaling == "delayed" else f"te_{scaling}"
 
 
 def fp8_recipe(fp8: bool | str | None) -> bool | str:
-    """``fp8`` as False (no FP8) or a recipe of :data:`FP8_RECIPES` (True = ``"te"``, the default)."""
+    """``fp8`` as False (no FP8) or one of :data:`FP8_MODES` (True = ``"te"``, the default)."""
     if fp8 is None or fp8 is False:
         return False
     if fp8 is True:
         return "te"
-    if fp8 not in FP8_RECIPES:
-        raise EstimatorError(f"fp8 kernels must be one of {', '.join(FP8_RECIPES)}, got {fp8!r}")
+    if fp8 not in FP8_MODES:
+        raise EstimatorError(f"fp8 kernels must be one of {', '.join(FP8_MODES)}, got {fp8!r}")
     return fp8
 
 
@@ -147,7 +172,7 @@ def _modules():
 
     import estimator.compute.megatron_kernels  # noqa: F401  (registers torch.ops.megatron.*)
     import estimator.compute.te_moe_kernels  # noqa: F401  (registers torch.ops.te.moe_*)
-    from estimator.compute.te_kernels import Fp8GradOutput, Fp8Input
+    from estimator.compute.te_kernels import CASTS
     from estimator.compute.torchao_kernels import (
         TorchaoGatheredWeight,
         TorchaoGradOutput,
@@ -264,11 +289,14 @@ def _modules():
                      etp: int | None = None, ep: int = 1, sorts: bool = True, part: str = "layer"):
             super().__init__()
             fp8 = fp8_recipe(fp8)
-            if fp8 not in (False, "te") and spec.experts:
+            if fp8 not in (False, *TE_MODES) and spec.experts:
                 raise EstimatorError(f"framework.fp8_kernels={fp8}: {spec.name} is a MoE model; torchao's "
                                      "float8 MoE path is not modelled (use fp8_kernels=te or precision=bf16)")
             h, d, bias = spec.hidden, spec.head_dim, spec.biases
             self.spec, self.tp, self.sp, self.fp8 = spec, tp, sp, fp8
+            # the (input, output gradient) cast pair around each FP8 GEMM: TE's by scaling recipe, or torchao's
+            self.casts = (CASTS["delayed" if fp8 == "te" else fp8.removeprefix("te_")] if fp8 in TE_MODES
+                          else (TorchaoInput, TorchaoGradOutput))
             self.part = part  # TE MoE layer: "layer" (whole), "attention" (up to its residual) or "moe" (the rest)
             self.etp = tp if etp is None else etp  # the experts' tensor-parallel degree (MoE)
             self.ep, self.local_experts = ep, spec.experts // ep if spec.experts else 0
@@ -323,15 +351,14 @@ def _modules():
             if not self.fp8:
                 return F.linear(x, linear.weight, linear.bias if bias else None)
             weight = linear.weight  # TE: cast once per step, cached (not priced)
-            if self.fp8 != "te":  # torchao: cast every microbatch, or (FSDP float8 all-gather) gathered in FP8
+            if self.fp8 not in TE_MODES:  # torchao: cast every microbatch, or (FSDP float8 all-gather) gathered in FP8
                 weight = (TorchaoWeight if self.fp8 == "torchao" else TorchaoGatheredWeight).apply(weight)
-            grad_cast = Fp8GradOutput if self.fp8 == "te" else TorchaoGradOutput
-            return grad_cast.apply(F.linear(self._cast(x) if cast_input else x, weight, linear.bias if bias else None))
+            return self.casts[1].apply(F.linear(self._cast(x) if cast_input else x, weight, linear.bias if bias else None))
 
         def _cast(self, x):  # a GEMM input to FP8 by the recipe (TE's cast-transpose, torchao's amax + cast)
             if not self.fp8:
                 return x
-            return (Fp8Input if self.fp8 == "te" else TorchaoInput).apply(x)
+            return self.casts[0].apply(x)
 
         def _norm_gather(self, norm, x):  # TE's LayerNormLinear: the norm writes FP8, sequence-parallel gathers FP8
             if self.spec.rmsnorm:
@@ -440,7 +467,7 @@ def _modules():
         def _grouped(self, linear, x):  # TE GroupedLinear (one GEMM per local expert); FP8 casts as a TE Linear
             if not self.fp8:
                 return torch.ops.te.grouped_linear(x, linear.weight)
-            return Fp8GradOutput.apply(torch.ops.te.grouped_linear(Fp8Input.apply(x), linear.weight))
+            return self.casts[1].apply(torch.ops.te.grouped_linear(self.casts[0].apply(x), linear.weight))
 
         def _dtype_cast(self, t, src, dst):  # a dtype conversion kernel, where the real dtypes differ
             return torch.ops.te.cast(t, src, dst) if src != dst else t
@@ -703,7 +730,7 @@ def _tag(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | str, etp
     moe = f".etp{etp or tp}.ep{ep}{'' if sorts else '.nosort'}" if spec.experts and spec.fused == "te" else ""
     return (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}{moe}"
             f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}"
-            f"{f'.{fp8}' if fp8 not in (False, 'te') else ''}")
+            f"{f'.{fp8}' if fp8 not in (False, 'te') else ''}")  # delayed TE scaling: the tag (and cache entry) as before
 
 
 @lru_cache(maxsize=64)
