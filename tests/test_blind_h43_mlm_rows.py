@@ -63,6 +63,7 @@ ALLOWED = {"parallelism.recompute", "parallelism.zero", "parallelism.dp_overlap"
            "model.hidden_size", "model.num_layers", "model.num_heads", "model.ffn_size"}
 ALLOWED |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 ALLOWED |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
+ALLOWED |= {"framework.tp_comm_overlap"}  # sixteenth stop: Megatron-LM before TE had no TP overlap (the megatron default is on)
 ALLOWED |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 ALLOWED |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 # tables.tex @5281919420, case -> (hidden, heads, layers, billions of parameters, model-parallel partitions)

@@ -46,10 +46,12 @@ def run(folder, store, *extra):
 
 def test_dropping_a_stated_key_moves_only_the_rows_it_matters_for(folder, tmp_path):
     store = tmp_path / "s.duckdb"
+    csv_path = folder / "llm.csv"  # both rows state the overlap off: dropping the key gives the megatron default (on)
+    csv_path.write_text(csv_path.read_text().replace("framework.tp_comm_overlap=true", "framework.tp_comm_overlap=false"))
     out = run(folder, store, "validation.unstate=[framework.tp_comm_overlap]")
     by_id = {r["id"]: r for r in out["unstated_rows"]}
     tp4, tp1 = by_id[IDS[0]], by_id[IDS[1]]
-    assert tp4["dropped"] == 1 and tp4["unstated_error_pct"] < tp4["error_pct"] - 1  # exposed TP comm: slower
+    assert tp4["dropped"] == 1 and tp4["unstated_error_pct"] > tp4["error_pct"] + 1  # TP comm hidden: faster
     assert tp1["dropped"] == 1 and tp1["unstated_error_pct"] == pytest.approx(tp1["error_pct"])  # nothing to overlap
     group = out["unstated_summary"][0]
     assert group["role"] == "independent" and group["count"] == 2 and group["refused"] == 0
