@@ -272,10 +272,25 @@ def _unknown_key(message: str, overrides: tuple[str, ...], config_name: str) -> 
         if part not in node:
             where = f" in {'.'.join(seen)}" if seen else ""
             keys = list(node.keys()) + ([] if seen else list(config_groups()))
-            return f"bad override {dotted}: unknown parameter {part!r}{where}{did_you_mean(part, keys)}"
+            hint = did_you_mean(part, keys) or _named_by_other_presets(seen, part)
+            return f"bad override {dotted}: unknown parameter {part!r}{where}{hint}"
         node = node[part]
         seen.append(part)
     return None
+
+
+def _named_by_other_presets(seen: list[str], key: str) -> str:
+    """For a group key one preset leaves out (``model.qk_norm`` on llama3_8b, named by the Qwen3 presets):
+    name the presets that have it and Hydra's ``+`` for adding a key, else ''."""
+    if len(seen) != 1 or seen[0] not in config_groups():
+        return ""
+    group = seen[0]
+    having = sorted(f.stem for f in (conf_dir() / group).glob("*.yaml")
+                    if re.search(rf"^{re.escape(key)}:", f.read_text(encoding="utf-8"), re.M))
+    if not having:
+        return ""
+    shown = ", ".join(having[:3]) + (", ..." if len(having) > 3 else "")
+    return f" (this {group} preset does not name it; {shown} do: add it with +{group}.{key}=VALUE)"
 
 
 def expand_multirun(overrides: list[str]) -> list[list[str]]:

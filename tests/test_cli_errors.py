@@ -22,6 +22,13 @@ def run_cli(*args, cwd=REPO):
         (["estimate", "fabric.nodes=0"], "fabric.nodes"),
         (["estimate", "fabric.bandwidth_Bps=-5"], "bandwidth_Bps"),
         (["estimate", "fabric.nodez=8"], "nodez"),
+        # a key other presets of the group name (the Qwen3 presets' qk_norm): where it is and how to add it
+        (["estimate", "model=llama3_8b", "model.qk_norm=true"],
+         "unknown parameter 'qk_norm' in model (this model preset does not name it; qwen3_235b_a22b, qwen3_30b_a3b do: "
+         "add it with +model.qk_norm=VALUE)"),
+        (["estimate", "model=llama3_8b", "parallelism.tp=3"], "tp x pp = 3 does not divide"),
+        (["estimate", "model=llama3_8b", "system=dgx_a100", "precision=fp8"], "device a100 has no fp8"),
+        (["estimate", "model=llama3_8b", "system=dgx_h100", "precision=fp8", "framework.fp8_recipe=mxfp8"], "fp8_recipe=mxfp8 is Blackwell-only"),
         (["frobnicate"], "unknown command 'frobnicate'"),
         (["collective", "fabric.nodes=64", "collective=all_reduce", "algorithm=nosuchalgo"], "nosuchalgo"),
     ],
