@@ -409,7 +409,6 @@ CASTS = {
     "tensorwise": fp8_casts(_current_scaling_cast),
     "blockwise": fp8_casts(lambda x: torch.ops.te.fp8_block_quantize(x)),
 }
-Fp8Input, Fp8GradOutput = CASTS["delayed"]
 
 
 # ---- bytes per call (fp32 capture units; see the module docstring) --------------------------------

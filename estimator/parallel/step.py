@@ -166,7 +166,7 @@ class PartTimes:
 @lru_cache(maxsize=1024)
 def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: DeviceProfile, precision: str,
                cp: int = 1, attention_kernel: str = "cudnn", etp: int | None = None, ep: int = 1,
-               sorts: bool = True, fp8_kernels: str = "te") -> dict[str, PartTimes]:
+               sorts: bool = True, fp8_kernels: bool | str = "te") -> dict[str, PartTimes]:
     out = {}
     fp8 = fp8_kernels if precision == "fp8" else False  # the FP8 casts (Framework.fp8: kernels and scaling recipe), or none
     moe = (None, 1)  # one capture per distinct layer: a dense one, or Megatron-core's MoE layer by its experts' TP degree,
@@ -406,7 +406,7 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     """Seconds of one layer of ``spec``'s kind per microbatch (the module docstring's TP, EP, CP and ZeRO-3
     items); ``per_step``: layer-microbatches of this kind per step on the busiest rank (collective counts)."""
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
-                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision) or "te")
+                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision))
     layer, attn = parts["layer"], parts["attention"]
     act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
     n_rc = 2 if L.recompute == "full" else 0
@@ -504,7 +504,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
     grad_bytes = fw.grad_bytes(precision)
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
-                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision) or "te")
+                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision))
     emb, head = parts["embedding"], parts["head"]
     stride = strides(L.order, L.tp, L.dp, L.pp, L.cp)
     if spec.experts:
