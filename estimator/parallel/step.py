@@ -548,11 +548,12 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     dense = [stage_param_split(spec, L, i) for i in range(L.pp)]
     edp = L.edp  # data-parallel copies of an expert
     slowed_z2 = [0.0] * L.pp  # ZeRO-2's interference per stage and microbatch
+    late_z2, rs_z2 = [0.0] * L.pp, [0.0] * L.pp  # its reduce-scatter per microbatch: beyond the backward, and whole
     if L.zero == 2:
         for i, (d, e) in enumerate(dense):
-            rs = pricer.price("dp", "reduce_scatter", (d + e) * grad_bytes, L.dp * L.cp, m)
-            late, slowed_z2[i] = behind(rs, t_b[i] if overlap else 0.0, interference)
-            t_b[i] += late
+            rs_z2[i] = pricer.price("dp", "reduce_scatter", (d + e) * grad_bytes, L.dp * L.cp, m)
+            late_z2[i], slowed_z2[i] = behind(rs_z2[i], t_b[i] if overlap else 0.0, interference)
+            t_b[i] += late_z2[i]
     slots = [t_f[i] + t_b[i] + 2 * v * t_p2p for i in range(L.pp)]
     slowest = max(range(L.pp), key=lambda i: slots[i])
     bubble = (sum(slots) - slots[slowest]) / v
@@ -604,7 +605,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     cp_exposed = m * slowest_sum(lambda c: c.cp_f + c.cp_b)
     zero3 = m * (slowest_sum(lambda c: c.z3.fwd_exposed + c.z3.bwd_exposed) + z3_first + z3_last)
     p2p = (m + (L.pp - 1) / v) * 2 * v * t_p2p
-    exposed = tp_exposed + ep_exposed + p2p + dp_exposed + cp_exposed + zero3 + circuits.reconfig_s
+    z2_exposed, z2_comm = m * late_z2[slowest], m * rs_z2[slowest]  # ZeRO-2, in the slowest stage's slots
+    exposed = tp_exposed + ep_exposed + p2p + dp_exposed + z2_exposed + cp_exposed + zero3 + circuits.reconfig_s
     gb = L.global_batch
     scale = gb * L.tp * L.cp / L.micro_batch_size  # captured FLOPs are per rank and microbatch
     ends_flops = emb.fwd_flops + emb.bwd_flops + head.fwd_flops + head.bwd_flops
@@ -622,12 +624,12 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "loss_time_s": m * (loss_f + loss_b),  # the LM loss on the last stage, per step (inside compute there)
         "iter_time_s": total, "compute_time_s": compute, "exposed_comm_time_s": exposed,
         "exposed_comm_share": exposed / total, "bubble_time_s": bubble, "tp_comm_time_s": tp_comm,
-        "pp_p2p_time_s": p2p, "dp_comm_time_s": t_dp, "dp_exposed_time_s": dp_exposed,
+        "pp_p2p_time_s": p2p, "dp_comm_time_s": t_dp + z2_comm, "dp_exposed_time_s": dp_exposed + z2_exposed,
         "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * slowest_sum(lambda c: c.z3.comm), "optimizer_s": optimizer,
         "interference_s": m * (slowest_sum(lambda c: c.z3.interference) + slowed_z2[slowest]) + slowed_dp,
         "cp_comm_time_s": m * slowest_sum(lambda c: c.cp_comm), "cp_exposed_time_s": cp_exposed,
         "forward_s": m * comp_f, "backward_s": m * comp_b,
-        "comm_time_s": tp_comm + ep_comm + p2p + t_dp + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm),
+        "comm_time_s": tp_comm + ep_comm + p2p + t_dp + z2_comm + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm),
         "ep_comm_time_s": ep_comm, "ep_exposed_time_s": ep_exposed, "reconfig_time_s": circuits.reconfig_s,
         "circuit_reconfigs_per_step": circuits.reconfigs_per_step, "circuit_plan": circuits.label(),
         "tokens_per_s": gb * spec.seq_len / total, "samples_per_s": gb / total,
