@@ -102,6 +102,11 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   steps) and their exposure grows with scale instead of being hidden. Hidden is not free: the
   compute a DP / ZeRO collective overlaps runs slower by ``interference`` of the overlapped time
   (``parallelism.comm_interference``; output ``interference_s``).
+* FP8 amax all-reduces (``precision=fp8`` with TE's kernels; :mod:`~estimator.parallel.fp8_amax`, sources there):
+  ``delayed``: one fused all-reduce of the rank's whole amax buffer per model chunk and microbatch, forward and
+  backward, over the ``tp x cp x dp`` ranks; ``tensorwise``: a 4-byte TP all-reduce per sequence-parallel tensor
+  (2 forward, 2 backward per layer); ``blockwise``: none. All blocking on the compute stream: exposed whole
+  (output ``fp8_amax_time_s``, inside ``exposed_comm_time_s``).
 * Optimizer: fused Adam streams 32 bytes per (unsharded) parameter through HBM (fp32 master,
   momentum and variance read and written, 16-bit gradient read, 16-bit weight written); with a
   bf16 state (``framework.optimizer_state=bf16``) 16: the three in bf16, the same gradient and weight;
