@@ -102,6 +102,11 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   steps) and their exposure grows with scale instead of being hidden. Hidden is not free: the
   compute a DP / ZeRO collective overlaps runs slower by ``interference`` of the overlapped time
   (``parallelism.comm_interference``; output ``interference_s``).
+* FP8 amax all-reduces (``precision=fp8`` with TE's kernels; :mod:`~estimator.parallel.fp8_amax`, sources there):
+  ``delayed``: one fused all-reduce of the rank's whole amax buffer per model chunk and microbatch, forward and
+  backward, over the ``tp x cp x dp`` ranks; ``tensorwise``: a 4-byte TP all-reduce per sequence-parallel tensor
+  (2 forward, 2 backward per layer); ``blockwise``: none. All blocking on the compute stream: exposed whole
+  (output ``fp8_amax_time_s``, inside ``exposed_comm_time_s``).
 * Optimizer: fused Adam streams 32 bytes per (unsharded) parameter through HBM (fp32 master,
   momentum and variance read and written, 16-bit gradient read, 16-bit weight written); with a
   bf16 state (``framework.optimizer_state=bf16``) 16: the three in bf16, the same gradient and weight;
@@ -121,6 +126,7 @@ import numpy as np
 from estimator.compute.device import DeviceProfile, node_times
 from estimator.fabrics.base import Fabric
 from estimator.parallel.circuits import plan
+from estimator.parallel.fp8_amax import AMAX_BYTES, delayed_bytes, tensorwise_per_layer
 from estimator.parallel.framework import Framework
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout, layer_kinds
@@ -399,6 +405,7 @@ class LayerCost:
     cp_b: float
     cp_comm: float
     z3: Zero3Layer
+    amax: float = 0.0  # current scaling's 4-byte TP amax all-reduces (fp8_amax), forward + backward, all exposed
 
 
 def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer, device: DeviceProfile, precision: str,
@@ -484,14 +491,22 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
         ep_f += slowed * hid_f
         ep_b = exp_b + slowed * hid_b + (n_rc + n_moe) / 2 * ep_f  # a recompute reruns the forward's overlap
     f_layer, b_layer = f_layer + ep_f, b_layer + ep_b
+    # ---- FP8 current scaling: the sequence-sharded tensors' amaxes all-reduced over TP before their casts (fp8_amax)
+    amax_f = amax_b = 0.0
+    if fw.fp8(precision) == "te_tensorwise":
+        n_f, n_b = tensorwise_per_layer(spec, L)
+        if n_f + n_b:
+            one = pricer.price("tp", "all_reduce", AMAX_BYTES, L.tp, per_step * (n_f * (1 + n_rc // 2) + n_b))
+            amax_f, amax_b = n_f * one, (n_b + n_rc // 2 * n_f) * one
+    f_layer, b_layer = f_layer + amax_f, b_layer + amax_b
     # ---- ZeRO-3: per-unit weight gathers (and gradient reduce-scatters) around each layer
     z3 = Zero3Layer(0.0, 0.0, 0.0, 0.0, 0.0, 0)
     if L.zero == 3 and L.dp * L.cp > 1:
         z3 = zero3_layer(spec, L, fw, pricer, device, precision, grad_bytes, layer.fwd, layer.bwd, rc, per_step,
                          interference)
         f_layer, b_layer = f_layer + z3.fwd_exposed, b_layer + z3.bwd_exposed
-    return LayerCost(layer, attn, f_layer, b_layer, layer.bwd + tp_b + ep_b + cp_b, rc, rc_flops,
-                     tp_f, tp_b, tp_layer, ep_one, 4 + n_rc + n_moe, ep_f + ep_b, cp_f, cp_b, cp_comm, z3)
+    return LayerCost(layer, attn, f_layer, b_layer, layer.bwd + tp_b + ep_b + cp_b + amax_b, rc, rc_flops,
+                     tp_f, tp_b, tp_layer, ep_one, 4 + n_rc + n_moe, ep_f + ep_b, cp_f, cp_b, cp_comm, z3, amax_f + amax_b)
 
 
 def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
@@ -511,6 +526,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         stride.update(L.expert_strides(stride))  # the expert layers' etp / ep / edp groups
         stride.update(flex_strides(fabric, L.ep, stride["ep"]))  # the flex dispatcher's rail and node exchanges
     stride["dpcp"] = stride["cp"] if L.cp > 1 else stride["dp"]  # the gradient group: dp x cp ranks (cp inside dp)
+    stride["amax"] = min(stride["tp"], stride["cp"], stride["dp"])  # delayed FP8's tp x cp x dp group (fp8_amax), as if contiguous
     pricer = _Pricer(fabric, {**stride, "dp": stride["dpcp"]}, algorithm)
     m, stages, v = L.microbatches, L.stage_layers(spec.layers), L.virtual_stages
     act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
@@ -544,6 +560,15 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     ends_b = [(emb.bwd if i == 0 else 0.0) + (head.bwd + loss_b + mtp_b if i == L.pp - 1 else 0.0) for i in range(L.pp)]
     t_f = [per_stage(i, lambda c: c.fwd) + ends_f[i] + z3_first for i in range(L.pp)]
     t_b = [per_stage(i, lambda c: c.bwd) + ends_b[i] + z3_last for i in range(L.pp)]
+    # ---- FP8 delayed scaling: one fused amax all-reduce per chunk (with layers) and microbatch, each pass (fp8_amax)
+    amax_delayed = [0.0] * L.pp  # per stage and microbatch, forward + backward, exposed
+    if fw.fp8(precision) == "te" and L.tp * L.cp * L.dp > 1:
+        chunks = [sum(1 for j, n in enumerate(L.chunk_layers(spec.layers)) if n and j % L.pp == i) for i in range(L.pp)]
+        for i in range(L.pp):
+            fwd_b, bwd_b = delayed_bytes([(k, n[i]) for k, n in layer_kinds(spec, L)], L.ep)
+            ar_f, ar_b = (pricer.price("amax", "all_reduce", b, L.tp * L.cp * L.dp, m * chunks[i]) for b in (fwd_b, bwd_b))
+            t_f[i], t_b[i] = t_f[i] + chunks[i] * ar_f, t_b[i] + chunks[i] * ar_b
+            amax_delayed[i] = chunks[i] * (ar_f + ar_b)
     # ---- ZeRO-2: every microbatch's gradients reduce-scattered during its backward
     dense = [stage_param_split(spec, L, i) for i in range(L.pp)]
     edp = L.edp  # data-parallel copies of an expert
@@ -606,7 +631,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     zero3 = m * (slowest_sum(lambda c: c.z3.fwd_exposed + c.z3.bwd_exposed) + z3_first + z3_last)
     p2p = (m + (L.pp - 1) / v) * 2 * v * t_p2p
     z2_exposed, z2_comm = m * late_z2[slowest], m * rs_z2[slowest]  # ZeRO-2, in the slowest stage's slots
-    exposed = tp_exposed + ep_exposed + p2p + dp_exposed + z2_exposed + cp_exposed + zero3 + circuits.reconfig_s
+    amax = m * (slowest_sum(lambda c: c.amax) + amax_delayed[slowest])  # FP8 amax all-reduces, exposed whole
+    exposed = tp_exposed + ep_exposed + p2p + dp_exposed + z2_exposed + cp_exposed + zero3 + amax + circuits.reconfig_s
     gb = L.global_batch
     scale = gb * L.tp * L.cp / L.micro_batch_size  # captured FLOPs are per rank and microbatch
     ends_flops = emb.fwd_flops + emb.bwd_flops + head.fwd_flops + head.bwd_flops
@@ -629,7 +655,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "interference_s": m * (slowest_sum(lambda c: c.z3.interference) + slowed_z2[slowest]) + slowed_dp,
         "cp_comm_time_s": m * slowest_sum(lambda c: c.cp_comm), "cp_exposed_time_s": cp_exposed,
         "forward_s": m * comp_f, "backward_s": m * comp_b,
-        "comm_time_s": tp_comm + ep_comm + p2p + t_dp + z2_comm + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm),
+        "fp8_amax_time_s": amax,
+        "comm_time_s": tp_comm + ep_comm + p2p + t_dp + z2_comm + amax + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm),
         "ep_comm_time_s": ep_comm, "ep_exposed_time_s": ep_exposed, "reconfig_time_s": circuits.reconfig_s,
         "circuit_reconfigs_per_step": circuits.reconfigs_per_step, "circuit_plan": circuits.label(),
         "tokens_per_s": gb * spec.seq_len / total, "samples_per_s": gb / total,
