@@ -44,3 +44,16 @@ def test_check_runs_nothing(tmp_path, capsys):
     store = tmp_path / "s.duckdb"
     assert cli.run(["--check", "sweep", "experiment=foundation", f"store={store}"]) == 0
     assert not store.exists()
+
+
+@pytest.mark.parametrize("argv, points", [
+    (["sweep", "sweep=resnet50_scaling"], 12),  # 2 fabrics x 6 sizes, not the one command line
+    (["sweep", "sweep=resnet50_scaling", "sweep.grid.fabric=[ideal]"], 6),
+    (["sweep", "sweep.grid={fabric:[ideal],fabric.nodes:[8,64,128]}"], 3),
+    (["estimate", "-m", "fabric=ideal,nvlink_leafspine", "fabric.nodes=8,64"], 4),
+    (["estimate", "model=resnet50"], 1),
+])
+def test_check_counts_grid_points(argv, points, capsys):
+    """--check reports the points a run would compute: a sweep's grid points, a multirun's points."""
+    assert cli.run(["--check", *argv]) == 0
+    assert f"({points} point{'s' * (points != 1)}; nothing run)" in capsys.readouterr().out
