@@ -24,6 +24,7 @@ from estimator.config import to_container
 from estimator.config_checks import check_output_dir
 from estimator.errors import EstimatorError
 from estimator.files import write_atomic
+from estimator.timeline.dag import check_fits
 from estimator.workloads import io
 from estimator.workloads.astrasim import network_config, write_configs
 from estimator.workloads.importers._common import safe_name
@@ -37,6 +38,8 @@ def resolve_workload(value: str, traces_dir: str) -> Path:
     path = Path(value)
     if path.exists():
         return path
+    if value.endswith(".json") or "/" in value:  # a path, not the name of a workload in traces_dir
+        raise EstimatorError(f"{value}: no such workload file")
     named = Path(traces_dir) / f"{value}{io.SUFFIX}"
     if named.exists():
         return named
@@ -59,6 +62,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     prefix = str(opts.get("prefix") or safe_name(workload.name))
     fabric = to_container(cfg.fabric) if opts.get("astrasim", True) else None
     if fabric is not None:
+        check_fits(workload, str(fabric["name"]), int(fabric["nodes"]))  # as estimate refuses it
         network_config(fabric, workload.devices)  # fail before writing anything
     result = export_chakra(workload, out, prefix)
     if fabric is not None:

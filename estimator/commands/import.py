@@ -21,6 +21,7 @@ from estimator.config import to_container
 from estimator.errors import EstimatorError
 from estimator.workloads import io
 from estimator.workloads.importers import import_file
+from estimator.workloads.importers._common import number
 
 HELP = "import a TopoOpt/FlexFlow/Kineto/Horovod/Chakra trace as a canonical workload"
 POSITIONAL = ("file",)
@@ -39,6 +40,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if not file:
         raise EstimatorError("estimator import: missing FILE argument (estimator import FILE)")
     opts = to_container(cfg.importer)
+    for key, minimum in (("ranks", 1), ("iteration", 0)):  # checked whatever the format (not only where used)
+        if opts.get(key) is not None:
+            number(opts[key], f"importer.{key}", minimum=minimum, integer=True)
     workload, fmt = import_file(file, opts.get("format") or "auto", opts.get("name"), opts)
     out = Path(opts["out"]) if opts.get("out") else Path(cfg.traces_dir) / f"{workload.name}{io.SUFFIX}"
     save_atomically(workload, out)
