@@ -29,6 +29,8 @@ def test_a_valid_command_checks_ok(argv, capsys):
     (["sweep", "experiment=foundation", "fabric.alpha_s=-1"], "alpha_s"),  # a bad point of the grid
     (["collective", "fabric=ideal", "algorithm=nope", "bytes=1"], "nope"),
     (["import", "traces/no_such.kineto.json"], "no_such"),
+    (["cluster", "cluster.seed=-1"], "cluster.seed"),  # cluster had no check hook: --check said ok
+    (["cluster", "fabric=sipac", "fabric.nodes=8"], "SiPAC"),
     (["estimat", "model=resnet50"], "unknown command"),
     (["estimate", "unexpected_positional"], "unexpected argument"),
 ])

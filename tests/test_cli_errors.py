@@ -37,6 +37,7 @@ def run_cli(*args, cwd=REPO):
          "workload 'lenet5_gloo4' uses 4 devices but fabric 'ideal' has 2 nodes (set fabric.nodes=4 or more)"),
         # importer.ranks / iteration are checked whatever the format (a TopoOpt or Kineto file alike)
         (["packetsim", "network=leafspine", "nodes=64", "seed=-1"], "seed=-1 must be >= 0"),  # was numpy's traceback
+        (["cluster", "cluster.jobs=10", "cluster.seed=-1"], "cluster.seed must be an integer >= 0"),  # the same
         (["import", "traces/reference/lenet5_gloo.kineto.json", "importer.iteration=-1"],  # a Horovod key
          "importer.iteration: must be a finite number >= 0, got -1"),
     ],
