@@ -31,6 +31,10 @@ def test_a_valid_command_checks_ok(argv, capsys):
     (["import", "traces/no_such.kineto.json"], "no_such"),
     (["cluster", "cluster.seed=-1"], "cluster.seed"),  # cluster had no check hook: --check said ok
     (["cluster", "fabric=sipac", "fabric.nodes=8"], "SiPAC"),
+    # commands that had no check hook: --check said ok to what their run refuses before any work
+    (["allocate", "allocation.gpus=100"], "not a whole number of 32-tile"),
+    (["import", "traces/reference/lenet5_gloo.kineto.json", "importer.ranks=0"], "importer.ranks"),
+    (["export", "traces/reference/lenet5_gloo4.workload.json", "fabric=ideal", "fabric.nodes=2"], "has 2 nodes"),
     (["estimat", "model=resnet50"], "unknown command"),
     (["estimate", "unexpected_positional"], "unexpected argument"),
 ])

@@ -46,7 +46,9 @@ def resolve_workload(value: str, traces_dir: str) -> Path:
     raise EstimatorError(f"{value}: no such workload file (nor {named})")
 
 
-def run(cfg: DictConfig) -> dict[str, Any]:
+def _planned(cfg: DictConfig) -> tuple[Any, Path, str, dict[str, Any] | None]:
+    """(workload, output folder, file prefix, fabric config or None): everything checked before the
+    first file is written."""
     if not cfg.get("workload"):
         raise EstimatorError("estimator export: missing WORKLOAD argument (estimator export WORKLOAD)")
     opts = to_container(cfg.export)
@@ -63,7 +65,17 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     fabric = to_container(cfg.fabric) if opts.get("astrasim", True) else None
     if fabric is not None:
         check_fits(workload, str(fabric["name"]), int(fabric["nodes"]))  # as estimate refuses it
-        network_config(fabric, workload.devices)  # fail before writing anything
+        network_config(fabric, workload.devices)
+    return workload, out, prefix, fabric
+
+
+def check(cfg: DictConfig) -> None:
+    """``--check``: the workload read and every check a run makes before writing; nothing written."""
+    _planned(cfg)
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    workload, out, prefix, fabric = _planned(cfg)
     result = export_chakra(workload, out, prefix)
     if fabric is not None:
         try:

@@ -35,14 +35,21 @@ def save_atomically(workload: Any, out: Path) -> Path:
         raise EstimatorError(f"{out}: cannot write workload ({exc.strerror or exc})") from None
 
 
+def check(cfg: DictConfig) -> None:
+    """``--check`` (and a run, first): ``importer.ranks`` / ``iteration`` whatever the format (a
+    TopoOpt file ignores them, but a negative one is still a mistake); the file is read by the run."""
+    opts = to_container(cfg.importer)
+    for key, minimum in (("ranks", 1), ("iteration", 0)):
+        if opts.get(key) is not None:
+            number(opts[key], f"importer.{key}", minimum=minimum, integer=True)
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
     file = cfg.get("file")
     if not file:
         raise EstimatorError("estimator import: missing FILE argument (estimator import FILE)")
     opts = to_container(cfg.importer)
-    for key, minimum in (("ranks", 1), ("iteration", 0)):  # checked whatever the format (not only where used)
-        if opts.get(key) is not None:
-            number(opts[key], f"importer.{key}", minimum=minimum, integer=True)
+    check(cfg)
     workload, fmt = import_file(file, opts.get("format") or "auto", opts.get("name"), opts)
     out = Path(opts["out"]) if opts.get("out") else Path(cfg.traces_dir) / f"{workload.name}{io.SUFFIX}"
     save_atomically(workload, out)
