@@ -36,6 +36,10 @@ def run_cli(*args, cwd=REPO):
         (["export", "traces/reference/lenet5_gloo4.workload.json", "fabric=ideal", "fabric.nodes=2"],
          "workload 'lenet5_gloo4' uses 4 devices but fabric 'ideal' has 2 nodes (set fabric.nodes=4 or more)"),
         # importer.ranks / iteration are checked whatever the format (a TopoOpt or Kineto file alike)
+        # -4 x -4 is 16: the old message said the product must equal fabric.nodes = 16
+        (["collective", "fabric=torus2d", "fabric.nodes=16", "fabric.rows=-4", "fabric.cols=-4"],
+         "fabric.rows = -4, fabric.cols = -4: set both >= 1"),
+        (["collective", "fabric=torus2d", "fabric.nodes=16", "fabric.rows=4"], "fabric.rows = 4, fabric.cols = 0"),
         (["packetsim", "network=leafspine", "nodes=64", "seed=-1"], "seed=-1 must be >= 0"),  # was numpy's traceback
         (["cluster", "cluster.jobs=10", "cluster.seed=-1"], "cluster.seed must be an integer >= 0"),  # the same
         (["import", "traces/reference/lenet5_gloo.kineto.json", "importer.iteration=-1"],  # a Horovod key
