@@ -40,6 +40,9 @@ def run_cli(*args, cwd=REPO):
         (["collective", "fabric=torus2d", "fabric.nodes=16", "fabric.rows=-4", "fabric.cols=-4"],
          "fabric.rows = -4, fabric.cols = -4: set both >= 1"),
         (["collective", "fabric=torus2d", "fabric.nodes=16", "fabric.rows=4"], "fabric.rows = 4, fabric.cols = 0"),
+        # a fabric's config is typed: no `+fabric.radix` advice (it is refused as well); one preset "does"
+        (["collective", "fabric=fattree", "fabric.radix=4"],
+         "unknown parameter 'radix' in fabric (a parameter of other fabrics: bcube does)"),
         (["packetsim", "network=leafspine", "nodes=64", "seed=-1"], "seed=-1 must be >= 0"),  # was numpy's traceback
         (["cluster", "cluster.jobs=10", "cluster.seed=-1"], "cluster.seed must be an integer >= 0"),  # the same
         (["import", "traces/reference/lenet5_gloo.kineto.json", "importer.iteration=-1"],  # a Horovod key
