@@ -199,9 +199,8 @@ def run(argv: list[str]) -> int:
             print(OmegaConf.to_yaml(cfg))
         return 0
     if check_only:
-        for point, cfg in cfgs:
-            check(module, names, cfg, point)
-        print(f"ok: estimator {command} composes and validates ({len(cfgs)} point{'s' * (len(cfgs) > 1)}; nothing run)")
+        n = sum(check(module, names, cfg, point) for point, cfg in cfgs)
+        print(f"ok: estimator {command} composes and validates ({n} point{'s' * (n != 1)}; nothing run)")
         return 0
     for point, cfg in cfgs:
         result = module.run(cfg, point) if getattr(module, "RUN_WITH_OVERRIDES", False) else module.run(cfg)
@@ -221,13 +220,14 @@ def run(argv: list[str]) -> int:
 _FILE_ARGS = ("file", "workload")
 
 
-def check(module: Any, names: tuple[str, ...], cfg: Any, point: list[str]) -> None:
+def check(module: Any, names: tuple[str, ...], cfg: Any, point: list[str]) -> int:
     """``estimator --check COMMAND ...``: what a run checks before it does any work — the command
     line, the composed config (unknown keys and groups fail in composition) and the shared keys,
     which ``run`` already did — plus each positional input file existing and the command's own
     ``check(cfg)`` hook (``check(cfg, overrides)`` for ``RUN_WITH_OVERRIDES`` commands): e.g. the
     fabric, device and precision of an estimate, every point of a sweep. Nothing is captured,
-    estimated or written. Used by the docs test to fail stale command examples."""
+    estimated or written. Used by the docs test to fail stale command examples. Returns how many
+    points that is: 1, or what the hook returns when it counts them (a sweep's grid points)."""
     from estimator.files import check_regular_file, resolve_input
 
     for name in names:
@@ -236,11 +236,9 @@ def check(module: Any, names: tuple[str, ...], cfg: Any, point: list[str]) -> No
             check_regular_file(resolve_input(str(value)), "input")
     hook = getattr(module, "check", None)
     if hook is None:
-        return
-    if getattr(module, "RUN_WITH_OVERRIDES", False):
-        hook(cfg, point)
-    else:
-        hook(cfg)
+        return 1
+    n = hook(cfg, point) if getattr(module, "RUN_WITH_OVERRIDES", False) else hook(cfg)
+    return n if isinstance(n, int) and not isinstance(n, bool) else 1
 
 
 def _safe_message(text: str, limit: int = 400) -> str:

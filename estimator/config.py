@@ -290,7 +290,10 @@ def _named_by_other_presets(seen: list[str], key: str) -> str:
     if not having:
         return ""
     shown = ", ".join(having[:3]) + (", ..." if len(having) > 3 else "")
-    return f" (this {group} preset does not name it; {shown} do: add it with +{group}.{key}=VALUE)"
+    verb = "does" if len(having) == 1 else "do"
+    if group == "fabric":  # a fabric's config is a typed dataclass: `+fabric.KEY` is refused too
+        return f" (a parameter of other fabrics: {shown} {verb})"
+    return f" (this {group} preset does not name it; {shown} {verb}: add it with +{group}.{key}=VALUE)"
 
 
 def expand_multirun(overrides: list[str]) -> list[list[str]]:

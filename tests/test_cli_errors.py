@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+from fixtures.importing import TOPOOPT_FIXTURES, need_shared
 
 from tests.conftest import REPO
 
@@ -31,13 +32,30 @@ def run_cli(*args, cwd=REPO):
         (["estimate", "model=llama3_8b", "system=dgx_h100", "precision=fp8", "framework.fp8_recipe=mxfp8"], "fp8_recipe=mxfp8 is Blackwell-only"),
         (["frobnicate"], "unknown command 'frobnicate'"),
         (["collective", "fabric.nodes=64", "collective=all_reduce", "algorithm=nosuchalgo"], "nosuchalgo"),
+        # export sizes the ASTRA-sim network to the workload: a smaller fabric is refused, as estimate refuses it
+        (["export", "traces/reference/lenet5_gloo4.workload.json", "fabric=ideal", "fabric.nodes=2"],
+         "workload 'lenet5_gloo4' uses 4 devices but fabric 'ideal' has 2 nodes (set fabric.nodes=4 or more)"),
+        # importer.ranks / iteration are checked whatever the format (a TopoOpt or Kineto file alike)
+        # -4 x -4 is 16: the old message said the product must equal fabric.nodes = 16
+        (["collective", "fabric=torus2d", "fabric.nodes=16", "fabric.rows=-4", "fabric.cols=-4"],
+         "fabric.rows = -4, fabric.cols = -4: set both >= 1"),
+        (["collective", "fabric=torus2d", "fabric.nodes=16", "fabric.rows=4"], "fabric.rows = 4, fabric.cols = 0"),
+        # a fabric's config is typed: no `+fabric.radix` advice (it is refused as well); one preset "does"
+        (["collective", "fabric=fattree", "fabric.radix=4"],
+         "unknown parameter 'radix' in fabric (a parameter of other fabrics: bcube does)"),
+        (["packetsim", "network=leafspine", "nodes=64", "seed=-1"], "seed=-1 must be >= 0"),  # was numpy's traceback
+        (["cluster", "cluster.jobs=10", "cluster.seed=-1"], "cluster.seed must be an integer >= 0"),  # the same
+        (["import", "traces/reference/lenet5_gloo.kineto.json", "importer.iteration=-1"],  # a Horovod key
+         "importer.iteration: must be a finite number >= 0, got -1"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):
     store = tmp_path / "store.duckdb"
     traces = tmp_path / "traces"  # empty: a bad config must fail before any capture
     traces.mkdir()
-    extra = [f"store={store}", "write=true", f"traces_dir={traces}"] if args[0] == "estimate" else []
+    extra = {"estimate": [f"store={store}", "write=true", f"traces_dir={traces}"],
+             "export": [f"export.out={traces / 'export'}"],
+             "import": [f"importer.out={traces / 'imported.workload.json'}"]}.get(args[0], [])
     out = run_cli(*args, *extra)
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
@@ -55,3 +73,20 @@ def test_corrupt_trace_is_named(tmp_path):
     assert "broken.workload.json" in out.stderr and "not valid JSON" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     assert not store.exists()
+
+
+def test_importer_ranks_checked_for_every_format(tmp_path):
+    """A TopoOpt task graph ignores importer.ranks, but a negative one is still a mistake: refused."""
+    fbuf = need_shared(TOPOOPT_FIXTURES / "100vgg_16.fbuf")
+    out = run_cli("import", str(fbuf), "importer.ranks=-1", f"importer.out={tmp_path / 'vgg.workload.json'}")
+    assert out.returncode == 2 and out.stderr.strip() == "error: importer.ranks: must be a finite number >= 1, got -1"
+    assert not any(tmp_path.iterdir())
+
+
+def test_export_of_a_missing_path_names_it_once(tmp_path):
+    """A path that is not there is not looked up again as traces/<path>.workload.json (a name is)."""
+    out = run_cli("export", "traces/reference/nope.workload.json", f"export.out={tmp_path / 'x'}")
+    assert out.returncode == 2 and out.stderr.strip() == "error: traces/reference/nope.workload.json: no such workload file"
+    out = run_cli("export", "nope", f"export.out={tmp_path / 'x'}")
+    assert out.returncode == 2 and out.stderr.strip() == "error: nope: no such workload file (nor traces/nope.workload.json)"
+    assert not any(tmp_path.iterdir())

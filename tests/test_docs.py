@@ -111,3 +111,18 @@ def test_the_store_schema_page_is_current():
     from estimator.schema_doc import DOC, generate
 
     assert DOC.read_text(encoding="utf-8") == generate(), "run: python -m estimator.schema_doc"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_input_files_named_in_examples_exist_or_are_made(page):
+    """An example reading a file (`cluster.trace=`, `fabric.topology=`) names one in the repository or
+    one an earlier line of its block writes (`> FILE`): a newcomer can run the block as written."""
+    for block in FENCE.findall(page.read_text(encoding="utf-8")):
+        made: set[str] = set()
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+            made.update(re.findall(r">\s*(\S+)", line))
+            if not line.strip().startswith("estimator "):
+                continue
+            for value in re.findall(r"(?:cluster\.trace|fabric\.topology)=(\S+)", line):
+                if value != "auto":
+                    assert value in made or (REPO / value).is_file(), f"{page.name}: {line.strip()} reads {value}"

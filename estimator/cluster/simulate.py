@@ -96,6 +96,9 @@ def cluster_params(cfg: dict[str, Any]) -> dict[str, Any]:
 
             raise EstimatorError(f"cluster.{key} must be one of {', '.join(choices)}, got {value!r}"
                                  f"{did_you_mean(str(value), choices)}")
+    seed = params.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise EstimatorError(f"cluster.seed must be an integer >= 0 (numpy seeds are non-negative), got {seed!r}")
     return params
 
 

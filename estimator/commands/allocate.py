@@ -44,13 +44,24 @@ def _int(params: dict[str, Any], key: str) -> int:
     return v
 
 
-def run(cfg: DictConfig) -> list[dict[str, Any]]:
+def _params(cfg: DictConfig) -> tuple[dict[str, Any], list[Any]]:
+    """The allocation parameters (unknown keys refused) and one policy per name, each rack checked."""
     given = to_container(cfg.get("allocation") or {}) if "allocation" in cfg else {}
     unknown = sorted(set(given) - set(DEFAULTS))
     if unknown:
         raise EstimatorError(f"allocation: unknown parameter(s) {unknown}; known: {sorted(DEFAULTS)}")
     p = {**DEFAULTS, **given}
-    policies = [p["policies"]] if isinstance(p["policies"], str) else list(p["policies"])
+    names = [p["policies"]] if isinstance(p["policies"], str) else list(p["policies"])
+    return p, [make_policy(str(name), _int(p, "gpus"), tiles=_int(p, "tiles"), r=_int(p, "r")) for name in names]
+
+
+def check(cfg: DictConfig) -> None:
+    """``--check``: the parameters and every policy's rack (e.g. whole 32-tile servers), nothing simulated."""
+    _params(cfg)
+
+
+def run(cfg: DictConfig) -> list[dict[str, Any]]:
+    p, policies = _params(cfg)
     reqs = generate_requests(
         _int(p, "requests"),
         seed=_int(p, "seed"),
@@ -60,8 +71,7 @@ def run(cfg: DictConfig) -> list[dict[str, Any]]:
         mean_duration_s=float(p["mean_duration_s"]),
     )
     rows = []
-    for name in policies:
-        policy = make_policy(str(name), _int(p, "gpus"), tiles=_int(p, "tiles"), r=_int(p, "r"))
+    for policy in policies:
         rep = simulate(policy, reqs).to_dict()
         rep.pop("rejected_ids")
         rows.append({**rep, "layout": policy.describe(), "seed": p["seed"]})

@@ -33,14 +33,23 @@ SUMMARY = ("fabric_name", "gpus", "jobs", "contention_model", "cluster_scheduler
            "gpu_alloc_utilisation", "link_utilisation", "wall_s", "config_hash")
 
 
-def run(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
-    from estimator.cluster import simulate_cluster
-    from estimator.cluster.simulate import capture_missing, cluster_params
+def check(cfg: DictConfig | dict[str, Any]) -> None:
+    """``--check`` (and a run, first): the cluster parameters and the fabric, before any capture;
+    the job trace file is read when the run starts."""
+    from estimator.cluster.simulate import cluster_params
     from estimator.fabrics.registry import shared_fabric
 
     resolved = cfg if isinstance(cfg, dict) else to_container(cfg)
-    cluster_params(resolved)  # bad keys and a bad fabric fail before any capture
+    cluster_params(resolved)
     shared_fabric(resolved.get("fabric") or {})
+
+
+def run(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
+    from estimator.cluster import simulate_cluster
+    from estimator.cluster.simulate import capture_missing
+
+    resolved = cfg if isinstance(cfg, dict) else to_container(cfg)
+    check(resolved)  # bad keys and a bad fabric fail before any capture
     capture_missing(resolved, announce=lambda msg: print(f"note: {msg}", file=sys.stderr))
     result = simulate_cluster(resolved)
     written = 0

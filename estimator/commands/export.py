@@ -24,6 +24,7 @@ from estimator.config import to_container
 from estimator.config_checks import check_output_dir
 from estimator.errors import EstimatorError
 from estimator.files import write_atomic
+from estimator.timeline.dag import check_fits
 from estimator.workloads import io
 from estimator.workloads.astrasim import network_config, write_configs
 from estimator.workloads.importers._common import safe_name
@@ -37,13 +38,17 @@ def resolve_workload(value: str, traces_dir: str) -> Path:
     path = Path(value)
     if path.exists():
         return path
+    if value.endswith(".json") or "/" in value:  # a path, not the name of a workload in traces_dir
+        raise EstimatorError(f"{value}: no such workload file")
     named = Path(traces_dir) / f"{value}{io.SUFFIX}"
     if named.exists():
         return named
     raise EstimatorError(f"{value}: no such workload file (nor {named})")
 
 
-def run(cfg: DictConfig) -> dict[str, Any]:
+def _planned(cfg: DictConfig) -> tuple[Any, Path, str, dict[str, Any] | None]:
+    """(workload, output folder, file prefix, fabric config or None): everything checked before the
+    first file is written."""
     if not cfg.get("workload"):
         raise EstimatorError("estimator export: missing WORKLOAD argument (estimator export WORKLOAD)")
     opts = to_container(cfg.export)
@@ -59,7 +64,18 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     prefix = str(opts.get("prefix") or safe_name(workload.name))
     fabric = to_container(cfg.fabric) if opts.get("astrasim", True) else None
     if fabric is not None:
-        network_config(fabric, workload.devices)  # fail before writing anything
+        check_fits(workload, str(fabric["name"]), int(fabric["nodes"]))  # as estimate refuses it
+        network_config(fabric, workload.devices)
+    return workload, out, prefix, fabric
+
+
+def check(cfg: DictConfig) -> None:
+    """``--check``: the workload read and every check a run makes before writing; nothing written."""
+    _planned(cfg)
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    workload, out, prefix, fabric = _planned(cfg)
     result = export_chakra(workload, out, prefix)
     if fabric is not None:
         try:

@@ -21,6 +21,7 @@ from estimator.config import to_container
 from estimator.errors import EstimatorError
 from estimator.workloads import io
 from estimator.workloads.importers import import_file
+from estimator.workloads.importers._common import number
 
 HELP = "import a TopoOpt/FlexFlow/Kineto/Horovod/Chakra trace as a canonical workload"
 POSITIONAL = ("file",)
@@ -34,11 +35,21 @@ def save_atomically(workload: Any, out: Path) -> Path:
         raise EstimatorError(f"{out}: cannot write workload ({exc.strerror or exc})") from None
 
 
+def check(cfg: DictConfig) -> None:
+    """``--check`` (and a run, first): ``importer.ranks`` / ``iteration`` whatever the format (a
+    TopoOpt file ignores them, but a negative one is still a mistake); the file is read by the run."""
+    opts = to_container(cfg.importer)
+    for key, minimum in (("ranks", 1), ("iteration", 0)):
+        if opts.get(key) is not None:
+            number(opts[key], f"importer.{key}", minimum=minimum, integer=True)
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
     file = cfg.get("file")
     if not file:
         raise EstimatorError("estimator import: missing FILE argument (estimator import FILE)")
     opts = to_container(cfg.importer)
+    check(cfg)
     workload, fmt = import_file(file, opts.get("format") or "auto", opts.get("name"), opts)
     out = Path(opts["out"]) if opts.get("out") else Path(cfg.traces_dir) / f"{workload.name}{io.SUFFIX}"
     save_atomically(workload, out)

@@ -218,10 +218,20 @@ def _checked(cfg: DictConfig, overrides: list[str]) -> tuple[str, bool, dict[str
     return label, bool(exp), plans, checked
 
 
-def check(cfg: DictConfig, overrides: list[str]) -> None:
+def check(cfg: DictConfig, overrides: list[str]) -> int:
     """``--check``: every sweep's grid and every point, as a run checks them before it starts
-    (``kind: packetsim`` sweeps check their points when they run); nothing runs."""
-    _checked(cfg, overrides)
+    (``kind: packetsim`` sweeps check their points when they run); nothing runs. Returns the
+    number of grid points (what ``--check`` reports, not the one command line)."""
+    _, _, plans, checked = _checked(cfg, overrides)
+    return sum(checked[n].grid.size if n in checked else _grid_size(s) for n, s in plans.items())
+
+
+def _grid_size(sweep: dict[str, Any]) -> int:
+    """Points of a grid not planned by ``plan`` (a packetsim sweep): the product of its axes."""
+    size = 1
+    for axis in grid._axes(sweep.get("grid") or {}, sweep.get("zip")):
+        size *= len(axis)
+    return size
 
 
 def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:

@@ -37,7 +37,10 @@ class Torus2dConfig(LinkConfig):
     def validate(self) -> None:
         super().validate()
         if self.rows or self.cols:
-            if self.rows < 1 or self.cols < 1 or self.rows * self.cols != self.nodes:
+            if self.rows < 1 or self.cols < 1:
+                raise EstimatorError(f"fabric.rows = {self.rows}, fabric.cols = {self.cols}: set both >= 1 "
+                                     "(rows x cols = fabric.nodes), or both 0 for the most square torus")
+            if self.rows * self.cols != self.nodes:
                 raise EstimatorError(
                     f"fabric.rows x fabric.cols = {self.rows} x {self.cols} must equal fabric.nodes = {self.nodes}"
                 )

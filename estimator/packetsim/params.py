@@ -138,6 +138,7 @@ class SimSpec:
         require(self.traffic in TRAFFICS, f"traffic={self.traffic!r}: choose one of {', '.join(TRAFFICS)}")
         require(0.0 < self.load <= 1.0, f"load={self.load!r} must be in (0, 1]")
         require(0.0 <= self.locality <= 1.0, f"locality={self.locality!r} must be in [0, 1]")
+        require(self.seed >= 0, f"seed={self.seed!r} must be >= 0 (numpy seeds are non-negative)")
         require(self.packet_bytes > 0, f"packet_bytes={self.packet_bytes!r} must be positive")
         require(self.warmup_s >= 0, f"warmup_s={self.warmup_s!r} must be >= 0")
         require(self.measure_s > 0, f"measure_s={self.measure_s!r} must be > 0")

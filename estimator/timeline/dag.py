@@ -83,14 +83,19 @@ def _times(workload: Workload, device: DeviceProfile, precision: str) -> Any:
     return memo[key]
 
 
+def check_fits(workload: Workload, fabric_name: str, nodes: int) -> None:
+    """A multi-device workload runs one device per fabric node: the fabric must have enough."""
+    if workload.devices > nodes:
+        raise EstimatorError(
+            f"workload {workload.name!r} uses {workload.devices} devices but fabric {fabric_name!r} "
+            f"has {nodes} nodes (set fabric.nodes={workload.devices} or more)"
+        )
+
+
 def simulate_dag(
     workload: Workload, fabric: Fabric, device: DeviceProfile, algorithm: str = "default", precision: str = "amp"
 ) -> DagResult:
-    if workload.devices > fabric.nodes:
-        raise EstimatorError(
-            f"workload {workload.name!r} uses {workload.devices} devices but fabric {fabric.name!r} "
-            f"has {fabric.nodes} nodes (set fabric.nodes={workload.devices} or more)"
-        )
+    check_fits(workload, fabric.name, fabric.nodes)
     nodes, users, indegree = _structure(workload)
     times = _times(workload, device, precision)
     waiting = list(indegree)
