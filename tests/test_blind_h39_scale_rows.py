@@ -54,6 +54,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
+ALLOWED_KEYS |= {"parallelism.recompute"}  # seventeenth stop: the old default (selective) stated, listed unstated
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 # Table 1: size -> (heads, hidden, layers, TP, PP); Sec. 6.1: interleaving stages per size.
 TABLE1 = {"175b": (128, 12288, 96, 8, 8), "530b": (160, 20480, 105, 8, 35)}

@@ -27,7 +27,9 @@ def forward_flops(s: TransformerSpec, tp: int = 2, sp: bool = True) -> float:
 def cfg(*overrides):
     return estimator.resolve_config(["model=qwen3_30b_a3b", "parallelism=hybrid", "system=dgx_h100", "fabric.nodes=32",
                                      "parallelism.tp=2", "parallelism.pp=2", "parallelism.ep=8",
-                                     "parallelism.sequence_parallel=true", "parallelism.global_batch=64", *overrides])
+                                     "parallelism.sequence_parallel=true", "parallelism.global_batch=64",
+                                     *([] if any(o.startswith("parallelism.recompute=") for o in overrides)
+                                       else ["parallelism.recompute=selective"]), *overrides])
 
 
 def test_moe_ffn_size_null_or_equal_to_ffn_changes_nothing():

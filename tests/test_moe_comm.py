@@ -39,7 +39,9 @@ QWEN = DEFAULT_RUNS[2][0]
 
 
 def run(overrides):
-    return estimate(estimator.resolve_config(["parallelism=hybrid", *overrides])).metrics
+    stated = any(o.startswith("parallelism.recompute=") for o in overrides)  # the old default (selective) unless stated
+    return estimate(estimator.resolve_config(["parallelism=hybrid", *([] if stated else ["parallelism.recompute=selective"]),
+                                              *overrides])).metrics
 
 
 @pytest.mark.parametrize("experts, groups, k", [(8, 4, 2), (12, 3, 4), (16, 8, 3), (6, 6, 2)])

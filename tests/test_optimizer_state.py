@@ -16,7 +16,7 @@ from estimator.parallel.spec import TransformerSpec
 
 BASE = ["model=llama3_8b", "parallelism=hybrid", "system=dgx_h100", "fabric.nodes=16", "precision=bf16",
         "parallelism.tp=2", "parallelism.pp=1", "parallelism.micro_batch_size=1", "parallelism.global_batch=16",
-        "parallelism.zero=1"]
+        "parallelism.zero=1", "parallelism.recompute=selective"]
 
 
 def _cfg(*extra):

@@ -125,7 +125,8 @@ def test_null_and_core_attn_are_todays_selective():
 ])
 def test_bad_modules_are_one_line_errors(model, overrides, needle):
     c = estimator.resolve_config([f"model={model}", "parallelism=hybrid", "system=dgx_h100", "fabric.nodes=256",
-                                  "parallelism.tp=2", "parallelism.pp=16", "parallelism.global_batch=256", *overrides])
+                                  "parallelism.tp=2", "parallelism.pp=16", "parallelism.global_batch=256",
+                                  "parallelism.recompute=selective", *overrides])
     with pytest.raises(EstimatorError, match=needle) as err:
         estimate(c)
     assert "\n" not in str(err.value)

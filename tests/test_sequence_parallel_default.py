@@ -13,7 +13,7 @@ from estimator.parallel.spec import TransformerSpec
 
 def layout(*overrides, gpus=64):
     cfg = estimator.resolve_config(["model=llama3_70b", "parallelism=hybrid", "system=dgx_h100",
-                                    f"fabric.nodes={gpus}", *overrides])
+                                    f"fabric.nodes={gpus}", "parallelism.recompute=selective", *overrides])
     return Layout.from_cfg(cfg["parallelism"], TransformerSpec.from_cfg(cfg["model"]), gpus)
 
 

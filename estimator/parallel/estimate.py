@@ -57,6 +57,8 @@ def _setup(cfg: dict[str, Any]):
     fp32 = _bool_or_null(par, "fp32_grads")
     if fp32 is not None:  # the published run's own choice (e.g. Llama 3: FP32 gradient reduce-scatter)
         framework = replace(framework, fp32_grads_with_bf16=fp32)
+    if par.get("recompute") is None:  # unset: the framework's own default (conf/framework/*.yaml)
+        par["recompute"] = framework.recompute
     placement, searched, mbs_options = _placement(par)
     if placement == "auto":  # tp/pp/dp/microbatches are searched: start from a valid layout of the GPU count
         global_batch = par.get("global_batch")

@@ -27,6 +27,8 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   ``p2p_grad_scatter_gather`` the same for the activation gradients sent back in backward. With
   sequence parallelism every framework sends ``1 / tp``: the stage's output is already split.
 * ``interleaved_schedule`` — the pipeline engine supports virtual stages (interleaved 1F1B).
+* ``recompute`` — the activation recomputation a run gets when ``parallelism.recompute`` is unset (null):
+  the framework's own default (Megatron-core: none), so a plain command prices what the stack does.
 * ``fp32_grads_with_bf16`` — with bf16/fp8 training the gradient buffer and its reduction are fp32
   (4 bytes per parameter), else 16-bit.
 * ``zero3_unit`` — what ZeRO-3 all-gathers at a time: ``layer`` (an FSDP unit = one transformer
@@ -112,6 +114,7 @@ from typing import Any
 from estimator.compute.device import ATTENTION_KERNELS
 from estimator.errors import EstimatorError
 from estimator.parallel.layer import FP8_RECIPES, check_fp8_recipe, fp8_mode
+from estimator.parallel.layout import RECOMPUTE
 from estimator.parallel.loss import LOSS_KERNELS
 from estimator.parallel.moe_comm import DISPATCHERS
 
@@ -152,6 +155,7 @@ class Framework:
     moe_a2a_overlap: bool
     moe_shared_expert_overlap: bool
     moe_dispatcher_sms: int | None = None
+    recompute: str = "selective"  # parallelism.recompute when unset; a preset without the key keeps the old default
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
     zero3_max_live_params: float | None = None
@@ -164,7 +168,7 @@ class Framework:
         unknown = sorted(set(data) - known)
         if unknown:
             raise EstimatorError(f"framework: unknown key(s) {unknown}; known: {sorted(known)}")
-        missing = sorted(k for k in known - set(data) if k not in OPTIONAL)
+        missing = sorted(k for k in known - set(data) if k not in OPTIONAL and k != "recompute")
         if missing:
             raise EstimatorError(f"framework {data.get('name')!r}: missing key(s) {missing}")
         for f in fields(cls):
@@ -193,6 +197,8 @@ class Framework:
         if data["moe_dispatcher"] not in DISPATCHERS:
             raise EstimatorError(f"framework.moe_dispatcher must be one of {', '.join(DISPATCHERS)}, "
                                  f"got {data['moe_dispatcher']!r}")
+        if data.get("recompute", "selective") not in RECOMPUTE:
+            raise EstimatorError(f"framework.recompute must be one of {', '.join(RECOMPUTE)}, got {data['recompute']!r}")
         sms = data.get("moe_dispatcher_sms")
         if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms <= 0):
             raise EstimatorError(f"framework.moe_dispatcher_sms must be a whole number of SMs > 0 or null, got {sms!r}")

@@ -228,6 +228,9 @@ class Layout:
             if gb % (dp * mbs):
                 raise EstimatorError(f"parallelism.global_batch {gb} is not a multiple of dp x micro_batch_size = {dp * mbs}")
             m = gb // (dp * mbs)
+        if par.get("recompute", "none") is None:  # estimator.parallel.estimate fills it from framework.recompute first
+            raise EstimatorError("parallelism.recompute is null: the framework's default (framework.recompute) is filled in "
+                                 "by estimator.parallel.estimate; a layout built directly needs it stated")
         recompute = str(par.get("recompute", "none"))
         if recompute not in RECOMPUTE:
             raise EstimatorError(f"parallelism.recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
