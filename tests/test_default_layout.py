@@ -77,7 +77,7 @@ def test_a_stated_expert_degree_is_kept_by_the_search():
 
     cfg = estimator.resolve_config(["model=mixtral_8x7b", "system=dgx_h100", "fabric.nodes=64"])
     spec = TransformerSpec.from_cfg(cfg["model"])
-    base = Layout.from_cfg({**cfg["parallelism"], "tp": 1, "pp": 1}, spec, 64)
+    base = Layout.from_cfg({**cfg["parallelism"], "tp": 1, "pp": 1, "recompute": "selective"}, spec, 64)
     assert cfg["parallelism"]["ep"] is None and base.ep == 1  # unstated: 1 for a stated layout
     free = candidates(spec, base, 64, 8, 64, (1,))
     kept = candidates(spec, base, 64, 8, 64, (1,), {"ep": 4})

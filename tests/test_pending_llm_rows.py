@@ -344,7 +344,7 @@ def test_no_microbatch_group_lets_the_refused_llama3_row_fit():
         with pytest.raises(EstimatorError, match=r"needs (\d+\.\d) GB") as err:
             validate_hybrid(estimator.resolve_config([*base_overrides(row), f"parallelism.microbatch_group={n}"]))
         needs.append(float(re.search(r"needs (\d+\.\d) GB", str(err.value)).group(1)))
-    assert needs[0] == pytest.approx(82.2, abs=0.05) and needs[1] > needs[0]
+    assert needs[0] == pytest.approx(82.3, abs=0.05) and needs[1] > needs[0]
 
 
 def test_every_name_and_framework_a_row_uses_is_documented():
