@@ -223,15 +223,8 @@ def check(cfg: DictConfig, overrides: list[str]) -> int:
     (``kind: packetsim`` sweeps check their points when they run); nothing runs. Returns the
     number of grid points (what ``--check`` reports, not the one command line)."""
     _, _, plans, checked = _checked(cfg, overrides)
-    return sum(checked[n].grid.size if n in checked else _grid_size(s) for n, s in plans.items())
-
-
-def _grid_size(sweep: dict[str, Any]) -> int:
-    """Points of a grid not planned by ``plan`` (a packetsim sweep): the product of its axes."""
-    size = 1
-    for axis in grid._axes(sweep.get("grid") or {}, sweep.get("zip")):
-        size *= len(axis)
-    return size
+    return sum(checked[n].grid.size if n in checked else grid.grid_size(s.get("grid") or {}, s.get("zip"))
+               for n, s in plans.items())  # a packetsim sweep is not planned: its grid counted as is
 
 
 def run(cfg: DictConfig, overrides: list[str]) -> dict[str, Any]:

@@ -154,8 +154,8 @@ class Framework:
     moe_dispatcher: str
     moe_a2a_overlap: bool
     moe_shared_expert_overlap: bool
+    recompute: str
     moe_dispatcher_sms: int | None = None
-    recompute: str = "selective"  # parallelism.recompute when unset; a preset without the key keeps the old default
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
     zero3_max_live_params: float | None = None
@@ -168,7 +168,7 @@ class Framework:
         unknown = sorted(set(data) - known)
         if unknown:
             raise EstimatorError(f"framework: unknown key(s) {unknown}; known: {sorted(known)}")
-        missing = sorted(k for k in known - set(data) if k not in OPTIONAL and k != "recompute")
+        missing = sorted(k for k in known - set(data) if k not in OPTIONAL)
         if missing:
             raise EstimatorError(f"framework {data.get('name')!r}: missing key(s) {missing}")
         for f in fields(cls):
@@ -197,7 +197,7 @@ class Framework:
         if data["moe_dispatcher"] not in DISPATCHERS:
             raise EstimatorError(f"framework.moe_dispatcher must be one of {', '.join(DISPATCHERS)}, "
                                  f"got {data['moe_dispatcher']!r}")
-        if data.get("recompute", "selective") not in RECOMPUTE:
+        if data["recompute"] not in RECOMPUTE:
             raise EstimatorError(f"framework.recompute must be one of {', '.join(RECOMPUTE)}, got {data['recompute']!r}")
         sms = data.get("moe_dispatcher_sms")
         if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms <= 0):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -127,9 +128,7 @@ class Grid:
                  base_overrides: list[str] | None = None, used: dict[str, bool] | None = None) -> None:
         groups = config_mod.config_groups()
         self.axes = _axes(grid, zipped)
-        self.size = 1
-        for axis in self.axes:
-            self.size *= len(axis)
+        self.size = math.prod(len(axis) for axis in self.axes)
         self.keys = [k for axis in self.axes for k in axis[0]]
         self.settings_keys = [k for k in self.keys if k not in groups]  # set on the composed config
         base_groups = [o for o in (base_overrides or []) if o.partition("=")[0].lstrip("+~") in groups]
@@ -237,6 +236,11 @@ def with_settings(base: dict[str, Any], dotted: Iterable[tuple[str, Any]]) -> di
 
 def _first_value(axes: list[list[dict[str, Any]]], key: str) -> Any:
     return next(e[key] for axis in axes for e in axis if key in e)
+
+
+def grid_size(grid: dict[str, list[Any]], zipped: list[list[str]] | None = None) -> int:
+    """Points of a grid (the product of its axes, zipped keys one axis) without composing anything."""
+    return math.prod(len(axis) for axis in _axes(grid, zipped))
 
 
 def _axes(grid: dict[str, list[Any]], zipped: list[list[str]] | None) -> list[list[dict[str, Any]]]:
