@@ -113,8 +113,8 @@ STACK_KERNELS = (
     (r"^(internlm|tinyllama|fa2211|mpt0723)-", "xentropy"),
     (r"^olmocore-(olmo-7b|olmo-13b|llama-8b)|^(olmocore16|titan25|trainy)-", "triton_fused"),
     # NeMo AutoModel's MaskedCrossEntropy(fp32_upcast=False) on the bf16 logits (NVIDIA-NeMo/Automodel@89e3a9fd
-    # examples/benchmark/configs/{deepseek_v3,kimi_k2}_te_deepep.yaml)
-    (r"^fms240[23]-|^automodel2510-", "torch_bf16"),
+    # examples/benchmark/configs/{deepseek_v3,kimi_k2}_te_deepep.yaml; @8d9bfb90 qwen3_moe_30b_te_deepep.yaml)
+    (r"^fms240[23]-|^automodel2510-|^automodel-qwen3-", "torch_bf16"),
     # metaseq's OPT-175B: --criterion vocab_parallel_cross_entropy, Megatron's unfused fp32 vocabulary-parallel loss
     # (facebookresearch/metaseq@f7ffa5fd metaseq/launcher/opt_baselines.py), under framework=fsdp
     (r"^opt-", "megatron_fp32"),
@@ -147,7 +147,7 @@ def test_validation_rows_state_the_loss_kernel_of_their_stack():
     assert {stated_kernel(r) for r in calibration} == {"megatron_fused"}  # NeMo 24.09: cross_entropy_loss_fusion: true
 
 
-def test_last_stage_keeps_what_the_loss_kernel_saves():
+def test_last_stage_holds_the_loss_backward_peak():
     from estimator.parallel.layout import Layout
     from estimator.parallel.memory import stage_memory
     from estimator.parallel.spec import TransformerSpec
@@ -155,9 +155,15 @@ def test_last_stage_keeps_what_the_loss_kernel_saves():
     spec = TransformerSpec.from_cfg(estimator.resolve_config(["model=llama3_8b"])["model"])
     lay = Layout(2, 2, 2, 1, 1, 8, 1, True, "none")  # tp 2, pp 2
     cfg = dict(estimator.resolve_config(["parallelism=hybrid", "framework=megatron"])["framework"])
-    fp32, te = (Framework.from_cfg({**cfg, "loss_kernel": k}) for k in ("megatron_fp32", "te_fused"))
+    kernels = ("megatron_fp32", "te_fused", "torch_fp32", "torch_bf16", "triton_fused")
+    fws = [Framework.from_cfg({**cfg, "loss_kernel": k}) for k in kernels]
     logits = spec.seq_len * lay.micro_batch_size * spec.padded_vocab(2) / 2
-    last = [stage_memory(spec, lay, 1, framework=fw)["activations"] for fw in (fp32, te)]
-    assert last[0] - last[1] == pytest.approx((4 - 2) * logits)  # fp32 softmax against the 16-bit logits buffer
-    first = [stage_memory(spec, lay, 0, framework=fw)["activations"] for fw in (fp32, te)]
-    assert first[0] == first[1]  # the loss sits on the last stage only
+    last = [stage_memory(spec, lay, 1, framework=fw)["activations"] for fw in fws]
+    # fp32 softmax + the 16-bit gradient written beside it, against TE's 16-bit buffer overwritten in place
+    assert last[0] - last[1] == pytest.approx((4 + 2 - 2) * logits)
+    # torch's fp32 loss: its fp32 log-softmax, nll_loss backward's fp32 gradient and log_softmax backward's output
+    assert last[2] - last[1] == pytest.approx((3 * 4 - 2) * logits)
+    assert last[3] - last[1] == pytest.approx((3 * 2 - 2) * logits)  # the same three at 16 bits
+    assert last[4] - last[1] == pytest.approx((2 + 2 - 2) * logits)  # the logits kept and a new gradient
+    first = [stage_memory(spec, lay, 0, framework=fw)["activations"] for fw in fws]
+    assert len(set(first)) == 1  # the loss sits on the last stage only

@@ -34,7 +34,8 @@ vanishes when the logits are already fp32 (the fused kernels are priced at 4-byt
 are logical (each operand read once, each result written once, as the captured ops are priced). Not
 priced: the per-token reductions and the vocabulary-parallel all-reduces of ``tokens`` values,
 ``tokens x 4`` bytes against ``tokens x vocab / tp x`` the passes. What a kernel keeps for its backward
-(:func:`saved_bytes`) is the last stage's logit memory (:mod:`~estimator.parallel.memory`). ``metric_passes`` adds
+(:data:`SAVED`) and what its backward allocates beside it (:func:`peak_bytes`) are the last stage's logit
+memory (:mod:`~estimator.parallel.memory`). ``metric_passes`` adds
 forward-only ``torch_fp32`` cross-entropies over the same logits (training metrics computed on every
 microbatch, e.g. Composer's ``LanguageCrossEntropy`` and ``Perplexity``).
 """
@@ -94,6 +95,13 @@ LOSS_KERNELS: dict[str, dict[str, tuple[Pass, ...]]] = {
 # its bf16 log-softmax). docs/research/h41-loss-kernels.md, "Memory side-effects".
 SAVED = {"torch_fp32": "F", "torch_bf16": "L", "megatron_fp32": "F", "megatron_fused": "F", "te_fused": "L",
          "xentropy": "L", "triton_fused": "L"}
+# What the kernel's backward allocates per logit element while its saved buffer still lives (the op sequences of LOSS_KERNELS): torch's loss allocates nll_loss
+# backward's zeroed gradient, then log_softmax backward's output beside it and the saved log-softmax; Megatron's
+# kernels scale the fp32 softmax in place and write the 16-bit gradient (the cast back) beside it; Transformer
+# Engine's writes the gradient in place (nothing new); flash-attn's / Apex's xentropy and flash-attn 2's Triton loss
+# write a new 16-bit gradient (their ``inplace_backward`` defaults to False: flash_attn/losses/cross_entropy.py).
+BACKWARD_NEW = {"torch_fp32": "FF", "torch_bf16": "LL", "megatron_fp32": "L", "megatron_fused": "L", "te_fused": "",
+                "xentropy": "L", "triton_fused": "L"}
 WIDTH = {"F": 4}
 
 
@@ -109,9 +117,11 @@ def pass_bytes(kernel: str, phase: str, width: int) -> float:
                      for p in LOSS_KERNELS[kernel][phase] if not (p.cast and width == size["F"])))
 
 
-def saved_bytes(kernel: str, width: int = 2) -> int:
-    """Bytes per logit element ``kernel`` keeps for its backward (:data:`SAVED`) at logit ``width``."""
-    return {**WIDTH, "L": width}[SAVED[kernel]]
+def peak_bytes(kernel: str, width: int = 2) -> int:
+    """Bytes per logit element live at ``kernel``'s backward peak at logit ``width``: what it keeps for its backward
+    (:data:`SAVED`) plus the gradients its backward allocates beside it (:data:`BACKWARD_NEW`)."""
+    size = {**WIDTH, "L": width}
+    return sum(size[w] for w in SAVED[kernel] + BACKWARD_NEW[kernel])
 
 
 def logit_elements(spec: TransformerSpec, layout: Layout) -> float:

@@ -111,11 +111,14 @@
   holds more; ``N`` cannot go below ``pp``. With equal chunks that is ``min(m v, 2(pp - i - 1) + (v - 1) pp +
   1)`` chunks of ``layers / (pp v)`` layers (for stage 0, Korthikanti et al. Sec. 4.2.3's ``pp (1 +
   (pp - 1)/(pp v))`` microbatches of ``layers / pp`` layers); a chunk without layers (Llama 3's
-  embedding-only and head-only chunks) holds none. The last stage also holds what the loss kernel
-  keeps of one microbatch's logits for its backward (``k (s/cp) b V / t``: ``k`` = 4 for the fp32 softmax
-  of Megatron's and torch's fp32 losses, 2 for the 16-bit logits the fused kernels keep;
-  :func:`~estimator.parallel.loss.saved_bytes`); other embedding-side activations and temporary buffers
-  are not counted.
+  embedding-only and head-only chunks) holds none. The last stage also holds one microbatch's logits
+  at the loss backward's peak, with all its in-flight activations still live (``k (s/cp) b V / t``:
+  :func:`~estimator.parallel.loss.peak_bytes`, what the loss kernel keeps for its backward plus the
+  gradients its backward allocates beside it: ``k`` = 12 for torch's fp32 loss (its fp32 log-softmax,
+  nll_loss backward's fp32 gradient and log_softmax backward's output), 6 for torch's 16-bit loss and for
+  Megatron's losses (the fp32 softmax and the 16-bit gradient), 4 for the flash-attn / Apex kernels (the
+  16-bit logits and a new gradient), 2 for Transformer Engine's (in place)); other embedding-side
+  activations and temporary buffers are not counted.
 """
 
 from __future__ import annotations
@@ -123,7 +126,7 @@ from __future__ import annotations
 from estimator.errors import EstimatorError
 from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout, layer_kinds, schedule_chunks
-from estimator.parallel.loss import logit_elements, saved_bytes
+from estimator.parallel.loss import logit_elements, peak_bytes
 from estimator.parallel.sac import saved_bytes_per_token
 from estimator.parallel.spec import TransformerSpec
 
@@ -329,8 +332,8 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     # the stage's mix of layer kinds (exact without interleaving, where every layer is held alike)
     per_layer = kinds[0][1] if len(kinds) == 1 else sum(n * b for n, b in kinds) / max(1, sum(n for n, _ in kinds))
     acts = layers_in_flight(layout, stage, spec.layers) * per_layer
-    if stage == layout.pp - 1:  # the loss's logits; multi-token prediction's layer and logits, one microbatch each
-        acts += (1 + spec.mtp) * saved_bytes(fw.loss_kernel) * logit_elements(spec, layout) + spec.mtp * kinds[-1][1]
+    if stage == layout.pp - 1:  # the loss's logits at its backward peak; multi-token prediction's layer and logits
+        acts += (1 + spec.mtp) * peak_bytes(fw.loss_kernel) * logit_elements(spec, layout) + spec.mtp * kinds[-1][1]
     return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": acts,
             "total": weights + grads + optim + acts}
 
