@@ -47,7 +47,7 @@ RANGES: dict[str, tuple[float, bool]] = {
 COUNTS: dict[str, str] = {
     "batch_size": "batch", "capture.batch": "capture_batch", "fabric.nodes": "devices", "compare.nodes": "devices",
     "allocation.gpus": "devices", "group_size": "devices", "ray.batch_size": "sweep_points",
-    "ray.num_cpus": "sweep_points",
+    "ray.num_cpus": "sweep_points", "allocation.requests": "alloc_requests",
 }
 
 

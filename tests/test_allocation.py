@@ -1,5 +1,8 @@
 """Multi-tenant allocation: Lumorph (any size) vs fixed-shape slicing (seed 000, Sec. 3)."""
 
+import subprocess
+import sys
+
 import pytest
 
 from estimator.allocation import (
@@ -102,3 +105,13 @@ def test_allocate_command_prints_one_row_per_policy(capsys):
     assert out[1].split()[4] == "0"  # Lumorph: no fragmented rejections
     with pytest.raises(EstimatorError, match="unknown parameter"):
         run(["allocate", "allocation.nope=1"])
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "2000000"])
+def test_a_request_count_outside_its_range_is_one_line_exit_2(value):
+    """``allocation.requests=0`` printed an all-zero table (exit 0); a count outside 1..limits.alloc_requests is refused."""
+    out = subprocess.run([sys.executable, "-m", "estimator.cli", "allocate", f"allocation.requests={value}",
+                          "allocation.gpus=64"], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "allocation.requests" in out.stderr
+    assert "1..1000000" in out.stderr or "exceeds the limit of 1000000" in out.stderr

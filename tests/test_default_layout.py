@@ -33,7 +33,7 @@ def test_placement_rule():
 
 def test_unstated_layout_is_searched_and_beats_the_old_tp8_default():
     searched = run("fabric.nodes=8")
-    assert searched["placement"] == "auto" and searched["searched"] == "tp, pp" and searched["layouts_evaluated"] > 1
+    assert searched["placement"] == "auto" and searched["searched"] == "tp, pp, recompute" and searched["layouts_evaluated"] > 1
     assert searched["micro_batch_size"] == 1  # the micro-batch is as given (default 1), not searched
     tp8 = run("fabric.nodes=8", "parallelism.tp=8")  # the default before: TP 8 over the node
     assert tp8["placement"] == "fixed" and tp8["layout"].startswith("tp8 pp1 dp1")
@@ -47,7 +47,7 @@ def test_one_stated_degree_keeps_the_other_at_one():
 
 def test_explicit_auto_keeps_a_stated_degree():
     m = run("fabric.nodes=16", "parallelism.placement=auto", "parallelism.tp=4")
-    assert m["tp"] == 4 and m["searched"] == "pp, micro_batch_size"
+    assert m["tp"] == 4 and m["searched"] == "pp, micro_batch_size, recompute"
 
 
 def test_nothing_fits_is_one_line_exit_2():

@@ -57,7 +57,9 @@ def _setup(cfg: dict[str, Any]):
     fp32 = _bool_or_null(par, "fp32_grads")
     if fp32 is not None:  # the published run's own choice (e.g. Llama 3: FP32 gradient reduce-scatter)
         framework = replace(framework, fp32_grads_with_bf16=fp32)
-    if par.get("recompute") is None:  # unset: the framework's own default (conf/framework/*.yaml)
+    # unset: the framework's own default (conf/framework/*.yaml); a layout search tries selective and full after it
+    rc_stated = par.get("recompute") is not None or par.get("recompute_modules") is not None
+    if not rc_stated:
         par["recompute"] = framework.recompute
     placement, searched, mbs_options = _placement(par)
     if placement == "auto":  # tp/pp/dp/microbatches are searched: start from a valid layout of the GPU count
@@ -84,7 +86,9 @@ def _setup(cfg: dict[str, Any]):
     interference = par.get("comm_interference", 0.0)
     if isinstance(interference, bool) or not isinstance(interference, int | float) or not 0 <= interference < 1:
         raise EstimatorError(f"parallelism.comm_interference must be a fraction in [0, 1), got {interference!r}")
-    search_in = {"searched": searched, "mbs_options": mbs_options,
+    recomputes = None if rc_stated else tuple(dict.fromkeys((framework.recompute, "selective", "full")))
+    search_in = {"searched": searched + (("recompute",) if recomputes else ()), "mbs_options": mbs_options,
+                 "recomputes": recomputes,
                  "fixed": {k: _int_or_null(par, k) for k in ("tp", "pp", "dp", "ep", "etp") if k not in searched}}
     return spec, fabric, device, precision, layout, (placement, search_in), capacity, overlap, framework, float(interference)
 
@@ -161,7 +165,8 @@ def estimate_hybrid(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str,
     algorithm = str(cfg.get("algorithm") or "default")
     if placement == "auto":
         metrics, colls, n = search(spec, layout, layout.microbatches, fabric, device, precision, algorithm, capacity,
-                                   overlap, framework, interference, search_in["mbs_options"], search_in["fixed"])
+                                   overlap, framework, interference, search_in["mbs_options"], search_in["fixed"],
+                                   search_in["recomputes"])
         metrics["layouts_evaluated"] = n
         metrics["searched"] = ", ".join(search_in["searched"])
     else:

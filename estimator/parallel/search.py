@@ -9,9 +9,16 @@ expert-parallel degree ep (powers of two dividing cp x dp and the expert count; 
 Megatron-core's MoE layer (``model.fused_kernels=te``) with tp > 1 and sequence parallelism, whole
 experts (``etp`` 1) with ep folded over the TP ranks too (dividing tp x cp x dp); with tp > 1 also
 sequence parallelism on (Megatron-LM's --sequence-parallel: the same communication volume as TP's
-all-reduces, layer-norm and dropout activations split tp ways) when it is configured off. The global
-batch, ZeRO stage, recompute and cp stay as configured. A layout is skipped when the global batch
-does not split into whole microbatches or it does not fit the device memory.
+all-reduces, layer-norm and dropout activations split tp ways) when it is configured off; with
+``parallelism.recompute`` unstated, the activation recompute: the framework's default, then ``selective``,
+then ``full`` (``recomputes``). The global batch, ZeRO stage and cp stay as configured, and a stated recompute
+too. A layout is skipped when the global batch does not split into whole microbatches or it does not fit the
+device memory.
+
+Assumed: on one tp / pp / dp / micro-batch layout a later recompute mode in that list is never faster (it only
+adds forward work to the backward: :func:`~estimator.parallel.step.recompute_cost`), so each layout takes the first
+mode that fits and is refused by no check, and the other modes' step times are not computed
+(tests/test_search_recompute.py checks the order on sample layouts).
 """
 
 from __future__ import annotations
@@ -78,36 +85,51 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
     return out
 
 
+def _first_fit(spec: TransformerSpec, shape: Layout, modes: tuple[str, ...], capacity: float | None, framework: Framework,
+               precision: str, refusals: list[EstimatorError]) -> Layout | None:
+    """``shape`` with the first of the recompute ``modes`` that Megatron-core's checks allow and that fits memory
+    (None: none does); each refusal is appended to ``refusals``."""
+    for mode in modes:
+        layout = shape if mode == shape.recompute else replace(shape, recompute=mode, recompute_modules=None)
+        try:
+            moe_comm.check(framework, spec, layout, precision)  # a layout Megatron-core refuses with these settings
+        except EstimatorError as refused:
+            refusals.append(refused)
+            continue
+        if not capacity or memory(spec, layout, framework.grad_bytes(precision), framework, precision == "fp8")["total"] <= capacity:
+            return layout
+    return None
+
+
 def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, device: DeviceProfile, precision: str, algorithm: str,
            capacity: float | None, dp_overlap: bool | None, framework: Framework, interference: float = 0.0,
-           mbs_options=(1, 2, 4), fixed: dict[str, int | None] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+           mbs_options=(1, 2, 4), fixed: dict[str, int | None] | None = None,
+           recomputes: tuple[str, ...] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
     """(metrics, collectives, layouts evaluated) of the fastest layout that fits; ``fixed`` ({"tp": 8, ...}) keeps
-    the stated degrees (None = searched)."""
+    the stated degrees (None = searched); ``recomputes`` the recompute modes to try on each layout, least work first
+    (None = ``base``'s recompute alone)."""
     gpus = base.gpus
     max_tp = getattr(fabric.config, "gpus_per_node", 8) or 8
     keep = {k: v for k, v in (fixed or {}).items() if v is not None}
     best = None
     evaluated = 0
     refusals: list[EstimatorError] = []
+    modes = recomputes or (base.recompute,)
     todo = candidates(spec, base, gpus, max_tp, global_batch, mbs_options, keep)
     # a bar on a terminal only (tqdm's disable=None): the search of a large MoE model takes a minute
-    for layout in tqdm(todo, desc="layouts", unit="layout", file=sys.stderr, disable=None, leave=False, mininterval=0.5):
-        try:
-            moe_comm.check(framework, spec, layout, precision)  # a layout Megatron-core refuses with these settings
-        except EstimatorError as refused:
-            refusals.append(refused)
-            continue
-        if capacity and memory(spec, layout, framework.grad_bytes(precision), framework, precision == "fp8")["total"] > capacity:
+    for shape in tqdm(todo, desc="layouts", unit="layout", file=sys.stderr, disable=None, leave=False, mininterval=0.5):
+        layout = _first_fit(spec, shape, modes, capacity, framework, precision, refusals)
+        if layout is None:
             continue
         metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap, framework, interference)
         evaluated += 1
         if best is None or metrics["iter_time_s"] < best[0]["iter_time_s"]:
             best = (metrics, colls)
-    if best is None and todo and len(refusals) == len(todo):  # every layout refused: say why, not "nothing fits"
+    if best is None and todo and len(refusals) == len(todo) * len(modes):  # every layout refused: say why, not "nothing fits"
         raise refusals[0]
     if best is None:
         stated = "".join(f", {k}={v}" for k, v in keep.items())
         raise EstimatorError(f"parallelism.placement=auto: no layout of {spec.name} on {gpus} GPUs{stated} fits "
-                             f"{(capacity or 0) / 1e9:.1f} GB per GPU with global_batch {global_batch} and micro-batch "
-                             f"{'/'.join(map(str, mbs_options))}")
+                             f"{(capacity or 0) / 1e9:.1f} GB per GPU with global_batch {global_batch}, micro-batch "
+                             f"{'/'.join(map(str, mbs_options))} and recompute {'/'.join(modes)}")
     return best[0], best[1], evaluated
