@@ -74,12 +74,13 @@ def test_unknown_tp_overlap_scope_is_a_one_line_error():
     assert "framework.tp_overlap_scope must be one of layer, gemm" in proc.stderr
 
 
-def zero3_step(interference):
+def zero3_step(interference=None, *overrides, system="dgx_h100", n=64):
+    """FSDP ZeRO-3 on n GPUs; ``interference`` None = the preset's default (the device's SM share)."""
     return estimate(estimator.resolve_config([
-        "model=llama3_8b", "parallelism=hybrid", "system=dgx_h100", "fabric.nodes=64", "precision=bf16",
-        "parallelism.tp=1", "parallelism.pp=1", "parallelism.micro_batch_size=1", "parallelism.global_batch=64",
+        "model=llama3_8b", "parallelism=hybrid", f"system={system}", f"fabric.nodes={n}", "precision=bf16",
+        "parallelism.tp=1", "parallelism.pp=1", "parallelism.micro_batch_size=1", f"parallelism.global_batch={n}",
         "parallelism.zero=3", "parallelism.recompute=none", "framework=fsdp", "model.fused_kernels=te",
-        f"parallelism.comm_interference={interference}"])).metrics
+        *([] if interference is None else [f"parallelism.comm_interference={interference}"]), *overrides])).metrics
 
 
 def test_interference_charges_the_overlapped_zero3_traffic():
@@ -93,6 +94,39 @@ def test_interference_charges_the_overlapped_zero3_traffic():
     assert free["interference_s"] == 0
     assert charged["interference_s"] == pytest.approx(charged["iter_time_s"] - free["iter_time_s"], rel=1e-6)
     assert charged["interference_s"] <= charged["exposed_comm_time_s"]
+
+
+@pytest.mark.parametrize("system", ["dgx_h100", "dgx_a100"])
+def test_default_interference_is_the_devices_nccl_sm_share(system):
+    """Unstated, the charge is the SMs an NCCL collective holds over the device's (conf/device/*.yaml)."""
+    device = estimator.resolve_config([f"system={system}"])["device"]
+    share = device["collective_sms"] / device["sm_count"]
+    assert 0.1 < share < 0.25  # 16 / 108 (A100), 24 / 132 (H100): not the former flat 0.15, not 0
+    default, stated, free = zero3_step(None, system=system), zero3_step(share, system=system), zero3_step(0, system=system)
+    assert default["interference_s"] > 0
+    assert default["iter_time_s"] == stated["iter_time_s"]
+    # an explicit 0 is the step without the charge, exactly
+    assert free["interference_s"] == 0
+    assert free["iter_time_s"] == pytest.approx(default["iter_time_s"] - default["interference_s"], rel=1e-9)
+
+
+def test_device_stating_no_collective_sms_charges_nothing():
+    unstated, free = zero3_step(None, "device.collective_sms=null"), zero3_step(0)
+    assert unstated["interference_s"] == 0 and unstated["iter_time_s"] == free["iter_time_s"]
+
+
+def test_no_overlapped_collective_no_interference():
+    """One GPU (tp 1, dp 1): no data-parallel or ZeRO traffic to overlap, so the default charges nothing."""
+    alone = zero3_step(None, "parallelism.device_memory_bytes=200e9", n=1)  # room for 8B's unsharded state
+    assert alone["interference_s"] == 0 and alone["exposed_comm_time_s"] == 0
+
+
+def test_bad_collective_sms_is_a_one_line_error():
+    out = subprocess.run([sys.executable, "-m", "estimator.cli", "estimate", "model=llama3_8b", "parallelism=hybrid",
+                          "system=dgx_h100", "fabric.nodes=8", "parallelism.tp=1", "device.collective_sms=132"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "device.collective_sms" in out.stderr
 
 
 def test_bad_interference_is_a_one_line_error():

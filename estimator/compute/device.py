@@ -147,6 +147,7 @@ class DeviceProfile:
     op_overhead_s: float = 0.0  # added to every compute op (kept for hand-made profiles)
     memory_bytes: float | None = None  # device memory (HBM) capacity; parallelism=hybrid checks layouts against it
     sm_count: int | None = None  # streaming multiprocessors (datasheet); what a kernel that holds some of them leaves
+    collective_sms: int | None = None  # SMs an NCCL data-parallel collective holds (one CTA per channel, cited per device)
     matmul_shape: Mapping | tuple | None = None  # GEMM efficiency by shape per precision (estimator.compute.gemm_shape)
 
     def __post_init__(self) -> None:
@@ -160,6 +161,11 @@ class DeviceProfile:
         if self.sm_count is not None and (isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int)
                                           or self.sm_count <= 0):
             raise EstimatorError(f"device.sm_count ({self.name}) must be a whole number > 0, got {self.sm_count!r}")
+        if self.collective_sms is not None and (isinstance(self.collective_sms, bool)
+                                                or not isinstance(self.collective_sms, int) or self.collective_sms <= 0
+                                                or not self.sm_count or self.collective_sms >= self.sm_count):
+            raise EstimatorError(f"device.collective_sms ({self.name}) must be a whole number of SMs in [1, sm_count), "
+                                 f"got {self.collective_sms!r} of sm_count {self.sm_count!r}")
         object.__setattr__(self, "matmul_shape", gemm_shape.parse(self.matmul_shape, self.name, PRECISION_KEYS))
         if self.matmul_shape and not self.sm_count:
             raise EstimatorError(f"device.matmul_shape ({self.name}) needs device.sm_count (its waves are counted in SMs)")

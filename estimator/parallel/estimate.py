@@ -83,7 +83,9 @@ def _setup(cfg: dict[str, Any]):
         moe_comm.check_model(framework, spec, precision)
     capacity = device_memory(device.memory_bytes, par.get("device_memory_bytes"))
     overlap = _bool_or_null(par, "dp_overlap")
-    interference = par.get("comm_interference", 0.0)
+    interference = par.get("comm_interference")
+    if interference is None:  # the device's share: SMs an NCCL collective holds over the SMs it has (else none)
+        interference = device.collective_sms / device.sm_count if device.collective_sms else 0.0
     if isinstance(interference, bool) or not isinstance(interference, int | float) or not 0 <= interference < 1:
         raise EstimatorError(f"parallelism.comm_interference must be a fraction in [0, 1), got {interference!r}")
     recomputes = None if rc_stated else tuple(dict.fromkeys((framework.recompute, "selective", "full")))
