@@ -46,7 +46,10 @@ def test_fsdp_async_tp_hides_each_collective_behind_its_own_gemms():
     """Inductor's micro-pipeline pass pairs a collective with the GEMMs that read or produce it
     (framework.tp_overlap_scope=gemm): wq/wk/wv are short next to the MLP's GEMMs, so the attention's
     all-gather and wo's reduce-scatter stay partly exposed where the pooled (userbuffers) model hides them."""
-    fsdp = ("framework=fsdp", "framework.tp_comm_overlap=true", "framework.tp_overlap_grad_reduce_scatter=true")
+    # 96 GB (H100 NVL-class memory): at 80 GB this no-recompute layout misses by 0.3 GB once torch's fp32 loss holds
+    # its backward's gradients; the point here is the overlap, not the fit
+    fsdp = ("framework=fsdp", "framework.tp_comm_overlap=true", "framework.tp_overlap_grad_reduce_scatter=true",
+            "parallelism.device_memory_bytes=96e9")
     pooled = run(*fsdp, "framework.tp_overlap_scope=layer", "parallelism.recompute=none").metrics
     matched = run(*fsdp, "parallelism.recompute=none").metrics
     assert matched["iter_time_s"] > pooled["iter_time_s"]
