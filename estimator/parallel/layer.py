@@ -123,7 +123,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from estimator.errors import EstimatorError
-from estimator.parallel.spec import TransformerSpec
+from estimator.parallel.spec import FLASH, TransformerSpec
 from estimator.workloads.capture_cache import disk_cached
 from estimator.workloads.graph import Node, Workload
 
@@ -131,7 +131,6 @@ FP8_RECIPES = ("te", "torchao", "torchao_fsdp_fp8")  # whose casts surround an F
 TE_SCALINGS = ("delayed", "tensorwise", "blockwise", "mxfp8")  # TE's scaling recipe (framework.fp8_recipe)
 TE_MODES = ("te", "te_tensorwise", "te_blockwise")  # TE's casts by recipe: delayed ("te"), current, blockwise
 FP8_MODES = (*FP8_RECIPES, *TE_MODES[1:])  # the capture's ``fp8`` argument
-FLASH = ("te", "sdpa")  # model.fused_kernels whose attention core is the fused flash kernel (te_kernels.flash_attention)
 
 
 def _dtype(spec: TransformerSpec):

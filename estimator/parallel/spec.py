@@ -84,6 +84,7 @@ from estimator.errors import EstimatorError
 
 FAMILIES = ("gpt", "llama", "nemotron")
 FUSED_KERNELS = ("none", "megatron", "te", "sdpa")  # model.fused_kernels (estimator/parallel/layer.py)
+FLASH = ("te", "sdpa")  # the model.fused_kernels whose attention core is one fused flash kernel (te_kernels.flash_attention)
 POSITIONS = ("learned", "rope", "none")  # model.position_embedding
 # family -> (position embedding, dropout) as published (module docstring)
 FAMILY_DEFAULTS = {"gpt": ("learned", 0.1), "llama": ("rope", 0.0), "nemotron": ("rope", 0.0)}
