@@ -78,6 +78,29 @@ What is captured and how:
   (``fp8=True``) every Linear's input and output gradient pass through TE's cast-transpose kernel;
   the QKV and fc1 inputs are cast right after their norm, on the rank's own tokens before the
   sequence-parallel gather (TE's LayerNormLinear gathers FP8).
+* ``sdpa`` captures the eager PyTorch layer that FSDP / Hugging Face / torchtitan (without compile) / llm-foundry
+  users run, whose attention core is one fused call (``F.scaled_dot_product_attention``'s flash or cuDNN backend,
+  or flash-attn): the ``none`` layer's norms, MLP and residuals as aten ops, and ``te``'s flash attention op
+  (``te::flash_attention``, priced by ``framework.attention_kernel`` as for ``te``; GQA native as SDPA's
+  ``enable_gqa`` / flash-attn: torchtitan@b5bcd76 torchtitan/models/common/attention.py l.380-418). Captured at the
+  real dtypes of FSDP mixed precision (``param_dtype=bf16``, no autocast): bf16 weights and activations, fp32 where
+  the code casts up, every kernel's bytes stated in the capture's fp32 units (``capture.real_dtypes``). Llama: the
+  hand-written RMSNorm, eight kernels (``x.float()``, pow, mean, + eps, rsqrt, mul, cast back, times the weight:
+  torchtitan@c22d1a8d176de2244b6631741441e0aac7987023 torchtitan/models/norms.py l.87-92; transformers'
+  ``LlamaRMSNorm``); separate wq / wk / wv GEMMs (llama/model.py l.179); RoPE as torchtitan's
+  ``apply_rotary_emb`` (l.76-102; at b5bcd76 torchtitan/models/common/rope.py l.254-264): per q and k an fp32
+  copy, one complex multiply by the cached ``freqs_cis``, the cast back; the MLP ``w2(silu(w1 x) * w3 x)``
+  (llama/model.py l.240; common/feed_forward.py l.53-54 at b5bcd76): three GEMMs, silu, mul; residual adds as
+  their own kernels. GPT: ``nn.LayerNorm`` as one kernel in bf16 (llm-foundry's ``LPLayerNorm``,
+  mosaicml/llm-foundry@8c8dd48f72168c5d51e2f7b151595892a8fba43d llmfoundry/models/layers/norm.py l.35-68, runs
+  it in the 16-bit dtype even under autocast, where ``layer_norm`` would run in fp32: PyTorch amp docs, "CUDA
+  ops that can autocast to float32"), the fused QKV and the other Linears with their bias in the GEMM, GeLU as
+  one kernel, residual dropout (``p`` > 0) and add as separate kernels (no bias-dropout-add fusion:
+  llmfoundry/models/layers/blocks.py l.200-226). Dense llama and gpt families only, no context parallelism (no
+  ring attention in these stacks), 16-bit precisions only (the flash kernels take fp16 / bf16); tensor and
+  sequence parallelism as ``none``. Not modelled: the recent ``nn.RMSNorm`` (torchtitan at b5bcd76,
+  torchtitan/models/common/nn_modules.py l.134), which newer PyTorch may run as one fused kernel
+  (``aten::_fused_rms_norm``); older torchtitan / HF ``repeat_kv`` (a K / V copy per query group before SDPA).
 * Multi-head latent attention (``spec.mla``, ``te`` only; Megatron-core's ``MLASelfAttention``,
   NVIDIA/Megatron-LM@003b4ce2615f4e501ecbc39e01e0f76d237a35d9 megatron/core/transformer/multi_latent_attention.py):
   the input RMSNorm on the rank's own tokens (not fused with a Linear), the replicated query and key/value
