@@ -154,7 +154,7 @@ def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float) -> str:
     hint += "parallelism.placement=auto searches the tp/pp/dp layouts that fit"
     if spec.fused not in FLASH and spec.family in ("gpt", "llama", "nemotron") and layout.recompute != "full":
         hint += (f"; model.fused_kernels={spec.fused} keeps the s x s attention scores, "
-                 "model.fused_kernels=te (or sdpa) is flash attention, as Megatron-core / NeMo (or FSDP) run today")
+                 "model.fused_kernels=te is flash attention, as Megatron-core / NeMo run today (sdpa: in an eager layer)")
     return hint + ")"
 
 
