@@ -33,7 +33,9 @@ What is measured and how (each choice is an assumption the estimates inherit):
     (written), an in-place op's self counted once read and once written;
   - ops registered in ``estimator.compute.megatron_kernels.BYTE_RULES`` (the fused CUDA kernels of
     Megatron-LM) or ``estimator.compute.te_kernels.BYTE_RULES`` / ``te_moe_kernels.BYTE_RULES``
-    (Megatron-core / Transformer Engine), used by the decoder-layer capture, use the rule cited there.
+    (Megatron-core / Transformer Engine), used by the decoder-layer capture, use the rule cited there;
+  - a capture at its real dtypes (:func:`real_dtypes`: the eager ``sdpa`` decoder layer, bf16 with fp32 casts)
+    states every aten kernel's bytes at twice the real bytes, the fp32 capture's units.
 * Kernels that are one fused kernel on CUDA but decompose on the CPU are dispatched as on CUDA
   (:func:`cuda_dispatch`, active in every pass). ``F.dropout`` / ``torch.dropout`` in training
   with ``0 < p < 1`` runs ``aten::native_dropout``: ATen's ``dropout`` calls ``native_dropout``
