@@ -99,8 +99,8 @@ AMAX_BYTES = 4  # current scaling's fp32 amax per tensor (real bytes)
 BLOCK, BLOCK_SCALE_BYTES = 128, 4  # blockwise FP8: one fp32 scale per 1x128 block (TE Float8BlockScaling, docstring)
 
 
-def _nbytes(t: Tensor) -> int:
-    return t.numel() * t.element_size()
+def _nbytes(t: Tensor) -> int:  # capture units: a 16-bit tensor (the sdpa layer's real-dtype capture) as its fp32 copy
+    return t.numel() * (4 if t.dtype in (torch.bfloat16, torch.float16) else t.element_size())
 
 
 def _vjp(fn, grad: Tensor, *inputs: Tensor) -> tuple[Tensor, ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from estimator.compute.device import DeviceProfile
+from estimator.compute.device import PRECISIONS, DeviceProfile
 from estimator.errors import EstimatorError
 from estimator.fabrics.registry import shared_fabric
 from estimator.parallel import moe_comm
@@ -20,7 +20,7 @@ from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout
 from estimator.parallel.memory import device_memory, memory
 from estimator.parallel.search import search
-from estimator.parallel.spec import TransformerSpec
+from estimator.parallel.spec import FLASH, TransformerSpec
 from estimator.parallel.step import step_time
 
 HYBRID_KEYS = {"strategy", "tp", "cp", "pp", "dp", "ep", "micro_batch_size", "microbatches", "global_batch", "zero",
@@ -50,6 +50,9 @@ def _setup(cfg: dict[str, Any]):
     if precision == "fp8" and spec.fused != "te":  # FP8 training runs through Transformer Engine's layers only
         raise EstimatorError(f"precision=fp8 needs the Transformer Engine layer: model {spec.name!r} uses "
                              f"model.fused_kernels={spec.fused}; add model.fused_kernels=te")
+    if spec.fused == "sdpa" and PRECISIONS[precision][1] == 1.0:  # the SDPA flash backend / flash-attn: fp16 and bf16 only
+        raise EstimatorError(f"model.fused_kernels=sdpa: flash attention runs in 16 bits only; precision={precision} "
+                             "needs model.fused_kernels=none (or precision=bf16)")
     framework.fp8(precision, device.name)  # refuses fp8_recipe=mxfp8 (Blackwell-only) on the devices modelled
     if precision == "fp8" and framework.fp8_kernels != "te" and spec.experts:  # layer.py refuses it too
         raise EstimatorError(f"framework.fp8_kernels={framework.fp8_kernels}: {spec.name} is a MoE model and torchao's float8 MoE path "
@@ -155,9 +158,9 @@ def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float) -> str:
         if total <= capacity:
             hint += f"it fits with {setting}: {total / 1e9:.1f} GB; "
     hint += "parallelism.placement=auto searches the tp/pp/dp layouts that fit"
-    if spec.fused != "te" and spec.family in ("gpt", "llama", "nemotron") and layout.recompute != "full":
+    if spec.fused not in FLASH and spec.family in ("gpt", "llama", "nemotron") and layout.recompute != "full":
         hint += (f"; model.fused_kernels={spec.fused} keeps the s x s attention scores, "
-                 "model.fused_kernels=te is flash attention, as Megatron-core / NeMo run today")
+                 "model.fused_kernels=te is flash attention, as Megatron-core / NeMo run today (sdpa: in an eager layer)")
     return hint + ")"
 
 

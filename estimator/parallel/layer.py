@@ -78,6 +78,29 @@ What is captured and how:
   (``fp8=True``) every Linear's input and output gradient pass through TE's cast-transpose kernel;
   the QKV and fc1 inputs are cast right after their norm, on the rank's own tokens before the
   sequence-parallel gather (TE's LayerNormLinear gathers FP8).
+* ``sdpa`` captures the eager PyTorch layer that FSDP / Hugging Face / torchtitan (without compile) / llm-foundry
+  users run, whose attention core is one fused call (``F.scaled_dot_product_attention``'s flash or cuDNN backend,
+  or flash-attn): the ``none`` layer's norms, MLP and residuals as aten ops, and ``te``'s flash attention op
+  (``te::flash_attention``, priced by ``framework.attention_kernel`` as for ``te``; GQA native as SDPA's
+  ``enable_gqa`` / flash-attn: torchtitan@b5bcd76 torchtitan/models/common/attention.py l.380-418). Captured at the
+  real dtypes of FSDP mixed precision (``param_dtype=bf16``, no autocast): bf16 weights and activations, fp32 where
+  the code casts up, every kernel's bytes stated in the capture's fp32 units (``capture.real_dtypes``). Llama: the
+  hand-written RMSNorm, eight kernels (``x.float()``, pow, mean, + eps, rsqrt, mul, cast back, times the weight:
+  torchtitan@c22d1a8d176de2244b6631741441e0aac7987023 torchtitan/models/norms.py l.87-92; transformers'
+  ``LlamaRMSNorm``); separate wq / wk / wv GEMMs (llama/model.py l.179); RoPE as torchtitan's
+  ``apply_rotary_emb`` (l.76-102; at b5bcd76 torchtitan/models/common/rope.py l.254-264): per q and k an fp32
+  copy, one complex multiply by the cached ``freqs_cis``, the cast back; the MLP ``w2(silu(w1 x) * w3 x)``
+  (llama/model.py l.240; common/feed_forward.py l.53-54 at b5bcd76): three GEMMs, silu, mul; residual adds as
+  their own kernels. GPT: ``nn.LayerNorm`` as one kernel in bf16 (llm-foundry's ``LPLayerNorm``,
+  mosaicml/llm-foundry@8c8dd48f72168c5d51e2f7b151595892a8fba43d llmfoundry/models/layers/norm.py l.35-68, runs
+  it in the 16-bit dtype even under autocast, where ``layer_norm`` would run in fp32: PyTorch amp docs, "CUDA
+  ops that can autocast to float32"), the fused QKV and the other Linears with their bias in the GEMM, GeLU as
+  one kernel, residual dropout (``p`` > 0) and add as separate kernels (no bias-dropout-add fusion:
+  llmfoundry/models/layers/blocks.py l.200-226). Dense llama and gpt families only, no context parallelism (no
+  ring attention in these stacks), 16-bit precisions only (the flash kernels take fp16 / bf16); tensor and
+  sequence parallelism as ``none``. Not modelled: the recent ``nn.RMSNorm`` (torchtitan at b5bcd76,
+  torchtitan/models/common/nn_modules.py l.134), which newer PyTorch may run as one fused kernel
+  (``aten::_fused_rms_norm``); older torchtitan / HF ``repeat_kv`` (a K / V copy per query group before SDPA).
 * Multi-head latent attention (``spec.mla``, ``te`` only; Megatron-core's ``MLASelfAttention``,
   NVIDIA/Megatron-LM@003b4ce2615f4e501ecbc39e01e0f76d237a35d9 megatron/core/transformer/multi_latent_attention.py):
   the input RMSNorm on the rank's own tokens (not fused with a Linear), the replicated query and key/value
@@ -123,7 +146,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from estimator.errors import EstimatorError
-from estimator.parallel.spec import TransformerSpec
+from estimator.parallel.spec import FLASH, TransformerSpec
 from estimator.workloads.capture_cache import disk_cached
 from estimator.workloads.graph import Node, Workload
 
@@ -131,6 +154,13 @@ FP8_RECIPES = ("te", "torchao", "torchao_fsdp_fp8")  # whose casts surround an F
 TE_SCALINGS = ("delayed", "tensorwise", "blockwise", "mxfp8")  # TE's scaling recipe (framework.fp8_recipe)
 TE_MODES = ("te", "te_tensorwise", "te_blockwise")  # TE's casts by recipe: delayed ("te"), current, blockwise
 FP8_MODES = (*FP8_RECIPES, *TE_MODES[1:])  # the capture's ``fp8`` argument
+
+
+def _dtype(spec: TransformerSpec):
+    """The capture's floating dtype: fp32 (16-bit in the compute model), or bf16 for the ``sdpa`` layer, captured at
+    its real dtypes so its fp32 casts and fp32 norm / RoPE internals are kernels and bytes (module docstring)."""
+    import torch
+    return torch.bfloat16 if spec.fused == "sdpa" else torch.float32
 
 
 def check_fp8_recipe(kernels: str, scaling: str) -> None:
@@ -244,8 +274,22 @@ def _modules():
             (aux,) = ctx.saved_tensors
             return g, torch.ones_like(aux) * 1.0
 
+    class _EagerRMSNorm(nn.Module):
+        """The hand-written RMSNorm of the eager layers (``sdpa``; module docstring): the 16-bit input cast to fp32,
+        pow, mean, + eps, rsqrt, mul, the cast back, times the weight (HF ``LlamaRMSNorm``, torchtitan 2024)."""
+
+        def __init__(self, h: int):
+            super().__init__()
+            self.weight = nn.Parameter(torch.empty(h))
+
+        def forward(self, x):
+            y = x.float()
+            return self.weight * (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-5)).type_as(x)
+
     def norm(spec: TransformerSpec, h: int) -> nn.Module:
-        return nn.RMSNorm(h) if spec.rmsnorm else nn.LayerNorm(h)
+        if not spec.rmsnorm:
+            return nn.LayerNorm(h)
+        return _EagerRMSNorm(h) if spec.fused == "sdpa" else nn.RMSNorm(h)
 
     class CoreAttention(nn.Module):
         """softmax(mask(q k^T / sqrt(d))) v on this rank's heads; q, k, v: [b, heads, s, d]."""
@@ -255,7 +299,7 @@ def _modules():
             self.dropout = spec.dropout
             s = spec.seq_len
             self.fused = spec.fused == "megatron"
-            self.flash = spec.fused == "te"
+            self.flash = spec.fused in FLASH
             self.cp = cp
             self.fused_softmax = self.fused and 16 < s <= 2048 and s % 4 == 0  # fused_softmax.py constraint
 
@@ -312,6 +356,9 @@ def _modules():
                 self.kv_down, self.kv_norm = nn.Linear(h, kv_lora + rope, bias=False), nn.RMSNorm(kv_lora)
                 self.kv_up = nn.Linear(kv_lora, self.nh * (qk + dv), bias=False)
                 self.proj = nn.Linear(self.nh * dv, h, bias=False)
+            elif spec.fused == "sdpa" and spec.gated:  # torchtitan / HF Llama: wq, wk, wv (three GEMMs)
+                self.wq, self.wk, self.wv = (nn.Linear(h, n * d, bias=False) for n in (self.nh, self.nkv, self.nkv))
+                self.proj = nn.Linear(self.nh * d, h, bias=bias)
             else:
                 self.qkv = nn.Linear(h, (self.nh + 2 * self.nkv) * d, bias=bias)
                 self.proj = nn.Linear(self.nh * d, h, bias=bias)
@@ -337,6 +384,10 @@ def _modules():
                 self.shared = nn.ModuleDict({"fc1": nn.Linear(h, (2 if spec.gated else 1) * g, bias=False),
                                              "fc2": nn.Linear(g, h, bias=False)})
             self.core = CoreAttention(spec, cp)
+            if spec.fused == "sdpa":  # the layer's real dtypes (module docstring); torchtitan's complex RoPE cache
+                self.to(torch.bfloat16)
+                if spec.position == "rope":
+                    self.register_buffer("freqs_cis", torch.empty(self.seq, 1, 1, d // 2, dtype=torch.complex64))
 
         def _gather(self, x):
             return _Resize.apply(x, self.seq) if self.sp and self.tp > 1 else x
@@ -568,6 +619,23 @@ def _modules():
             half = torch.cat((-x[..., d // 2:], x[..., : d // 2]), -1)
             return x * cos + half * sin
 
+        def _eager_attention(self, q, k, v):  # none: [s, b, heads, d] -> [b, heads, s, d], s x s scores, and back
+            q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))
+            if self.spec.position == "rope":
+                q, k = self._rotary(q), self._rotary(k)
+            if self.nkv != self.nh:  # grouped-query attention: each KV head serves nh / nkv query heads
+                k, v = k.repeat_interleave(self.nh // self.nkv, 1), v.repeat_interleave(self.nh // self.nkv, 1)
+            return self.core(q, k, v).permute(2, 0, 1, 3)
+
+        def _flash_attention(self, q, k, v):  # sdpa: eager RoPE, then the flash kernel on [s, b, heads, d] (GQA native)
+            if self.spec.position == "rope":
+                q, k = self._complex_rotary(q), self._complex_rotary(k)
+            return self.core(q, k, v)
+
+        def _complex_rotary(self, x):  # torchtitan's apply_rotary_emb: fp32 copy, complex multiply, cast back
+            pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+            return torch.view_as_real(pairs * self.freqs_cis).flatten(-2).type_as(x)
+
         def forward(self, x):  # x: [s (or s/tp with SP), b, h]
             if self.spec.fused == "te":
                 return self._te(x)
@@ -575,12 +643,12 @@ def _modules():
                 return self._megatron(x)
             y = self._gather(self.norm1(x))
             s, b, _ = y.shape
-            q, k, v = self.qkv(y).view(s, b, -1, self.d).permute(1, 2, 0, 3).split((self.nh, self.nkv, self.nkv), 1)
-            if self.spec.position == "rope":
-                q, k = self._rotary(q), self._rotary(k)
-            if self.nkv != self.nh:  # grouped-query attention: each KV head serves nh / nkv query heads
-                k, v = k.repeat_interleave(self.nh // self.nkv, 1), v.repeat_interleave(self.nh // self.nkv, 1)
-            ctx = self.core(q, k, v).permute(2, 0, 1, 3).reshape(s, b, self.nh * self.d)
+            if self.spec.fused == "sdpa" and self.spec.gated:
+                q, k, v = (w(y).view(s, b, -1, self.d) for w in (self.wq, self.wk, self.wv))
+            else:
+                q, k, v = self.qkv(y).view(s, b, -1, self.d).split((self.nh, self.nkv, self.nkv), 2)
+            attend = self._flash_attention if self.spec.fused == "sdpa" else self._eager_attention
+            ctx = attend(q, k, v).reshape(s, b, self.nh * self.d)
             a = self._scatter(self.proj(ctx))
             x = x + (F.dropout(a, self.spec.dropout, True) if self.spec.dropout else a)
             y = self._gather(self.norm2(x))
@@ -677,10 +745,10 @@ def _capture(name: str, module, make_inputs, fused: str) -> Workload:
     """Forward + backward of ``module(*make_inputs(b))`` on the meta device under the profiler, at
     one sequence (the workload) and at two (for ``weight_bytes``, see the module docstring)."""
     from estimator.compute.gemm_shape import token_attrs
-    from estimator.workloads.capture import _weight_bytes, cuda_dispatch
+    from estimator.workloads.capture import _weight_bytes, cuda_dispatch, real_dtypes
     from estimator.workloads.flops import op_class
 
-    with cuda_dispatch():
+    with cuda_dispatch(), real_dtypes(fused == "sdpa"):
         ops = _priced(module, make_inputs(1))
         unpaired = _weight_bytes(ops, _priced(module, make_inputs(2)))
     kept = [o for o in ops if "empty" not in o.op and o.phase in ("forward", "backward")]
@@ -721,7 +789,7 @@ def _layer_input(spec: TransformerSpec, tp: int, sp: bool, cp: int, cut: bool = 
     s = spec.seq_len // cp
 
     def make(b):
-        x = torch.empty(s // tp if sp and tp > 1 else s, b, spec.hidden, requires_grad=True)
+        x = torch.empty(s // tp if sp and tp > 1 else s, b, spec.hidden, dtype=_dtype(spec), requires_grad=True)
         return (cut_fn.apply(x) if cut else x,)
     return make
 
@@ -749,19 +817,22 @@ def _other_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | 
     torch, CoreAttention, _, EmbeddingShard, HeadShard, MtpShard, _ = _modules()
     s = spec.seq_len // cp
     nh, nkv, d = spec.heads // tp, spec.kv_heads_per_rank(tp), spec.head_dim
+    dtype = _dtype(spec)
     with torch.device("meta"):
-        emb, head, core = EmbeddingShard(spec, tp), HeadShard(spec, tp), CoreAttention(spec, cp)
-        if spec.fused == "te":  # flash attention takes [s, b, heads, d] with kv_heads for k and v (MLA: v narrower)
+        emb, head, core = EmbeddingShard(spec, tp).to(dtype), HeadShard(spec, tp).to(dtype), CoreAttention(spec, cp)
+        if spec.fused in FLASH:  # flash attention takes [s, b, heads, d] with kv_heads for k and v (MLA: v narrower)
             def core_inputs(b):
                 dims = (spec.q_head_dim, spec.q_head_dim, spec.v_head_dim)
-                return tuple(torch.empty(s, b, n, dn, requires_grad=True) for n, dn in zip((nh, nkv, nkv), dims, strict=True))
+                return tuple(torch.empty(s, b, n, dn, dtype=dtype, requires_grad=True)
+                             for n, dn in zip((nh, nkv, nkv), dims, strict=True))
         else:
             def core_inputs(b):
                 return tuple(torch.empty(b, nh, s, d, requires_grad=True) for _ in range(3))
         parts = {
             "attention": _capture("attention", core, core_inputs, spec.fused),
             "embedding": _capture("embedding", emb, lambda b: (torch.zeros(s, b, dtype=torch.long),), spec.fused),
-            "head": _capture("head", head, lambda b: (torch.empty(s, b, spec.hidden, requires_grad=True),), spec.fused),
+            "head": _capture("head", head, lambda b: (torch.empty(s, b, spec.hidden, dtype=dtype, requires_grad=True),),
+                             spec.fused),
         }
         if spec.mtp:  # multi-token prediction's projection (MtpShard), once per depth on the last stage
             parts["mtp"] = _capture("mtp", MtpShard(spec, tp),

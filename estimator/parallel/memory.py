@@ -16,7 +16,10 @@
     2022, "Reducing Activation Recomputation in Large Transformer Models", Sec. 4, Table 2 (s
     sequence, b microbatch, h hidden, a heads, t tp): no parallelism ``sbh(34 + 5as/h)``; tensor
     parallel ``sbh(10 + 24/t + 5as/(ht))``; + sequence parallel ``sbh(34 + 5as/h)/t``; selective
-    recompute drops the ``5as/h`` term. With ``model.head_dim`` (query width ``w`` != h) the
+    recompute drops the ``5as/h`` term. The eager layer with flash attention (``sdpa``) keeps the same tensors
+    but no ``s x s`` one: the formula without ``5as/h`` (flash attention's softmax statistics left out as for
+    ``te``; the hand-written RMSNorm's fp32 copies and RoPE's fp32 intermediates that autograd keeps are not
+    counted). With ``model.head_dim`` (query width ``w`` != h) the
     ``24/t`` becomes ``(16 + 8w/h)/t``: q, k, v and the output projection's input are ``w`` wide.
   - Megatron-core + Transformer Engine layer (``te``; derived the same way from the tensors each
     op saves for its backward, 16-bit, ``f`` = ffn, ``g`` = key/value width kv_heads x d per TP
@@ -210,7 +213,7 @@ def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout, fp8: bool 
         fp8_delta = (w / t - h / token_split) if fp8 else 0.0  # QKV input in FP8, proj's FP8 copy (module docstring)
         return (s * b * (6 * h / token_split + 4 * w / t + 2 * kv + mask + fp8_delta + qk_norm_bytes(spec, t))
                 + te_dense_mlp_bytes(spec, layout, fp8))
-    attn = 0.0 if "core_attn" in layout.modules else 5 * a * s / h
+    attn = 0.0 if "core_attn" in layout.modules or spec.fused == "sdpa" else 5 * a * s / h  # sdpa: flash, no s x s
     split = 16 + 8 * w / h  # Korthikanti's 24 sbh/t: q, k, v and the projection's input (8, width w) + the MLP's 16
     if layout.sequence_parallel:
         return s * b * h * (10 + split + attn) / t

@@ -83,7 +83,8 @@ from typing import Any
 from estimator.errors import EstimatorError
 
 FAMILIES = ("gpt", "llama", "nemotron")
-FUSED_KERNELS = ("none", "megatron", "te")  # model.fused_kernels (estimator/parallel/layer.py)
+FUSED_KERNELS = ("none", "megatron", "te", "sdpa")  # model.fused_kernels (estimator/parallel/layer.py)
+FLASH = ("te", "sdpa")  # the model.fused_kernels whose attention core is one fused flash kernel (te_kernels.flash_attention)
 POSITIONS = ("learned", "rope", "none")  # model.position_embedding
 # family -> (position embedding, dropout) as published (module docstring)
 FAMILY_DEFAULTS = {"gpt": ("learned", 0.1), "llama": ("rope", 0.0), "nemotron": ("rope", 0.0)}
@@ -139,7 +140,7 @@ class TransformerSpec:
     seq_len: int
     experts: int = 0  # 0 = dense; >0 = mixture-of-experts MLP in every layer
     top_k: int = 1
-    fused: str = "none"  # model.fused_kernels: none | megatron | te (estimator/parallel/layer.py)
+    fused: str = "none"  # model.fused_kernels: none | megatron | te | sdpa (estimator/parallel/layer.py)
     position: str = "learned"  # model.position_embedding: learned | rope | none
     dropout: float = 0.1  # hidden and attention dropout probability
     attn_head_dim: int = 0  # model.head_dim; 0 = hidden / heads (the attention is as wide as the hidden state)
@@ -185,6 +186,9 @@ class TransformerSpec:
         if fused == "megatron" and (family != "gpt" or kv != ints["num_heads"]):
             raise EstimatorError(f"{where}: model.fused_kernels=megatron models Megatron-LM's GPT layer fusions only "
                                  "(family_variant gpt, no grouped-query attention); use model.fused_kernels=none or te")
+        if fused == "sdpa" and experts:
+            raise EstimatorError(f"{where}: model.fused_kernels=sdpa is the eager dense layer; a mixture-of-experts model "
+                                 "needs model.fused_kernels=te (or none)")
         if family == "nemotron" and fused != "te":
             raise EstimatorError(f"{where}: family_variant nemotron is modelled as Megatron-core + Transformer Engine run "
                                  f"it; set model.fused_kernels=te (got {fused!r})")

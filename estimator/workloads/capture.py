@@ -33,7 +33,9 @@ What is measured and how (each choice is an assumption the estimates inherit):
     (written), an in-place op's self counted once read and once written;
   - ops registered in ``estimator.compute.megatron_kernels.BYTE_RULES`` (the fused CUDA kernels of
     Megatron-LM) or ``estimator.compute.te_kernels.BYTE_RULES`` / ``te_moe_kernels.BYTE_RULES``
-    (Megatron-core / Transformer Engine), used by the decoder-layer capture, use the rule cited there.
+    (Megatron-core / Transformer Engine), used by the decoder-layer capture, use the rule cited there;
+  - a capture at its real dtypes (:func:`real_dtypes`: the eager ``sdpa`` decoder layer, bf16 with fp32 casts)
+    states every aten kernel's bytes at twice the real bytes, the fp32 capture's units.
 * Kernels that are one fused kernel on CUDA but decompose on the CPU are dispatched as on CUDA
   (:func:`cuda_dispatch`, active in every pass). ``F.dropout`` / ``torch.dropout`` in training
   with ``0 < p < 1`` runs ``aten::native_dropout``: ATen's ``dropout`` calls ``native_dropout``
@@ -73,6 +75,7 @@ import datetime as dt
 import difflib
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,6 +177,24 @@ def tensor_bytes(tree) -> int:
     return sum(seen.values())
 
 
+_REAL_DTYPES = [False]  # inside real_dtypes(True): aten bytes in fp32-capture units (2 x real)
+
+
+@contextmanager
+def real_dtypes(on: bool = True):
+    """Within: the capture runs at the layer's real dtypes (16-bit activations and weights, fp32 where its code casts
+    up: the eager ``sdpa`` decoder layer), and :func:`kernel_bytes` states every aten kernel's bytes in the fp32
+    capture's units, twice the real bytes (the compute model halves them for 16-bit training), so a 16-bit tensor
+    counts as elsewhere and an fp32 one at its real 4 bytes. The fused ops' rules count a 16-bit tensor as its fp32
+    capture size (``te_kernels._nbytes``)."""
+    before = _REAL_DTYPES[0]
+    _REAL_DTYPES[0] = on
+    try:
+        yield
+    finally:
+        _REAL_DTYPES[0] = before
+
+
 def kernel_bytes(func, args: tuple, kwargs: dict, out) -> int:
     """Bytes the GPU kernel of one dispatched call ``func(*args, **kwargs) -> out`` moves (rules:
     module docstring)."""
@@ -189,11 +210,12 @@ def kernel_bytes(func, args: tuple, kwargs: dict, out) -> int:
             or TORCHAO_BYTE_RULES.get(name))
     if rule is not None:
         return rule(args, kwargs, out)
+    units = 2 if _REAL_DTYPES[0] else 1  # real_dtypes(): fp32-capture units
     if name in WRITE_ONLY_OPS:
-        return tensor_bytes(out)
+        return units * tensor_bytes(out)
     if name == "aten::copy_":
-        return tensor_bytes(args[1]) + tensor_bytes(out)
-    return tensor_bytes((args, kwargs)) + tensor_bytes(out)
+        return units * (tensor_bytes(args[1]) + tensor_bytes(out))
+    return units * (tensor_bytes((args, kwargs)) + tensor_bytes(out))
 
 
 def _cost_mode():
