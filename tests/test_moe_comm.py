@@ -29,13 +29,14 @@ DEFAULT_RUNS = [  # pinned at h57 (GEMM efficiency by shape on H100; h54: 48.678
     # (its q/k RMSNorms, model.qk_norm: 35.76042496680612 s before, and with model.qk_norm=false); the TP 2 runs at the
     # sixteenth stop (framework=megatron overlaps TP by default: 48.57777999813308 / 3.4606319421097513 s without); the
     # FP8 DeepSeek-V3 run at the seventeenth (least-squares FP8 GEMM constants + TE's delayed amax all-reduces:
-    # 47.91268453110396 s before)
+    # 47.91268453110396 s before); all three at the eighteenth (comm_interference = H100's NCCL SM share 24/132, was a
+    # flat 0.15: 47.87664295049033 / 3.3967404245261483 / 36.066011158982356 s with parallelism.comm_interference=0.15)
     (["model=deepseek_v3", "system=dgx_h100", "fabric.nodes=1024", "parallelism.tp=2", "parallelism.pp=16",
-      "parallelism.ep=64", "parallelism.etp=1", "parallelism.global_batch=8192", "precision=fp8"], 47.87664295049033),
+      "parallelism.ep=64", "parallelism.etp=1", "parallelism.global_batch=8192", "precision=fp8"], 47.8777407624947),
     (["model=mixtral_8x7b", "system=dgx_h100", "fabric.nodes=64", "parallelism.tp=2", "parallelism.pp=4",
-      "parallelism.ep=8", "parallelism.global_batch=256", "precision=bf16"], 3.3967404245261483),
+      "parallelism.ep=8", "parallelism.global_batch=256", "precision=bf16"], 3.396950599111835),
     (["model=qwen3_30b_a3b", "system=dgx_h100", "fabric.nodes=16", "parallelism.tp=1", "parallelism.pp=1",
-      "parallelism.ep=16", "parallelism.global_batch=1024", "precision=bf16"], 36.066011158982356),
+      "parallelism.ep=16", "parallelism.global_batch=1024", "precision=bf16"], 36.06675946651987),
 ]
 QWEN = DEFAULT_RUNS[2][0]
 
