@@ -12,7 +12,7 @@ import copy
 import dataclasses
 import importlib
 
-from estimator.parallel.estimate import _setup
+from estimator.parallel.estimate import setup_hybrid
 from estimator.parallel.memory import memory
 from estimator.validation.rows import load_rows
 
@@ -25,7 +25,8 @@ def verdicts() -> dict[str, tuple[bool, bool]]:
     for row in load_rows("validation"):
         if row.kind != "llm" or "automatic microbatching" not in row.raw.get("measured_what", ""):
             continue
-        spec, _, _, precision, layout, _, capacity, _, fw, _ = _setup(copy.deepcopy(predict.composed_config(row)))
+        s = setup_hybrid(copy.deepcopy(predict.composed_config(row)))
+        spec, precision, layout, capacity, fw = s.spec, s.precision, s.layout, s.capacity, s.framework
         per_device = layout.microbatches * layout.micro_batch_size
         twice = 2 * layout.micro_batch_size
         fits = _total(spec, layout, fw, precision, layout.micro_batch_size) <= capacity

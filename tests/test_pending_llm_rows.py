@@ -304,12 +304,13 @@ def test_refused_row_stays_refused_for_its_reason(ident):
 @pytest.mark.parametrize("ident", list(FITS_SINCE_H53))
 def test_rows_that_fit_since_h53_fit_at_their_stated_memory(ident):
     """The published layout is accepted and fits the stated 80 GB, needing the GB pinned above on the stage named."""
-    from estimator.parallel.estimate import _setup, validate_hybrid
+    from estimator.parallel.estimate import setup_hybrid, validate_hybrid
     from estimator.parallel.memory import memory
 
     cfg = estimator.resolve_config(base_overrides(_by_id(ident)))
     validate_hybrid(cfg)
-    spec, _f, _d, precision, layout, _p, capacity, _o, fw, _i = _setup(cfg)
+    s = setup_hybrid(cfg)
+    spec, precision, layout, capacity, fw = s.spec, s.precision, s.layout, s.capacity, s.framework
     mem = memory(spec, layout, fw.grad_bytes(precision), fw, precision == "fp8")
     assert capacity == 80e9 and (f"{mem['total'] / 1e9:.1f}", mem["stage"]) == FITS_SINCE_H53[ident]
 

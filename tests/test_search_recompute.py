@@ -51,8 +51,8 @@ def test_more_recompute_is_never_faster_on_one_layout(layout):
 
 
 def test_a_framework_defaulting_to_selective_searches_selective_then_full():
-    from estimator.parallel.estimate import _setup
+    from estimator.parallel.estimate import setup_hybrid
 
-    search_in = _setup(estimator.resolve_config([*H100, "framework=fsdp"]))[5][1]
+    search_in = setup_hybrid(estimator.resolve_config([*H100, "framework=fsdp"])).placement[1]
     assert search_in["recomputes"] == ("selective", "full")
-    assert _setup(estimator.resolve_config([*H100, "parallelism.recompute=op", "framework=fsdp"]))[5][1]["recomputes"] is None
+    assert setup_hybrid(estimator.resolve_config([*H100, "parallelism.recompute=op", "framework=fsdp"])).placement[1]["recomputes"] is None

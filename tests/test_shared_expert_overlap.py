@@ -11,7 +11,7 @@ import pytest
 import estimator
 from estimator.errors import EstimatorError
 from estimator.estimate import estimate
-from estimator.parallel.estimate import _setup
+from estimator.parallel.estimate import setup_hybrid
 from estimator.parallel.layout import layer_kinds
 from estimator.parallel.moe_comm import fc1_share, shared_hidden
 from estimator.parallel.step import mlp_flops, outside_attention, part_times
@@ -34,7 +34,8 @@ def run(overrides):
 
 def shared_seconds(overrides) -> float:
     """Per step, the shared expert's forward + backward seconds on the rank (what the overlap may hide at most)."""
-    spec, _, device, precision, L, *_, fw, _ = _setup(cfg(overrides))
+    s = setup_hybrid(cfg(overrides))
+    spec, device, precision, L, fw = s.spec, s.device, s.precision, s.layout, s.framework
     per_layer = 0.0
     for kind, n in layer_kinds(spec, L):
         if kind.experts:

@@ -150,6 +150,12 @@ class DeviceProfile:
     collective_sms: int | None = None  # SMs an NCCL data-parallel collective holds (one CTA per channel, cited per device)
     matmul_shape: Mapping | tuple | None = None  # GEMM efficiency by shape per precision (estimator.compute.gemm_shape)
 
+    @property
+    def collective_share(self) -> float:
+        """The share of its SMs an NCCL collective holds (``collective_sms / sm_count``; 0 when not stated): the
+        default compute slow-down while data-parallel / ZeRO traffic overlaps it (``parallelism.comm_interference``)."""
+        return self.collective_sms / self.sm_count if self.collective_sms else 0.0
+
     def __post_init__(self) -> None:
         positive(self.peak_flops, f"device.peak_flops ({self.name})")
         positive(self.mem_bw_Bps, f"device.mem_bw_Bps ({self.name})")

@@ -10,7 +10,7 @@ stage needs more memory than the device has is an error naming how much more.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from estimator.compute.device import PRECISIONS, DeviceProfile
 from estimator.errors import EstimatorError
@@ -36,7 +36,23 @@ def _bool_or_null(par: dict[str, Any], key: str) -> bool | None:
     return value
 
 
-def _setup(cfg: dict[str, Any]):
+class HybridSetup(NamedTuple):
+    """What a parallelism=hybrid config resolves to, checked, before any layer is captured or priced."""
+
+    spec: TransformerSpec
+    fabric: Any
+    device: DeviceProfile
+    precision: str
+    layout: Layout
+    placement: tuple[str, dict[str, Any]]  # ("fixed" | "search", what the layout search varies and keeps)
+    capacity: float | None  # device memory a layout must fit in (bytes), or None for no check
+    overlap: bool | None  # parallelism.dp_overlap (None: the framework's)
+    framework: Framework
+    interference: float  # compute slow-down while overlapped DP / ZeRO traffic runs (parallelism.comm_interference)
+
+
+def setup_hybrid(cfg: dict[str, Any]) -> HybridSetup:
+    """Resolve and check a composed parallelism=hybrid config (one-line EstimatorError on bad input)."""
     par = dict(cfg.get("parallelism") or {})
     unknown = sorted(set(par) - HYBRID_KEYS)
     if unknown:
@@ -88,14 +104,15 @@ def _setup(cfg: dict[str, Any]):
     overlap = _bool_or_null(par, "dp_overlap")
     interference = par.get("comm_interference")
     if interference is None:  # the device's share: SMs an NCCL collective holds over the SMs it has (else none)
-        interference = device.collective_sms / device.sm_count if device.collective_sms else 0.0
+        interference = device.collective_share
     if isinstance(interference, bool) or not isinstance(interference, int | float) or not 0 <= interference < 1:
         raise EstimatorError(f"parallelism.comm_interference must be a fraction in [0, 1), got {interference!r}")
     recomputes = None if rc_stated else tuple(dict.fromkeys((framework.recompute, "selective", "full")))
     search_in = {"searched": searched + (("recompute",) if recomputes else ()), "mbs_options": mbs_options,
                  "recomputes": recomputes,
                  "fixed": {k: _int_or_null(par, k) for k in ("tp", "pp", "dp", "ep", "etp") if k not in searched}}
-    return spec, fabric, device, precision, layout, (placement, search_in), capacity, overlap, framework, float(interference)
+    return HybridSetup(spec, fabric, device, precision, layout, (placement, search_in), capacity, overlap, framework,
+                       float(interference))
 
 
 def _int_or_null(par: dict[str, Any], key: str) -> int | None:
@@ -124,7 +141,8 @@ def _placement(par: dict[str, Any]) -> tuple[str, tuple[str, ...], tuple[int, ..
 
 
 def validate_hybrid(cfg: dict[str, Any]) -> None:
-    spec, _f, _d, precision, layout, (placement, _s), capacity, _o, framework, _i = _setup(cfg)
+    s = setup_hybrid(cfg)
+    spec, precision, layout, placement, capacity, framework = s.spec, s.precision, s.layout, s.placement[0], s.capacity, s.framework
     if placement == "fixed":
         _check_fits(spec, layout, capacity, framework, precision)
 
@@ -166,7 +184,7 @@ def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float) -> str:
 
 def estimate_hybrid(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(metrics, collectives) of one hybrid-parallel training step."""
-    spec, fabric, device, precision, layout, (placement, search_in), capacity, overlap, framework, interference = _setup(cfg)
+    spec, fabric, device, precision, layout, (placement, search_in), capacity, overlap, framework, interference = setup_hybrid(cfg)
     algorithm = str(cfg.get("algorithm") or "default")
     if placement == "auto":
         metrics, colls, n = search(spec, layout, layout.microbatches, fabric, device, precision, algorithm, capacity,

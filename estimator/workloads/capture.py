@@ -76,6 +76,7 @@ import difflib
 import os
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,7 +178,7 @@ def tensor_bytes(tree) -> int:
     return sum(seen.values())
 
 
-_REAL_DTYPES = [False]  # inside real_dtypes(True): aten bytes in fp32-capture units (2 x real)
+_REAL_DTYPES: ContextVar[bool] = ContextVar("real_dtypes", default=False)  # inside real_dtypes(True): fp32-capture units
 
 
 @contextmanager
@@ -187,12 +188,11 @@ def real_dtypes(on: bool = True):
     capture's units, twice the real bytes (the compute model halves them for 16-bit training), so a 16-bit tensor
     counts as elsewhere and an fp32 one at its real 4 bytes. The fused ops' rules count a 16-bit tensor as its fp32
     capture size (``te_kernels._nbytes``)."""
-    before = _REAL_DTYPES[0]
-    _REAL_DTYPES[0] = on
+    token = _REAL_DTYPES.set(on)
     try:
         yield
     finally:
-        _REAL_DTYPES[0] = before
+        _REAL_DTYPES.reset(token)
 
 
 def kernel_bytes(func, args: tuple, kwargs: dict, out) -> int:
@@ -210,7 +210,7 @@ def kernel_bytes(func, args: tuple, kwargs: dict, out) -> int:
             or TORCHAO_BYTE_RULES.get(name))
     if rule is not None:
         return rule(args, kwargs, out)
-    units = 2 if _REAL_DTYPES[0] else 1  # real_dtypes(): fp32-capture units
+    units = 2 if _REAL_DTYPES.get() else 1  # real_dtypes(): fp32-capture units
     if name in WRITE_ONLY_OPS:
         return units * tensor_bytes(out)
     if name == "aten::copy_":
