@@ -114,7 +114,8 @@ def test_gpt3_175b_interleaved_layout_fits_only_with_flash_attention():
 
 
 @pytest.mark.parametrize("overrides, needle", [
-    (("model=gpt3_175b", "model.fused_kernels=megatron", "model.dropout=0.0"), "modelled with model.fused_kernels=te only"),
+    (("model=gpt3_175b", "model.fused_kernels=megatron", "model.dropout=0.0"), "modelled with model.fused_kernels=te or sdpa only"),
+    (("model=gpt3_175b", "model.fused_kernels=sdpa", "model.position_embedding=none"), "modelled with model.fused_kernels=te only"),
     (("model=gpt3_175b", "model.fused_kernels=megatron", "model.position_embedding=none"),
      "modelled with model.fused_kernels=te only"),
     (("model=gpt3_175b", "model.fused_kernels=te", "model.dropout=1.0"), r"model.dropout must be a probability in \[0, 1\)"),

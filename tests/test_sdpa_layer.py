@@ -38,10 +38,10 @@ def llama(fused: str, *overrides: str) -> TransformerSpec:
                                              *overrides]).model)
 
 
-def gpt(fused: str) -> TransformerSpec:
+def gpt(fused: str, *overrides: str) -> TransformerSpec:
     return TransformerSpec.from_cfg(compose(["model=megatron_gpt", "model.hidden_size=768", "model.num_layers=12",
                                              "model.num_heads=12", "model.ffn_size=3072", "model.seq_len=2048",
-                                             f"model.fused_kernels={fused}"]).model)
+                                             f"model.fused_kernels={fused}", *overrides]).model)
 
 
 def kernels(layer, phase="forward"):
@@ -79,6 +79,17 @@ def test_sdpa_attention_is_te_flash_attention(llama_layers):
 def test_sdpa_forward_is_the_eager_sources_kernel_list(llama_layers):
     assert [n.op for n in kernels(llama_layers["sdpa"])] == LLAMA_FORWARD
     assert [n.op for n in kernels(capture_whole_layer(gpt("sdpa"), 1, False))] == GPT_FORWARD
+
+
+def test_sdpa_gpt_without_dropout_launches_no_dropout_kernel():
+    """MosaicML's GPT / MPT blocks (dropout 0): ATen's dropout returns its input at p = 0, so no kernel runs."""
+    no_drop = capture_whole_layer(gpt("sdpa", "model.dropout=0.0"), 1, False)
+    assert [n.op for n in kernels(no_drop)] == [op for op in GPT_FORWARD if op != "aten::native_dropout"]
+    assert hbm(no_drop) < hbm(capture_whole_layer(gpt("sdpa"), 1, False))
+    with pytest.raises(EstimatorError, match="model.dropout=0.0 is modelled with model.fused_kernels=te or sdpa only"):
+        gpt("none", "model.dropout=0.0")
+    with pytest.raises(EstimatorError, match="position_embedding=none is modelled with model.fused_kernels=te only"):
+        gpt("sdpa", "model.position_embedding=none")
 
 
 def test_fp32_casts_and_norm_internals_move_their_real_bytes(llama_layers):

@@ -16,8 +16,10 @@ Three families, as their papers describe them:
 Per model config (``model.position_embedding``, ``model.dropout``): ``learned`` (GPT's table of
 ``seq_len x h`` weights), ``rope`` (rotary: no weights) or ``none``; hidden and attention dropout
 probability. Defaults per family (gpt: learned, 0.1 = GPT-3 / Megatron-LM; llama, nemotron: rope,
-0). Only the Transformer Engine layer (``te``) models other values; the eager and Megatron-LM 2021
-layers are their families' as published.
+0). Only the Transformer Engine layer (``te``) models other positions; ``te`` and the eager PyTorch layer
+(``sdpa``) take any dropout (0: no dropout kernel, as ATen's dropout returns its input at p = 0, e.g.
+MosaicML's GPT / MPT blocks); the unfused (``none``) and Megatron-LM 2021 (``megatron``) layers are their
+families' as published.
 
 Attention width (``model.head_dim``, default null): each of the ``num_heads`` query heads (and
 ``num_kv_heads`` key/value heads) is ``head_dim`` wide, so the QKV projection is ``h x (heads +
@@ -399,10 +401,13 @@ def _position_and_dropout(cfg: Mapping[str, Any], family: str, fused: str, where
     dropout = default_dropout if dropout is None else dropout
     if isinstance(dropout, bool) or not isinstance(dropout, int | float) or not 0 <= dropout < 1:
         raise EstimatorError(f"model.dropout must be a probability in [0, 1), got {dropout!r}")
-    if fused != "te" and (position, float(dropout)) != (default_position, default_dropout):
-        raise EstimatorError(f"{where}: model.position_embedding={position} / model.dropout={dropout} are modelled with "
-                             f"model.fused_kernels=te only; the {fused} layer of family {family} has "
-                             f"{default_position} positions and dropout {default_dropout}")
+    if fused != "te" and position != default_position:
+        raise EstimatorError(f"{where}: model.position_embedding={position} is modelled with model.fused_kernels=te only; "
+                             f"the {fused} layer of family {family} has {default_position} positions")
+    # the eager sdpa layer takes any dropout (p = 0: ATen's dropout returns its input, no kernel; layer.py skips it)
+    if fused not in ("te", "sdpa") and float(dropout) != default_dropout:
+        raise EstimatorError(f"{where}: model.dropout={dropout} is modelled with model.fused_kernels=te or sdpa only; "
+                             f"the {fused} layer of family {family} has dropout {default_dropout}")
     if dropout and not FAMILY_DEFAULTS[family][1]:
         raise EstimatorError(f"{where}: model.dropout={dropout}: family {family} is trained without dropout "
                              "(its layer has no dropout); use 0")
