@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from pathlib import Path
 
 # (label, id regex, hardware substring or None); first match wins
 STACKS: list[tuple[str, str, str | None]] = [
@@ -58,7 +59,7 @@ def stack(row: dict) -> str:
 
 
 def buckets(path: str) -> dict[str, list[float]]:
-    rows = json.load(open(path))["rows"]
+    rows = json.loads(Path(path).read_text())["rows"]
     out: dict[str, list[float]] = {label: [] for label, _p, _h in STACKS}
     for row in rows:
         if row["kind"] == "llm" and row["role"] == "independent" and row.get("error_pct") is not None:
@@ -67,8 +68,8 @@ def buckets(path: str) -> dict[str, list[float]]:
     return out
 
 
-def cell(errs: list[float]) -> str:
-    return f"{len(errs)} rows {sum(errs) / len(errs):.1f} / {max(errs):.1f} %" if errs else "-"
+def mean_max(errs: list[float]) -> tuple[float, float]:
+    return sum(errs) / len(errs), max(errs)
 
 
 def main(argv: list[str]) -> None:
@@ -81,8 +82,12 @@ def main(argv: list[str]) -> None:
     for label, errs in now.items():
         if not errs:
             continue
-        line = f"| {label} | {len(errs)} | {sum(errs) / len(errs):.1f} % | {max(errs):.1f} % |"
-        print(line + (f" {cell(before[label])} |" if before else ""))
+        mean, worst = mean_max(errs)
+        line = f"| {label} | {len(errs)} | {mean:.1f} % | {worst:.1f} % |"
+        if before is not None:
+            old = before[label]
+            line += f" {len(old)} rows {mean_max(old)[0]:.1f} / {mean_max(old)[1]:.1f} % |" if old else " - |"
+        print(line)
 
 
 if __name__ == "__main__":

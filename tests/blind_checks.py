@@ -45,6 +45,13 @@ def check_facts_only(row, allowed: set[str]) -> dict[str, str]:
     return keys
 
 
+def stated_layer(row) -> str:
+    """The model.fused_kernels the eager-stack rule gives a PyTorch row (eighteenth / nineteenth stop): a stack that ran
+    its norms and activations eager, without torch.compile, is ``sdpa``; FP8 runs (Transformer Engine layers) and
+    compiled stacks are ``te``."""
+    return "sdpa" if "no torch.compile" in row.raw["software"] and row.precision != "fp8" else "te"
+
+
 def check_composes_and_fits(row) -> None:
     cfg = estimator.resolve_config(base_overrides(row))
     validate_hybrid(cfg)

@@ -33,6 +33,7 @@ from tests.blind_checks import (
     overrides,
     run_key,
     section,
+    stated_layer,
 )
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation"
@@ -103,8 +104,7 @@ def test_no_row_shares_a_source_with_a_calibration_row():
 def test_row_sets_only_facts_of_the_run(row):
     keys = check_facts_only(row, ALLOWED_KEYS)
     assert keys["framework"] == "fsdp" and keys["parallelism.zero"] == "3"
-    # the eager-stack rule (nineteenth stop): MosaicML's blocks ran eager, without torch.compile -> sdpa
-    assert keys["model.fused_kernels"] == ("sdpa" if "no torch.compile" in row.raw["software"] and row.precision != "fp8" else "te")
+    assert keys["model.fused_kernels"] == stated_layer(row)
 
 
 @pytest.mark.parametrize("row", rows_of(TORCHAO), ids=lambda r: r.id)

@@ -35,6 +35,7 @@ from tests.blind_checks import (
     overrides,
     run_key,
     section,
+    stated_layer,
     table_line,
 )
 
@@ -113,11 +114,8 @@ def test_no_row_shares_a_source_with_a_calibration_row():
 def test_row_sets_only_facts_and_names_its_attention_kernel(row):
     keys = check_facts_only(row, ALLOWED_KEYS)
     doc = document(row)
-    # fms ran RMSNorm, RoPE and SwiGLU eager without torch.compile: the sdpa layer (eighteenth stop); MPT's LayerNorm
-    # and GeLU too (nineteenth stop), except its FP8 runs, whose TE layers only the te layer expresses
-    eager = doc == FMS or row.precision != "fp8"
     assert keys["framework"] == "fsdp" and keys["parallelism.zero"] == "3"
-    assert keys["model.fused_kernels"] == ("sdpa" if eager else "te")
+    assert keys["model.fused_kernels"] == stated_layer(row)
     assert keys["framework.attention_kernel"] == KERNEL[doc]
     evidence = {FOUNDRY: "attn_impl 'triton' (submit_benchmarks.py --attn_impl default 'triton' at",
                 FMS: "'SDPA implementation of Flash attention v2' (README l.5 at"}[doc]

@@ -34,6 +34,7 @@ from tests.blind_checks import (
     overrides,
     run_key,
     section,
+    stated_layer,
     table_line,
 )
 
@@ -119,7 +120,7 @@ def test_no_row_shares_a_source_with_a_calibration_row():
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_row_sets_only_facts_and_names_flash_attention_1(row):
     keys = check_facts_only(row, ALLOWED_KEYS)
-    assert keys["framework"] == "fsdp" and keys["parallelism.zero"] == "3" and keys["model.fused_kernels"] == ("te" if row.precision == "fp8" else "sdpa")  # eager, no compile (nineteenth stop); FP8: TE layers
+    assert keys["framework"] == "fsdp" and keys["parallelism.zero"] == "3" and keys["model.fused_kernels"] == stated_layer(row)
     assert keys["parallelism.fp32_grads"] == "true" and "MP Mode DEFAULT" in row.measured_what
     assert keys["model.dropout"] == "0.0"
     # attn_impl 'flash' = flash-attn 0.2.x's FlashMHA: FlashAttention-1 CUDA kernels, not the Triton kernel

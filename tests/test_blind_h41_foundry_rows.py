@@ -36,6 +36,7 @@ from tests.blind_checks import (
     overrides,
     run_key,
     section,
+    stated_layer,
     table_line,
 )
 
@@ -144,7 +145,7 @@ def test_no_row_shares_a_source_with_a_calibration_row():
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_row_sets_only_facts_and_names_its_attention_kernel(row):
     keys = check_facts_only(row, ALLOWED_KEYS)
-    assert keys["framework"] == "fsdp" and keys["parallelism.zero"] == "3" and keys["model.fused_kernels"] == ("te" if row.precision == "fp8" else "sdpa")  # eager, no compile (nineteenth stop); FP8: TE layers
+    assert keys["framework"] == "fsdp" and keys["parallelism.zero"] == "3" and keys["model.fused_kernels"] == stated_layer(row)
     assert keys["model.dropout"] == "0.0"
     if document(row) == FULL:
         # attn_impl 'flash' at 22d724c89 = flash-attn 0.2.2's FlashMHA: FlashAttention-1 CUDA kernels
