@@ -7,7 +7,7 @@ The store is built in a temporary folder by the project's own commands on the sm
 every sweep the pipeline runs: for each sweep of every ``conf/experiment/*.yaml``, the first value
 of each grid axis (so every sweep kind and table appears; estimate sweeps on ``lenet5``, whose
 capture takes seconds, large-model sweeps on ``llama2_7b`` with a fixed layout, packet-level ones
-on 64 nodes), then ``estimator validate`` on one nccl-tests row and ``estimator report`` (which
+on 64 nodes, cluster ones with 50 ``lenet5`` jobs), then ``estimator validate`` on one nccl-tests row and ``estimator report`` (which
 writes ``claims``). Columns and units are then read the way ``estimator tables`` reads them
 (:func:`estimator.commands.tables.run`). Config columns (``fabric_<parameter>``, ...) depend on the
 fabrics, devices and models a store holds; they are listed per config group as the parameters of
@@ -31,7 +31,8 @@ CONFIG_GROUPS = ("model", "fabric", "device", "parallelism")
 #: what the small runs change in a sweep's first point (cheap, and the same columns)
 SMALL = {"estimate": {"model": "lenet5"},
          "llm": {"model": "llama2_7b", "parallelism.placement": "fixed", "parallelism.tp": 8, "parallelism.pp": 1},
-         "packetsim": {"nodes": 64}}
+         "packetsim": {"nodes": 64},
+         "cluster": {"cluster.models": ["lenet5"], "cluster.jobs": 50}}
 INTRO = """# The results store (DuckDB)
 
 `results/estimates.duckdb` (override with `store=...`) holds every result; `estimator tables`
