@@ -113,3 +113,24 @@ def test_gated_prefetch_exposes_the_530b_gathers_only():
     # per layer at least fc2 forward, fc2 recompute and fc1 backward now wait whole
     assert gated["zero3_exposed_time_s"] - free["zero3_exposed_time_s"] >= 105 * 3 * fc * 0.9
     assert exposed()["zero3_exposed_time_s"] == exposed(off)["zero3_exposed_time_s"]  # 175B: nothing gated
+
+
+def test_deepspeed_2021_builds_each_gather_list_in_python():
+    n = 256
+    with_loop = zero3(n, "deepspeed_2021")
+    without = zero3(n, "deepspeed_2021", "framework.zero3_gather_host_per_rank_s=0")
+    gathers = with_loop.metrics["microbatches"] * 96 * (4 + 7)
+    per_rank = framework("deepspeed_2021").zero3_gather_host_per_rank_s
+    assert per_rank == pytest.approx(3.3e-6)  # one view op per rank (conf/framework/deepspeed_2021.yaml cites it)
+    # a device sync per fetch exposes the whole loop of every gather: n views each
+    added = with_loop.metrics["zero3_exposed_time_s"] - without.metrics["zero3_exposed_time_s"]
+    assert added == pytest.approx(gathers * n * per_rank, rel=1e-6)
+    # engines that gather into one flat buffer build no list
+    assert {framework(name).zero3_gather_host_per_rank_s for name in ("deepspeed", "fsdp", "megatron")} == {0.0}
+
+
+@pytest.mark.parametrize("value", ["-1e-6", "true", "abc"])
+def test_bad_gather_host_time_is_a_one_line_error(value):
+    with pytest.raises(EstimatorError, match="zero3_gather_host_per_rank_s must be a number of seconds >= 0") as err:
+        framework("deepspeed_2021", f"framework.zero3_gather_host_per_rank_s={value}")
+    assert "\n" not in str(err.value)

@@ -49,6 +49,9 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   ``torch.distributed``'s tensor-list API: per collective, one eager copy per rank of the group
   on the host and ``2 x`` the buffer in HBM copies (and a zero-filled gather buffer), rather than
   flat-buffer collectives (:mod:`~estimator.parallel.zero3`).
+* ``zero3_gather_host_per_rank_s`` — host seconds per rank of the group that the engine's own Python
+  spends building each all-gather's tensor list (DeepSpeed 2021: one ``narrow`` view per rank), on top of
+  c10d's per-rank copy of ``zero3_list_collectives``; 0 for an engine that gathers into one flat buffer.
 * ``zero3_sync_per_fetch`` — the engine synchronises the whole device before every unit's
   parameters are used, so host work between units is not hidden behind queued GPU work.
 * ``zero3_prefetch_below_live`` — the engine prefetches a unit only when no gather is in flight and
@@ -142,6 +145,7 @@ class Framework:
     zero3_unit: str
     zero3_list_collectives: bool
     zero3_sync_per_fetch: bool
+    zero3_gather_host_per_rank_s: float
     zero3_grad_collective: str
     attention_kernel: str
     zero3_prefetch_below_live: bool
@@ -202,6 +206,9 @@ class Framework:
         sms = data.get("moe_dispatcher_sms")
         if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms <= 0):
             raise EstimatorError(f"framework.moe_dispatcher_sms must be a whole number of SMs > 0 or null, got {sms!r}")
+        per_rank = data["zero3_gather_host_per_rank_s"]
+        if isinstance(per_rank, bool) or not isinstance(per_rank, int | float) or not per_rank >= 0:
+            raise EstimatorError(f"framework.zero3_gather_host_per_rank_s must be a number of seconds >= 0, got {per_rank!r}")
         passes = data["loss_metric_passes"]
         if isinstance(passes, bool) or not isinstance(passes, int) or passes < 0:
             raise EstimatorError(f"framework.loss_metric_passes must be a whole number >= 0, got {passes!r}")

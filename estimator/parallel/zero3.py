@@ -31,7 +31,9 @@ value cited in ``conf/framework/*.yaml``).
   flat buffer; DeepSpeed's Python ``narrow`` per rank is not counted) and HBM copies on the
   communication stream at the device's memory bandwidth: the zero-filled gather buffer plus every
   slice copied out of c10d's flat buffer (3x the gathered bytes), every gradient slice copied in
-  (2x the bytes).
+  (2x the bytes). An engine whose Python builds the list itself adds ``zero3_gather_host_per_rank_s``
+  per rank to each all-gather's host time (DeepSpeed 2021: a ``narrow`` view per rank); an all-reduce
+  of a flattened bucket has no list and no per-rank host time.
 * Host work between units (``zero3_sync_per_fetch``): an engine that synchronises the device
   before each unit leaves the GPU idle while the host enqueues the next gather, so that host time
   is exposed whole; otherwise the host runs ahead and only host time beyond the unit's compute is.
@@ -143,7 +145,8 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     separate = L.recompute == "full" and fw.zero3_max_reuse_params is not None  # recompute has its own gathers
     lists = fw.zero3_list_collectives
     hbm = device.memory_rate("elementwise", precision)
-    host = size * device.launch_s if lists else 0.0
+    host = size * (device.launch_s + fw.zero3_gather_host_per_rank_s) if lists else 0.0  # per all-gather
+    reduce_host = size * device.launch_s if lists and fw.zero3_grad_collective == "reduce_scatter" else 0.0
 
     def gathers_of(u: float) -> int:
         return sum(1 + g for v, g in zip(units, b_gathers, strict=True) if v == u)
@@ -187,6 +190,6 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
             exp_b += (host_exposed(b_u) if again else 0.0) + exposed(ag[u] if again else 0.0, rs[u], b_u, pf["b"][i])
         else:
             exp_b += host_exposed(b_u + r_u) + exposed(ag[u], rs[u], b_u + r_u, pf["b"][i])
-        exp_b += beyond(host, b_u)  # the reduce-scatter's host time, behind the unit's backward kernels
+        exp_b += beyond(reduce_host, b_u)  # the reduce-scatter's host time, behind the unit's backward kernels
     comm = sum((1 + g) * ag[u] + rs[u] for u, g in zip(units, b_gathers, strict=True))
     return Zero3Layer(exp_f, exp_b, ag[units[0]], ag[units[-1]], comm, len(units) + sum(b_gathers), slowed)
