@@ -109,7 +109,10 @@ def test_memory_follows_zero_and_korthikanti():
     sbh = 2048 * 12288
     assert m0["activations"] == pytest.approx(6 * 16 * sbh * (10 + 24 / 8 + 5 * 96 * 2048 / (12288 * 8)))
     full = memory(s, Layout(8, 16, 8, 1, 1, 192, 0, True, "full"))
-    assert full["activations"] == pytest.approx(6 * 16 * 2 * sbh / 8)
+    # full recompute: the layer inputs (/t with sequence parallelism), plus the one layer recomputed in its
+    # backward with everything it saves (sequence parallel: sbh(34 + 5as/h)/t) less its input, already counted
+    recomputed = sbh * (34 + 5 * 96 * 2048 / 12288) / 8 - 2 * sbh / 8
+    assert full["activations"] == pytest.approx(6 * 16 * 2 * sbh / 8 + recomputed)
 
 
 def test_placement_prices_groups_where_they_sit():

@@ -74,6 +74,11 @@
     (moe_layer.py: the whole route / dispatch / experts / combine checkpointed): everything of
     :func:`moe_mlp_bytes` but its input (the router's ``2h``) and the mask. ``shared_experts``
     (shared_experts.py): the shared expert's fc1 and activation outputs.
+  - Recomputation rematerialises one layer at a time: in the layer's backward its recomputed tensors live
+    beside everything kept (torch.utils.checkpoint's backward, and Megatron's ``CheckpointFunction``, rerun the
+    forward with grad enabled and then run its backward: torch 2.13 torch/utils/checkpoint.py
+    l.278-331 ``CheckpointFunction.backward``), so a stage also holds one layer's bytes without recomputation less what
+    recomputation kept of it (:func:`recomputed_bytes`; the backward's own gradient buffers are not counted).
   - full recompute keeps only the layer input ``2sbh`` (/t with sequence parallelism or Megatron's
     ``--distribute-saved-activations``, ``parallelism.distribute_saved_activations``); torchtitan's
     per-op policy (``op``) keeps what :func:`~estimator.parallel.sac.saved_bytes_per_token` lists.
@@ -125,6 +130,8 @@
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from estimator.errors import EstimatorError
 from estimator.parallel.framework import Framework
@@ -296,6 +303,16 @@ def layer_activation_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = Fa
     return per_layer
 
 
+def recomputed_bytes(spec: TransformerSpec, layout: Layout, stage: int, fp8: bool = False) -> float:
+    """What recomputation rematerialises for the one layer in its backward: the layer's saved bytes without
+    recomputation less those kept (module docstring), the largest over the stage's layer kinds; 0 without it."""
+    if layout.recompute == "none" and not layout.modules:
+        return 0.0
+    whole = replace(layout, recompute="none", recompute_modules=None, distribute_saved=False)
+    return max((layer_activation_bytes(kind, whole, fp8) - layer_activation_bytes(kind, layout, fp8)
+                for kind, counts in layer_kinds(spec, layout) if counts[stage]), default=0.0)
+
+
 def layers_in_flight(layout: Layout, stage: int, model_layers: int) -> float:
     """Layer-microbatches of activations stage ``stage`` holds at its peak (module docstring)."""
     pp, m, v = layout.pp, layout.microbatches, layout.virtual_stages
@@ -334,7 +351,7 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     kinds = [(n[stage], layer_activation_bytes(kind, layout, fp8)) for kind, n in layer_kinds(spec, layout)]
     # the stage's mix of layer kinds (exact without interleaving, where every layer is held alike)
     per_layer = kinds[0][1] if len(kinds) == 1 else sum(n * b for n, b in kinds) / max(1, sum(n for n, _ in kinds))
-    acts = layers_in_flight(layout, stage, spec.layers) * per_layer
+    acts = layers_in_flight(layout, stage, spec.layers) * per_layer + recomputed_bytes(spec, layout, stage, fp8)
     if stage == layout.pp - 1:  # the loss's logits at its backward peak; multi-token prediction's layer and logits
         acts += (1 + spec.mtp) * peak_bytes(fw.loss_kernel) * logit_elements(spec, layout) + spec.mtp * kinds[-1][1]
     return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": acts,
