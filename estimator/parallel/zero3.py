@@ -28,7 +28,7 @@ value cited in ``conf/framework/*.yaml``).
 * Tensor-list collectives (``zero3_list_collectives``, DeepSpeed v0.3.13-v0.5): every all-gather
   and reduce-scatter costs, besides NCCL's time (priced by the fabric), one eager copy per rank of
   the group on the host (``n x device.launch_s``: c10d copies each slice between the list and its
-  flat buffer; DeepSpeed's Python ``narrow`` per rank is not counted) and HBM copies on the
+  flat buffer) and HBM copies on the
   communication stream at the device's memory bandwidth: the zero-filled gather buffer plus every
   slice copied out of c10d's flat buffer (3x the gathered bytes), every gradient slice copied in
   (2x the bytes). An engine whose Python builds the list itself adds ``zero3_gather_host_per_rank_s``
