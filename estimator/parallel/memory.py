@@ -78,7 +78,9 @@
     beside everything kept (torch.utils.checkpoint's backward, and Megatron's ``CheckpointFunction``, rerun the
     forward with grad enabled and then run its backward: torch 2.13 torch/utils/checkpoint.py
     l.278-331 ``CheckpointFunction.backward``), so a stage also holds one layer's bytes without recomputation less what
-    recomputation kept of it (:func:`recomputed_bytes`; the backward's own gradient buffers are not counted).
+    recomputation kept of it (:func:`recomputed_bytes`; the backward's own gradient buffers are not counted). On
+    the last stage the loss's backward peak (below) comes before any layer's backward, so that stage holds the
+    larger of the two.
   - full recompute keeps only the layer input ``2sbh`` (/t with sequence parallelism or Megatron's
     ``--distribute-saved-activations``, ``parallelism.distribute_saved_activations``); torchtitan's
     per-op policy (``op``) keeps what :func:`~estimator.parallel.sac.saved_bytes_per_token` lists.
@@ -351,9 +353,13 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     kinds = [(n[stage], layer_activation_bytes(kind, layout, fp8)) for kind, n in layer_kinds(spec, layout)]
     # the stage's mix of layer kinds (exact without interleaving, where every layer is held alike)
     per_layer = kinds[0][1] if len(kinds) == 1 else sum(n * b for n, b in kinds) / max(1, sum(n for n, _ in kinds))
-    acts = layers_in_flight(layout, stage, spec.layers) * per_layer + recomputed_bytes(spec, layout, stage, fp8)
-    if stage == layout.pp - 1:  # the loss's logits at its backward peak; multi-token prediction's layer and logits
-        acts += (1 + spec.mtp) * peak_bytes(fw.loss_kernel) * logit_elements(spec, layout) + spec.mtp * kinds[-1][1]
+    acts = layers_in_flight(layout, stage, spec.layers) * per_layer
+    transient = recomputed_bytes(spec, layout, stage, fp8)  # a layer's backward: the one layer recomputed
+    if stage == layout.pp - 1:  # the loss's logits at its backward peak (before any layer's backward, so the larger
+        # of the two); multi-token prediction's layer (held) and logits
+        acts += spec.mtp * kinds[-1][1]
+        transient = max(transient, (1 + spec.mtp) * peak_bytes(fw.loss_kernel) * logit_elements(spec, layout))
+    acts += transient
     return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": acts,
             "total": weights + grads + optim + acts}
 
