@@ -86,7 +86,7 @@ def main(argv: list[str]) -> None:
         line = f"| {label} | {len(errs)} | {mean:.1f} % | {worst:.1f} % |"
         if before is not None:
             old = before[label]
-            line += f" {len(old)} rows {mean_max(old)[0]:.1f} / {mean_max(old)[1]:.1f} % |" if old else " - |"
+            line += " {} rows {:.1f} / {:.1f} % |".format(len(old), *mean_max(old)) if old else " - |"
         print(line)
 
 

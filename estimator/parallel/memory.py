@@ -305,14 +305,28 @@ def layer_activation_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = Fa
     return per_layer
 
 
-def recomputed_bytes(spec: TransformerSpec, layout: Layout, stage: int, fp8: bool = False) -> float:
-    """What recomputation rematerialises for the one layer in its backward: the layer's saved bytes without
-    recomputation less those kept (module docstring), the largest over the stage's layer kinds; 0 without it."""
-    if layout.recompute == "none" and not layout.modules:
-        return 0.0
+def layer_bytes(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> list[tuple[tuple[int, ...], float, float]]:
+    """Per layer kind (:func:`~estimator.parallel.layout.layer_kinds`): how many layers of it each stage holds, the
+    bytes one such layer keeps for its backward per microbatch, and what recomputation rematerialises in that
+    layer's backward (its bytes without recomputation less those kept, module docstring; 0 without recomputation).
+    The same for every stage: :func:`memory` computes it once."""
+    recomputes = layout.recompute != "none" or bool(layout.modules)
     whole = replace(layout, recompute="none", recompute_modules=None, distribute_saved=False)
-    return max((layer_activation_bytes(kind, whole, fp8) - layer_activation_bytes(kind, layout, fp8)
-                for kind, counts in layer_kinds(spec, layout) if counts[stage]), default=0.0)
+    out = []
+    for kind, counts in layer_kinds(spec, layout):
+        kept = layer_activation_bytes(kind, layout, fp8)
+        out.append((counts, kept, layer_activation_bytes(kind, whole, fp8) - kept if recomputes else 0.0))
+    return out
+
+
+def recomputed_bytes(spec: TransformerSpec, layout: Layout, stage: int, fp8: bool = False) -> float:
+    """What recomputation rematerialises in the backward of the one layer being recomputed on ``stage``: the
+    largest over the stage's layer kinds (:func:`layer_bytes`)."""
+    return _recomputed(layer_bytes(spec, layout, fp8), stage)
+
+
+def _recomputed(layers: list[tuple[tuple[int, ...], float, float]], stage: int) -> float:
+    return max((again for counts, _kept, again in layers if counts[stage]), default=0.0)
 
 
 def layers_in_flight(layout: Layout, stage: int, model_layers: int) -> float:
@@ -335,8 +349,10 @@ def layers_in_flight(layout: Layout, stage: int, model_layers: int) -> float:
 
 
 def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: int = 2,
-                 framework: Framework | None = None, fp8: bool = False) -> dict[str, float]:
-    """Bytes per GPU of pipeline stage ``stage``: weights, gradients, optimizer state, activations, total."""
+                 framework: Framework | None = None, fp8: bool = False,
+                 layers: list[tuple[tuple[int, ...], float, float]] | None = None) -> dict[str, float]:
+    """Bytes per GPU of pipeline stage ``stage``: weights, gradients, optimizer state, activations, total;
+    ``layers``: :func:`layer_bytes` of the layout, if already computed."""
     dense, expert = stage_param_split(spec, layout, stage)
     replicas = layout.dp * layout.cp
 
@@ -350,11 +366,12 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     optim = sharded(ADAM_BYTES[fw.optimizer_state], 1)
     if layout.zero == 3:  # the unit running and those prefetched, gathered
         weights += fw.zero3_live(max(zero3_units(spec, layout, fw.zero3_unit))) * WEIGHT_BYTES
-    kinds = [(n[stage], layer_activation_bytes(kind, layout, fp8)) for kind, n in layer_kinds(spec, layout)]
+    layers = layer_bytes(spec, layout, fp8) if layers is None else layers
+    kinds = [(counts[stage], kept) for counts, kept, _again in layers]
     # the stage's mix of layer kinds (exact without interleaving, where every layer is held alike)
     per_layer = kinds[0][1] if len(kinds) == 1 else sum(n * b for n, b in kinds) / max(1, sum(n for n, _ in kinds))
     acts = layers_in_flight(layout, stage, spec.layers) * per_layer
-    transient = recomputed_bytes(spec, layout, stage, fp8)  # a layer's backward: the one layer recomputed
+    transient = _recomputed(layers, stage)  # a layer's backward: the one layer recomputed (recomputed_bytes)
     if stage == layout.pp - 1:  # the loss's logits at its backward peak (before any layer's backward, so the larger
         # of the two); multi-token prediction's layer (held) and logits
         acts += spec.mtp * kinds[-1][1]
@@ -370,7 +387,8 @@ def memory(spec: TransformerSpec, layout: Layout, grad_bytes: int = 2, framework
     ``fp8``: ``precision=fp8``, whose saved inputs are 1 byte where the framework's FP8 Linears keep
     them so (``Framework.fp8_keeps_fp8_inputs``: Transformer Engine; module docstring)."""
     fp8 = fp8 and (framework or Framework.from_cfg(None)).fp8_keeps_fp8_inputs
-    stages = [stage_memory(spec, layout, i, grad_bytes, framework, fp8) for i in range(layout.pp)]
+    layers = layer_bytes(spec, layout, fp8)
+    stages = [stage_memory(spec, layout, i, grad_bytes, framework, fp8, layers) for i in range(layout.pp)]
     peak = max(range(layout.pp), key=lambda i: stages[i]["total"])
     return {**stages[peak], "stage": peak}
 
