@@ -155,6 +155,14 @@ LINK_EFFICIENCY = {
     "ib_hdr": 47.0 / 50.0,    # same ConnectX RDMA path as NDR (assumption, no separate figure)
     "ib_edr": 47.0 / 50.0,    # idem
     "roce": 47.0 / 50.0,      # idem (lossless RoCE v2 on ConnectX)
+    # Omni-Path 100 (Intel OPA) as NCCL drove it through verbs (NET/IB, no net plugin), measured on Jean
+    # Zay's A100 partition (4 nodes x 8 A100-80GB, 4 OPA links per node, NCCL 2.10.3): a 4 GB fp32
+    # all-reduce over 32 GPUs took 1.527 s (mean of the 4 steady trials x 32 ranks, trial 0 with
+    # connection set-up left out) = busbw 5.08 GB/s of the node's 50 GB/s line rate.
+    # bigscience-workshop/bigscience@358e3c8 experiments/bandwidth/all_reduce_bench-a100-n4.txt (2022-01-28;
+    # README: "we have an issue with nccl that doesn't fully utilize Intel OPA full bandwidth").
+    # Calibration row jeanzay-a100x32-allreduce-4GB (validation/nccl_tests.csv): this ratio reproduces it.
+    "opa": 0.1016,
     "ideal": 1.0,
 }
 
