@@ -34,7 +34,7 @@ from estimator.timeline.dataparallel import (
     simulate_data_parallel,
 )
 from estimator.timeline.job_topology import wire_for_job
-from estimator.workloads import io
+from estimator.workloads import cnn_fusion, io
 from estimator.workloads.graph import Workload
 
 # The parts of the resolved config that determine an estimate (and so its config hash).
@@ -110,15 +110,21 @@ def _scaled(path: str, mtime: float, batch: int) -> Workload:
 
 
 @lru_cache(maxsize=256)
-def _profile(path: str, mtime: float, batch: int, device: DeviceProfile, dtype_bytes: int, precision: str):
-    return compute_profile(_load(path, mtime).scaled_to_batch(batch), device, dtype_bytes, precision)
+def _profile(path: str, mtime: float, batch: int, device: DeviceProfile, dtype_bytes: int, precision: str,
+             kernels: str = "none"):
+    """Compute profile of a workload at a batch size, its kernels fused as ``kernels`` runs them
+    (:mod:`estimator.workloads.cnn_fusion`)."""
+    workload = cnn_fusion.apply(_load(path, mtime).scaled_to_batch(batch), kernels)
+    return compute_profile(workload, device, dtype_bytes, precision)
 
 
 @lru_cache(maxsize=1024)
-def _buckets(path: str, mtime: float, batch: int, device: DeviceProfile, policy: BucketPolicy, precision: str):
+def _buckets(path: str, mtime: float, batch: int, device: DeviceProfile, policy: BucketPolicy, precision: str,
+             kernels: str = "none"):
     """Gradient buckets of a workload: they depend on the compute profile and the bucketing
     policy, not on the fabric, so a sweep over fabrics computes them once."""
-    return tuple(make_buckets(_profile(path, mtime, batch, device, policy.gradient_dtype_bytes, precision), policy))
+    profile = _profile(path, mtime, batch, device, policy.gradient_dtype_bytes, precision, kernels)
+    return tuple(make_buckets(profile, policy))
 
 
 @lru_cache(maxsize=256)
@@ -250,8 +256,9 @@ def estimate_with(sub: dict[str, Any], fabric: Any, device: DeviceProfile, polic
     if workload.devices == 1:
         if par.get("strategy", "data") != "data":
             raise EstimatorError(f"parallelism.strategy {par.get('strategy')!r} is not supported for single-replica workloads")
-        profile = _profile(file, mtime, batch, device, policy.gradient_dtype_bytes, precision)
-        buckets = list(_buckets(file, mtime, batch, device, policy, precision))
+        kernels = "none" if sub.get("workload") else cnn_fusion.check((sub["model"] or {}).get("fused_kernels"))
+        profile = _profile(file, mtime, batch, device, policy.gradient_dtype_bytes, precision, kernels)
+        buckets = list(_buckets(file, mtime, batch, device, policy, precision, kernels))
         # a fabric that picks its wiring per job (the OCS with topology=auto) is wired for this one, on
         # the network alone: the straggler wait is the same on every candidate topology, and an
         # input-bound floor would tie them
