@@ -118,6 +118,18 @@ def test_overlap_lowers_the_exposed_all_to_all():
     assert plain["ep_exposed_time_s"] == plain["ep_comm_time_s"]
 
 
+def test_a_hidden_nccl_all_to_all_slows_the_compute_it_hides_behind():
+    """The NCCL all-to-all's CTAs hold SMs while it runs beside compute: the overlap pays comm_interference of
+    the hidden time, like the data-parallel collectives (0 = the exchange hidden for free)."""
+    merged = [*QWEN, "framework.moe_a2a_overlap=true"]
+    free, charged = run([*merged, "parallelism.comm_interference=0"]), run(merged)
+    assert charged["iter_time_s"] > free["iter_time_s"]
+    plain = run(QWEN)
+    hidden = plain["ep_exposed_time_s"] - free["ep_exposed_time_s"]  # what the overlap hides, per step
+    extra = charged["iter_time_s"] - free["iter_time_s"]
+    assert 0.5 * 24 / 132 * hidden < extra <= 24 / 132 * plain["ep_comm_time_s"] * 1.0001
+
+
 def test_deepep_lowers_the_qwen3_all_to_all_over_two_nodes():
     plain, flex = run(QWEN), run([*QWEN, "framework.moe_dispatcher=deepep"])
     assert flex["ep_comm_time_s"] < 0.5 * plain["ep_comm_time_s"]
@@ -181,7 +193,10 @@ def test_sm_share_is_the_dispatchers_sms_over_the_devices():
     assert sm_share(NS(moe_dispatcher="deepep", moe_dispatcher_sms=None), h100) == pytest.approx(20 / 132)
     assert sm_share(NS(moe_dispatcher="hybridep", moe_dispatcher_sms=None), h100) == pytest.approx(32 / 132)
     assert sm_share(NS(moe_dispatcher="hybridep", moe_dispatcher_sms=24), h100) == pytest.approx(24 / 132)
-    assert sm_share(NS(moe_dispatcher="alltoall", moe_dispatcher_sms=24), h100) == 0.0  # NCCL's SMs: not charged
+    # the NCCL all-to-all's CTAs cost what any hidden NCCL collective costs: parallelism.comm_interference
+    assert sm_share(NS(moe_dispatcher="alltoall", moe_dispatcher_sms=24), h100) == 0.0
+    assert sm_share(NS(moe_dispatcher="alltoall", moe_dispatcher_sms=None), h100, 0.182) == pytest.approx(0.182)
+    assert sm_share(NS(moe_dispatcher="deepep", moe_dispatcher_sms=None), h100, 0.5) == pytest.approx(20 / 132)
     assert sm_share(NS(moe_dispatcher="deepep", moe_dispatcher_sms=None), NS(sm_count=None)) == 0.0
     with pytest.raises(EstimatorError, match="leaves no SM"):
         sm_share(NS(moe_dispatcher="deepep", moe_dispatcher_sms=132), h100)

@@ -49,7 +49,10 @@ they get, as wave-filling kernels run). Defaults (:data:`DISPATCHER_SMS`): DeepE
 l.1287-1290: ``moe_flex_dispatcher_num_sms`` None -> 20); HybridEP 32, what Megatron-Bridge's performance scripts
 set (NVIDIA-NeMo/Megatron-Bridge@067f987d scripts/performance/utils/overrides.py l.86-89, whose comment says the
 number "needs to be adjusted when overlapping HybridEP with computation"); Megatron-core leaves HybridEP's own
-default, which is not read here. The NCCL all-to-all's SMs are not charged (NCCL sizes its channels at run time).
+default, which is not read here. The NCCL all-to-all (``alltoall``) runs one CTA per channel on SMs it does not share,
+like every NCCL collective: hidden behind compute it costs ``parallelism.comm_interference`` of the hidden time, the
+charge the data-parallel and ZeRO collectives pay (default ``device.collective_sms / sm_count``, cited in
+conf/device/*.yaml).
 
 Shared expert (``framework.moe_shared_expert_overlap``, Megatron-core's ``moe_shared_expert_overlap``, default
 False: NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_config.py l.717-721): without it the
@@ -135,10 +138,14 @@ def merged_exposure(a2a: float, pre_f: float, experts_f: float, pre_b: float, ex
     return max(0.0, max(combine_f, pre_b_end) - (pre_f + experts_f + pre_b + experts_b))
 
 
-def sm_share(framework, device) -> float:
-    """Seconds of compute one second of hidden dispatch costs: the dispatcher's SMs over the device's (0 for the
-    NCCL all-to-all, or a device that states no SM count)."""
-    if framework.moe_dispatcher not in DISPATCHER_SMS or not device.sm_count:
+def sm_share(framework, device, interference: float = 0.0) -> float:
+    """Seconds of compute one second of hidden dispatch costs: the flex dispatcher's SMs over the device's (0 for
+    a device that states no SM count); the NCCL all-to-all's CTAs cost what every NCCL collective hidden behind
+    compute does, ``interference`` (``parallelism.comm_interference``: by default the device's
+    ``collective_sms / sm_count``)."""
+    if framework.moe_dispatcher not in DISPATCHER_SMS:
+        return interference
+    if not device.sm_count:
         return 0.0
     sms = framework.moe_dispatcher_sms or DISPATCHER_SMS[framework.moe_dispatcher]
     if sms >= device.sm_count:

@@ -480,14 +480,14 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     if fw.moe_a2a_overlap and ep_one:  # merged forward / backward (moe_comm; check() refuses the recomputes)
         experts_f, experts_b = outside_attention(layer, attn, spec.top_k * mlp_flops(spec, L, spec.moe_ffn))
         merged = merged_exposure(ep_one, f_layer - experts_f, experts_f, b_layer - experts_b, experts_b)
-        merged += sm_share(fw, device) * max(0.0, 4 * ep_one - merged)  # compute slowed while the hidden dispatch holds SMs
+        merged += sm_share(fw, device, interference) * max(0.0, 4 * ep_one - merged)  # compute slowed while the hidden exchange holds SMs
         share = merged_fraction(L.microbatches, L.pp, L.virtual_stages, L.microbatch_group)
         ep_f = ep_b = share * merged / 2 + (1 - share) * 2 * ep_one
     elif fw.moe_shared_expert_overlap and ep_one:  # the shared expert's fc1 / fc2 behind dispatch / combine (moe_comm)
         shared_f, shared_b = outside_attention(layer, attn, mlp_flops(spec, L, spec.shared_ffn))
         one = fc1_share(spec.gated)
         (ep_f, hid_f), (exp_b, hid_b) = (shared_hidden(ep_one, one * t, (1 - one) * t) for t in (shared_f, shared_b))
-        slowed = sm_share(fw, device)  # the flex dispatcher's SMs, taken from the shared GEMMs it runs beside
+        slowed = sm_share(fw, device, interference)  # the exchange's SMs, taken from the shared GEMMs it runs beside
         ep_f += slowed * hid_f
         ep_b = exp_b + slowed * hid_b + (n_rc + n_moe) / 2 * ep_f  # a recompute reruns the forward's overlap
     f_layer, b_layer = f_layer + ep_f, b_layer + ep_b
