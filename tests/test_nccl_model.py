@@ -359,3 +359,15 @@ def test_export_writes_ring_and_refuses_chunk_bytes(tmp_path):
     assert json.loads((tmp_path / "system.json").read_text())["preferred-dataset-splits"] == 4
     with pytest.raises(EstimatorError, match="chunk_bytes"):
         network_config({**ring, "chunk_bytes": 1e6}, 8)
+
+
+def test_omni_path_is_priced_at_jean_zays_measured_fraction_of_line_rate():
+    """Jean Zay's all-reduce benchmark (calibration row): 4 GB over 4 nodes x 8 A100 with 4 OPA links each ran at
+    busbw 5.08 GB/s, a tenth of what the same links priced as HDR InfiniBand give."""
+    base = ("fabric.uplinks=4", "fabric.uplink_bandwidth_Bps=12.5e9", "fabric.nccl_version=2.10.3")
+    row = {"system": "dgx_a100", "gpus": "32", "collective": "all_reduce", "bytes": "4000000000"}
+    opa = predicted_busbw({**row, "overrides": " ".join((*base, "fabric.uplink_technology=opa"))})
+    ib = predicted_busbw({**row, "overrides": " ".join((*base, "fabric.uplink_technology=ib_hdr"))})
+    assert opa == pytest.approx(5.08, rel=0.01)
+    assert 8 < ib / opa < 10
+    assert nccl.LINK_EFFICIENCY["opa"] < nccl.LINK_EFFICIENCY["ib_hdr"]
