@@ -626,7 +626,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
             elif L.zero in (1, 2):
                 if bf16_allreduce and size > 1:  # the whole buffer cast to bf16, all-reduced, cast back (BF16_Optimizer)
                     t_grad += (pricer.price(group, "all_reduce", params * WEIGHT_BYTES, size, 1)
-                               + params * 2 * (grad_bytes + WEIGHT_BYTES) / hbm)
+                               + (params * 2 * (grad_bytes + WEIGHT_BYTES) / hbm if grad_bytes != WEIGHT_BYTES else 0.0))
                 elif L.zero == 1:
                     t_grad += pricer.price(group, "reduce_scatter", nbytes, size, 1)
                 t_after += pricer.price(group, "all_gather", params * WEIGHT_BYTES, size, 1)  # 16-bit weights
