@@ -108,3 +108,9 @@ def test_bad_values_are_one_line_errors(key, value, message):
     cfg = estimator.resolve_config(["parallelism=hybrid", "framework=deepspeed"])["framework"]
     with pytest.raises(EstimatorError, match=message):
         Framework.from_cfg({**cfg, key: value})
+
+
+def test_bf16_optimizer_passes_only_with_zero_0_or_1():
+    _, a = _run("parallelism.zero=2")
+    _, b = _run("parallelism.zero=2", "framework.bf16_grad_accum_bytes=0", "framework.bf16_step_grad_bytes=0")
+    assert a.metrics["iter_time_s"] == b.metrics["iter_time_s"]

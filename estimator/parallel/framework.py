@@ -111,7 +111,8 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   over the buffer at the device's elementwise memory rate).
 * ``bf16_grad_accum_bytes`` — with ``precision=bf16``, HBM bytes per parameter and microbatch the engine moves to add
   the backward's bf16 gradients into its fp32 accumulation buffer outside the GEMMs (DeepSpeed's BF16_Optimizer
-  ``update_hp_grads``: 18); 0 when the accumulation is fused or not separate. Priced in every backward.
+  ``update_hp_grads``: 18); 0 when the accumulation is fused or not separate. Priced in every backward (``zero`` 0 or 1:
+  DeepSpeed runs ZeRO-2/3 through its ZeRO optimizers, not BF16_Optimizer; also for ``bf16_step_grad_bytes``).
 * ``bf16_step_grad_bytes`` — with ``precision=bf16``, HBM bytes per (unsharded) parameter the step spends on the fp32
   gradient buffer outside the reduction and the optimizer (BF16_Optimizer: the grad-norm read and the buffer's
   ``zero_()``: 8); 0 when not priced. Exposed at the end of the step.

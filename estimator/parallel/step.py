@@ -119,7 +119,7 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   parameter) instead of reduce-scattered; every backward adds its bf16 gradients into the fp32 buffer
   (``bf16_grad_accum_bytes`` per parameter of the stage, in the stage's backward slot); every step reads the buffer
   for the grad norm and zeroes it (``bf16_step_grad_bytes`` per parameter, in ``optimizer_s``). All at the device's
-  elementwise memory rate.
+  elementwise memory rate. Only with ``zero`` 0 or 1 (DeepSpeed runs ZeRO-2/3 through its ZeRO optimizers instead).
 * FP8 amax all-reduces (``precision=fp8`` with TE's kernels; :mod:`~estimator.parallel.fp8_amax`, sources there):
   ``delayed``: one fused all-reduce of the rank's whole amax buffer per model chunk and microbatch, forward and
   backward, over the ``tp x cp x dp`` ranks; ``tensorwise``: a 4-byte TP all-reduce per sequence-parallel tensor
@@ -592,7 +592,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     dense = [stage_param_split(spec, L, i) for i in range(L.pp)]
     # ---- bf16 engines that add each backward's bf16 gradients into an fp32 buffer outside the GEMMs (BF16_Optimizer)
     hbm = device.memory_rate("elementwise", precision)
-    bf16 = precision == "bf16"
+    bf16 = precision == "bf16" and L.zero <= 1  # DeepSpeed runs ZeRO-2/3 through its ZeRO optimizers, not BF16_Optimizer
     accum = [(d + e) * fw.bf16_grad_accum_bytes / hbm if bf16 else 0.0 for d, e in dense]
     t_b = [t_b[i] + accum[i] for i in range(L.pp)]
     edp = L.edp  # data-parallel copies of an expert
@@ -613,7 +613,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     tied = 0.0
     if spec.tied and L.pp > 1:
         tied = pricer.price("embd", "all_reduce", spec.padded_vocab(L.tp) * spec.hidden // L.tp * grad_bytes, 2, 1)
-    bf16_allreduce = bf16 and L.zero == 1 and fw.bf16_grad_reduce == "all_reduce_bf16"
+    bf16_allreduce = bf16 and L.zero == 1 and fw.bf16_grad_reduce == "all_reduce_bf16"  # (zero 0: a plain all-reduce)
     # ---- data parallel / ZeRO-0/1/2: after the last microbatch (per stage; the slowest sets the tail)
     dp_exposed, t_dp, slowed_dp = 0.0, 0.0, 0.0
     for i, (d, e) in enumerate(dense):
