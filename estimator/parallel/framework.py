@@ -104,6 +104,19 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   stream behind the dispatch all-to-all and its fc2 behind the combine, forward and backward, instead of whole before
   the router (:func:`~estimator.parallel.moe_comm.shared_hidden`).
 
+* ``bf16_grad_reduce`` — with ``precision=bf16`` and ``zero`` 1, how the data-parallel gradients are reduced:
+  ``zero`` (as the ZeRO stage says: a reduce-scatter of the gradient buffer, in its dtype) or ``all_reduce_bf16``
+  (DeepSpeed's BF16_Optimizer under the pipeline engine: the whole fp32 gradient buffer all-reduced, cast to bf16 for
+  the wire and back, each rank then updating its shard: one all-reduce of 2 bytes per parameter plus two cast passes
+  over the buffer at the device's elementwise memory rate).
+* ``bf16_grad_accum_bytes`` — with ``precision=bf16``, HBM bytes per parameter and microbatch the engine moves to add
+  the backward's bf16 gradients into its fp32 accumulation buffer outside the GEMMs (DeepSpeed's BF16_Optimizer
+  ``update_hp_grads``: 18); 0 when the accumulation is fused or not separate. Priced in every backward (``zero`` 0 or 1:
+  DeepSpeed runs ZeRO-2/3 through its ZeRO optimizers, not BF16_Optimizer; also for ``bf16_step_grad_bytes``).
+* ``bf16_step_grad_bytes`` — with ``precision=bf16``, HBM bytes per (unsharded) parameter the step spends on the fp32
+  gradient buffer outside the reduction and the optimizer (BF16_Optimizer: the grad-norm read and the buffer's
+  ``zero_()``: 8); 0 when not priced. Exposed at the end of the step.
+
 A config without a ``framework`` subtree (a hand-built dict) gets ``conf/framework/megatron.yaml``.
 """
 
@@ -125,6 +138,7 @@ ZERO3_UNITS = ("layer", "module")
 TP_OVERLAP_SCOPES = ("layer", "gemm")
 GRAD_COLLECTIVES = ("reduce_scatter", "all_reduce")
 OPTIMIZER_STATES = ("fp32", "bf16", "bf16_moments")
+BF16_GRAD_REDUCES = ("zero", "all_reduce_bf16")
 OPTIONAL = ("reduce_bucket_params", "zero3_prefetch_params", "zero3_max_live_params",
             "zero3_max_reuse_params")  # parameter counts; null = none
 DEFAULT = "megatron"
@@ -159,6 +173,9 @@ class Framework:
     moe_a2a_overlap: bool
     moe_shared_expert_overlap: bool
     recompute: str
+    bf16_grad_reduce: str
+    bf16_grad_accum_bytes: float
+    bf16_step_grad_bytes: float
     moe_dispatcher_sms: int | None = None
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
@@ -203,6 +220,13 @@ class Framework:
                                  f"got {data['moe_dispatcher']!r}")
         if data["recompute"] not in RECOMPUTE:
             raise EstimatorError(f"framework.recompute must be one of {', '.join(RECOMPUTE)}, got {data['recompute']!r}")
+        if data["bf16_grad_reduce"] not in BF16_GRAD_REDUCES:
+            raise EstimatorError(f"framework.bf16_grad_reduce must be one of {', '.join(BF16_GRAD_REDUCES)}, "
+                                 f"got {data['bf16_grad_reduce']!r}")
+        for key in ("bf16_grad_accum_bytes", "bf16_step_grad_bytes"):
+            value = data[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+                raise EstimatorError(f"framework.{key} must be a number of bytes per parameter >= 0, got {value!r}")
         sms = data.get("moe_dispatcher_sms")
         if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms <= 0):
             raise EstimatorError(f"framework.moe_dispatcher_sms must be a whole number of SMs > 0 or null, got {sms!r}")

@@ -102,6 +102,24 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   steps) and their exposure grows with scale instead of being hidden. Hidden is not free: the
   compute a DP / ZeRO collective overlaps runs slower by ``interference`` of the overlapped time
   (``parallelism.comm_interference``; output ``interference_s``).
+* Tied word embedding (``spec.tied``, ``pp`` > 1): the first stage's embedding and the last stage's LM head are one
+  weight, so after the pipeline flush its gradient (``padded vocab / tp x hidden`` elements per TP rank, in the
+  gradient buffer's dtype) is all-reduced between the two stages, the ``tp x dp`` such 2-rank groups at once, before
+  the step and not overlapped: DeepSpeed's pipeline engine (microsoft/DeepSpeed@56c522386878df2513ccb548de76b50191ae3af7
+  pipe/schedule.py l.234-237: ReduceTiedGrads before ReduceGrads and OptimizerStep; pipe/engine.py l.233-248
+  all_reduce of the tied weight's fp32 ``_hp_grad`` under bf16; groups per (dp, tp) fiber, pipe/module.py l.438-480),
+  Megatron-LM's embedding group (bigscience-workshop/Megatron-DeepSpeed@55f8cf8b megatron/training.py l.476-498, the
+  Megatron-LM code; Megatron-core: NVIDIA/Megatron-LM@d98e8a64 megatron/core/distributed/finalize_model_grads.py
+  l.258, l.676, after ``finish_grad_sync``). Added to the first and the last stage's tail (output
+  ``tied_grad_time_s``, inside ``dp_exposed_time_s``). Multi-token prediction's embedding copy on the last stage (an
+  all-reduce of the same size, Megatron-core) is not priced.
+* bf16 engines with their own fp32 gradient buffer (``framework.bf16_grad_reduce`` / ``bf16_grad_accum_bytes`` /
+  ``bf16_step_grad_bytes``, :mod:`~estimator.parallel.framework`; DeepSpeed's BF16_Optimizer): with ``zero`` 1 the
+  gradients may be all-reduced whole in bf16 (cast from and back to the fp32 buffer: two passes of ``4 + 2`` bytes per
+  parameter) instead of reduce-scattered; every backward adds its bf16 gradients into the fp32 buffer
+  (``bf16_grad_accum_bytes`` per parameter of the stage, in the stage's backward slot); every step reads the buffer
+  for the grad norm and zeroes it (``bf16_step_grad_bytes`` per parameter, in ``optimizer_s``). All at the device's
+  elementwise memory rate. Only with ``zero`` 0 or 1 (DeepSpeed runs ZeRO-2/3 through its ZeRO optimizers instead).
 * FP8 amax all-reduces (``precision=fp8`` with TE's kernels; :mod:`~estimator.parallel.fp8_amax`, sources there):
   ``delayed``: one fused all-reduce of the rank's whole amax buffer per model chunk and microbatch, forward and
   backward, over the ``tp x cp x dp`` ranks; ``tensorwise``: a 4-byte TP all-reduce per sequence-parallel tensor
@@ -527,6 +545,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         stride.update(flex_strides(fabric, L.ep, stride["ep"]))  # the flex dispatcher's rail and node exchanges
     stride["dpcp"] = stride["cp"] if L.cp > 1 else stride["dp"]  # the gradient group: dp x cp ranks (cp inside dp)
     stride["amax"] = min(stride["tp"], stride["cp"], stride["dp"])  # delayed FP8's tp x cp x dp group (fp8_amax), as if contiguous
+    stride["embd"] = (L.pp - 1) * stride["pp"]  # the tied embedding's group: the first and the last pipeline stage
     pricer = _Pricer(fabric, {**stride, "dp": stride["dpcp"]}, algorithm)
     m, stages, v = L.microbatches, L.stage_layers(spec.layers), L.virtual_stages
     act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
@@ -571,6 +590,11 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
             amax_delayed[i] = chunks[i] * (ar_f + ar_b)
     # ---- ZeRO-2: every microbatch's gradients reduce-scattered during its backward
     dense = [stage_param_split(spec, L, i) for i in range(L.pp)]
+    # ---- bf16 engines that add each backward's bf16 gradients into an fp32 buffer outside the GEMMs (BF16_Optimizer)
+    hbm = device.memory_rate("elementwise", precision)
+    bf16 = precision == "bf16" and L.zero <= 1  # DeepSpeed runs ZeRO-2/3 through its ZeRO optimizers, not BF16_Optimizer
+    accum = [(d + e) * fw.bf16_grad_accum_bytes / hbm if bf16 else 0.0 for d, e in dense]
+    t_b = [t_b[i] + accum[i] for i in range(L.pp)]
     edp = L.edp  # data-parallel copies of an expert
     slowed_z2 = [0.0] * L.pp  # ZeRO-2's interference per stage and microbatch
     late_z2, rs_z2 = [0.0] * L.pp, [0.0] * L.pp  # its reduce-scatter per microbatch: beyond the backward, and whole
@@ -583,30 +607,44 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     slowest = max(range(L.pp), key=lambda i: slots[i])
     bubble = (sum(slots) - slots[slowest]) / v
     pipeline = m * slots[slowest] + bubble
+    # ---- tied word embedding (pp > 1): its gradient all-reduced between the first and the last stage after the
+    # pipeline flush, in the gradient buffer's dtype, before the step (DeepSpeed's ReduceTiedGrads, Megatron's
+    # embedding-group all-reduce; sources in the module docstring), exposed on those two stages
+    tied = 0.0
+    if spec.tied and L.pp > 1:
+        tied = pricer.price("embd", "all_reduce", spec.padded_vocab(L.tp) * spec.hidden // L.tp * grad_bytes, 2, 1)
+    bf16_allreduce = bf16 and L.zero == 1 and fw.bf16_grad_reduce == "all_reduce_bf16"  # (zero 0: a plain all-reduce)
     # ---- data parallel / ZeRO-0/1/2: after the last microbatch (per stage; the slowest sets the tail)
     dp_exposed, t_dp, slowed_dp = 0.0, 0.0, 0.0
     for i, (d, e) in enumerate(dense):
-        grads = [("dp", d * grad_bytes, L.dp * L.cp)] if L.ep == 1 else [("dp", d * grad_bytes, L.dp * L.cp), ("edp", e * grad_bytes, edp)]
+        grads = [("dp", d, L.dp * L.cp)] if L.ep == 1 else [("dp", d, L.dp * L.cp), ("edp", e, edp)]
         t_grad = t_after = 0.0
-        for group, nbytes, size in grads:  # the two groups' reductions one after the other (Megatron-core)
+        for group, params, size in grads:  # the two groups' reductions one after the other (Megatron-core)
+            nbytes = params * grad_bytes
             if L.zero == 0:
                 t_grad += pricer.price(group, "all_reduce", nbytes, size, 1)
             elif L.zero in (1, 2):
-                if L.zero == 1:
+                if bf16_allreduce and size > 1:  # the whole buffer cast to bf16, all-reduced, cast back (BF16_Optimizer)
+                    t_grad += (pricer.price(group, "all_reduce", params * WEIGHT_BYTES, size, 1)
+                               + (params * 2 * (grad_bytes + WEIGHT_BYTES) / hbm if grad_bytes != WEIGHT_BYTES else 0.0))
+                elif L.zero == 1:
                     t_grad += pricer.price(group, "reduce_scatter", nbytes, size, 1)
-                t_after += pricer.price(group, "all_gather", nbytes * WEIGHT_BYTES / grad_bytes, size, 1)  # 16-bit weights
+                t_after += pricer.price(group, "all_gather", params * WEIGHT_BYTES, size, 1)  # 16-bit weights
         window = per_stage(i, lambda c: c.grad_window) if overlap else 0.0  # the last backward (recompute not counted)
         gather_window = t_f[i] if fw.param_gather_overlap else 0.0
         (grad_late, grad_slow), (gather_late, gather_slow) = (behind(t_grad, window, interference),
                                                               behind(t_after, gather_window, interference))
-        if grad_late + gather_late >= dp_exposed:
-            dp_exposed, slowed_dp = grad_late + gather_late, grad_slow + gather_slow
+        tail = grad_late + gather_late + (tied if i in (0, L.pp - 1) else 0.0)  # the tied all-reduce: serial with it
+        if tail >= dp_exposed:
+            dp_exposed, slowed_dp = tail, grad_slow + gather_slow
         t_dp = max(t_dp, t_grad + t_after)
     pricer.colls[:] = _dedupe(pricer.colls)
     n_local = sum(dense[slowest])
     d_s, e_s = dense[slowest]
     opt_params = d_s / (L.dp * L.cp) + e_s / edp if L.zero >= 1 else n_local
     optimizer = opt_params * ADAM_STEP_BYTES[fw.optimizer_state] / device.memory_rate("optimizer", precision)
+    if bf16:  # the bf16 engine's own passes over its whole fp32 gradient buffer in step() (grad norm, zeroing)
+        optimizer += n_local * fw.bf16_step_grad_bytes / hbm
     # ---- circuits: dimension -> (group size, phases per step), see estimator/parallel/circuits.py
     counts = {g: sum(c["count_per_step"] for c in pricer.colls if c["group"] == g) for g in ("tp", "etp", "ep", "cp")}
     z3_gathers = sum(m * max(n) * c.z3.gathers for c, n in kinds)
@@ -621,7 +659,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         return per_stage(slowest, value)
 
     comp_f = slowest_sum(lambda c: c.layer.fwd) + ends_f[slowest] - (tp_emb if slowest == 0 else 0.0)
-    comp_b = slowest_sum(lambda c: c.layer.bwd + c.rc) + ends_b[slowest]
+    comp_b = slowest_sum(lambda c: c.layer.bwd + c.rc) + ends_b[slowest] + accum[slowest]
     compute = m * (comp_f + comp_b) + optimizer
     ep_comm = m * slowest_sum(lambda c: c.ep_runs * c.ep_one)
     ep_exposed = m * slowest_sum(lambda c: c.ep_exposed)
@@ -655,8 +693,9 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "interference_s": m * (slowest_sum(lambda c: c.z3.interference) + slowed_z2[slowest]) + slowed_dp,
         "cp_comm_time_s": m * slowest_sum(lambda c: c.cp_comm), "cp_exposed_time_s": cp_exposed,
         "forward_s": m * comp_f, "backward_s": m * comp_b,
-        "fp8_amax_time_s": amax,
-        "comm_time_s": tp_comm + ep_comm + p2p + t_dp + z2_comm + amax + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm),
+        "fp8_amax_time_s": amax, "tied_grad_time_s": tied,
+        "comm_time_s": (tp_comm + ep_comm + p2p + t_dp + z2_comm + amax + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm)
+                        + (tied if slowest in (0, L.pp - 1) else 0.0)),
         "ep_comm_time_s": ep_comm, "ep_exposed_time_s": ep_exposed, "reconfig_time_s": circuits.reconfig_s,
         "circuit_reconfigs_per_step": circuits.reconfigs_per_step, "circuit_plan": circuits.label(),
         "tokens_per_s": gb * spec.seq_len / total, "samples_per_s": gb / total,
