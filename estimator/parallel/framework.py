@@ -57,6 +57,11 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
 * ``zero3_prefetch_below_live`` — the engine prefetches a unit only when no gather is in flight and
   the parameters it holds gathered are below ``zero3_max_live_params`` (DeepSpeed 2021), so units of
   about that size are gathered on demand (:func:`~estimator.parallel.zero3.prefetched`).
+* ``zero3_unit_grad`` — ZeRO-3 also holds one unit's unsharded gradient when its backward completes, before the
+  reduce-scatter: the 16-bit gradient autograd produced (2 bytes per parameter of the unit) and, where the
+  reduction runs in another dtype (``grad_bytes`` 4: fp32 reduce), its copy in that dtype (PyTorch FSDP1's
+  post-backward hook; FSDP2's reduce-scatter copy-in; conf/framework/fsdp.yaml cites both; memory only: part of
+  the layer-backward transient of :mod:`~estimator.parallel.memory`).
 * ``zero3_grad_collective`` — how ZeRO-3 reduces gradients: ``reduce_scatter`` (each rank receives
   its shard) or ``all_reduce`` (the whole gradient, then each rank keeps its shard: twice the
   bytes; DeepSpeed 2021's default path).
@@ -163,6 +168,7 @@ class Framework:
     zero3_grad_collective: str
     attention_kernel: str
     zero3_prefetch_below_live: bool
+    zero3_unit_grad: bool
     fp8_keeps_fp8_inputs: bool
     fp8_kernels: str
     fp8_recipe: str

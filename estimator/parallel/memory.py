@@ -6,7 +6,9 @@
   variance per parameter (6 with ``framework.optimizer_state=bf16``, 8 with ``bf16_moments``); ZeRO-1 shards that state,
   ZeRO-2 also the gradients, ZeRO-3 also the weights over the ``dp x cp`` ranks holding a copy
   (expert parameters over the ``edp`` ranks holding the same experts, ``Layout.edp``). ZeRO-3 also holds the gathered weights of the unit
-  running and of those prefetched (:func:`zero3_units`, ``Framework.zero3_live``).
+  running and of those prefetched (:func:`zero3_units`, ``Framework.zero3_live``) and, with
+  ``Framework.zero3_unit_grad`` (PyTorch FSDP), one unit's unsharded gradient before its reduce-scatter
+  (:func:`zero3_unit_grad_bytes`): a layer-backward transient, below.
 * Parameters of stage ``i``: its decoder layers (``Layout.stage_layers``) / tp, plus the
   embedding on the first stage and the LM head on the last (a tied head is a second copy when
   ``pp`` > 1); experts split over ``ep`` and over ``etp`` (the experts' tensor-parallel degree).
@@ -78,9 +80,15 @@
     beside everything kept (torch.utils.checkpoint's backward, and Megatron's ``CheckpointFunction``, rerun the
     forward with grad enabled and then run its backward: torch 2.13 torch/utils/checkpoint.py
     l.278-331 ``CheckpointFunction.backward``), so a stage also holds one layer's bytes without recomputation less what
-    recomputation kept of it (:func:`recomputed_bytes`; the backward's own gradient buffers are not counted). On
-    the last stage the loss's backward peak (below) comes before any layer's backward, so that stage holds the
-    larger of the two.
+    recomputation kept of it (:func:`recomputed_bytes`; the backward's own activation-gradient buffers are not
+    counted). With ``Framework.zero3_unit_grad`` a layer's backward also ends with one ZeRO-3 unit's unsharded
+    gradient (:func:`zero3_unit_grad_bytes`): FSDP's post-backward hook runs once the unit's whole flat gradient
+    is accumulated, after the backward of the layer's first op, when that layer's recomputed tensors are freed; so
+    the layer-backward transient is the larger of the recomputed layer and the unit gradient. (The gradient
+    lives on until its reduce-scatter completes on FSDP's post-backward stream, beside the start of the next
+    unit's recomputation; that partial overlap, which depends on the reduce-scatter's time against the
+    recomputed forward's, is not counted.) On the last stage the loss's backward peak (below) comes before any
+    layer's backward, so that stage holds the larger of the loss peak and that transient.
   - full recompute keeps only the layer input ``2sbh`` (/t with sequence parallelism or Megatron's
     ``--distribute-saved-activations``, ``parallelism.distribute_saved_activations``); torchtitan's
     per-op policy (``op``) keeps what :func:`~estimator.parallel.sac.saved_bytes_per_token` lists.
@@ -196,6 +204,14 @@ def zero3_units(spec: TransformerSpec, layout: Layout, unit: str) -> list[float]
     else:
         mlp = [h * spec.ffn] * 3
     return [p / t for p in (qkv, proj, *mlp)]
+
+
+def zero3_unit_grad_bytes(unit: float, grad_bytes: int) -> float:
+    """Bytes of one ZeRO-3 unit's unsharded gradient before its reduce-scatter (``Framework.zero3_unit_grad``,
+    conf/framework/fsdp.yaml cites PyTorch FSDP1's ``_post_backward_hook`` and FSDP2's ``foreach_reduce``): the
+    16-bit gradient autograd produced for the unit's ``unit`` parameters and, when the reduction runs in another
+    dtype (``grad_bytes`` 4: fp32 reduce), its copy in that dtype."""
+    return unit * (WEIGHT_BYTES + (grad_bytes if grad_bytes != WEIGHT_BYTES else 0))
 
 
 def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> float:
@@ -364,19 +380,31 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     fw = framework or Framework.from_cfg(None)
     weights, grads = sharded(WEIGHT_BYTES, 3), sharded(grad_bytes, 2)
     optim = sharded(ADAM_BYTES[fw.optimizer_state], 1)
+    unit_grad = 0.0
     if layout.zero == 3:  # the unit running and those prefetched, gathered
-        weights += fw.zero3_live(max(zero3_units(spec, layout, fw.zero3_unit))) * WEIGHT_BYTES
+        unit = max(zero3_units(spec, layout, fw.zero3_unit))
+        weights += fw.zero3_live(unit) * WEIGHT_BYTES
+        if fw.zero3_unit_grad:  # its unsharded gradient before the reduce-scatter (zero3_unit_grad_bytes)
+            unit_grad = zero3_unit_grad_bytes(unit, grad_bytes)
     layers = layer_bytes(spec, layout, fp8) if layers is None else layers
     kinds = [(counts[stage], kept) for counts, kept, _again in layers]
     # the stage's mix of layer kinds (exact without interleaving, where every layer is held alike)
     per_layer = kinds[0][1] if len(kinds) == 1 else sum(n * b for n, b in kinds) / max(1, sum(n for n, _ in kinds))
     acts = layers_in_flight(layout, stage, spec.layers) * per_layer
-    transient = _recomputed(layers, stage)  # a layer's backward: the one layer recomputed (recomputed_bytes)
-    if stage == layout.pp - 1:  # the loss's logits at its backward peak (before any layer's backward, so the larger
-        # of the two); multi-token prediction's layer (held) and logits
+    # a layer's backward: the one layer recomputed (recomputed_bytes), then the unit's unsharded gradient once those
+    # tensors are freed (module docstring)
+    recomputed = _recomputed(layers, stage)
+    loss = 0.0
+    if stage == layout.pp - 1:  # multi-token prediction's layer (held); the loss's logits at its backward peak (with
+        # multi-token prediction's), before any layer's backward: the stage holds the larger of the two moments
         acts += spec.mtp * kinds[-1][1]
-        transient = max(transient, (1 + spec.mtp) * peak_bytes(fw.loss_kernel) * logit_elements(spec, layout))
-    acts += transient
+        loss = (1 + spec.mtp) * peak_bytes(fw.loss_kernel) * logit_elements(spec, layout)
+    if loss > max(recomputed, unit_grad):
+        acts += loss
+    elif unit_grad > recomputed:  # the unit gradient's moment, reported with the gradients
+        grads += unit_grad
+    else:
+        acts += recomputed
     return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": acts,
             "total": weights + grads + optim + acts}
 
