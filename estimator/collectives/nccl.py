@@ -162,6 +162,10 @@ LINK_EFFICIENCY = {
     # bigscience-workshop/bigscience@358e3c8 experiments/bandwidth/all_reduce_bench-a100-n4.txt (2022-01-28;
     # README: "we have an issue with nccl that doesn't fully utilize Intel OPA full bandwidth").
     # Calibration row jeanzay-a100x32-allreduce-4GB (validation/nccl_tests.csv): this ratio reproduces it.
+    # The same log shows NCCL built 2 channels ("Channel 00/02") that left each node through one HFI (send via
+    # NET/IB/3, receive via NET/IB/1): the 5.08 GB/s is one OPA link's rate (0.41 of 12.5 GB/s), priced here as a
+    # tenth of all four. Exact for a communicator like the benchmark's; too low where several communicators share
+    # a node's links at once (BLOOM's eight data-parallel rings): which links a communicator uses is not modelled.
     "opa": 0.1016,
     "ideal": 1.0,
 }
