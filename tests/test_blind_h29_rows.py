@@ -53,7 +53,7 @@ ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-c
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
-ALLOWED_KEYS |= {"fabric.uplink_technology"}  # twenty-first stop: Jean Zay's Omni-Path (opa), a fact of the hardware; its efficiency is a network measurement
+ALLOWED_KEYS |= {"fabric.uplink_technology", "fabric.ring_uplinks"}  # twenty-first stop: Jean Zay's Omni-Path (opa) and the one link its NCCL communicators used, facts of the hardware and its NCCL log
 # Rows per source document (the first repository-file key of source_keys).
 DOCUMENTS = {"mosaicml/llm-foundry:scripts/train/benchmarking/README.md": 12,
              "allenai/OLMo-core:README.md": 8,

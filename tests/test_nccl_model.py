@@ -362,12 +362,25 @@ def test_export_writes_ring_and_refuses_chunk_bytes(tmp_path):
 
 
 def test_omni_path_is_priced_at_jean_zays_measured_fraction_of_line_rate():
-    """Jean Zay's all-reduce benchmark (calibration row): 4 GB over 4 nodes x 8 A100 with 4 OPA links each ran at
-    busbw 5.08 GB/s, a tenth of what the same links priced as HDR InfiniBand give."""
+    """Jean Zay's all-reduce benchmark (calibration row): 4 GB over 4 nodes x 8 A100 ran at busbw 5.08 GB/s through
+    one of the node's 4 OPA links (NCCL's log: 2 channels via one HFI), 0.41 of that link's line rate."""
     base = ("fabric.uplinks=4", "fabric.uplink_bandwidth_Bps=12.5e9", "fabric.nccl_version=2.10.3")
     row = {"system": "dgx_a100", "gpus": "32", "collective": "all_reduce", "bytes": "4000000000"}
-    opa = predicted_busbw({**row, "overrides": " ".join((*base, "fabric.uplink_technology=opa"))})
-    ib = predicted_busbw({**row, "overrides": " ".join((*base, "fabric.uplink_technology=ib_hdr"))})
-    assert opa == pytest.approx(5.08, rel=0.01)
-    assert 8 < ib / opa < 10
+
+    def busbw(*extra: str) -> float:
+        return predicted_busbw({**row, "overrides": " ".join((*base, *extra))})
+
+    one_link = busbw("fabric.uplink_technology=opa", "fabric.ring_uplinks=1")
+    assert one_link == pytest.approx(5.08, rel=0.01)
+    assert busbw("fabric.uplink_technology=opa") == pytest.approx(4 * one_link, rel=0.01)  # all four links
+    assert 2 < busbw("fabric.uplink_technology=ib_hdr", "fabric.ring_uplinks=1") / one_link < 2.6
     assert nccl.LINK_EFFICIENCY["opa"] < nccl.LINK_EFFICIENCY["ib_hdr"]
+
+
+@pytest.mark.parametrize("value", ["-1", "true", "1.5"])
+def test_bad_ring_uplinks_is_a_one_line_error(value):
+    out = subprocess.run([sys.executable, "-m", "estimator.cli", "collective", "system=dgx_a100", "fabric.nodes=16",
+                          "collective=all_reduce", "bytes=1e6", f"fabric.ring_uplinks={value}"],
+                         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 2 and "fabric.ring_uplinks" in out.stderr and "Traceback" not in out.stderr
+    assert out.stderr.strip().count("\n") == 0

@@ -158,15 +158,13 @@ LINK_EFFICIENCY = {
     # Omni-Path 100 (Intel OPA) as NCCL drove it through verbs (NET/IB, no net plugin), measured on Jean
     # Zay's A100 partition (4 nodes x 8 A100-80GB, 4 OPA links per node, NCCL 2.10.3): a 4 GB fp32
     # all-reduce over 32 GPUs took 1.527 s (mean of the 4 steady trials x 32 ranks, trial 0 with
-    # connection set-up left out) = busbw 5.08 GB/s of the node's 50 GB/s line rate.
+    # connection set-up left out) = busbw 5.08 GB/s. The log shows NCCL built 2 channels ("Channel 00/02")
+    # that left each node through one HFI (send via NET/IB/3, receive via NET/IB/1): one link's rate, 0.41 of
+    # its 12.5 GB/s (the fabric states it: ring_uplinks=1).
     # bigscience-workshop/bigscience@358e3c8 experiments/bandwidth/all_reduce_bench-a100-n4.txt (2022-01-28;
     # README: "we have an issue with nccl that doesn't fully utilize Intel OPA full bandwidth").
     # Calibration row jeanzay-a100x32-allreduce-4GB (validation/nccl_tests.csv): this ratio reproduces it.
-    # The same log shows NCCL built 2 channels ("Channel 00/02") that left each node through one HFI (send via
-    # NET/IB/3, receive via NET/IB/1): the 5.08 GB/s is one OPA link's rate (0.41 of 12.5 GB/s), priced here as a
-    # tenth of all four. Exact for a communicator like the benchmark's; too low where several communicators share
-    # a node's links at once (BLOOM's eight data-parallel rings): which links a communicator uses is not modelled.
-    "opa": 0.1016,
+    "opa": 0.4064,
     "ideal": 1.0,
 }
 

@@ -17,7 +17,11 @@ Latency models (``latency_model``):
   them (ring, tree, NVLS, NVLS-tree, CollNet x LL, LL128, Simple; channels, pipeline fill, NCCL
   2.18.5 tuner constants), on the *achievable* link rates: NVLink x the efficiency of
   ``nvlink_technology``, uplinks x that of ``uplink_technology``
-  (:data:`~estimator.collectives.nccl.LINK_EFFICIENCY`). ``algorithm=auto`` / ``default`` is the
+  (:data:`~estimator.collectives.nccl.LINK_EFFICIENCY`). One communicator's rings and trees leave a node through
+  ``ring_uplinks`` of its uplinks (0 = all of them, what NCCL's channel search finds on a DGX; NCCL 2.10 on Jean
+  Zay's Omni-Path nodes built 2 channels through one: its log, validation row ``jeanzay-a100x32-allreduce-4GB``);
+  a group placed on a share of a node's uplinks (:mod:`~estimator.parallel.placement`) uses at most that many of
+  its share. ``algorithm=auto`` / ``default`` is the
   (algorithm, protocol) NCCL's tuner picks; ``nccl_protocol`` forces a protocol. NVLS needs
   ``nvls: true`` (NVSwitch gen3 + Hopper), CollNet (IB SHARP) ``collnet: true``. Collectives NCCL
   runs as send/recv (all-to-all, gather, p2p) and named library algorithms (hierarchical,
@@ -96,6 +100,7 @@ class NvlinkLeafSpineConfig(FabricConfig):
     nvls: bool = False
     collnet: bool = False
     nccl_channels: int = 16
+    ring_uplinks: int = 0  # uplinks one NCCL communicator's channels leave a node through (0 = all; module docstring)
     pipeline_bytes: float = 2.94e6
     nvls_efficiency: float = 0.739
     nvls_latency_s: float = 37.1e-6
@@ -120,6 +125,9 @@ class NvlinkLeafSpineConfig(FabricConfig):
                 raise EstimatorError(f"fabric.{key} must be a positive integer, got {getattr(self, key)!r}")
         if self.spine_ports < 0:
             raise EstimatorError(f"fabric.spine_ports must be >= 0 (0 = sized from nodes), got {self.spine_ports!r}")
+        if isinstance(self.ring_uplinks, bool) or not isinstance(self.ring_uplinks, int) or self.ring_uplinks < 0:
+            raise EstimatorError(f"fabric.ring_uplinks must be a whole number of uplinks >= 0 (0 = all), "
+                                 f"got {self.ring_uplinks!r}")
         g = self.gpus_per_node
         if self.nodes > g and self.nodes % g:
             raise EstimatorError(f"fabric.nodes={self.nodes} is not a whole number of {g}-GPU nodes")
@@ -165,11 +173,12 @@ class NvlinkLeafSpineFabric(LibraryFabric):
         """What NCCL's tuner sees for a group of the first ``n`` GPUs."""
         c = self.config
         nodes = max(1, -(-n // c.gpus_per_node))
+        nics = min(c.uplinks, c.ring_uplinks or c.uplinks)  # the links this communicator's channels use
         return nccl.NcclSystem(
             ranks=n, nodes=nodes, arch=c.gpu_arch, intra_Bps=self._bandwidths()[0],
-            inter_Bps=c.uplinks * self._bandwidths()[1], intra_link="nvlink", channels=c.nccl_channels,
+            inter_Bps=nics * self._bandwidths()[1], intra_link="nvlink", channels=c.nccl_channels,
             nvls=c.nvls, collnet=c.collnet, nvls_efficiency=c.nvls_efficiency, pipeline_bytes=c.pipeline_bytes,
-            nvls_latency_s=self._nvls_latency(), cpu=c.cpu, nics=c.uplinks, gpu_nic_path=c.gpu_nic_path,
+            nvls_latency_s=self._nvls_latency(), cpu=c.cpu, nics=nics, gpu_nic_path=c.gpu_nic_path,
         )
 
     def _nvls_latency(self) -> float:
