@@ -114,3 +114,15 @@ def test_bf16_optimizer_passes_only_with_zero_0_or_1():
     _, a = _run("parallelism.zero=2")
     _, b = _run("parallelism.zero=2", "framework.bf16_grad_accum_bytes=0", "framework.bf16_step_grad_bytes=0")
     assert a.metrics["iter_time_s"] == b.metrics["iter_time_s"]
+
+
+def test_a_fabric_without_a_two_rank_group_swaps_the_tied_gradient_point_to_point():
+    """SiPAC prices a group as a sub-SiPAC of r^k CUs, so it has no two-rank group for the tied embedding: the pair
+    swaps the buffer point to point instead of failing the estimate (snakemake's llm experiment sweeps SiPAC)."""
+    cfg = estimator.resolve_config(["model=gpt3_175b", "parallelism=hybrid", "device=a100", "fabric=sipac",
+                                    "fabric.nodes=4096", "fabric.l=3", "parallelism.tp=8", "parallelism.pp=16",
+                                    "parallelism.global_batch=1536"])
+    est = estimate(cfg)
+    assert est.metrics["tied_grad_time_s"] > 0
+    (row,) = [c for c in est.collectives if c.get("group") == "embd"]
+    assert row["collective"] == "p2p"

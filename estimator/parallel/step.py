@@ -142,6 +142,7 @@ from typing import Any
 import numpy as np
 
 from estimator.compute.device import DeviceProfile, node_times
+from estimator.errors import EstimatorError
 from estimator.fabrics.base import Fabric
 from estimator.parallel.circuits import plan
 from estimator.parallel.fp8_amax import AMAX_BYTES, delayed_bytes, tensorwise_per_layer
@@ -302,6 +303,16 @@ class _Pricer:
         if stages > 1 and nbytes > 0:
             self._record(group, "p2p", "direct", nbytes, 2, stride, count, p2p_pricing(self.fabric), t)
         return t
+
+    def pair_all_reduce(self, group: str, nbytes: float, count: float) -> float:
+        """An all-reduce between two ranks (the tied embedding's first and last stage). A fabric that prices a group
+        by its own structure may have no two-rank group there (SiPAC's groups are sub-SiPACs of ``r^k`` CUs); then the
+        pair swaps the buffer, a point-to-point transfer each way at once: the bytes per direction a two-rank ring
+        all-reduce moves."""
+        try:
+            return self.price(group, "all_reduce", nbytes, 2, count)
+        except EstimatorError:
+            return self.p2p(group, nbytes, 2, count)
 
 
 def cp_exchange(spec: TransformerSpec, L: Layout, pricer: _Pricer, attn: PartTimes, per_step: float,
@@ -612,7 +623,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     # embedding-group all-reduce; sources in the module docstring), exposed on those two stages
     tied = 0.0
     if spec.tied and L.pp > 1:
-        tied = pricer.price("embd", "all_reduce", spec.padded_vocab(L.tp) * spec.hidden // L.tp * grad_bytes, 2, 1)
+        tied = pricer.pair_all_reduce("embd", spec.padded_vocab(L.tp) * spec.hidden // L.tp * grad_bytes, 1)
     bf16_allreduce = bf16 and L.zero == 1 and fw.bf16_grad_reduce == "all_reduce_bf16"  # (zero 0: a plain all-reduce)
     # ---- data parallel / ZeRO-0/1/2: after the last microbatch (per stage; the slowest sets the tail)
     dp_exposed, t_dp, slowed_dp = 0.0, 0.0, 0.0
