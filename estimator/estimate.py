@@ -182,6 +182,8 @@ def validate(cfg: dict[str, Any]) -> None:
     if model.get("arch") == "decoder" and not cfg.get("workload"):  # never captured whole
         raise EstimatorError(f"model {model.get('name')!r} is a decoder-only transformer: estimate it with "
                              "parallelism=hybrid (its tp/cp/pp/dp layout), not parallelism=data")
+    if not cfg.get("workload"):
+        cnn_fusion.check(model.get("fused_kernels"))  # a bad profile is an error before the model is captured
     shared_fabric(sub["fabric"] or {})
     device = DeviceProfile.from_dict(dict(sub["device"] or {}))
     BucketPolicy.from_dict(dict(sub["parallelism"] or {}))
