@@ -621,7 +621,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     # ---- tied word embedding (pp > 1): its gradient all-reduced between the first and the last stage after the
     # pipeline flush, in the gradient buffer's dtype, before the step (DeepSpeed's ReduceTiedGrads, Megatron's
     # embedding-group all-reduce; sources in the module docstring), exposed on those two stages
-    tied = 0.0
+    tied, tied_stages = 0.0, (0, L.pp - 1)
     if spec.tied and L.pp > 1:
         tied = pricer.pair_all_reduce("embd", spec.padded_vocab(L.tp) * spec.hidden // L.tp * grad_bytes, 1)
     bf16_allreduce = bf16 and L.zero == 1 and fw.bf16_grad_reduce == "all_reduce_bf16"  # (zero 0: a plain all-reduce)
@@ -645,7 +645,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         gather_window = t_f[i] if fw.param_gather_overlap else 0.0
         (grad_late, grad_slow), (gather_late, gather_slow) = (behind(t_grad, window, interference),
                                                               behind(t_after, gather_window, interference))
-        tail = grad_late + gather_late + (tied if i in (0, L.pp - 1) else 0.0)  # the tied all-reduce: serial with it
+        tail = grad_late + gather_late + (tied if i in tied_stages else 0.0)  # the tied all-reduce: serial with it
         if tail >= dp_exposed:
             dp_exposed, slowed_dp = tail, grad_slow + gather_slow
         t_dp = max(t_dp, t_grad + t_after)
@@ -706,7 +706,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "forward_s": m * comp_f, "backward_s": m * comp_b,
         "fp8_amax_time_s": amax, "tied_grad_time_s": tied,
         "comm_time_s": (tp_comm + ep_comm + p2p + t_dp + z2_comm + amax + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm)
-                        + (tied if slowest in (0, L.pp - 1) else 0.0)),
+                        + (tied if slowest in tied_stages else 0.0)),
         "ep_comm_time_s": ep_comm, "ep_exposed_time_s": ep_exposed, "reconfig_time_s": circuits.reconfig_s,
         "circuit_reconfigs_per_step": circuits.reconfigs_per_step, "circuit_plan": circuits.label(),
         "tokens_per_s": gb * spec.seq_len / total, "samples_per_s": gb / total,

@@ -75,8 +75,8 @@ def fused_nodes(workload: Workload, profile: str) -> frozenset[int]:
     if check(profile) == "none":
         return frozenset()
     nodes = workload.nodes
-    bn_fwd = [n.id for n in nodes if n.phase == "forward" and _op(n.name) == "batch_norm"]
-    if not workload.name.startswith("resnet") or not bn_fwd:
+    if not workload.name.startswith("resnet") or not any(n.phase == "forward" and _op(n.name) == "batch_norm"
+                                                          for n in nodes):
         raise EstimatorError(f"model.fused_kernels={profile} is NVIDIA's MLPerf ResNet (BatchNorm and ReLU fused into "
                              f"its convolutions); workload {workload.name!r} is not a ResNet with BatchNorm")
     out: set[int] = set()
