@@ -20,6 +20,8 @@ from estimator.parallel.spec import TransformerSpec
 from tests.conftest import REPO
 
 CAST, AMAX, BLOCK = "te::fp8_cast_transpose", "te::fp8_amax", "te::fp8_block_quantize"
+MULTI, GROUPED_CAST, GROUPED_AMAX, GROUPED_BLOCK = ("te::fp8_multi_cast_transpose", "te::fp8_grouped_cast_transpose",
+                                                    "te::fp8_grouped_amax", "te::fp8_grouped_block_quantize")
 FP8_OPS = (CAST, AMAX, BLOCK)
 LINEARS = 4  # the te Llama layer's GEMMs: fused QKV, output projection, fc1 (gate and up), fc2
 
@@ -85,18 +87,30 @@ def test_blockwise_quantize_writes_both_fp8_layouts_and_a_scale_per_128_elements
 
 @pytest.mark.parametrize("recipe", ["tensorwise", "blockwise"])
 def test_moe_grouped_inputs_are_quantized_like_a_linear(recipe):
+    """TE GroupedLinear quantizes per expert (te_kernels.grouped_casts, h84): delayed scaling's one multi-tensor
+    cast-transpose, current scaling's per-expert amax + cast-transpose, blockwise's per-expert quantize; each grouped
+    op moves the bytes of its dense counterpart over the whole grouped tensor, and the dense Linears keep theirs."""
     s = replace(spec("qwen3_30b_a3b"), seq_len=256)
     moe = (None, 8, True)  # etp = tp, ep 8, alltoall (sorts)
+    experts = s.experts // 8
     delayed, other = layer("te", s, *moe), layer(fp8_mode("te", recipe), s, *moe)
     grouped = sum(1 for n in delayed.nodes if n.op == "te::grouped_linear")
     assert grouped == 2  # fc1 and fc2 of the rank's experts, one op each
     casts = counts(delayed)
-    if recipe == "tensorwise":  # one amax per cast, the grouped inputs and gradients included
+    multi = [n for n in delayed.nodes if n.op == MULTI]
+    assert Counter(n.phase for n in multi) == {"forward": 2, "backward": 2}  # fc1 / fc2 inputs, their output gradients
+    quant = GROUPED_CAST if recipe == "tensorwise" else GROUPED_BLOCK
+    assert [(n.phase, n.input_shapes) for n in other.nodes if n.op == quant] == [(n.phase, n.input_shapes) for n in multi]
+    for m, q in zip(multi, (n for n in other.nodes if n.op == quant), strict=True):
+        assert q.mem_bytes == (m.mem_bytes if recipe == "tensorwise" else m.mem_bytes * 65 // 64)
+    every = (*FP8_OPS, MULTI, GROUPED_CAST, GROUPED_AMAX, GROUPED_BLOCK)
+    assert rows(other, skip=every) == rows(delayed, skip=every)  # every other op, bytes included, as under delayed
+    if recipe == "tensorwise":  # one amax per dense cast; per grouped cast one amax op over its experts' slices
         assert counts(other) == casts + Counter({(AMAX, p): n for (_, p), n in casts.items()})
-        assert rows(other, skip=(AMAX,)) == rows(delayed)
+        amax = [n for n in other.nodes if n.op == GROUPED_AMAX]
+        assert [a.mem_bytes for a in amax] == [m.mem_bytes // 2 + 2 * 4 * experts for m in multi]
     else:
         assert counts(other) == Counter({(BLOCK, p): n for (_, p), n in casts.items()})
-        assert rows(other, skip=(BLOCK,)) == rows(delayed, skip=(CAST,))
 
 
 def test_recipes_order_the_estimate_and_delayed_leaves_it_unchanged():

@@ -40,6 +40,11 @@ next to it). Per op of class ``c`` (``estimator.workloads.flops.OP_CLASSES``):
 * **Kernel launches** (``launch_s``): PyTorch eager launches one or more kernels per op
   asynchronously; a kernel shorter than the host's per-op dispatch + launch time cannot keep the
   GPU busy, so no op finishes faster than ``launch_s``.
+* **Grouped launches** (:data:`GROUPED_LAUNCHES`): an op that stands for a kernel per local expert of a
+  Transformer Engine GroupedLinear (its ``E`` cuBLAS GEMMs, its per-expert FP8 quantization; sources in
+  ``estimator.compute.te_kernels`` and ``te_moe_kernels``) or a multi-tensor kernel over them is floored at
+  the kernels it runs in a row x ``launch_s`` (each kernel's floor, as if captured one op per kernel), ``E``
+  being the workload's local experts (``gemm_shape.expert_groups``).
 * **Elementwise fusion under AMP** (``amp_elementwise_fusion``): with fp16/bf16 the training
   recipes the validation rows come from fuse pointwise ops into their neighbours (cuDNN
   conv+bias+activation, apex/NVFuser bias-GeLU, fused LayerNorm, TorchScript). This fraction of
@@ -80,6 +85,21 @@ PRECISIONS = {
 }
 FP8_CLASSES = frozenset({"matmul"})  # op classes Transformer Engine runs in FP8 (its Linear layers' GEMMs)
 EFFICIENCY_KEYS = (*OP_CLASSES, *ATTENTION_CLASSES, "default")
+MULTI_TENSOR_MAX = 64  # tensors per launch of TE's multi-tensor kernels (TE v2.9 / v2.16 common/util/padding.cu l.25,
+# common/transpose/multi_cast_transpose.cu l.26: kMaxTensorsPerKernel = 64)
+COMPUTE_STREAMS = 4  # TE's grouped GEMM streams (v2.9 / v2.16 common/util/multi_stream.cpp l.52-54 num_compute_streams)
+# kernels an op runs one after another on the GPU, as a function of the local experts E (module doc, "Grouped
+# launches"): TE GroupedLinear's one cuBLAS GEMM per expert each way, round-robin on COMPUTE_STREAMS streams (so
+# E / 4 in a row); current scaling's per-expert zero-amax, amax and scale kernels (one op) and cast-transpose;
+# blockwise's per-expert quantize; the multi-tensor cast-transpose and row (un)padding (one kernel per 64 experts)
+GROUPED_LAUNCHES = {
+    **dict.fromkeys(("te::grouped_linear", "te::grouped_linear_dgrad", "te::grouped_linear_wgrad"),
+                    lambda e: -(-e // COMPUTE_STREAMS)),
+    "te::fp8_grouped_amax": lambda e: 3 * e, "te::fp8_grouped_cast_transpose": lambda e: e,
+    "te::fp8_grouped_block_quantize": lambda e: e,
+    "te::fp8_multi_cast_transpose": lambda e: -(-e // MULTI_TENSOR_MAX),
+    "te::moe_fp8_pad": lambda e: -(-e // MULTI_TENSOR_MAX), "te::moe_fp8_unpad": lambda e: -(-e // MULTI_TENSOR_MAX),
+}
 
 
 PRECISION_KEYS = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -265,6 +285,19 @@ def shape_factors(workload: Workload, device: DeviceProfile, precision: str, cla
     return out
 
 
+def grouped_launches(workload: Workload) -> np.ndarray:
+    """Per node, the kernels it launches (:data:`GROUPED_LAUNCHES` of the workload's local experts; 1 elsewhere)."""
+    out = np.ones(len(workload.nodes))
+    names = [n.op for n in workload.nodes]
+    if not GROUPED_LAUNCHES.keys() & set(names):
+        return out
+    experts = gemm_shape.expert_groups(workload.nodes) or 1
+    for i, name in enumerate(names):
+        if name in GROUPED_LAUNCHES:
+            out[i] = max(1, GROUPED_LAUNCHES[name](experts))
+    return out
+
+
 def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp",
                attention_kernel: str = "cudnn") -> np.ndarray:
     """Seconds per node of ``workload`` (in node order); 0 for communication nodes. Fused attention
@@ -302,7 +335,7 @@ def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp"
         byte_scale = np.where(fused, byte_scale * device.amp_elementwise_fusion, byte_scale)
     t = np.maximum(flops / peak, mem * byte_scale / (device.mem_bw_Bps * meff))
     launches = (flops > 0) | (mem > 0)
-    t = np.where(launches, np.maximum(t, device.launch_s), 0.0)
+    t = np.where(launches, np.maximum(t, device.launch_s * grouped_launches(workload)), 0.0)
     t = np.where(is_compute, t + device.op_overhead_s, 0.0)
     if replay:  # the capture device (or a graph with nothing to scale): measured durations
         t = np.where(is_compute & ~np.isnan(measured), measured, t)

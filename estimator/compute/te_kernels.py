@@ -74,12 +74,25 @@ recipes run; sources per op):
   cached, as under delayed scaling (not modelled).
 * MXFP8 (``recipe.MXFP8BlockScaling``) needs Blackwell's block-scaled tensor cores: refused.
 
-MoE (``GroupedLinear``, ``te_moe_kernels``): each grouped input / output gradient is quantized per
-expert; under delayed scaling TE runs one ``nvte_multi_cast_transpose`` over all the experts' slices,
-other recipes one quantize (current scaling: amax + cast) per expert (v2.4
-transformer_engine/pytorch/csrc/extensions/transpose.cpp l.14-79 ``fused_multi_quantize``). Bytes are
-the same as one kernel over the whole grouped tensor, so the capture records one op each, as it does
-for the grouped GEMM (the per-expert launches are not counted).
+MoE (``GroupedLinear``, ``te_moe_kernels``; :func:`grouped_casts`): each grouped input / output gradient
+is quantized per local expert by ``tex.split_quantize`` (TE v2.9 ``module/grouped_linear.py`` l.127 forward,
+l.316-326 backward; v2.16 l.177), whose ``multi_tensor_quantize_impl`` (v2.9
+``pytorch/csrc/extensions/cast.cpp`` l.103-152; v2.16 l.394-446) has one fused kernel only for delayed
+scaling and otherwise quantizes expert by expert:
+
+* delayed: ``nvte_multi_cast_transpose`` over all the experts' slices, one kernel per 64 tensors
+  (``common/transpose/multi_cast_transpose.cu`` l.26 ``kMaxTensorsPerKernel = 64``): ``fp8_multi_cast_transpose``.
+* current scaling: per expert ``Float8CurrentScalingQuantizer::quantize_impl`` (v2.9
+  ``pytorch/csrc/quantizer.cpp`` l.497-536, unchanged at v2.16): ``nvte_compute_amax_with_config`` — a
+  ``zero_amax_kernel<<<1, 1>>>`` then the amax kernel (``common/recipe/current_scaling.cu`` l.72-107) —, the
+  ``compute_scale_from_amax_kernel<<<1, 1>>>`` (l.258), then ``nvte_quantize_v2`` (the cast-transpose):
+  ``fp8_grouped_amax`` (3 kernels per expert) and ``fp8_grouped_cast_transpose`` (1 per expert).
+* blockwise: per expert one ``Float8BlockQuantizer`` quantize (bulk allocation only, v2.9 cast.cpp
+  l.556-590; the quantization itself unfused): ``fp8_grouped_block_quantize`` (1 kernel per expert).
+
+Each grouped op states the bytes of the whole grouped tensor (the sum over the experts' slices); the
+kernels it launches per expert are priced by the device's launch floor
+(``estimator.compute.device.GROUPED_LAUNCHES``: no op finishes before its launches have been issued).
 
 Bytes per call are the generic rule of ``estimator.workloads.capture`` (distinct tensor inputs +
 outputs) except where ``BYTE_RULES`` says otherwise; the capture runs in fp32 on the meta device
@@ -411,6 +424,56 @@ CASTS = {
 }
 
 
+# ---- the grouped (per-expert) FP8 quantization of TE GroupedLinear (module docstring, "MoE") -------------
+def _grouped_op(name: str, doc: str):
+    """A cast of a grouped tensor (``groups`` experts' row slices) with the bytes of the whole tensor."""
+
+    @torch.library.custom_op(f"te::{name}", mutates_args=())
+    def op(x: Tensor, groups: int) -> Tensor:
+        return x.clone()
+
+    op.__doc__ = doc
+
+    @op.register_fake
+    def _(x, groups):
+        return torch.empty_like(x)
+
+    return op
+
+
+fp8_multi_cast_transpose = _grouped_op("fp8_multi_cast_transpose", "Delayed scaling: every expert's slice cast-"
+                                       "transposed by one multi-tensor kernel (per 64 tensors).")
+fp8_grouped_cast_transpose = _grouped_op("fp8_grouped_cast_transpose", "Current scaling: one cast-transpose per expert.")
+fp8_grouped_block_quantize = _grouped_op("fp8_grouped_block_quantize", "Blockwise: one 1x128 quantize per expert.")
+
+
+@torch.library.custom_op("te::fp8_grouped_amax", mutates_args=())
+def fp8_grouped_amax(x: Tensor, groups: int) -> Tensor:
+    """Current scaling: per expert zero the amax, the amax, the scale from the amax (one fp32 each)."""
+    return torch.stack([c.abs().amax() for c in x.chunk(groups)])
+
+
+@fp8_grouped_amax.register_fake
+def _(x, groups):
+    return x.new_empty((groups,))
+
+
+def grouped_casts(scaling: str, groups: int) -> tuple[type, type]:
+    """The (input, output gradient) casts of a TE GroupedLinear of ``groups`` local experts under ``scaling``
+    (``delayed`` / ``tensorwise`` / ``blockwise``; module docstring, "MoE")."""
+    te = torch.ops.te
+    if scaling == "delayed":
+        return fp8_casts(lambda x: te.fp8_multi_cast_transpose(x, groups))
+    if scaling == "tensorwise":
+        def cast(x):
+            te.fp8_grouped_amax(x, groups)
+            return te.fp8_grouped_cast_transpose(x, groups)
+        return fp8_casts(cast)
+    if scaling == "blockwise":
+        return fp8_casts(lambda x: te.fp8_grouped_block_quantize(x, groups))
+    raise ValueError(f"no grouped FP8 casts for scaling {scaling!r}")
+
+
 # ---- bytes per call (fp32 capture units; see the module docstring) --------------------------------
 BYTE_RULES = {
     "te::flash_attention": lambda args, kwargs, out: (
@@ -427,4 +490,11 @@ BYTE_RULES = {
     "te::fp8_amax": lambda args, kwargs, out: _nbytes(args[0]) + 2 * AMAX_BYTES,
     # 1x128 blockwise: the cast-transpose's 4 B per element plus one fp32 scale per block for each copy
     "te::fp8_block_quantize": lambda args, kwargs, out: 2 * _nbytes(args[0]) + 2 * 2 * args[0].numel() * BLOCK_SCALE_BYTES // BLOCK,
+}
+# the grouped casts move the bytes of their dense counterparts over the whole grouped tensor (one amax per expert)
+BYTE_RULES |= {
+    "te::fp8_multi_cast_transpose": BYTE_RULES["te::fp8_cast_transpose"],
+    "te::fp8_grouped_cast_transpose": BYTE_RULES["te::fp8_cast_transpose"],
+    "te::fp8_grouped_block_quantize": BYTE_RULES["te::fp8_block_quantize"],
+    "te::fp8_grouped_amax": lambda args, kwargs, out: _nbytes(args[0]) + 2 * AMAX_BYTES * args[1],
 }

@@ -53,8 +53,26 @@ Experts (``TEGroupedMLP``, MLM experts.py l.840-1047):
 * ``grouped_linear`` / ``_dgrad`` / ``_wgrad`` (TE ``GroupedLinear``, module/grouped_linear.py l.875
   ``general_grouped_gemm`` -> cublaslt_gemm.cu l.977-1011: one cuBLAS GEMM per local expert over the
   rank's compute streams): ``E_local`` GEMMs of ``N / E_local`` rows each, so each op reads (dgrad) or
-  writes (wgrad) all ``E_local`` experts' weights. One op per grouped GEMM (its ``E_local`` launches are
-  queued back to back; the per-GEMM launch floor is not applied).
+  writes (wgrad) all ``E_local`` experts' weights. One op per grouped GEMM; the host issues one cuBLASLt
+  call per expert (each builds its descriptors and queries the heuristic, cublaslt_gemm.cu l.437-722 at
+  v2.9), so the op is floored at ``E_local`` launches (``estimator.compute.device.GROUPED_LAUNCHES``). Through
+  TE v2.16 (Megatron-Bridge 26.06) the path is the same (v2.16 cublaslt_gemm.cu l.972-1068: the CUTLASS
+  grouped GEMM is opt-in, ``NVTE_USE_CUTLASS_GROUPED_GEMM`` default false).
+* ``moe_fp8_pad`` / ``moe_fp8_unpad`` (FP8 only: MLM experts.py ``TEGroupedMLP`` builds TE's
+  ``Fp8Padding`` / ``Fp8Unpadding`` over its local experts when ``config.fp8``, NVIDIA/Megatron-LM@0d8e0714cd29
+  (core_r0.15, Megatron-Bridge 25.11) l.837-840 and forward l.880-887, l.977-978; core_v0.17.0 l.247-248,
+  l.347-350, l.402): the rows of each expert padded to a multiple of 16 before fc1 (and the ``[N, 1]``
+  probabilities), fc2's output unpadded. TE ``module/fp8_padding.py`` / ``fp8_unpadding.py`` (v2.9, v2.16):
+  when every expert's count is already a multiple of 16 nothing runs, else one
+  ``fused_multi_row_padding`` / ``_unpadding`` kernel (``common/util/padding.cu``, one launch per 64
+  experts) copies all rows; backward the inverse kernel on the gradient. The capture's balanced routing has
+  equal counts, but real routing (Megatron-Bridge's benchmark recipes draw random logits,
+  ``moe_router_force_load_balancing``) leaves some expert off a multiple of 16 in practically every
+  microbatch, so the copy is priced; the at most 15 pad rows per expert are left out (shapes unchanged).
+  Not run when the router pads the routing map (``moe_router_padding_for_quantization`` /
+  ``moe_router_padding_for_fp8``, off in Megatron-core and in Megatron-Bridge's Qwen3 recipes) nor, from
+  core_r0.18 (``skip_routed_expert_padding``, moe_utils.py l.1360-1372 at d0b3b775), with the HybridEP
+  dispatcher, which pads as it permutes: that last case is not distinguished (priced as padded).
 * ``weighted_swiglu`` / ``_backward`` (MLM megatron/core/fusions/fused_bias_swiglu.py l.44-48, l.114-122,
   ``weighted_bias_swiglu_impl`` from experts.py l.966): SwiGLU times each row's router probability in one
   fused kernel; backward reads the gradient, the ``2f``-wide input and the probabilities, writes the
@@ -497,6 +515,37 @@ def _weighted_setup(ctx, inputs, output):
 
 
 _autograd(weighted_swiglu, lambda ctx, g: torch.ops.te.weighted_swiglu_backward(g, *ctx.saved_tensors), _weighted_setup)
+
+
+# ---- FP8 padding of each expert's rows (Fp8Padding / Fp8Unpadding) ----------------------------------
+@torch.library.custom_op("te::moe_fp8_pad", mutates_args=())
+def moe_fp8_pad(x: Tensor, experts: int) -> Tensor:
+    """Each expert's rows padded to a multiple of 16 (the pad rows left out: values and shape kept)."""
+    return x.clone()
+
+
+@moe_fp8_pad.register_fake
+def _(x, experts):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("te::moe_fp8_unpad", mutates_args=())
+def moe_fp8_unpad(x: Tensor, experts: int) -> Tensor:
+    """The pad rows dropped again (values and shape kept)."""
+    return x.clone()
+
+
+@moe_fp8_unpad.register_fake
+def _(x, experts):
+    return torch.empty_like(x)
+
+
+def _pad_setup(ctx, inputs, output):
+    ctx.experts = inputs[1]
+
+
+_autograd(moe_fp8_pad, lambda ctx, g: (torch.ops.te.moe_fp8_unpad(g, ctx.experts), None), _pad_setup)
+_autograd(moe_fp8_unpad, lambda ctx, g: (torch.ops.te.moe_fp8_pad(g, ctx.experts), None), _pad_setup)
 
 
 # ---- bytes of the kernels whose reads and writes differ from "distinct inputs + outputs" -------------

@@ -37,8 +37,10 @@ What is captured and how:
   sequence parallelism or tp 1), the regrouping by local expert when a rank holds more than one and the
   dispatcher is alltoall (``sorts``; fused chunk sort, else split + cat), the experts' fc1 / activation /
   fc2 at ``ffn / etp`` wide on those rows as TE GroupedLinear (one GEMM per local expert: each grouped op
-  reads or writes all ``E / ep`` local experts' weights) with the router probabilities applied inside the
-  fused weighted SwiGLU, the regrouping back, the reduce-scatter, [combine all-to-all], and the sum of
+  reads or writes all ``E / ep`` local experts' weights; under FP8 the rows and probabilities padded per expert
+  before fc1 and fc2's output unpadded, TEGroupedMLP's Fp8Padding / Fp8Unpadding, and each grouped input and output
+  gradient quantized per expert by the recipe, ``te_kernels.grouped_casts``) with the router probabilities applied
+  inside the fused weighted SwiGLU, the regrouping back, the reduce-scatter, [combine all-to-all], and the sum of
   each token's ``k`` outputs (unpermute without probabilities; fused, or zeros + scatter-add). The
   all-to-alls, the experts' TP collectives and the dispatcher's metadata all-gather are communication
   (priced in ``step``) and are allocations here. A shared expert (``spec.shared_ffn``; Megatron-core's
@@ -202,7 +204,7 @@ def _modules():
 
     import estimator.compute.megatron_kernels  # noqa: F401  (registers torch.ops.megatron.*)
     import estimator.compute.te_moe_kernels  # noqa: F401  (registers torch.ops.te.moe_*)
-    from estimator.compute.te_kernels import CASTS
+    from estimator.compute.te_kernels import CASTS, grouped_casts
     from estimator.compute.torchao_kernels import (
         TorchaoGatheredWeight,
         TorchaoGradOutput,
@@ -345,6 +347,9 @@ def _modules():
             self.etp = tp if etp is None else etp  # the experts' tensor-parallel degree (MoE)
             self.ep, self.local_experts = ep, spec.experts // ep if spec.experts else 0
             self.sorts = sorts  # the alltoall dispatcher regroups received rows by local expert (flex: no)
+            # TE GroupedLinear's per-expert FP8 casts (te_kernels.grouped_casts): the recipe's, over the local experts
+            self.grouped_casts = (grouped_casts("delayed" if fp8 == "te" else fp8.removeprefix("te_"), self.local_experts)
+                                  if fp8 in TE_MODES and self.local_experts else None)
             self.seq = spec.seq_len // cp  # this rank's tokens (context parallelism)
             self.nh, self.nkv, self.d = spec.heads // tp, spec.kv_heads_per_rank(tp), d
             self.norm1, self.norm2 = norm(spec, h), norm(spec, h)
@@ -502,12 +507,16 @@ def _modules():
             sort = self.local_experts > 1 and self.sorts
             if sort:  # [source ranks, experts] -> [experts, ranks]
                 rows, pprobs = self._sort(rows, self.ep * gather, self.local_experts, pprobs)
+            if self.fp8:  # TEGroupedMLP's Fp8Padding of each expert's rows and probabilities (te_moe_kernels)
+                rows, pprobs = te.moe_fp8_pad(rows, self.local_experts), te.moe_fp8_pad(pprobs, self.local_experts)
             h1 = self._grouped(self.fc1, rows)
             if self.spec.gated:
                 act = te.weighted_swiglu(h1, pprobs)
             else:  # experts.py l.1015: the activation, then times the probabilities
                 act = self._activation(h1) * pprobs[:, None]
             m = self._grouped(self.fc2, act)
+            if self.fp8:  # Fp8Unpadding of fc2's output
+                m = te.moe_fp8_unpad(m, self.local_experts)
             if sort:
                 m, _ = self._sort(m, self.local_experts, self.ep * gather)
             if gather > 1:
@@ -515,10 +524,11 @@ def _modules():
             out = self._unpermute(m, index, s * b).view(s, b, h)  # after the combine all-to-all
             return out if shared is None else out + shared
 
-        def _grouped(self, linear, x):  # TE GroupedLinear (one GEMM per local expert); FP8 casts as a TE Linear
+        def _grouped(self, linear, x):  # TE GroupedLinear (one GEMM per local expert); FP8: its per-expert casts
             if not self.fp8:
                 return torch.ops.te.grouped_linear(x, linear.weight)
-            return self.casts[1].apply(torch.ops.te.grouped_linear(self.casts[0].apply(x), linear.weight))
+            cast_in, cast_grad = self.grouped_casts
+            return cast_grad.apply(torch.ops.te.grouped_linear(cast_in.apply(x), linear.weight))
 
         def _dtype_cast(self, t, src, dst):  # a dtype conversion kernel, where the real dtypes differ
             return torch.ops.te.cast(t, src, dst) if src != dst else t

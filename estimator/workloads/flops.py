@@ -47,6 +47,7 @@ _ELEMENTWISE = {
     "moe_row_id_map_pass1", "moe_row_id_map_pass2", "moe_row_id_map_pass3", "moe_chunk_sort_map", "weighted_swiglu",
     "weighted_swiglu_backward", "moe_topk_score", "moe_topk_score_backward", "moe_aux_scores", "moe_aux_scores_backward",
     "moe_aux_loss", "moe_aux_loss_backward", "cast",  # te:: MoE router / permutation metadata
+    "moe_fp8_pad", "moe_fp8_unpad", "fp8_multi_cast_transpose", "fp8_grouped_cast_transpose", "fp8_grouped_amax",  # te:: MoE FP8
     "fp8_cast_dims", "fp8_cast_weight", "fp8_amax", "fp8_amax_final", "fp8_transpose_weight",  # torchao:: float8 casts
 }  # fmt: skip
 
