@@ -77,7 +77,7 @@ recipes run; sources per op):
 MoE (``GroupedLinear``, ``te_moe_kernels``; :func:`grouped_casts`): each grouped input / output gradient
 is quantized per local expert by ``tex.split_quantize`` (TE v2.9 ``module/grouped_linear.py`` l.127 forward,
 l.316-326 backward; v2.16 l.177), whose ``multi_tensor_quantize_impl`` (v2.9
-``pytorch/csrc/extensions/cast.cpp`` l.103-152; v2.16 l.394-446) has one fused kernel only for delayed
+``pytorch/csrc/extensions/cast.cpp`` l.103-152; v2.16 l.394-441) has one fused kernel only for delayed
 scaling and otherwise quantizes expert by expert:
 
 * delayed: ``nvte_multi_cast_transpose`` over all the experts' slices, one kernel per 64 tensors
