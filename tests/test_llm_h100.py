@@ -268,7 +268,7 @@ def test_zero3_exposed_gathers_grow_with_the_data_parallel_degree(framework):
             "model=gpt3_13b", "parallelism=hybrid", "system=dgx_a100", f"fabric.nodes={n}", "parallelism.tp=1",
             "parallelism.pp=1", "parallelism.zero=3", f"parallelism.global_batch={n}", "parallelism.recompute=full",
             f"framework={framework}", "precision=fp16"])).metrics
-        return m["zero3_exposed_time_s"]
+        return m["zero3_exposed_time_s"] - m["zero3_copy_time_s"]  # the gathers' (FSDP's copies do not grow with n)
 
     small, large = exposed(64), exposed(1024)
     assert large > 1.5 * small and large > 0.005  # ring gathers: latency and exposure grow with the group

@@ -34,6 +34,17 @@ value cited in ``conf/framework/*.yaml``).
   (2x the bytes). An engine whose Python builds the list itself adds ``zero3_gather_host_per_rank_s``
   per rank to each all-gather's host time (DeepSpeed 2021: a ``narrow`` view per rank); an all-reduce
   of a flattened bucket has no list and no per-rank host time.
+* Flat-buffer engines' own copies (``zero3_copies``, PyTorch FSDP; :func:`engine_copies`, sources there): FSDP
+  casts each unit's fp32 shard to 16 bits (FSDP2 also copies it into the all-gather buffer) on a side stream ahead of
+  the all-gather, serial with it, so that time joins the gather's (1/n of the unit: the rank's shard); FSDP2 copies
+  the gathered buffer out into the unit's parameters on the compute stream after every all-gather, and copies the
+  unit's 16-bit gradients into the reduce-scatter buffer in the reduction dtype on (or waited for by) the compute
+  stream before every reduce-scatter; FSDP1's parameters are views of its flat buffer (no copy-out), but autograd
+  concatenates their gradients into the flat gradient on the compute stream, and its post-backward stream casts that
+  gradient to the reduction dtype and pre-divides it before the reduce-scatter, serial with it. All at the device's
+  elementwise memory rate; compute-stream copies are added to the unit's compute, exposed, and lengthen the window
+  that hides the next gather. Work on the rank's shard after the reduction (post-divide, cast back, accumulation)
+  is not priced (1/n of the unit, on the reduction's stream).
 * Host work between units (``zero3_sync_per_fetch``): an engine that synchronises the device
   before each unit leaves the GPU idle while the host enqueues the next gather, so that host time
   is exposed whole; otherwise the host runs ahead and only host time beyond the unit's compute is.
@@ -59,6 +70,58 @@ REDUCE_COPIES = 2  # per reduced byte: slice copy-in (read + write)
 ALL_REDUCE_COPIES = 6  # per reduced byte: flatten, divide by the world size, copy back (each read + write)
 
 
+FP32_MASTER = 4  # FSDP's sharded parameters stay fp32 under mixed precision (conf/framework/fsdp.yaml optimizer_state)
+
+
+@dataclass(frozen=True)
+class EngineCopies:
+    """HBM bytes an engine moves around its flat-buffer collectives (module docstring), per parameter."""
+    gather_in: float = 0.0  # per parameter of the rank's shard, on the all-gather's side stream before each gather
+    gather_out: float = 0.0  # per parameter of the unit, on the compute stream after each all-gather
+    grad_compute: float = 0.0  # per parameter of the unit, on (or waited for by) the compute stream, each backward
+    grad_stream: float = 0.0  # per parameter of the unit, on the reduction's stream before each reduce-scatter
+
+
+def engine_copies(copies: str, grad_bytes: int) -> EngineCopies:
+    """The copies of ``framework.zero3_copies`` with gradients reduced in ``grad_bytes`` per element (16-bit weights
+    and gradients under mixed precision, fp32 sharded parameters). Sources: torch 2.13.0 (commit
+    cf30153c4c131c8164ee7798e5022d810682e2cb), torch/distributed/fsdp/; FSDP2 of torch 2.4-2.7 at
+    pytorch/pytorch@415cc2628922556efc715d17fa31ac6bab58df36 torch/distributed/_composable/fsdp/_fsdp_collectives.py."""
+    if copies == "fsdp2":
+        return EngineCopies(
+            # _fully_shard/_fsdp_collectives.py l.414-423 _get_param_all_gather_inputs: _foreach_copy_ of the fp32
+            # shard into a param_dtype buffer (read 4, write 2); l.263-276 all_gather_copy_in: _foreach_copy_ into the
+            # all-gather input (read 2, write 2); on all_gather_copy_in_stream in forward / pre-backward
+            # (_fsdp_param_group.py l.116-126); 2024's composable FSDP2 the same two: FSDPParam.all_gather_input's
+            # _to_dtype_if_needed(self._sharded_param_data, self.param_dtype), then 415cc26's all_gather_copy_in_impl
+            gather_in=FP32_MASTER + WEIGHT_BYTES + 2 * WEIGHT_BYTES,
+            # l.431-493 foreach_all_gather_copy_out: split_with_sizes_copy from the gathered buffer into each
+            # parameter (read 2, write 2), run by wait_for_unshard (_fsdp_param_group.py l.417-488) on the current stream
+            gather_out=2 * WEIGHT_BYTES,
+            # l.603 + l.778-787 foreach_reduce: chunk_cat of the 16-bit gradients into the reduce_dtype input, on the
+            # current stream (415cc26 foreach_reduce: on the reduce-scatter stream, then
+            # current_stream.wait_stream(reduce_scatter_stream): the compute stream waits for it)
+            grad_compute=WEIGHT_BYTES + grad_bytes,
+            # l.812-869 _get_gradient_divide_factors: fp32 / bf16 reduce with ReduceOp.AVG, no divide kernel
+            grad_stream=0.0)
+    if copies == "fsdp1":
+        return EngineCopies(
+            # _flat_param.py l.1342-1356 _use_low_precision_shard: _mp_shard.copy_ casts the fp32 shard (read 4,
+            # write 2) in pre_unshard, on the pre-unshard stream the unshard stream waits for (_runtime_utils.py
+            # l.293-296); l.1440-1480 all-gathers straight into the padded flat parameter, whose views the
+            # parameters are: no copy-out
+            gather_in=FP32_MASTER + WEIGHT_BYTES,
+            # _flat_param.py l.1876-1930: the parameters are torch.split views of the flat parameter, so autograd's
+            # SplitWithSizesBackward0 concatenates their 16-bit gradients into the flat gradient (aten::cat: read 2,
+            # write 2) on the compute stream
+            grad_compute=2 * WEIGHT_BYTES,
+            # _runtime_utils.py l.751-764 _post_backward_hook, on the post-backward stream: .to(reduce_dtype) when it
+            # differs (read 2, write grad_bytes); l.852 _reduce_grad: the pre-divide (world size >= 2: factor >= 2,
+            # algorithms/_comm_hooks/default_hooks.py l.38-41) reads and writes the unit's gradient
+            grad_stream=(WEIGHT_BYTES + grad_bytes if grad_bytes != WEIGHT_BYTES else 0.0) + 2 * grad_bytes)
+    return EngineCopies()
+
+
 class Pricer(Protocol):
     def price(self, group: str, collective: str, nbytes: float, size: int, count: float) -> float: ...
 
@@ -72,6 +135,7 @@ class Zero3Layer:
     comm: float  # all ZeRO-3 communication of the layer, exposed or not (host time not included)
     gathers: int  # all-gathers of the layer per microbatch
     interference: float = 0.0  # compute slow-down from the overlapped traffic (in fwd/bwd_exposed)
+    copies: float = 0.0  # the engine's compute-stream copies (zero3_copies; in fwd/bwd_exposed)
 
 
 def backward_gathers(units: list[float], fw: Framework, recompute: str) -> list[int]:
@@ -151,8 +215,10 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     def gathers_of(u: float) -> int:
         return sum(1 + g for v, g in zip(units, b_gathers, strict=True) if v == u)
 
+    cp = engine_copies(fw.zero3_copies, grad_bytes)
     ag = {u: pricer.price("dp", "all_gather", u * WEIGHT_BYTES, size, count * gathers_of(u))
-          + (GATHER_COPIES * u * WEIGHT_BYTES / hbm if lists else 0.0) for u in sorted(set(units))}
+          + (GATHER_COPIES * u * WEIGHT_BYTES / hbm if lists else 0.0) + cp.gather_in * u / size / hbm
+          for u in sorted(set(units))}
     reduce = fw.zero3_grad_collective
     if fw.reduce_bucket_params:  # buckets of reduce_bucket_params, each layer's share of them
         bucket = min(fw.reduce_bucket_params, total * sum(L.stage_layers(spec.layers)) / L.pp)
@@ -161,7 +227,7 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     else:
         rs = {u: pricer.price("dp", reduce, u * grad_bytes, size, count * units.count(u)) for u in sorted(set(units))}
     copies = ALL_REDUCE_COPIES if reduce == "all_reduce" else REDUCE_COPIES if lists else 0
-    rs = {u: t + copies * u * grad_bytes / hbm for u, t in rs.items()}
+    rs = {u: t + (copies * grad_bytes + cp.grad_stream) * u / hbm for u, t in rs.items()}
 
     def beyond(t: float, window: float) -> float:
         return max(0.0, t - window)
@@ -180,9 +246,18 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
         return late if ahead else gather + late
 
     pf = prefetched(units, fw, L.recompute)
-    exp_f = exp_b = 0.0
+    exp_f = exp_b = copied = 0.0
     for i, (u, g) in enumerate(zip(units, b_gathers, strict=True)):
-        f_u, b_u, r_u = fwd * u / total, bwd * u / total, rc * u / total
+        # the engine's compute-stream copies: after each gather, and the gradient's before its reduction
+        out_u, grad_u = cp.gather_out * u / hbm, cp.grad_compute * u / hbm
+        f_u, b_u, r_u = fwd * u / total + out_u, bwd * u / total + grad_u + (g - 1) * out_u, rc * u / total
+        if not separate:
+            b_u += out_u  # the backward's one gather (with the recompute: r_u's)
+        else:
+            r_u += out_u
+        exp_f += out_u
+        exp_b += g * out_u + grad_u
+        copied += (1 + g) * out_u + grad_u
         exp_f += host_exposed(f_u) + exposed(ag[u], 0.0, f_u, pf["f"][i])
         if separate:  # the recompute forward's gather, and the backward's if the unit was released meanwhile
             again = g == 2
@@ -192,4 +267,5 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
             exp_b += host_exposed(b_u + r_u) + exposed(ag[u], rs[u], b_u + r_u, pf["b"][i])
         exp_b += beyond(reduce_host, b_u)  # the reduce-scatter's host time, behind the unit's backward kernels
     comm = sum((1 + g) * ag[u] + rs[u] for u, g in zip(units, b_gathers, strict=True))
-    return Zero3Layer(exp_f, exp_b, ag[units[0]], ag[units[-1]], comm, len(units) + sum(b_gathers), slowed)
+    return Zero3Layer(exp_f, exp_b, ag[units[0]], ag[units[-1]], comm, len(units) + sum(b_gathers), slowed,
+                      copied)
