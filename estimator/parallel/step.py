@@ -120,6 +120,13 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   (``bf16_grad_accum_bytes`` per parameter of the stage, in the stage's backward slot); every step reads the buffer
   for the grad norm and zeroes it (``bf16_step_grad_bytes`` per parameter, in ``optimizer_s``). All at the device's
   elementwise memory rate. Only with ``zero`` 0 or 1 (DeepSpeed runs ZeRO-2/3 through its ZeRO optimizers instead).
+* fp16 engines (``framework.fp16_grad_reduce`` / ``fp16_param_bytes`` / ``fp16_shard_bytes`` / ``fp16_grad_accum_bytes``,
+  :mod:`~estimator.parallel.framework`; DeepSpeed's ZeRO stage-1 optimizer, microsoft/DeepSpeed@v0.5.10
+  deepspeed/runtime/zero/stage_1_and_2.py, sources in conf/framework/deepspeed.yaml): with ``zero`` 1 the gradients may be
+  all-reduced whole (``all_reduce``) instead of reduce-scattered; the step moves ``fp16_param_bytes`` per parameter of
+  the stage and ``fp16_shard_bytes`` per parameter of the rank's shard through HBM (in ``optimizer_s``); every backward
+  but the first adds its gradients into ``param.grad`` (``fp16_grad_accum_bytes`` per parameter of the stage, ``(m - 1) /
+  m`` of it in each backward slot; ``zero`` 0 or 1). All at the device's elementwise memory rate.
 * FP8 amax all-reduces (``precision=fp8`` with TE's kernels; :mod:`~estimator.parallel.fp8_amax`, sources there):
   ``delayed``: one fused all-reduce of the rank's whole amax buffer per model chunk and microbatch, forward and
   backward, over the ``tp x cp x dp`` ranks; ``tensorwise``: a 4-byte TP all-reduce per sequence-parallel tensor
@@ -605,6 +612,11 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     hbm = device.memory_rate("elementwise", precision)
     bf16 = precision == "bf16" and L.zero <= 1  # DeepSpeed runs ZeRO-2/3 through its ZeRO optimizers, not BF16_Optimizer
     accum = [(d + e) * fw.bf16_grad_accum_bytes / hbm if bf16 else 0.0 for d, e in dense]
+    # ---- fp16 engines whose backward adds each microbatch's gradients into param.grad outside the GEMMs (autograd's
+    # in-place add under DeepSpeed's ZeRO-1): every microbatch but the first, spread over the m backward slots
+    fp16 = precision == "fp16" and L.zero <= 1
+    if fp16 and fw.fp16_grad_accum_bytes:
+        accum = [a + (d + e) * fw.fp16_grad_accum_bytes / hbm * (m - 1) / m for a, (d, e) in zip(accum, dense, strict=True)]
     t_b = [t_b[i] + accum[i] for i in range(L.pp)]
     edp = L.edp  # data-parallel copies of an expert
     slowed_z2 = [0.0] * L.pp  # ZeRO-2's interference per stage and microbatch
@@ -625,6 +637,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     if spec.tied and L.pp > 1:
         tied = pricer.pair_all_reduce("embd", spec.padded_vocab(L.tp) * spec.hidden // L.tp * grad_bytes, 1)
     bf16_allreduce = bf16 and L.zero == 1 and fw.bf16_grad_reduce == "all_reduce_bf16"  # (zero 0: a plain all-reduce)
+    fp16_allreduce = fp16 and L.zero == 1 and fw.fp16_grad_reduce == "all_reduce"  # DeepSpeed's ZeRO-1: whole buckets
     # ---- data parallel / ZeRO-0/1/2: after the last microbatch (per stage; the slowest sets the tail)
     dp_exposed, t_dp, slowed_dp = 0.0, 0.0, 0.0
     for i, (d, e) in enumerate(dense):
@@ -638,6 +651,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
                 if bf16_allreduce and size > 1:  # the whole buffer cast to bf16, all-reduced, cast back (BF16_Optimizer)
                     t_grad += (pricer.price(group, "all_reduce", params * WEIGHT_BYTES, size, 1)
                                + (params * 2 * (grad_bytes + WEIGHT_BYTES) / hbm if grad_bytes != WEIGHT_BYTES else 0.0))
+                elif fp16_allreduce:  # each bucket all-reduced whole, each rank keeping its shard (DeepSpeed ZeRO-1)
+                    t_grad += pricer.price(group, "all_reduce", nbytes, size, 1)
                 elif L.zero == 1:
                     t_grad += pricer.price(group, "reduce_scatter", nbytes, size, 1)
                 t_after += pricer.price(group, "all_gather", params * WEIGHT_BYTES, size, 1)  # 16-bit weights
@@ -656,6 +671,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     optimizer = opt_params * ADAM_STEP_BYTES[fw.optimizer_state] / device.memory_rate("optimizer", precision)
     if bf16:  # the bf16 engine's own passes over its whole fp32 gradient buffer in step() (grad norm, zeroing)
         optimizer += n_local * fw.bf16_step_grad_bytes / hbm
+    if fp16 and L.zero == 1:  # the fp16 ZeRO-1 engine's own passes: per stage parameter and per shard parameter
+        optimizer += (n_local * fw.fp16_param_bytes + opt_params * fw.fp16_shard_bytes) / hbm
     # ---- circuits: dimension -> (group size, phases per step), see estimator/parallel/circuits.py
     counts = {g: sum(c["count_per_step"] for c in pricer.colls if c["group"] == g) for g in ("tp", "etp", "ep", "cp")}
     z3_gathers = sum(m * max(n) * c.z3.gathers for c, n in kinds)
