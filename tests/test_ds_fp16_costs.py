@@ -116,3 +116,35 @@ def test_bad_values_are_one_line_errors(key, value, message):
     cfg = estimator.resolve_config(["parallelism=hybrid", "framework=deepspeed"])["framework"]
     with pytest.raises(EstimatorError, match=message):
         Framework.from_cfg({**cfg, key: value})
+
+
+def test_partitioned_tensor_gathers_per_microbatch():
+    """DeepSpeed's PartitionedTensor: per microbatch a middle stage all-gathers its input (forward), its own output and
+    the received gradient (backward) over TP: 3 x m all-gathers of the whole s x b x h activation; 2 x m in 2021."""
+    cfg, r = _run()
+    spec, layout, _ = _shape(cfg)
+    act = spec.seq_len * spec.hidden * 2
+    m = layout.microbatches
+    (row,) = [c for c in _rows(r, "tp", "all_gather") if c["bytes"] == act]
+    assert row["count_per_step"] == 3 * m and row["group_size"] == 2
+    metas = [c for c in _rows(r, "pp", "p2p") if c["bytes"] < 1000]
+    assert len(metas) == 1 and metas[0]["count_per_step"] == 2 * m
+    assert r.metrics["p2p_gather_time_s"] > 0
+    _, off = _run("framework.p2p_partitioned_tensor=false")
+    assert off.metrics["p2p_gather_time_s"] == 0 and off.metrics["iter_time_s"] < r.metrics["iter_time_s"]
+    assert not [c for c in _rows(off, "tp", "all_gather") if c["bytes"] == act]
+    _, old = _run(framework="deepspeed_2021")
+    (row,) = [c for c in _rows(old, "tp", "all_gather") if c["bytes"] == act]
+    assert row["count_per_step"] == 2 * m
+
+
+def test_no_partitioned_tensor_without_tp_or_pipeline():
+    for extra in (("parallelism.tp=1", "fabric.nodes=16"), ("parallelism.pp=1", "parallelism.global_batch=32")):
+        _, r = _run(*extra)
+        assert r.metrics["p2p_gather_time_s"] == 0
+
+
+@pytest.mark.parametrize("framework", ["megatron", "fsdp"])
+def test_no_partitioned_tensor_for_megatron_or_fsdp(framework):
+    _, r = _run(framework=framework)
+    assert r.metrics["p2p_gather_time_s"] == 0

@@ -71,6 +71,18 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   parallelism already splits them (a stage's output is sequence-partitioned over its TP ranks:
   Megatron's ``get_tensor_shapes`` sends ``s / tp`` tokens with ``sequence_parallel``), all
   boundaries at once; ``t_p2p`` is the mean of the two sends.
+* DeepSpeed's pipeline engine with TP (``framework.p2p_partitioned_tensor``, ``tp`` > 1, ``p2p_scatter_gather``;
+  microsoft/DeepSpeed@v0.5.10 deepspeed/runtime/pipe/engine.py, utils.py ``PartitionedTensor``): a stage's output is
+  partitioned over its TP ranks (a clone of the rank's ``1/tp``) and sent with a small int64 meta tensor (one more
+  point-to-point send); the receiver clones what it received, clones it again at the forward and rebuilds the whole
+  tensor (``full()``: a TP all-gather of the ``s x b x h`` activation plus :data:`PARTITION_FULL_BYTES` HBM bytes per
+  byte of it and the local part's copy). In backward the producing stage rebuilds its own output the same way (its data
+  was dropped after partitioning) and, with ``p2p_grad_scatter_gather`` (partitioned gradients, v0.5.5 on), rebuilds
+  the received gradient too (a second ``full()``, a second meta send), the receiving stage clones the gradient's part
+  before sending it. Per stage and microbatch in its forward / backward slot; the all-gathers and meta sends are output
+  ``p2p_gather_time_s`` (inside ``exposed_comm_time_s``), the copies at the elementwise memory rate count as compute.
+  The host syncs of ``meta.tolist()`` per ``full()`` are not priced. Megatron-LM's own scatter/gather (its receiver's
+  all-gather) is not priced (``p2p_partitioned_tensor: false``).
 * Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer's dispatch and
   combine all-to-alls of ``k T h`` 16-bit values per rank (``T = s b / (tp cp)`` tokens with
   sequence parallelism) over the ``ep`` group, in forward, backward and again in a full recompute
@@ -182,6 +194,16 @@ FP32_BYTES = 4
 CP_MERGE_PASSES = 5
 CP_GRAD_PASSES = 3
 WEIGHT_BYTES = 2  # 16-bit weights gathered by ZeRO
+# DeepSpeed's PartitionedTensor.full() (microsoft/DeepSpeed@v0.5.10 deepspeed/runtime/utils.py l.703-731), HBM bytes per
+# byte of the full tensor besides the all-gather: torch.zeros of the flat buffer (write 1), PyTorch 1.10/1.11 c10d's
+# copy-out of a list all-gather (read 1, write 1), the final .clone() (read 1, write 1); the local part's copy-in (2 per
+# byte of the part) is added where it is used
+PARTITION_FULL_BYTES = 5
+
+
+def partition_meta_bytes(tp: int) -> int:
+    """Bytes of PartitionedTensor.to_meta() (utils.py l.733-748): int64 [ndim, 3 sizes, num_parts, rank, tp + 1 offsets]."""
+    return 8 * (1 + 3 + 2 + tp + 1)
 ADAM_STEP_BYTES = {"fp32": 32, "bf16": 16, "bf16_moments": 24}  # per parameter and optimizer state dtype, see the module docstring
 
 
@@ -626,6 +648,28 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
             rs_z2[i] = pricer.price("dp", "reduce_scatter", (d + e) * grad_bytes, L.dp * L.cp, m)
             late_z2[i], slowed_z2[i] = behind(rs_z2[i], t_b[i] if overlap else 0.0, interference)
             t_b[i] += late_z2[i]
+    # ---- DeepSpeed's PartitionedTensor at the pipeline boundaries (framework.p2p_partitioned_tensor, tp > 1)
+    gather_f, gather_b, copies_f, copies_b = ([0.0] * L.pp for _ in range(4))
+    if fw.p2p_partitioned_tensor and fw.p2p_scatter_gather and L.pp > 1 and L.tp > 1:
+        gp = fw.p2p_grad_scatter_gather
+        part = act / L.tp
+        ins, outs = L.pp - 1, L.pp - 1  # stages with an input boundary (i > 0) / an output boundary (i < pp - 1)
+        busiest = (1 if ins else 0) + (1 + (1 if gp else 0))  # full() calls per microbatch on a middle stage
+        ag = pricer.price("tp", "all_gather", act, L.tp, m * busiest if ins and outs else m)
+        meta = pricer.p2p("pp", partition_meta_bytes(L.tp), L.pp, m * (2 if gp else 1))
+        full_hbm = (PARTITION_FULL_BYTES * act + 2 * part) / hbm  # zeros, local copy, c10d copy-out, clone
+        clone = 2 * part / hbm
+        for i in range(L.pp):
+            if i > 0:  # input side: forward receives, clones twice, gathers; backward clones the partitioned gradient
+                gather_f[i] += ag + meta
+                copies_f[i] += full_hbm + 2 * clone
+                copies_b[i] += clone if gp else 0.0
+            if i < L.pp - 1:  # output side: forward partitions (a clone); backward restores the output, gathers the gradient
+                copies_f[i] += clone
+                gather_b[i] += ag + (ag + meta if gp else 0.0)
+                copies_b[i] += full_hbm * (2 if gp else 1)
+        t_f = [t_f[i] + gather_f[i] + copies_f[i] for i in range(L.pp)]
+        t_b = [t_b[i] + gather_b[i] + copies_b[i] for i in range(L.pp)]
     slots = [t_f[i] + t_b[i] + 2 * v * t_p2p for i in range(L.pp)]
     slowest = max(range(L.pp), key=lambda i: slots[i])
     bubble = (sum(slots) - slots[slowest]) / v
@@ -686,8 +730,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     def slowest_sum(value) -> float:
         return per_stage(slowest, value)
 
-    comp_f = slowest_sum(lambda c: c.layer.fwd) + ends_f[slowest] - (tp_emb if slowest == 0 else 0.0)
-    comp_b = slowest_sum(lambda c: c.layer.bwd + c.rc) + ends_b[slowest] + accum[slowest]
+    comp_f = slowest_sum(lambda c: c.layer.fwd) + ends_f[slowest] - (tp_emb if slowest == 0 else 0.0) + copies_f[slowest]
+    comp_b = slowest_sum(lambda c: c.layer.bwd + c.rc) + ends_b[slowest] + accum[slowest] + copies_b[slowest]
     compute = m * (comp_f + comp_b) + optimizer
     ep_comm = m * slowest_sum(lambda c: c.ep_runs * c.ep_one)
     ep_exposed = m * slowest_sum(lambda c: c.ep_exposed)
@@ -696,9 +740,10 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     cp_exposed = m * slowest_sum(lambda c: c.cp_f + c.cp_b)
     zero3 = m * (slowest_sum(lambda c: c.z3.fwd_exposed + c.z3.bwd_exposed) + z3_first + z3_last)
     p2p = (m + (L.pp - 1) / v) * 2 * v * t_p2p
+    part_gather = m * (gather_f[slowest] + gather_b[slowest])  # PartitionedTensor's TP all-gathers and meta sends, exposed
     z2_exposed, z2_comm = m * late_z2[slowest], m * rs_z2[slowest]  # ZeRO-2, in the slowest stage's slots
     amax = m * (slowest_sum(lambda c: c.amax) + amax_delayed[slowest])  # FP8 amax all-reduces, exposed whole
-    exposed = tp_exposed + ep_exposed + p2p + dp_exposed + z2_exposed + cp_exposed + zero3 + amax + circuits.reconfig_s
+    exposed = tp_exposed + ep_exposed + p2p + part_gather + dp_exposed + z2_exposed + cp_exposed + zero3 + amax + circuits.reconfig_s
     gb = L.global_batch
     scale = gb * L.tp * L.cp / L.micro_batch_size  # captured FLOPs are per rank and microbatch
     ends_flops = emb.fwd_flops + emb.bwd_flops + head.fwd_flops + head.bwd_flops
@@ -716,13 +761,13 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "loss_time_s": m * (loss_f + loss_b),  # the LM loss on the last stage, per step (inside compute there)
         "iter_time_s": total, "compute_time_s": compute, "exposed_comm_time_s": exposed,
         "exposed_comm_share": exposed / total, "bubble_time_s": bubble, "tp_comm_time_s": tp_comm,
-        "pp_p2p_time_s": p2p, "dp_comm_time_s": t_dp + z2_comm, "dp_exposed_time_s": dp_exposed + z2_exposed,
+        "pp_p2p_time_s": p2p, "p2p_gather_time_s": part_gather, "dp_comm_time_s": t_dp + z2_comm, "dp_exposed_time_s": dp_exposed + z2_exposed,
         "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * slowest_sum(lambda c: c.z3.comm), "optimizer_s": optimizer,
         "interference_s": m * (slowest_sum(lambda c: c.z3.interference) + slowed_z2[slowest]) + slowed_dp,
         "cp_comm_time_s": m * slowest_sum(lambda c: c.cp_comm), "cp_exposed_time_s": cp_exposed,
         "forward_s": m * comp_f, "backward_s": m * comp_b,
         "fp8_amax_time_s": amax, "tied_grad_time_s": tied,
-        "comm_time_s": (tp_comm + ep_comm + p2p + t_dp + z2_comm + amax + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm)
+        "comm_time_s": (tp_comm + ep_comm + p2p + part_gather + t_dp + z2_comm + amax + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm)
                         + (tied if slowest in tied_stages else 0.0)),
         "ep_comm_time_s": ep_comm, "ep_exposed_time_s": ep_exposed, "reconfig_time_s": circuits.reconfig_s,
         "circuit_reconfigs_per_step": circuits.reconfigs_per_step, "circuit_plan": circuits.label(),
