@@ -138,6 +138,14 @@ def test_partitioned_tensor_gathers_per_microbatch():
     assert row["count_per_step"] == 2 * m
 
 
+def test_partitioned_tensor_counts_with_two_stages():
+    cfg, r = _run("parallelism.pp=2", "parallelism.global_batch=16")  # dp 8: two microbatches per replica
+    spec, layout, _ = _shape(cfg)
+    act = spec.seq_len * spec.hidden * 2
+    (row,) = [c for c in _rows(r, "tp", "all_gather") if c["bytes"] == act]
+    assert row["count_per_step"] == 2 * layout.microbatches  # stage 0: its output restored + the gradient rebuilt
+
+
 def test_no_partitioned_tensor_without_tp_or_pipeline():
     for extra in (("parallelism.tp=1", "fabric.nodes=16"), ("parallelism.pp=1", "parallelism.global_batch=32")):
         _, r = _run(*extra)

@@ -653,9 +653,9 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     if fw.p2p_partitioned_tensor and fw.p2p_scatter_gather and L.pp > 1 and L.tp > 1:
         gp = fw.p2p_grad_scatter_gather
         part = act / L.tp
-        ins, outs = L.pp - 1, L.pp - 1  # stages with an input boundary (i > 0) / an output boundary (i < pp - 1)
-        busiest = (1 if ins else 0) + (1 + (1 if gp else 0))  # full() calls per microbatch on a middle stage
-        ag = pricer.price("tp", "all_gather", act, L.tp, m * busiest if ins and outs else m)
+        # full() calls per microbatch on the busiest stage: a middle one (input + output side), or with pp 2 stage 0
+        busiest = (1 if L.pp > 2 else 0) + 1 + (1 if gp else 0)
+        ag = pricer.price("tp", "all_gather", act, L.tp, m * busiest)
         meta = pricer.p2p("pp", partition_meta_bytes(L.tp), L.pp, m * (2 if gp else 1))
         full_hbm = (PARTITION_FULL_BYTES * act + 2 * part) / hbm  # zeros, local copy, c10d copy-out, clone
         clone = 2 * part / hbm
