@@ -147,7 +147,8 @@ def test_partitioned_tensor_counts_with_two_stages():
 
 
 def test_no_partitioned_tensor_without_tp_or_pipeline():
-    for extra in (("parallelism.tp=1", "fabric.nodes=16"), ("parallelism.pp=1", "parallelism.global_batch=32")):
+    for extra in (("parallelism.tp=1", "fabric.nodes=16"), ("parallelism.pp=1", "parallelism.global_batch=32"),
+                  ("parallelism.sequence_parallel=true",)):  # with SP the output is already split: sent as it is
         _, r = _run(*extra)
         assert r.metrics["p2p_gather_time_s"] == 0
 

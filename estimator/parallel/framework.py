@@ -26,7 +26,7 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   (Narayanan et al. 2021 Sec. 4.1) instead of every TP rank sending the whole tensor;
   ``p2p_grad_scatter_gather`` the same for the activation gradients sent back in backward. With
   sequence parallelism every framework sends ``1 / tp``: the stage's output is already split.
-* ``p2p_partitioned_tensor`` — with ``p2p_scatter_gather`` and ``tp`` > 1, the pipeline boundary is DeepSpeed's
+* ``p2p_partitioned_tensor`` — with ``p2p_scatter_gather``, ``tp`` > 1 and no sequence parallelism, the pipeline boundary is DeepSpeed's
   ``PartitionedTensor``: per microbatch a meta-tensor send and a TP all-gather with its copies at every ``full()``
   (receiving activations; in backward restoring the stage's own output and, with ``p2p_grad_scatter_gather``,
   receiving the gradient), and clones of the ``1 / tp`` parts (:mod:`~estimator.parallel.step`). False: the boundary's

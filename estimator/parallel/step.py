@@ -82,7 +82,8 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   before sending it. Per stage and microbatch in its forward / backward slot; the all-gathers and meta sends are output
   ``p2p_gather_time_s`` (inside ``exposed_comm_time_s``), the copies at the elementwise memory rate count as compute.
   The host syncs of ``meta.tolist()`` per ``full()`` are not priced. Megatron-LM's own scatter/gather (its receiver's
-  all-gather) is not priced (``p2p_partitioned_tensor: false``).
+  all-gather) is not priced (``p2p_partitioned_tensor: false``). Not with sequence parallelism (the stacks read had
+  none; a stage's output is then already split and sent as it is, as for every framework).
 * Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer's dispatch and
   combine all-to-alls of ``k T h`` 16-bit values per rank (``T = s b / (tp cp)`` tokens with
   sequence parallelism) over the ``ep`` group, in forward, backward and again in a full recompute
@@ -650,7 +651,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
             t_b[i] += late_z2[i]
     # ---- DeepSpeed's PartitionedTensor at the pipeline boundaries (framework.p2p_partitioned_tensor, tp > 1)
     gather_f, gather_b, copies_f, copies_b = ([0.0] * L.pp for _ in range(4))
-    if fw.p2p_partitioned_tensor and fw.p2p_scatter_gather and L.pp > 1 and L.tp > 1:
+    if fw.p2p_partitioned_tensor and fw.p2p_scatter_gather and L.pp > 1 and L.tp > 1 and not L.sequence_parallel:
         gp = fw.p2p_grad_scatter_gather
         part = act / L.tp
         # full() calls per microbatch on the busiest stage: a middle one (input + output side), or with pp 2 stage 0
