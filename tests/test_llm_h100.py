@@ -296,8 +296,9 @@ def test_framework_profiles_change_what_they_say():
     assert sends(mega) == sends(ds) == sends(ds21) == sends(estimate(cfg("llama3_70b", *base, "framework=fsdp"))) == [one]
     whole = [*base[:-3], "parallelism.sequence_parallel=false", "parallelism.device_memory_bytes=1e12", *base[-2:]]
     p2p = {f: sends(estimate(cfg("llama3_70b", *whole, f"framework={f}"))) for f in ("megatron", "deepspeed", "deepspeed_2021", "fsdp")}
-    assert p2p["megatron"] == p2p["deepspeed"] == [one]  # Megatron's scatter/gather; DeepSpeed's PartitionedTensor (v0.5.5+)
-    assert p2p["deepspeed_2021"] == [one, 8 * one]  # DeepSpeed 2021: partitioned forward, whole gradient back
+    meta = 8 * (7 + 8)  # DeepSpeed's PartitionedTensor sends an int64 meta tensor with each partitioned send (h85)
+    assert p2p["megatron"] == [one] and p2p["deepspeed"] == [meta, one]  # Megatron's scatter/gather; PartitionedTensor (v0.5.5+)
+    assert p2p["deepspeed_2021"] == [meta, one, 8 * one]  # DeepSpeed 2021: partitioned forward, whole gradient back
     assert p2p["fsdp"] == [8 * one]  # torch pipelining sends the stage's output as it is
     assert ds.metrics["dp_exposed_time_s"] > mega.metrics["dp_exposed_time_s"]  # reduction after the flush, gather exposed
     assert ds.metrics["iter_time_s"] > mega.metrics["iter_time_s"]

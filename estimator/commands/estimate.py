@@ -89,7 +89,7 @@ def format_text(result: dict[str, Any]) -> str:
         ("exposed_comm_time_s", "s"), ("samples_per_s", "samples/s"), ("num_collectives", ""),
         ("layout", ""), ("framework", ""), ("loss_kernel", ""), ("loss_time_s", "s"), ("stage_layers", ""), ("bubble_time_s", "s"), ("tp_comm_time_s", "s"),
         ("cp_exposed_time_s", "s"), ("dp_exposed_time_s", "s"), ("zero3_exposed_time_s", "s"),
-        ("fp8_amax_time_s", "s"), ("tied_grad_time_s", "s"), ("tokens_per_s", "tokens/s"),
+        ("fp8_amax_time_s", "s"), ("tied_grad_time_s", "s"), ("p2p_gather_time_s", "s"), ("tokens_per_s", "tokens/s"),
         ("reconfig_time_s", "s"), ("circuit_reconfigs_per_step", ""), ("circuit_plan", ""),
         ("mfu", ""), ("tflops_per_gpu", "TFLOP/s"), ("memory_total_bytes", "B"), ("memory_peak_stage", ""),
         ("layouts_evaluated", ""), ("searched", ""), ("validation_class", ""), ("validation_record", ""), ("validation_nearest", ""),

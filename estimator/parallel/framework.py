@@ -26,6 +26,11 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   (Narayanan et al. 2021 Sec. 4.1) instead of every TP rank sending the whole tensor;
   ``p2p_grad_scatter_gather`` the same for the activation gradients sent back in backward. With
   sequence parallelism every framework sends ``1 / tp``: the stage's output is already split.
+* ``p2p_partitioned_tensor`` — with ``p2p_scatter_gather``, ``tp`` > 1 and no sequence parallelism, the pipeline boundary is DeepSpeed's
+  ``PartitionedTensor``: per microbatch a meta-tensor send and a TP all-gather with its copies at every ``full()``
+  (receiving activations; in backward restoring the stage's own output and, with ``p2p_grad_scatter_gather``,
+  receiving the gradient), and clones of the ``1 / tp`` parts (:mod:`~estimator.parallel.step`). False: the boundary's
+  gathers and copies are not priced.
 * ``interleaved_schedule`` — the pipeline engine supports virtual stages (interleaved 1F1B).
 * ``recompute`` — the activation recomputation a run gets when ``parallelism.recompute`` is unset (null):
   the framework's own default (Megatron-core: none), so a plain command prices what the stack does.
@@ -128,6 +133,21 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   gradient buffer outside the reduction and the optimizer (BF16_Optimizer: the grad-norm read and the buffer's
   ``zero_()``: 8); 0 when not priced. Exposed at the end of the step.
 
+* ``fp16_grad_reduce`` — with ``precision=fp16`` and ``zero`` 1, how the data-parallel gradients are reduced: ``zero``
+  (as the ZeRO stage says: a reduce-scatter of the 16-bit gradients) or ``all_reduce`` (DeepSpeed's ZeRO stage-1
+  optimizer from v0.4.4 to v0.12.x, contiguous gradients forced off: each 5e8-element bucket flattened and all-reduced
+  whole, each rank then keeping its shard: one all-reduce of 2 bytes per parameter).
+* ``fp16_param_bytes`` — with ``precision=fp16`` and ``zero`` 1, HBM bytes per parameter of the stage the engine
+  moves once per step outside the collectives and the optimizer (DeepSpeed's ZeRO-1: the bucket's flatten, ``div_``
+  and copy back, c10d's copy-out of the list all-gather of the weights: 16); in ``optimizer_s``, any ``dp``.
+* ``fp16_shard_bytes`` — the same per parameter of the rank's optimizer shard (DeepSpeed's ZeRO-1 ``step()``: the
+  overflow check, the fp64 grad norm, the flatten and fp32 cast, the unscale, the fp32 gradient read by Adam and the
+  fp32 -> fp16 copy-back's read: 52); in ``optimizer_s``.
+* ``fp16_grad_accum_bytes`` — with ``precision=fp16`` and ``zero`` 0 or 1, HBM bytes per parameter of the stage and
+  microbatch after the first that the engine moves to accumulate the backward's 16-bit gradients outside the GEMMs
+  (autograd's in-place ``param.grad += grad`` under DeepSpeed's ZeRO-1: 6); 0 when fused or not separate. Spread over
+  the ``m`` backward slots: ``(m - 1) / m`` of it in each.
+
 A config without a ``framework`` subtree (a hand-built dict) gets ``conf/framework/megatron.yaml``.
 """
 
@@ -151,6 +171,7 @@ GRAD_COLLECTIVES = ("reduce_scatter", "all_reduce")
 ZERO3_COPIES = ("none", "fsdp1", "fsdp2")  # estimator.parallel.zero3.COPIES (that module imports this one)
 OPTIMIZER_STATES = ("fp32", "bf16", "bf16_moments")
 BF16_GRAD_REDUCES = ("zero", "all_reduce_bf16")
+FP16_GRAD_REDUCES = ("zero", "all_reduce")
 OPTIONAL = ("reduce_bucket_params", "zero3_prefetch_params", "zero3_max_live_params",
             "zero3_max_reuse_params")  # parameter counts; null = none
 DEFAULT = "megatron"
@@ -167,6 +188,7 @@ class Framework:
     p2p_scatter_gather: bool
     p2p_grad_scatter_gather: bool
     interleaved_schedule: bool
+    p2p_partitioned_tensor: bool
     fp32_grads_with_bf16: bool
     zero3_unit: str
     zero3_list_collectives: bool
@@ -190,6 +212,10 @@ class Framework:
     bf16_grad_reduce: str
     bf16_grad_accum_bytes: float
     bf16_step_grad_bytes: float
+    fp16_grad_reduce: str
+    fp16_param_bytes: float
+    fp16_shard_bytes: float
+    fp16_grad_accum_bytes: float
     moe_dispatcher_sms: int | None = None
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
@@ -240,7 +266,11 @@ class Framework:
         if data["bf16_grad_reduce"] not in BF16_GRAD_REDUCES:
             raise EstimatorError(f"framework.bf16_grad_reduce must be one of {', '.join(BF16_GRAD_REDUCES)}, "
                                  f"got {data['bf16_grad_reduce']!r}")
-        for key in ("bf16_grad_accum_bytes", "bf16_step_grad_bytes"):
+        if data["fp16_grad_reduce"] not in FP16_GRAD_REDUCES:
+            raise EstimatorError(f"framework.fp16_grad_reduce must be one of {', '.join(FP16_GRAD_REDUCES)}, "
+                                 f"got {data['fp16_grad_reduce']!r}")
+        for key in ("bf16_grad_accum_bytes", "bf16_step_grad_bytes", "fp16_param_bytes", "fp16_shard_bytes",
+                    "fp16_grad_accum_bytes"):
             value = data[key]
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
                 raise EstimatorError(f"framework.{key} must be a number of bytes per parameter >= 0, got {value!r}")

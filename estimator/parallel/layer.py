@@ -304,6 +304,7 @@ def _modules():
             self.flash = spec.fused in FLASH
             self.cp = cp
             self.fused_softmax = self.fused and 16 < s <= 2048 and s % 4 == 0  # fused_softmax.py constraint
+            self.alibi = spec.position == "alibi"
 
         def forward(self, q, k, v):
             if self.flash:  # q: [s, b, heads, d], k/v: [s, b, kv heads, d]
@@ -322,6 +323,13 @@ def _modules():
             b, nh, s, d = q.shape
             q3, k3, v3 = q.reshape(b * nh, s, d), k.reshape(b * nh, s, d), v.reshape(b * nh, s, d)  # views
             scores = torch.bmm(q3, k3.transpose(1, 2))  # baddbmm(beta=0, alpha=1/sqrt(d)): scale in the GEMM
+            if self.alibi:  # ALiBi (bigscience-workshop/Megatron-DeepSpeed@541b967f megatron/model/transformer.py l.283-327):
+                # baddbmm(alibi[:b*np, :, :sk], q, k^T, beta=1/layer_number or 1) with the [b*np, 1, sk] bias as input;
+                # PyTorch copies the broadcast input into the [b*np, sq, sk] result and the GEMM reads it back (beta != 0;
+                # pytorch/pytorch@002253ce92a1b7f8f3886e448f991afd3ccd309a aten/src/ATen/native/cuda/Blas.cpp
+                # baddbmm_out_cuda expand_size, baddbmm_out_cuda_impl result.copy_(self), bgemm with beta): one more
+                # write and read of the score matrix, captured as the bias added to it; no gradient (a constant)
+                scores = scores + torch.zeros(b * nh, 1, s, dtype=scores.dtype, device=scores.device)
             if self.fused_softmax:
                 probs = torch.ops.megatron.scaled_upper_triang_masked_softmax(scores, 1.0)
             else:

@@ -16,7 +16,9 @@ Three families, as their papers describe them:
 Per model config (``model.position_embedding``, ``model.dropout``): ``learned`` (GPT's table of
 ``seq_len x h`` weights), ``rope`` (rotary: no weights) or ``none``; hidden and attention dropout
 probability. Defaults per family (gpt: learned, 0.1 = GPT-3 / Megatron-LM; llama, nemotron: rope,
-0). Only the Transformer Engine layer (``te``) models other positions; ``te`` and the eager PyTorch layer
+0). Only the Transformer Engine layer (``te``) models other positions, and the Megatron-LM 2021 layer (``megatron``)
+of family gpt ``alibi`` (BigScience's Megatron-DeepSpeed ``--position-embedding-type alibi``: no position weights, a
+bias added to every attention score matrix, :mod:`~estimator.parallel.layer`); ``te`` and the eager PyTorch layer
 (``sdpa``) take any dropout (0: no dropout kernel, as ATen's dropout returns its input at p = 0, e.g.
 MosaicML's GPT / MPT blocks); the unfused (``none``) and Megatron-LM 2021 (``megatron``) layers are their
 families' as published.
@@ -87,7 +89,7 @@ from estimator.errors import EstimatorError
 FAMILIES = ("gpt", "llama", "nemotron")
 FUSED_KERNELS = ("none", "megatron", "te", "sdpa")  # model.fused_kernels (estimator/parallel/layer.py)
 FLASH = ("te", "sdpa")  # the model.fused_kernels whose attention core is one fused flash kernel (te_kernels.flash_attention)
-POSITIONS = ("learned", "rope", "none")  # model.position_embedding
+POSITIONS = ("learned", "rope", "none", "alibi")  # model.position_embedding
 # family -> (position embedding, dropout) as published (module docstring)
 FAMILY_DEFAULTS = {"gpt": ("learned", 0.1), "llama": ("rope", 0.0), "nemotron": ("rope", 0.0)}
 
@@ -401,7 +403,11 @@ def _position_and_dropout(cfg: Mapping[str, Any], family: str, fused: str, where
     dropout = default_dropout if dropout is None else dropout
     if isinstance(dropout, bool) or not isinstance(dropout, int | float) or not 0 <= dropout < 1:
         raise EstimatorError(f"model.dropout must be a probability in [0, 1), got {dropout!r}")
-    if fused != "te" and position != default_position:
+    alibi = position == "alibi" and fused == "megatron" and family == "gpt"  # Megatron-DeepSpeed's (BigScience) ALiBi
+    if position == "alibi" and not alibi:
+        raise EstimatorError(f"{where}: model.position_embedding=alibi is modelled with family gpt and "
+                             f"model.fused_kernels=megatron only (BigScience's Megatron-DeepSpeed), got {family}, {fused}")
+    if fused != "te" and position != default_position and not alibi:
         raise EstimatorError(f"{where}: model.position_embedding={position} is modelled with model.fused_kernels=te only; "
                              f"the {fused} layer of family {family} has {default_position} positions")
     # the eager sdpa layer takes any dropout (p = 0: ATen's dropout returns its input, no kernel; layer.py skips it)

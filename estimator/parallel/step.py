@@ -71,6 +71,19 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   parallelism already splits them (a stage's output is sequence-partitioned over its TP ranks:
   Megatron's ``get_tensor_shapes`` sends ``s / tp`` tokens with ``sequence_parallel``), all
   boundaries at once; ``t_p2p`` is the mean of the two sends.
+* DeepSpeed's pipeline engine with TP (``framework.p2p_partitioned_tensor``, ``tp`` > 1, ``p2p_scatter_gather``;
+  microsoft/DeepSpeed@v0.5.10 deepspeed/runtime/pipe/engine.py, utils.py ``PartitionedTensor``): a stage's output is
+  partitioned over its TP ranks (a clone of the rank's ``1/tp``) and sent with a small int64 meta tensor (one more
+  point-to-point send); the receiver clones what it received, clones it again at the forward and rebuilds the whole
+  tensor (``full()``: a TP all-gather of the ``s x b x h`` activation plus :data:`PARTITION_FULL_BYTES` HBM bytes per
+  byte of it and the local part's copy). In backward the producing stage rebuilds its own output the same way (its data
+  was dropped after partitioning) and, with ``p2p_grad_scatter_gather`` (partitioned gradients, v0.5.5 on), rebuilds
+  the received gradient too (a second ``full()``, a second meta send), the receiving stage clones the gradient's part
+  before sending it. Per stage and microbatch in its forward / backward slot; the all-gathers and meta sends are output
+  ``p2p_gather_time_s`` (inside ``exposed_comm_time_s``), the copies at the elementwise memory rate count as compute.
+  The host syncs of ``meta.tolist()`` per ``full()`` are not priced. Megatron-LM's own scatter/gather (its receiver's
+  all-gather) is not priced (``p2p_partitioned_tensor: false``). Not with sequence parallelism (the stacks read had
+  none; a stage's output is then already split and sent as it is, as for every framework).
 * Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer's dispatch and
   combine all-to-alls of ``k T h`` 16-bit values per rank (``T = s b / (tp cp)`` tokens with
   sequence parallelism) over the ``ep`` group, in forward, backward and again in a full recompute
@@ -120,6 +133,13 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   (``bf16_grad_accum_bytes`` per parameter of the stage, in the stage's backward slot); every step reads the buffer
   for the grad norm and zeroes it (``bf16_step_grad_bytes`` per parameter, in ``optimizer_s``). All at the device's
   elementwise memory rate. Only with ``zero`` 0 or 1 (DeepSpeed runs ZeRO-2/3 through its ZeRO optimizers instead).
+* fp16 engines (``framework.fp16_grad_reduce`` / ``fp16_param_bytes`` / ``fp16_shard_bytes`` / ``fp16_grad_accum_bytes``,
+  :mod:`~estimator.parallel.framework`; DeepSpeed's ZeRO stage-1 optimizer, microsoft/DeepSpeed@v0.5.10
+  deepspeed/runtime/zero/stage_1_and_2.py, sources in conf/framework/deepspeed.yaml): with ``zero`` 1 the gradients may be
+  all-reduced whole (``all_reduce``) instead of reduce-scattered; the step moves ``fp16_param_bytes`` per parameter of
+  the stage and ``fp16_shard_bytes`` per parameter of the rank's shard through HBM (in ``optimizer_s``); every backward
+  but the first adds its gradients into ``param.grad`` (``fp16_grad_accum_bytes`` per parameter of the stage, ``(m - 1) /
+  m`` of it in each backward slot; ``zero`` 0 or 1). All at the device's elementwise memory rate.
 * FP8 amax all-reduces (``precision=fp8`` with TE's kernels; :mod:`~estimator.parallel.fp8_amax`, sources there):
   ``delayed``: one fused all-reduce of the rank's whole amax buffer per model chunk and microbatch, forward and
   backward, over the ``tp x cp x dp`` ranks; ``tensorwise``: a 4-byte TP all-reduce per sequence-parallel tensor
@@ -175,6 +195,16 @@ FP32_BYTES = 4
 CP_MERGE_PASSES = 5
 CP_GRAD_PASSES = 3
 WEIGHT_BYTES = 2  # 16-bit weights gathered by ZeRO
+# DeepSpeed's PartitionedTensor.full() (microsoft/DeepSpeed@v0.5.10 deepspeed/runtime/utils.py l.703-731), HBM bytes per
+# byte of the full tensor besides the all-gather: torch.zeros of the flat buffer (write 1), PyTorch 1.10/1.11 c10d's
+# copy-out of a list all-gather (read 1, write 1), the final .clone() (read 1, write 1); the local part's copy-in (2 per
+# byte of the part) is added where it is used
+PARTITION_FULL_BYTES = 5
+
+
+def partition_meta_bytes(tp: int) -> int:
+    """Bytes of PartitionedTensor.to_meta() (utils.py l.733-748): int64 [ndim, 3 sizes, num_parts, rank, tp + 1 offsets]."""
+    return 8 * (1 + 3 + 2 + tp + 1)
 ADAM_STEP_BYTES = {"fp32": 32, "bf16": 16, "bf16_moments": 24}  # per parameter and optimizer state dtype, see the module docstring
 
 
@@ -605,6 +635,11 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     hbm = device.memory_rate("elementwise", precision)
     bf16 = precision == "bf16" and L.zero <= 1  # DeepSpeed runs ZeRO-2/3 through its ZeRO optimizers, not BF16_Optimizer
     accum = [(d + e) * fw.bf16_grad_accum_bytes / hbm if bf16 else 0.0 for d, e in dense]
+    # ---- fp16 engines whose backward adds each microbatch's gradients into param.grad outside the GEMMs (autograd's
+    # in-place add under DeepSpeed's ZeRO-1): every microbatch but the first, spread over the m backward slots
+    fp16 = precision == "fp16" and L.zero <= 1
+    if fp16 and fw.fp16_grad_accum_bytes:
+        accum = [a + (d + e) * fw.fp16_grad_accum_bytes / hbm * (m - 1) / m for a, (d, e) in zip(accum, dense, strict=True)]
     t_b = [t_b[i] + accum[i] for i in range(L.pp)]
     edp = L.edp  # data-parallel copies of an expert
     slowed_z2 = [0.0] * L.pp  # ZeRO-2's interference per stage and microbatch
@@ -614,6 +649,28 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
             rs_z2[i] = pricer.price("dp", "reduce_scatter", (d + e) * grad_bytes, L.dp * L.cp, m)
             late_z2[i], slowed_z2[i] = behind(rs_z2[i], t_b[i] if overlap else 0.0, interference)
             t_b[i] += late_z2[i]
+    # ---- DeepSpeed's PartitionedTensor at the pipeline boundaries (framework.p2p_partitioned_tensor, tp > 1)
+    gather_f, gather_b, copies_f, copies_b = ([0.0] * L.pp for _ in range(4))
+    if fw.p2p_partitioned_tensor and fw.p2p_scatter_gather and L.pp > 1 and L.tp > 1 and not L.sequence_parallel:
+        gp = fw.p2p_grad_scatter_gather
+        part = act / L.tp
+        # full() calls per microbatch on the busiest stage: a middle one (input + output side), or with pp 2 stage 0
+        busiest = (1 if L.pp > 2 else 0) + 1 + (1 if gp else 0)
+        ag = pricer.price("tp", "all_gather", act, L.tp, m * busiest)
+        meta = pricer.p2p("pp", partition_meta_bytes(L.tp), L.pp, m * (2 if gp else 1))
+        full_hbm = (PARTITION_FULL_BYTES * act + 2 * part) / hbm  # zeros, local copy, c10d copy-out, clone
+        clone = 2 * part / hbm
+        for i in range(L.pp):
+            if i > 0:  # input side: forward receives, clones twice, gathers; backward clones the partitioned gradient
+                gather_f[i] += ag + meta
+                copies_f[i] += full_hbm + 2 * clone
+                copies_b[i] += clone if gp else 0.0
+            if i < L.pp - 1:  # output side: forward partitions (a clone); backward restores the output, gathers the gradient
+                copies_f[i] += clone
+                gather_b[i] += ag + (ag + meta if gp else 0.0)
+                copies_b[i] += full_hbm * (2 if gp else 1)
+        t_f = [t_f[i] + gather_f[i] + copies_f[i] for i in range(L.pp)]
+        t_b = [t_b[i] + gather_b[i] + copies_b[i] for i in range(L.pp)]
     slots = [t_f[i] + t_b[i] + 2 * v * t_p2p for i in range(L.pp)]
     slowest = max(range(L.pp), key=lambda i: slots[i])
     bubble = (sum(slots) - slots[slowest]) / v
@@ -625,6 +682,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     if spec.tied and L.pp > 1:
         tied = pricer.pair_all_reduce("embd", spec.padded_vocab(L.tp) * spec.hidden // L.tp * grad_bytes, 1)
     bf16_allreduce = bf16 and L.zero == 1 and fw.bf16_grad_reduce == "all_reduce_bf16"  # (zero 0: a plain all-reduce)
+    fp16_allreduce = fp16 and L.zero == 1 and fw.fp16_grad_reduce == "all_reduce"  # DeepSpeed's ZeRO-1: whole buckets
     # ---- data parallel / ZeRO-0/1/2: after the last microbatch (per stage; the slowest sets the tail)
     dp_exposed, t_dp, slowed_dp = 0.0, 0.0, 0.0
     for i, (d, e) in enumerate(dense):
@@ -638,6 +696,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
                 if bf16_allreduce and size > 1:  # the whole buffer cast to bf16, all-reduced, cast back (BF16_Optimizer)
                     t_grad += (pricer.price(group, "all_reduce", params * WEIGHT_BYTES, size, 1)
                                + (params * 2 * (grad_bytes + WEIGHT_BYTES) / hbm if grad_bytes != WEIGHT_BYTES else 0.0))
+                elif fp16_allreduce:  # each bucket all-reduced whole, each rank keeping its shard (DeepSpeed ZeRO-1)
+                    t_grad += pricer.price(group, "all_reduce", nbytes, size, 1)
                 elif L.zero == 1:
                     t_grad += pricer.price(group, "reduce_scatter", nbytes, size, 1)
                 t_after += pricer.price(group, "all_gather", params * WEIGHT_BYTES, size, 1)  # 16-bit weights
@@ -656,6 +716,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     optimizer = opt_params * ADAM_STEP_BYTES[fw.optimizer_state] / device.memory_rate("optimizer", precision)
     if bf16:  # the bf16 engine's own passes over its whole fp32 gradient buffer in step() (grad norm, zeroing)
         optimizer += n_local * fw.bf16_step_grad_bytes / hbm
+    if fp16 and L.zero == 1:  # the fp16 ZeRO-1 engine's own passes: per stage parameter and per shard parameter
+        optimizer += (n_local * fw.fp16_param_bytes + opt_params * fw.fp16_shard_bytes) / hbm
     # ---- circuits: dimension -> (group size, phases per step), see estimator/parallel/circuits.py
     counts = {g: sum(c["count_per_step"] for c in pricer.colls if c["group"] == g) for g in ("tp", "etp", "ep", "cp")}
     z3_gathers = sum(m * max(n) * c.z3.gathers for c, n in kinds)
@@ -669,8 +731,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     def slowest_sum(value) -> float:
         return per_stage(slowest, value)
 
-    comp_f = slowest_sum(lambda c: c.layer.fwd) + ends_f[slowest] - (tp_emb if slowest == 0 else 0.0)
-    comp_b = slowest_sum(lambda c: c.layer.bwd + c.rc) + ends_b[slowest] + accum[slowest]
+    comp_f = slowest_sum(lambda c: c.layer.fwd) + ends_f[slowest] - (tp_emb if slowest == 0 else 0.0) + copies_f[slowest]
+    comp_b = slowest_sum(lambda c: c.layer.bwd + c.rc) + ends_b[slowest] + accum[slowest] + copies_b[slowest]
     compute = m * (comp_f + comp_b) + optimizer
     ep_comm = m * slowest_sum(lambda c: c.ep_runs * c.ep_one)
     ep_exposed = m * slowest_sum(lambda c: c.ep_exposed)
@@ -679,9 +741,10 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     cp_exposed = m * slowest_sum(lambda c: c.cp_f + c.cp_b)
     zero3 = m * (slowest_sum(lambda c: c.z3.fwd_exposed + c.z3.bwd_exposed) + z3_first + z3_last)
     p2p = (m + (L.pp - 1) / v) * 2 * v * t_p2p
+    part_gather = m * (gather_f[slowest] + gather_b[slowest])  # PartitionedTensor's TP all-gathers and meta sends, exposed
     z2_exposed, z2_comm = m * late_z2[slowest], m * rs_z2[slowest]  # ZeRO-2, in the slowest stage's slots
     amax = m * (slowest_sum(lambda c: c.amax) + amax_delayed[slowest])  # FP8 amax all-reduces, exposed whole
-    exposed = tp_exposed + ep_exposed + p2p + dp_exposed + z2_exposed + cp_exposed + zero3 + amax + circuits.reconfig_s
+    exposed = tp_exposed + ep_exposed + p2p + part_gather + dp_exposed + z2_exposed + cp_exposed + zero3 + amax + circuits.reconfig_s
     gb = L.global_batch
     scale = gb * L.tp * L.cp / L.micro_batch_size  # captured FLOPs are per rank and microbatch
     ends_flops = emb.fwd_flops + emb.bwd_flops + head.fwd_flops + head.bwd_flops
@@ -699,14 +762,14 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "loss_time_s": m * (loss_f + loss_b),  # the LM loss on the last stage, per step (inside compute there)
         "iter_time_s": total, "compute_time_s": compute, "exposed_comm_time_s": exposed,
         "exposed_comm_share": exposed / total, "bubble_time_s": bubble, "tp_comm_time_s": tp_comm,
-        "pp_p2p_time_s": p2p, "dp_comm_time_s": t_dp + z2_comm, "dp_exposed_time_s": dp_exposed + z2_exposed,
+        "pp_p2p_time_s": p2p, "p2p_gather_time_s": part_gather, "dp_comm_time_s": t_dp + z2_comm, "dp_exposed_time_s": dp_exposed + z2_exposed,
         "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * slowest_sum(lambda c: c.z3.comm), "optimizer_s": optimizer,
         "zero3_copy_time_s": m * slowest_sum(lambda c: c.z3.copies),  # FSDP's compute-stream copies (in zero3_exposed)
         "interference_s": m * (slowest_sum(lambda c: c.z3.interference) + slowed_z2[slowest]) + slowed_dp,
         "cp_comm_time_s": m * slowest_sum(lambda c: c.cp_comm), "cp_exposed_time_s": cp_exposed,
         "forward_s": m * comp_f, "backward_s": m * comp_b,
         "fp8_amax_time_s": amax, "tied_grad_time_s": tied,
-        "comm_time_s": (tp_comm + ep_comm + p2p + t_dp + z2_comm + amax + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm)
+        "comm_time_s": (tp_comm + ep_comm + p2p + part_gather + t_dp + z2_comm + amax + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm)
                         + (tied if slowest in tied_stages else 0.0)),
         "ep_comm_time_s": ep_comm, "ep_exposed_time_s": ep_exposed, "reconfig_time_s": circuits.reconfig_s,
         "circuit_reconfigs_per_step": circuits.reconfigs_per_step, "circuit_plan": circuits.label(),
