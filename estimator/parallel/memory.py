@@ -422,8 +422,10 @@ def memory(spec: TransformerSpec, layout: Layout, grad_bytes: int = 2, framework
 
 
 def device_memory(device_memory_bytes: float | None, override: float | None) -> float | None:
-    """The capacity a layout must fit: ``parallelism.device_memory_bytes`` if set, else the device's
-    ``memory_bytes`` (conf/device/*.yaml, from its datasheet); None = unchecked."""
+    """The capacity a layout must fit: ``parallelism.device_memory_bytes`` if set (bytes the layout may use, as
+    stated), else the device's usable memory (``DeviceProfile.usable_memory_bytes``: its datasheet ``memory_bytes``
+    as CUDA reports it, less the CUDA context, NCCL's buffers and allocator fragmentation, conf/device/*.yaml);
+    None = unchecked."""
     if override:
         return float(override)
     return device_memory_bytes
