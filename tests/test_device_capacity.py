@@ -78,3 +78,36 @@ def test_bad_capacity_value_exits_2_on_the_command_line():
                          capture_output=True, text=True)
     assert out.returncode == 2 and "device.allocator_fragmentation" in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+# ---- FSDP1's root unit (framework.fsdp_version) ------------------------------------------------------------------
+FSDP = ["model=gpt3_13b", "parallelism=hybrid", "system=dgx_a100", "fabric.nodes=64", "framework=fsdp",
+        "parallelism.tp=1", "parallelism.pp=1", "parallelism.zero=3", "parallelism.global_batch=64",
+        "parallelism.recompute=full", "precision=bf16"]
+
+
+def _need(*overrides: str) -> dict:
+    s = setup_hybrid(estimator.resolve_config([*FSDP, *overrides]))
+    return memory(s.spec, s.layout, s.framework.grad_bytes(s.precision), s.framework, False), s
+
+
+def test_fsdp1_keeps_its_root_unit_gathered_fsdp2_does_not():
+    two, s = _need()  # conf/framework/fsdp.yaml: fsdp_version 2
+    one, _ = _need("framework.fsdp_version=1")
+    spec = s.spec
+    # the root unit: the (padded) embedding, the final norm and the LM head (GPT-3 ties it to the embedding), 16-bit
+    root = spec.padded_vocab(1) * spec.hidden + spec.embedding_params() - spec.vocab * spec.hidden \
+        + spec.head_params() - (0 if spec.tied else spec.vocab * spec.hidden)
+    assert one["weights"] - two["weights"] == pytest.approx(2 * root)
+    assert one["total"] - two["total"] == pytest.approx(2 * root) and 2 * root > 0.5e9
+    # only under zero 3 (zero 2 keeps every weight whole already)
+    z2_one, _ = _need("framework.fsdp_version=1", "parallelism.zero=2")
+    z2_two, _ = _need("parallelism.zero=2")
+    assert z2_one["total"] == z2_two["total"]
+
+
+@pytest.mark.parametrize("value", ["3", "0", "true", "fsdp1"])
+def test_bad_fsdp_version_is_a_one_line_error(value):
+    with pytest.raises(EstimatorError, match="framework.fsdp_version") as err:
+        validate_hybrid(estimator.resolve_config([*FSDP, f"framework.fsdp_version={value}"]))
+    assert "\n" not in str(err.value)
