@@ -128,13 +128,13 @@ def test_published_layout_composes_is_accepted_and_fits(row):
 
 
 def test_opt_fits_only_with_its_distributed_checkpoints():
-    """OPT-175B's published layout (tp 8, FSDP zero2, 8 sequences per rank) fits in 80 GB because the run spread
+    """OPT-175B's published layout (tp 8, FSDP zero2, 8 sequences per rank) fits in 80 GB (84.0 usable: conf/device/a100.yaml) because the run spread
     its checkpointed inputs over the TP ranks (--distribute-checkpointed-activations); without it, it would not."""
     (row,) = OPT
     assert overrides(row)["parallelism.distribute_saved_activations"] == "true"
     without = dataclasses.replace(row, overrides=tuple(o for o in row.overrides
                                                         if not o.startswith("parallelism.distribute_saved_activations")))
-    with pytest.raises(EstimatorError, match=r"needs [\d.]+ GB per GPU .* but the device has 80.0 GB"):
+    with pytest.raises(EstimatorError, match=r"needs [\d.]+ GB per GPU .* but the device has 84.0 GB"):  # A100's usable
         check_composes_and_fits(without)
 
 

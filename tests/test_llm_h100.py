@@ -254,8 +254,10 @@ def test_llama3_405b_published_layout_fits_and_a_bigger_one_fails_with_one_line(
     validate_hybrid(fits)
     assert memory(TransformerSpec.from_cfg(fits["model"]), Layout.from_cfg(fits["parallelism"], spec("llama3_405b"), 16384),
                   2)["total"] < 80e9
-    out = subprocess.run([sys.executable, "-m", "estimator.cli", "estimate", *layout, "framework=megatron"],
-                         capture_output=True, text=True)  # Megatron's fp32 gradient buffer: 12.8 GB instead of 6.4
+    # Megatron's fp32 gradient buffer: 12.8 GB instead of 6.4, 83.3 GB in all: refused at the datasheet's 80 GB (it fits
+    # H100's usable 84.33 GB, conf/device/h100.yaml, round h83)
+    out = subprocess.run([sys.executable, "-m", "estimator.cli", "estimate", *layout, "framework=megatron",
+                          "parallelism.device_memory_bytes=80e9"], capture_output=True, text=True)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "on pipeline stage 1" in out.stderr and "GB too much" in out.stderr and out.stderr.count("\n") == 1
 

@@ -96,8 +96,10 @@ def test_rows_match_the_recorded_rows_from_before(per_estimate_rows):
 # model.input and parallelism.input (the JPEG input pipeline: no host without a system preset, so
 # no cap here) and fabric.nccl_version / gpu_nic_path / nvls_latency_v219_s (defaults keep NCCL
 # 2.18's latency and LL128 across nodes), issue #23; parallelism.jitter_cv_by_input (the straggler cv
-# by model.input: ResNet-50's imagenet_jpeg keeps the recorded 0.025), h44.
-ADDED_SINCE_RECORDING = {"device": ["memory_bytes"], "model": ["input"], "parallelism": ["input", "jitter_cv_by_input"],
+# by model.input: ResNet-50's imagenet_jpeg keeps the recorded 0.025), h44; device.memory_visible_ratio /
+# memory_reserved_bytes / allocator_fragmentation (the usable capacity of large-model layouts), h83.
+ADDED_SINCE_RECORDING = {"device": ["memory_bytes", "memory_visible_ratio", "memory_reserved_bytes",
+                                    "allocator_fragmentation"], "model": ["input"], "parallelism": ["input", "jitter_cv_by_input"],
                          "fabric": ["nccl_version", "gpu_nic_path", "nvls_latency_v219_s"]}
 # Nested config entries added since (path -> its flattened columns): A100's explicit bf16 efficiencies
 # (issue #23: bf16 no longer borrows fp16's silently; the values are fp16's, this grid runs amp and fp32).

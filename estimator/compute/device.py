@@ -165,10 +165,27 @@ class DeviceProfile:
     launch_s: float = 0.0
     amp_elementwise_fusion: float = 1.0
     op_overhead_s: float = 0.0  # added to every compute op (kept for hand-made profiles)
-    memory_bytes: float | None = None  # device memory (HBM) capacity; parallelism=hybrid checks layouts against it
+    memory_bytes: float | None = None  # device memory (HBM) capacity, the datasheet's decimal GB
+    # What a training process can allocate (``usable_memory_bytes``, the capacity parallelism=hybrid checks a layout
+    # against; docs/research/h83-capacity.md): the total CUDA reports (cudaMemGetInfo / torch ``total_memory``) as a
+    # ratio of ``memory_bytes`` (HBM is sold in binary GiB less what the driver keeps; a ratio so that an override of
+    # ``memory_bytes``, e.g. A100 40GB rows, scales with it; None = 1), less ``memory_reserved_bytes`` outside PyTorch's
+    # allocator (CUDA context, NCCL's buffers), less ``allocator_fragmentation`` of the rest (reserved, never handed out)
+    memory_visible_ratio: float | None = None
+    memory_reserved_bytes: float = 0.0
+    allocator_fragmentation: float = 0.0
     sm_count: int | None = None  # streaming multiprocessors (datasheet); what a kernel that holds some of them leaves
     collective_sms: int | None = None  # SMs an NCCL data-parallel collective holds (one CTA per channel, cited per device)
     matmul_shape: Mapping | tuple | None = None  # GEMM efficiency by shape per precision (estimator.compute.gemm_shape)
+
+    @property
+    def usable_memory_bytes(self) -> float | None:
+        """Bytes a layout may use: ``(memory_bytes x memory_visible_ratio - memory_reserved_bytes) x (1 -
+        allocator_fragmentation)``; None when the device states no memory (unchecked)."""
+        if self.memory_bytes is None:
+            return None
+        visible = self.memory_bytes * (self.memory_visible_ratio or 1.0)
+        return (visible - self.memory_reserved_bytes) * (1.0 - self.allocator_fragmentation)
 
     @property
     def collective_share(self) -> float:
@@ -184,6 +201,7 @@ class DeviceProfile:
                 positive(getattr(self, key), f"device.{key} ({self.name})")
         if self.memory_bytes is not None:
             positive(self.memory_bytes, f"device.memory_bytes ({self.name})")
+        self._check_usable_memory()
         if self.sm_count is not None and (isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int)
                                           or self.sm_count <= 0):
             raise EstimatorError(f"device.sm_count ({self.name}) must be a whole number > 0, got {self.sm_count!r}")
@@ -208,6 +226,21 @@ class DeviceProfile:
                 raise EstimatorError(f"device.{key} must be a number of seconds in [0, 1), got {value!r}")
         if not (isinstance(self.amp_elementwise_fusion, int | float) and 0 < self.amp_elementwise_fusion <= 1):
             raise EstimatorError(f"device.amp_elementwise_fusion must be in (0, 1], got {self.amp_elementwise_fusion!r}")
+
+    def _check_usable_memory(self) -> None:
+        ratio, reserved, frag = self.memory_visible_ratio, self.memory_reserved_bytes, self.allocator_fragmentation
+        # at most the binary reading of the datasheet's GB (GiB / GB = 1.0737): no device shows CUDA more than that
+        if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, int | float)
+                                  or not 0 < ratio <= 2**30 / 1e9):
+            raise EstimatorError(f"device.memory_visible_ratio ({self.name}) must be in (0, {2**30 / 1e9:.4f}] "
+                                 f"(CUDA's total over memory_bytes), got {ratio!r}")
+        if isinstance(reserved, bool) or not isinstance(reserved, int | float) or reserved < 0:
+            raise EstimatorError(f"device.memory_reserved_bytes ({self.name}) must be a number of bytes >= 0, got {reserved!r}")
+        if isinstance(frag, bool) or not isinstance(frag, int | float) or not 0 <= frag < 1:
+            raise EstimatorError(f"device.allocator_fragmentation ({self.name}) must be a fraction in [0, 1), got {frag!r}")
+        if self.memory_bytes is not None and self.usable_memory_bytes <= 0:
+            raise EstimatorError(f"device.memory_reserved_bytes ({self.name}) = {reserved:.3g} leaves no memory of "
+                                 f"memory_bytes {self.memory_bytes:.3g} x memory_visible_ratio {ratio or 1.0}")
 
     @classmethod
     def from_dict(cls, data: dict) -> DeviceProfile:

@@ -100,7 +100,7 @@ def setup_hybrid(cfg: dict[str, Any]) -> HybridSetup:
         moe_comm.check(framework, spec, layout, precision)
     else:  # the search checks each layout it tries (search.py); what no layout changes is said at once
         moe_comm.check_model(framework, spec, precision)
-    capacity = device_memory(device.memory_bytes, par.get("device_memory_bytes"))
+    capacity = device_memory(device.usable_memory_bytes, par.get("device_memory_bytes"))
     overlap = _bool_or_null(par, "dp_overlap")
     interference = par.get("comm_interference")
     if interference is None:  # the device's share: SMs an NCCL collective holds over the SMs it has (else none)

@@ -120,6 +120,12 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   stream behind the dispatch all-to-all and its fc2 behind the combine, forward and backward, instead of whole before
   the router (:func:`~estimator.parallel.moe_comm.shared_hidden`).
 
+* ``fsdp_version`` — PyTorch FSDP's generation under ``zero`` 3 (null for other frameworks): ``1``
+  (``FullyShardedDataParallel``: the root unit's parameters, those outside every wrapped transformer block — the
+  embedding, the final norm and the LM head in the Composer / fms-fsdp wrappings — stay gathered from the forward to
+  their gradient at the end of the backward, :func:`~estimator.parallel.memory.fsdp1_root_params`) or ``2``
+  (``fully_shard``: the stacks that use it shard the embedding and head as their own units; nothing kept).
+
 * ``bf16_grad_reduce`` — with ``precision=bf16`` and ``zero`` 1, how the data-parallel gradients are reduced:
   ``zero`` (as the ZeRO stage says: a reduce-scatter of the gradient buffer, in its dtype) or ``all_reduce_bf16``
   (DeepSpeed's BF16_Optimizer under the pipeline engine: the whole fp32 gradient buffer all-reduced, cast to bf16 for
@@ -217,6 +223,7 @@ class Framework:
     fp16_shard_bytes: float
     fp16_grad_accum_bytes: float
     moe_dispatcher_sms: int | None = None
+    fsdp_version: int | None = None  # PyTorch FSDP generation: 1 (FullyShardedDataParallel) or 2 (fully_shard); null
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
     zero3_max_live_params: float | None = None
@@ -274,6 +281,9 @@ class Framework:
             value = data[key]
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
                 raise EstimatorError(f"framework.{key} must be a number of bytes per parameter >= 0, got {value!r}")
+        version = data.get("fsdp_version")
+        if version is not None and (isinstance(version, bool) or version not in (1, 2)):
+            raise EstimatorError(f"framework.fsdp_version must be 1, 2 or null, got {version!r}")
         sms = data.get("moe_dispatcher_sms")
         if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms <= 0):
             raise EstimatorError(f"framework.moe_dispatcher_sms must be a whole number of SMs > 0 or null, got {sms!r}")

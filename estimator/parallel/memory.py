@@ -173,14 +173,36 @@ def stage_param_split(spec: TransformerSpec, layout: Layout, stage: int) -> tupl
         layers += spec.mtp * (spec.layer_params() - spec.expert_layer_params() - spec.mla_replicated_params()
                               + spec.mtp_extra_params())
         replicated += spec.mtp * spec.mla_replicated_params()
+    return (layers + _end_params(spec, layout, stage)) // layout.tp + replicated, experts
+
+
+def _end_params(spec: TransformerSpec, layout: Layout, stage: int) -> int:
+    """Parameters (all TP ranks) of stage ``stage`` outside its decoder layers: the embedding on the first
+    stage, the final norm and LM head on the last."""
     v = spec.padded_vocab(layout.tp)
     emb = v * spec.hidden + (spec.embedding_params() - spec.vocab * spec.hidden)
     head = v * spec.hidden + spec.head_params() - (0 if spec.tied else spec.vocab * spec.hidden)
     if layout.pp == 1:
-        ends = emb + head - (v * spec.hidden if spec.tied else 0)
-    else:  # (multi-token prediction keeps a copy of the embedding on the last stage)
-        ends = (emb if stage == 0 or (spec.mtp and stage == layout.pp - 1) else 0) + (head if stage == layout.pp - 1 else 0)
-    return (layers + ends) // layout.tp + replicated, experts
+        return emb + head - (v * spec.hidden if spec.tied else 0)
+    # (multi-token prediction keeps a copy of the embedding on the last stage)
+    return (emb if stage == 0 or (spec.mtp and stage == layout.pp - 1) else 0) + (head if stage == layout.pp - 1 else 0)
+
+
+def fsdp1_root_params(spec: TransformerSpec, layout: Layout, stage: int) -> float:
+    """Parameters per GPU that PyTorch FSDP1 (``framework.fsdp_version=1``, ``zero`` 3) keeps gathered through the
+    step: its root unit, the parameters outside every wrapped transformer block (the stage's embedding, final norm
+    and LM head, over TP). FSDP1 does not reshard the root after the forward: pytorch/pytorch@3ade90a6aaa939cd6238e
+    314c321b9f920db1471 torch/distributed/fsdp/_runtime_utils.py ``_post_forward_reshard``, "Do not free the root's
+    parameters in the post-forward for `FULL_SHARD` with the intention that they are immediately used for backward
+    computation", ``free_unsharded_flat_params = [not state._is_root and ...]``; it frees them in its
+    ``_post_backward_hook`` (``_should_free_in_backward``) once the root's gradient exists, which for the embedding is
+    the end of the backward. So at the peak (the loss's backward, every layer's activations held) the root's
+    unsharded 16-bit flat parameter is resident besides its shard. The rows' own versions say the same (read from the
+    PyPI wheels, torch/distributed/fsdp/fully_sharded_data_parallel.py; docs/research/h81-fsdp-transient.md, Step 3):
+    torch 1.12.1 ``_lazy_init`` l.1469-1475 sets the root's ``reshard_after_forward = False``; torch 1.13.1 ``forward``
+    l.2707-2714 ``free_unsharded_flat_params = [not self._is_root and ...]``. Not counted: the tied head's gradient
+    (V x h, 16-bit) that waits from the loss's backward to the embedding's (h81, Step 3)."""
+    return _end_params(spec, layout, stage) / layout.tp
 
 
 def zero3_units(spec: TransformerSpec, layout: Layout, unit: str) -> list[float]:
@@ -381,6 +403,8 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     weights, grads = sharded(WEIGHT_BYTES, 3), sharded(grad_bytes, 2)
     optim = sharded(ADAM_BYTES[fw.optimizer_state], 1)
     unit_grad = 0.0
+    if layout.zero == 3 and fw.fsdp_version == 1:  # FSDP1's root unit, gathered through the step
+        weights += fsdp1_root_params(spec, layout, stage) * WEIGHT_BYTES
     if layout.zero == 3:  # the unit running and those prefetched, gathered
         unit = max(zero3_units(spec, layout, fw.zero3_unit))
         weights += fw.zero3_live(unit) * WEIGHT_BYTES
@@ -422,8 +446,10 @@ def memory(spec: TransformerSpec, layout: Layout, grad_bytes: int = 2, framework
 
 
 def device_memory(device_memory_bytes: float | None, override: float | None) -> float | None:
-    """The capacity a layout must fit: ``parallelism.device_memory_bytes`` if set, else the device's
-    ``memory_bytes`` (conf/device/*.yaml, from its datasheet); None = unchecked."""
+    """The capacity a layout must fit: ``parallelism.device_memory_bytes`` if set (bytes the layout may use, as
+    stated), else the device's usable memory (``DeviceProfile.usable_memory_bytes``: its datasheet ``memory_bytes``
+    as CUDA reports it, less the CUDA context, NCCL's buffers and allocator fragmentation, conf/device/*.yaml);
+    None = unchecked."""
     if override:
         return float(override)
     return device_memory_bytes
