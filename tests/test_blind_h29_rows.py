@@ -54,7 +54,7 @@ ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutat
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 ALLOWED_KEYS |= {"fabric.uplink_technology", "fabric.ring_uplinks"}  # twenty-first stop: Jean Zay's Omni-Path (opa) and the one link its NCCL communicators used, facts of the hardware and its NCCL log
-ALLOWED_KEYS |= {"framework.zero3_copies"}  # twenty-second stop: the FSDP generation (fsdp1 | fsdp2) whose copies the run paid, read from its software column
+ALLOWED_KEYS |= {"framework.fsdp_version"}  # twenty-second stop: the PyTorch FSDP generation (1 | 2) the run used, read from its software column
 ALLOWED_KEYS |= {"model.position_embedding"}  # twenty-second stop: ALiBi (--position-embedding-type alibi in BLOOM's slurm script), a fact of the model
 # Rows per source document (the first repository-file key of source_keys).
 DOCUMENTS = {"mosaicml/llm-foundry:scripts/train/benchmarking/README.md": 12,

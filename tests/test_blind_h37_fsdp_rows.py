@@ -59,7 +59,7 @@ ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-c
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
-ALLOWED_KEYS |= {"framework.zero3_copies"}  # twenty-second stop: the FSDP generation (fsdp1 | fsdp2) whose copies the run paid, read from its software column
+ALLOWED_KEYS |= {"framework.fsdp_version"}  # twenty-second stop: the PyTorch FSDP generation (1 | 2) the run used, read from its software column
 
 
 def rows_of(doc: str) -> list:

@@ -1,4 +1,4 @@
-"""PyTorch FSDP's own HBM copies around ZeRO-3's flat-buffer collectives (framework.zero3_copies,
+"""PyTorch FSDP's own HBM copies around ZeRO-3's flat-buffer collectives (framework.fsdp_version,
 estimator/parallel/zero3.py engine_copies): FSDP2's copy-out after every all-gather and gradient copy-in before every
 reduce-scatter on the compute stream, FSDP1's gradient concatenation there, the shard casts beside the collectives;
 none for the Megatron and DeepSpeed profiles."""
@@ -29,10 +29,10 @@ def run(*overrides: str, framework: str = "fsdp"):
 
 def test_presets_state_the_key():
     cfg = estimator.resolve_config(["parallelism=hybrid", "framework=fsdp"])
-    assert cfg["framework"]["zero3_copies"] == "fsdp2"
+    assert cfg["framework"]["fsdp_version"] == 2
     for name in ("megatron", "deepspeed", "deepspeed_2021"):
         cfg = estimator.resolve_config(["parallelism=hybrid", f"framework={name}"])
-        assert cfg["framework"]["zero3_copies"] == "none", name
+        assert cfg["framework"]["fsdp_version"] is None, name
 
 
 @pytest.mark.parametrize("framework", ["megatron", "deepspeed"])
@@ -43,28 +43,28 @@ def test_other_profiles_price_no_copies(framework):
 
 def test_bad_value_is_a_one_line_error():
     cfg = estimator.resolve_config(["parallelism=hybrid", "framework=fsdp"])
-    with pytest.raises(EstimatorError, match="framework.zero3_copies must be one of none, fsdp1, fsdp2") as err:
-        Framework.from_cfg({**cfg["framework"], "zero3_copies": "fsdp3"})
+    with pytest.raises(EstimatorError, match="framework.fsdp_version must be 1, 2 or null") as err:
+        Framework.from_cfg({**cfg["framework"], "fsdp_version": 3})
     assert "\n" not in str(err.value)
 
 
 def test_bytes_per_parameter():
     # FSDP2: fp32 shard cast to bf16 (4 + 2) and copied into the all-gather buffer (2 + 2); copy-out 2 + 2;
     # chunk_cat of the bf16 gradient into the reduce-dtype buffer (2 + 4 with fp32 reduce, 2 + 2 with bf16)
-    assert engine_copies("fsdp2", 4) == EngineCopies(10, 4, 6, 0)
-    assert engine_copies("fsdp2", 2).grad_compute == 4
+    assert engine_copies(2, 4) == EngineCopies(10, 4, 6, 0)
+    assert engine_copies(2, 2).grad_compute == 4
     # FSDP1: the shard cast (4 + 2), no copy-out, autograd's cat (2 + 2); on the post-backward stream the cast to fp32
     # (2 + 4) and the pre-divide (4 + 4), only the pre-divide with bf16 reduce (2 + 2)
-    assert engine_copies("fsdp1", 4) == EngineCopies(6, 0, 4, 14)
-    assert engine_copies("fsdp1", 2).grad_stream == 4
-    assert engine_copies("none", 4) == EngineCopies()
+    assert engine_copies(1, 4) == EngineCopies(6, 0, 4, 14)
+    assert engine_copies(1, 2).grad_stream == 4
+    assert engine_copies(None, 4) == EngineCopies()
 
 
-@pytest.mark.parametrize(("copies", "per_param"), [("fsdp2", 2 * 4 + 6), ("fsdp1", 4), ("none", 0)])
+@pytest.mark.parametrize(("copies", "per_param"), [("2", 2 * 4 + 6), ("1", 4), ("null", 0)])
 def test_compute_stream_copies_per_step(copies, per_param):
     """One forward and one backward gather per unit (recompute=op), one gradient copy per backward: the step's copy
     time is every layer's unit parameters times those bytes at the device's elementwise memory rate."""
-    cfg, m = run("parallelism.fp32_grads=true", f"framework.zero3_copies={copies}")
+    cfg, m = run("parallelism.fp32_grads=true", f"framework.fsdp_version={copies}")
     spec = TransformerSpec.from_cfg(cfg["model"])
     layout = Layout.from_cfg(cfg["parallelism"], spec, 8)
     unit = sum(zero3_units(spec, layout, "layer"))
@@ -73,12 +73,12 @@ def test_compute_stream_copies_per_step(copies, per_param):
 
 
 def test_copies_slow_the_step_and_sit_in_the_zero3_exposure():
-    _, none = run("framework.zero3_copies=none")
+    _, none = run("framework.fsdp_version=null")
     _, two = run()
-    _, one = run("framework.zero3_copies=fsdp1")
+    _, one = run("framework.fsdp_version=1")
     assert none["iter_time_s"] < one["iter_time_s"] < two["iter_time_s"]
     # without interference the exposure grows by the copies (and the first gathers' shard cast, a few 0.1 ms)
-    _, free_none = run("framework.zero3_copies=none", "parallelism.comm_interference=0")
+    _, free_none = run("framework.fsdp_version=null", "parallelism.comm_interference=0")
     _, free_two = run("parallelism.comm_interference=0")
     grown = free_two["zero3_exposed_time_s"] - free_none["zero3_exposed_time_s"]
     assert grown == pytest.approx(free_two["zero3_copy_time_s"], rel=0.02) and grown >= free_two["zero3_copy_time_s"]

@@ -37,7 +37,7 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
                 "device.memory_bytes", "device.mem_bw_Bps", "device"}
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
-ALLOWED_KEYS |= {"framework.zero3_copies"}  # twenty-second stop: the FSDP generation (fsdp1 | fsdp2) whose copies the run paid, read from its software column
+ALLOWED_KEYS |= {"framework.fsdp_version"}  # twenty-second stop: the PyTorch FSDP generation (1 | 2) the run used, read from its software column
 # Rows per source document (source_keys' first key) in llm.csv and in the refused file.
 DOCUMENTS = {"mosaicml/llm-foundry:scripts/train/benchmarking/README.md": (18, 0),
              "pytorch/torchtitan:benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md": (8, 0),

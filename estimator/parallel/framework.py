@@ -67,12 +67,6 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   reduction runs in another dtype (``grad_bytes`` 4: fp32 reduce), its copy in that dtype (PyTorch FSDP1's
   post-backward hook; FSDP2's reduce-scatter copy-in; conf/framework/fsdp.yaml cites both; memory only: part of
   the layer-backward transient of :mod:`~estimator.parallel.memory`).
-* ``zero3_copies`` — the HBM copies a flat-buffer ZeRO-3 engine makes around its collectives (PyTorch FSDP):
-  ``none``, ``fsdp1`` (FullyShardedDataParallel: the shard's cast before each all-gather; autograd's concatenation of
-  the parameters' gradients into the flat gradient on the compute stream; the gradient's cast and pre-divide before the
-  reduce-scatter) or ``fsdp2`` (``fully_shard``: the shard's cast and copy-in before each all-gather, the copy-out into
-  the parameters after it and the gradients' copy-in into the reduce-scatter buffer, both on the compute stream);
-  bytes and sources in :func:`~estimator.parallel.zero3.engine_copies`.
 * ``zero3_grad_collective`` — how ZeRO-3 reduces gradients: ``reduce_scatter`` (each rank receives
   its shard) or ``all_reduce`` (the whole gradient, then each rank keeps its shard: twice the
   bytes; DeepSpeed 2021's default path).
@@ -124,7 +118,12 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   (``FullyShardedDataParallel``: the root unit's parameters, those outside every wrapped transformer block — the
   embedding, the final norm and the LM head in the Composer / fms-fsdp wrappings — stay gathered from the forward to
   their gradient at the end of the backward, :func:`~estimator.parallel.memory.fsdp1_root_params`) or ``2``
-  (``fully_shard``: the stacks that use it shard the embedding and head as their own units; nothing kept).
+  (``fully_shard``: the stacks that use it shard the embedding and head as their own units; nothing kept). It also
+  names the HBM copies the engine makes around its flat-buffer collectives (null: none priced): FSDP1 casts the shard
+  before each all-gather, concatenates the parameters' gradients into the flat gradient on the compute stream (autograd)
+  and casts / pre-divides the gradient before the reduce-scatter; FSDP2 casts and copies the shard in before each
+  all-gather, copies the result out into the parameters after it and the gradients into the reduce-scatter buffer,
+  both on the compute stream; bytes and sources in :func:`~estimator.parallel.zero3.engine_copies`.
 
 * ``bf16_grad_reduce`` — with ``precision=bf16`` and ``zero`` 1, how the data-parallel gradients are reduced:
   ``zero`` (as the ZeRO stage says: a reduce-scatter of the gradient buffer, in its dtype) or ``all_reduce_bf16``
@@ -174,7 +173,6 @@ from estimator.parallel.moe_comm import DISPATCHERS
 ZERO3_UNITS = ("layer", "module")
 TP_OVERLAP_SCOPES = ("layer", "gemm")
 GRAD_COLLECTIVES = ("reduce_scatter", "all_reduce")
-ZERO3_COPIES = ("none", "fsdp1", "fsdp2")  # estimator.parallel.zero3.COPIES (that module imports this one)
 OPTIMIZER_STATES = ("fp32", "bf16", "bf16_moments")
 BF16_GRAD_REDUCES = ("zero", "all_reduce_bf16")
 FP16_GRAD_REDUCES = ("zero", "all_reduce")
@@ -201,7 +199,6 @@ class Framework:
     zero3_sync_per_fetch: bool
     zero3_gather_host_per_rank_s: float
     zero3_grad_collective: str
-    zero3_copies: str
     attention_kernel: str
     zero3_prefetch_below_live: bool
     zero3_unit_grad: bool
@@ -251,9 +248,6 @@ class Framework:
         if data["zero3_grad_collective"] not in GRAD_COLLECTIVES:
             raise EstimatorError(f"framework.zero3_grad_collective must be one of {', '.join(GRAD_COLLECTIVES)}, "
                                  f"got {data['zero3_grad_collective']!r}")
-        if data["zero3_copies"] not in ZERO3_COPIES:
-            raise EstimatorError(f"framework.zero3_copies must be one of {', '.join(ZERO3_COPIES)}, "
-                                 f"got {data['zero3_copies']!r}")
         if data["optimizer_state"] not in OPTIMIZER_STATES:
             raise EstimatorError(f"framework.optimizer_state must be one of {', '.join(OPTIMIZER_STATES)}, "
                                  f"got {data['optimizer_state']!r}")

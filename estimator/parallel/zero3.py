@@ -34,7 +34,7 @@ value cited in ``conf/framework/*.yaml``).
   (2x the bytes). An engine whose Python builds the list itself adds ``zero3_gather_host_per_rank_s``
   per rank to each all-gather's host time (DeepSpeed 2021: a ``narrow`` view per rank); an all-reduce
   of a flattened bucket has no list and no per-rank host time.
-* Flat-buffer engines' own copies (``zero3_copies``, PyTorch FSDP; :func:`engine_copies`, sources there): FSDP
+* Flat-buffer engines' own copies (``fsdp_version``, PyTorch FSDP; :func:`engine_copies`, sources there): FSDP
   casts each unit's fp32 shard to 16 bits (FSDP2 also copies it into the all-gather buffer) on a side stream ahead of
   the all-gather, serial with it, so that time joins the gather's (1/n of the unit: the rank's shard); FSDP2 copies
   the gathered buffer out into the unit's parameters on the compute stream after every all-gather, and copies the
@@ -82,12 +82,12 @@ class EngineCopies:
     grad_stream: float = 0.0  # per parameter of the unit, on the reduction's stream before each reduce-scatter
 
 
-def engine_copies(copies: str, grad_bytes: int) -> EngineCopies:
-    """The copies of ``framework.zero3_copies`` with gradients reduced in ``grad_bytes`` per element (16-bit weights
+def engine_copies(fsdp_version: int | None, grad_bytes: int) -> EngineCopies:
+    """The copies PyTorch FSDP ``fsdp_version`` (1 or 2; None: not FSDP, none priced) makes with gradients reduced in ``grad_bytes`` per element (16-bit weights
     and gradients under mixed precision, fp32 sharded parameters). Sources: torch 2.13.0 (commit
     cf30153c4c131c8164ee7798e5022d810682e2cb), torch/distributed/fsdp/; FSDP2 of torch 2.4-2.7 at
     pytorch/pytorch@415cc2628922556efc715d17fa31ac6bab58df36 torch/distributed/_composable/fsdp/_fsdp_collectives.py."""
-    if copies == "fsdp2":
+    if fsdp_version == 2:
         return EngineCopies(
             # _fully_shard/_fsdp_collectives.py l.414-423 _get_param_all_gather_inputs: _foreach_copy_ of the fp32
             # shard into a param_dtype buffer (read 4, write 2); l.263-276 all_gather_copy_in: _foreach_copy_ into the
@@ -104,7 +104,7 @@ def engine_copies(copies: str, grad_bytes: int) -> EngineCopies:
             grad_compute=WEIGHT_BYTES + grad_bytes,
             # l.812-869 _get_gradient_divide_factors: fp32 / bf16 reduce with ReduceOp.AVG, no divide kernel
             grad_stream=0.0)
-    if copies == "fsdp1":
+    if fsdp_version == 1:
         return EngineCopies(
             # _flat_param.py l.1342-1356 _use_low_precision_shard: _mp_shard.copy_ casts the fp32 shard (read 4,
             # write 2) in pre_unshard, on the pre-unshard stream the unshard stream waits for (_runtime_utils.py
@@ -135,7 +135,7 @@ class Zero3Layer:
     comm: float  # all ZeRO-3 communication of the layer, exposed or not (host time not included)
     gathers: int  # all-gathers of the layer per microbatch
     interference: float = 0.0  # compute slow-down from the overlapped traffic (in fwd/bwd_exposed)
-    copies: float = 0.0  # the engine's compute-stream copies (zero3_copies; in fwd/bwd_exposed)
+    copies: float = 0.0  # the engine's compute-stream copies (fsdp_version; in fwd/bwd_exposed)
 
 
 def backward_gathers(units: list[float], fw: Framework, recompute: str) -> list[int]:
@@ -215,7 +215,7 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     def gathers_of(u: float) -> int:
         return sum(1 + g for v, g in zip(units, b_gathers, strict=True) if v == u)
 
-    cp = engine_copies(fw.zero3_copies, grad_bytes)
+    cp = engine_copies(fw.fsdp_version, grad_bytes)
     ag = {u: pricer.price("dp", "all_gather", u * WEIGHT_BYTES, size, count * gathers_of(u))
           + (GATHER_COPIES * u * WEIGHT_BYTES / hbm if lists else 0.0) + cp.gather_in * u / size / hbm
           for u in sorted(set(units))}
