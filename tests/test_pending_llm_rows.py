@@ -79,7 +79,8 @@ DERIVATION = re.compile(r"tokens/s per GPU = (\d+) x (\d+) / \((\d+(?:\.\d+)?) s
 
 ALL_ROWS = load_rows(VALIDATION)
 # A later row that shares a prefix but is not one of the 38 staged ones (round h31, not blind: llm_rows.md, "Round h31")
-LATER = ("mlperf31-gpt3-eos-512gpu", "mlperf31-gpt3-eos-768gpu")  # the second: blind round h34
+LATER = ("mlperf31-gpt3-eos-512gpu", "mlperf31-gpt3-eos-768gpu",  # the second: blind round h34
+         "llama3-405b-8192gpu-tp8pp16dp64")  # refused until h83 (FITS_SINCE_H83), moved in at the twenty-second stop
 HELD_OUT = [r for r in ALL_ROWS if r.kind == "llm" and r.id.startswith(HELD_OUT_PREFIXES) and r.id not in LATER]
 # Rows added blind from NVIDIA's published performance tables (h28, issue #23 item 7; llm_rows.md, "NVIDIA
 # performance tables"): Megatron-Bridge's archive (H100 Llama 3 70B / 3.1 405B) and more lines of the NeMo 24.07
@@ -137,7 +138,14 @@ FITS_SINCE_H53 = {"mbridge2511-qwen3-30b-a3b-fp8-16gpu": ("71.9", 1),
                   "deepseek24-v3-h800-fp8-2048gpu": ("66.7", 2)}
 for _ident in FITS_SINCE_H53:
     del REFUSED[_ident], REFUSED_DEVICE[_ident]
-FITTED = [r for r in ALL_ROWS if r.id in FITS_SINCE_H53]
+# Round h83 (docs/research/h83-capacity.md): the memory check takes the capacity a process can allocate, the 80 GB
+# datasheet as CUDA reports it less the CUDA context and one NCCL communicator (84.33 GB on H100, conf/device/h100.yaml),
+# not the datasheet's 80.0 GB. The rows below fit that capacity and are refused at 80.0 GB only: moved from
+# llm_refused.csv to validation/llm.csv (twenty-second stop), with the stage and GB the datasheet refusal names.
+FITS_SINCE_H83 = {"llama3-405b-8192gpu-tp8pp16dp64": r"needs 82\.\d GB per GPU on pipeline stage 1"}
+for _ident in FITS_SINCE_H83:
+    del REFUSED[_ident], REFUSED_DEVICE[_ident]
+FITTED = [r for r in ALL_ROWS if r.id in FITS_SINCE_H53 or r.id in FITS_SINCE_H83]
 # Nemotron-4 340B on 128 H100 (NeMo 24.07 table) was refused at 80.4 GB (85.3 GB until round h30 counted TE's
 # FP8-saved GEMM inputs in 1 byte) until round h32 read the recipe's Adam state dtype (optim.dtype: bf16,
 # framework.optimizer_state=bf16): it is in llm.csv now, and with fp32 state it is refused again.
@@ -165,7 +173,7 @@ def test_refused_file_parses_with_the_loader():
     header = next(csv.reader(io.StringIO(REFUSED_FILE.read_text(encoding="utf-8"))))
     assert tuple(header) == COLUMNS
     assert [r.id for r in REFUSED_ROWS] == list(REFUSED)
-    assert [r.id for r in FITTED] == list(FITS_SINCE_H53) and {r.file for r in FITTED} == {"validation/llm.csv"}
+    assert [r.id for r in FITTED] == [*FITS_SINCE_H53, *FITS_SINCE_H83] and {r.file for r in FITTED} == {"validation/llm.csv"}
     assert {r.role for r in FITTED} == {"independent"}
 
 
@@ -285,31 +293,34 @@ def test_published_layout_is_accepted_and_fits(row):
     validate_hybrid(estimator.resolve_config(base_overrides(row)))
 
 
-# Round h83 (docs/research/h83-capacity.md): the memory check takes the capacity a process can allocate, the 80 GB
-# datasheet as CUDA reports it less the CUDA context and one NCCL communicator (84.33 GB on H100, conf/device/h100.yaml),
-# not the datasheet's 80.0 GB. The rows below fit that capacity: refused at 80.0 GB only. FOR THE LEAD: move them into
-# validation/llm.csv, pin them and drop them from REFUSED (a helper edits no llm.csv row).
-FITS_SINCE_H83 = {"llama3-405b-8192gpu-tp8pp16dp64"}
+@pytest.mark.parametrize("ident", list(FITS_SINCE_H83))
+def test_rows_that_fit_since_h83_are_refused_at_the_datasheet_capacity_only(ident):
+    """Refused with one line naming the stage when the device is stated at the datasheet's 80.0 GB; fits at the
+    device's usable capacity (the default)."""
+    from estimator.parallel.estimate import validate_hybrid
+
+    row = _by_id(ident)
+    with pytest.raises(EstimatorError, match=FITS_SINCE_H83[ident]) as err:
+        validate_hybrid(estimator.resolve_config([*base_overrides(row), "parallelism.device_memory_bytes=80e9"]))
+    assert "\n" not in str(err.value) and "but the device has 80.0 GB" in str(err.value)
+    validate_hybrid(estimator.resolve_config(base_overrides(row)))
+
 
 
 @pytest.mark.parametrize("ident", list(REFUSED))
 def test_refused_row_stays_refused_for_its_reason(ident):
     """The row is refused by the memory check with one line naming the stage; if a model change makes it
     fit, this fails: move the row into validation/llm.csv, pin it and drop it from REFUSED. (A row of
-    FITS_SINCE_H83 is refused at its datasheet capacity only, stated as parallelism.device_memory_bytes.)"""
+    FITS_SINCE_H83 moved out: refused at its datasheet capacity only.)"""
     from estimator.parallel.estimate import validate_hybrid
 
     row = _by_id(ident)
     device_gb, roomy = REFUSED_DEVICE[ident]
-    datasheet = [f"parallelism.device_memory_bytes={float(device_gb) * 1e9:.0f}"] if ident in FITS_SINCE_H83 else []
     with pytest.raises(EstimatorError, match=REFUSED[ident]) as err:
-        validate_hybrid(estimator.resolve_config([*base_overrides(row), *datasheet]))
+        validate_hybrid(estimator.resolve_config(base_overrides(row)))
     assert "\n" not in str(err.value) and f"but the device has {device_gb} GB" in str(err.value)
-    if ident in FITS_SINCE_H83:
-        validate_hybrid(estimator.resolve_config(base_overrides(row)))  # fits the device's usable capacity
-    else:
-        with pytest.raises(EstimatorError, match=rf"llm_refused\.csv:\d+: row {ident}: .*{REFUSED[ident]}"):
-            predict(row)  # what `estimator validate validation.dir=validation/pending` reports
+    with pytest.raises(EstimatorError, match=rf"llm_refused\.csv:\d+: row {ident}: .*{REFUSED[ident]}"):
+        predict(row)  # what `estimator validate validation.dir=validation/pending` reports
     roomier = estimator.resolve_config([*base_overrides(row), f"parallelism.device_memory_bytes={roomy}"])
     validate_hybrid(roomier)  # the check can also say "fits": only the memory is short
 
