@@ -31,6 +31,10 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   (receiving activations; in backward restoring the stage's own output and, with ``p2p_grad_scatter_gather``,
   receiving the gradient), and clones of the ``1 / tp`` parts (:mod:`~estimator.parallel.step`). False: the boundary's
   gathers and copies are not priced.
+* ``p2p_gather_on_receive`` — Megatron-LM's scatter/gather: with ``p2p_scatter_gather`` (forward) /
+  ``p2p_grad_scatter_gather`` (backward), ``tp`` > 1 and no sequence parallelism, the receiving stage all-gathers each
+  ``1 / tp`` part over its TP group before it computes (:mod:`~estimator.parallel.step`); ignored where
+  ``p2p_partitioned_tensor`` prices DeepSpeed's own gathers.
 * ``interleaved_schedule`` — the pipeline engine supports virtual stages (interleaved 1F1B).
 * ``recompute`` — the activation recomputation a run gets when ``parallelism.recompute`` is unset (null):
   the framework's own default (Megatron-core: none), so a plain command prices what the stack does.
@@ -193,6 +197,7 @@ class Framework:
     p2p_grad_scatter_gather: bool
     interleaved_schedule: bool
     p2p_partitioned_tensor: bool
+    p2p_gather_on_receive: bool
     fp32_grads_with_bf16: bool
     zero3_unit: str
     zero3_list_collectives: bool

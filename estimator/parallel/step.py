@@ -81,9 +81,15 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   the received gradient too (a second ``full()``, a second meta send), the receiving stage clones the gradient's part
   before sending it. Per stage and microbatch in its forward / backward slot; the all-gathers and meta sends are output
   ``p2p_gather_time_s`` (inside ``exposed_comm_time_s``), the copies at the elementwise memory rate count as compute.
-  The host syncs of ``meta.tolist()`` per ``full()`` are not priced. Megatron-LM's own scatter/gather (its receiver's
-  all-gather) is not priced (``p2p_partitioned_tensor: false``). Not with sequence parallelism (the stacks read had
+  The host syncs of ``meta.tolist()`` per ``full()`` are not priced. Not with sequence parallelism (the stacks read had
   none; a stage's output is then already split and sent as it is, as for every framework).
+* Megatron-LM's scatter/gather at the pipeline boundaries (``framework.p2p_gather_on_receive``, ``tp`` > 1, no sequence
+  parallelism; NVIDIA/Megatron-LM@6985e58938d40ad91ac07b0fddcfad8132e1447e megatron/p2p_communication.py l.132-141,
+  megatron/mpu/random.py l.122-133 ``gather_split_1d_tensor``): every received ``1/tp`` part (activations in forward
+  with ``p2p_scatter_gather``, their gradients in backward with ``p2p_grad_scatter_gather``) is all-gathered over the
+  TP group into a fresh buffer by ``torch.distributed.all_gather`` on a list of views (c10d's flat output copied out:
+  one read and one write of the whole tensor), synchronously before the stage computes: per chunk a stage receives,
+  exposed, in ``p2p_gather_time_s``; the copy at the elementwise memory rate counts as compute.
 * Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer's dispatch and
   combine all-to-alls of ``k T h`` 16-bit values per rank (``T = s b / (tp cp)`` tokens with
   sequence parallelism) over the ``ep`` group, in forward, backward and again in a full recompute
@@ -671,6 +677,21 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
                 copies_b[i] += full_hbm * (2 if gp else 1)
         t_f = [t_f[i] + gather_f[i] + copies_f[i] for i in range(L.pp)]
         t_b = [t_b[i] + gather_b[i] + copies_b[i] for i in range(L.pp)]
+    elif fw.p2p_gather_on_receive and L.pp > 1 and L.tp > 1 and not L.sequence_parallel:
+        # Megatron-LM's gather_split_1d_tensor per received part: each stage receives once per chunk and microbatch,
+        # activations in forward (not stage 0's first chunk: the data loader) and gradients in backward (not the last
+        # stage's last chunk: the loss)
+        ag = pricer.price("tp", "all_gather", act, L.tp, 2 * m * v)
+        copy_out = 2 * act / hbm
+        for i in range(L.pp):
+            if fw.p2p_scatter_gather:
+                n_f = v - (1 if i == 0 else 0)
+                gather_f[i], copies_f[i] = n_f * ag, n_f * copy_out
+            if fw.p2p_grad_scatter_gather:
+                n_b = v - (1 if i == L.pp - 1 else 0)
+                gather_b[i], copies_b[i] = n_b * ag, n_b * copy_out
+        t_f = [t_f[i] + gather_f[i] + copies_f[i] for i in range(L.pp)]
+        t_b = [t_b[i] + gather_b[i] + copies_b[i] for i in range(L.pp)]
     slots = [t_f[i] + t_b[i] + 2 * v * t_p2p for i in range(L.pp)]
     slowest = max(range(L.pp), key=lambda i: slots[i])
     bubble = (sum(slots) - slots[slowest]) / v
@@ -741,7 +762,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     cp_exposed = m * slowest_sum(lambda c: c.cp_f + c.cp_b)
     zero3 = m * (slowest_sum(lambda c: c.z3.fwd_exposed + c.z3.bwd_exposed) + z3_first + z3_last)
     p2p = (m + (L.pp - 1) / v) * 2 * v * t_p2p
-    part_gather = m * (gather_f[slowest] + gather_b[slowest])  # PartitionedTensor's TP all-gathers and meta sends, exposed
+    part_gather = m * (gather_f[slowest] + gather_b[slowest])  # boundary TP all-gathers (and DeepSpeed's meta sends), exposed
     z2_exposed, z2_comm = m * late_z2[slowest], m * rs_z2[slowest]  # ZeRO-2, in the slowest stage's slots
     amax = m * (slowest_sum(lambda c: c.amax) + amax_delayed[slowest])  # FP8 amax all-reduces, exposed whole
     exposed = tp_exposed + ep_exposed + p2p + part_gather + dp_exposed + z2_exposed + cp_exposed + zero3 + amax + circuits.reconfig_s
