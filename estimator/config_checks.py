@@ -44,6 +44,8 @@ RANGES: dict[str, tuple[float, bool]] = {
     "capture.warmup_iters": (0, True),
 }
 #: counts bounded by a configurable limit: key -> name in :class:`estimator.limits.Limits`
+# keys whose profile default is a number but that also take null (framework.fsdp_version: null = not PyTorch FSDP)
+NULLABLE = frozenset({"framework.fsdp_version"})
 COUNTS: dict[str, str] = {
     "batch_size": "batch", "capture.batch": "capture_batch", "fabric.nodes": "devices", "compare.nodes": "devices",
     "allocation.gpus": "devices", "group_size": "devices", "ray.batch_size": "sweep_points",
@@ -90,6 +92,8 @@ def check_value(key: str, value: Any, default: Any, where: str = "") -> None:
     say so; ``null`` only where the default is ``null``) and lies in the key's range. ``where``
     prefixes the key in the message (``"sweep.grid "``)."""
     label = f"{where}{key}"
+    if value is None and key in NULLABLE:
+        return
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise EstimatorError(f"{label} must be true or false, got {_short(value)}")

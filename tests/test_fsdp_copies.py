@@ -86,3 +86,14 @@ def test_copies_slow_the_step_and_sit_in_the_zero3_exposure():
     assert one["zero3_comm_time_s"] > none["zero3_comm_time_s"]
     assert two["zero3_comm_time_s"] > none["zero3_comm_time_s"]
     assert none["compute_time_s"] == one["compute_time_s"] == two["compute_time_s"]
+
+
+def test_the_command_line_takes_null_for_the_fsdp_generation():
+    """framework.fsdp_version is 2 in the fsdp profile, but null (not PyTorch FSDP: no copies) is a value too."""
+    from estimator.config_checks import check_value
+
+    check_value("framework.fsdp_version", None, 2)
+    with pytest.raises(EstimatorError, match="framework.fsdp_version must be a number"):
+        check_value("framework.fsdp_version", "abc", 2)
+    with pytest.raises(EstimatorError, match="must be a number"):
+        check_value("framework.zero3_prefetch_params", None, 5.0e7)  # other numeric keys still refuse null
