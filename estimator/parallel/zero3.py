@@ -83,8 +83,8 @@ class EngineCopies:
 
 
 def engine_copies(fsdp_version: int | None, grad_bytes: int) -> EngineCopies:
-    """The copies PyTorch FSDP ``fsdp_version`` (1 or 2; None: not FSDP, none priced) makes with gradients reduced in ``grad_bytes`` per element (16-bit weights
-    and gradients under mixed precision, fp32 sharded parameters). Sources: torch 2.13.0 (commit
+    """The copies PyTorch FSDP ``fsdp_version`` (1 or 2; None: not FSDP, none priced) makes, with gradients reduced
+    in ``grad_bytes`` per element (16-bit weights and gradients under mixed precision, fp32 sharded parameters). Sources: torch 2.13.0 (commit
     cf30153c4c131c8164ee7798e5022d810682e2cb), torch/distributed/fsdp/; FSDP2 of torch 2.4-2.7 at
     pytorch/pytorch@415cc2628922556efc715d17fa31ac6bab58df36 torch/distributed/_composable/fsdp/_fsdp_collectives.py."""
     if fsdp_version == 2:
