@@ -675,8 +675,6 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
                 copies_f[i] += clone
                 gather_b[i] += ag + (ag + meta if gp else 0.0)
                 copies_b[i] += full_hbm * (2 if gp else 1)
-        t_f = [t_f[i] + gather_f[i] + copies_f[i] for i in range(L.pp)]
-        t_b = [t_b[i] + gather_b[i] + copies_b[i] for i in range(L.pp)]
     elif fw.p2p_gather_on_receive and L.pp > 1 and L.tp > 1 and not L.sequence_parallel:
         # Megatron-LM's gather_split_1d_tensor per received part: each stage receives once per chunk and microbatch,
         # activations in forward (not stage 0's first chunk: the data loader) and gradients in backward (not the last
@@ -690,8 +688,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
             if fw.p2p_grad_scatter_gather:
                 n_b = v - (1 if i == L.pp - 1 else 0)
                 gather_b[i], copies_b[i] = n_b * ag, n_b * copy_out
-        t_f = [t_f[i] + gather_f[i] + copies_f[i] for i in range(L.pp)]
-        t_b = [t_b[i] + gather_b[i] + copies_b[i] for i in range(L.pp)]
+    t_f = [t_f[i] + gather_f[i] + copies_f[i] for i in range(L.pp)]  # zeros without boundary gathers
+    t_b = [t_b[i] + gather_b[i] + copies_b[i] for i in range(L.pp)]
     slots = [t_f[i] + t_b[i] + 2 * v * t_p2p for i in range(L.pp)]
     slowest = max(range(L.pp), key=lambda i: slots[i])
     bubble = (sum(slots) - slots[slowest]) / v
