@@ -425,7 +425,7 @@ CASTS = {
 
 
 # ---- the grouped (per-expert) FP8 quantization of TE GroupedLinear (module docstring, "MoE") -------------
-def _grouped_op(name: str, doc: str):
+def grouped_op(name: str, doc: str):
     """A cast of a grouped tensor (``groups`` experts' row slices) with the bytes of the whole tensor."""
 
     @torch.library.custom_op(f"te::{name}", mutates_args=())
@@ -441,10 +441,10 @@ def _grouped_op(name: str, doc: str):
     return op
 
 
-fp8_multi_cast_transpose = _grouped_op("fp8_multi_cast_transpose", "Delayed scaling: every expert's slice cast-"
+fp8_multi_cast_transpose = grouped_op("fp8_multi_cast_transpose", "Delayed scaling: every expert's slice cast-"
                                        "transposed by one multi-tensor kernel (per 64 tensors).")
-fp8_grouped_cast_transpose = _grouped_op("fp8_grouped_cast_transpose", "Current scaling: one cast-transpose per expert.")
-fp8_grouped_block_quantize = _grouped_op("fp8_grouped_block_quantize", "Blockwise: one 1x128 quantize per expert.")
+fp8_grouped_cast_transpose = grouped_op("fp8_grouped_cast_transpose", "Current scaling: one cast-transpose per expert.")
+fp8_grouped_block_quantize = grouped_op("fp8_grouped_block_quantize", "Blockwise: one 1x128 quantize per expert.")
 
 
 @torch.library.custom_op("te::fp8_grouped_amax", mutates_args=())

@@ -92,6 +92,8 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import register_flop_formula
 
+from estimator.compute.te_kernels import grouped_op
+
 INT32, BOOL, FP32 = 4, 1, 4  # real bytes per element of the routing metadata and the fp32 router tensors
 ROW_ID_BLOCK = 1024  # make_row_id_map's block_size (TE triton/permutation.py l.53): one workspace int per block
 
@@ -518,26 +520,9 @@ _autograd(weighted_swiglu, lambda ctx, g: torch.ops.te.weighted_swiglu_backward(
 
 
 # ---- FP8 padding of each expert's rows (Fp8Padding / Fp8Unpadding) ----------------------------------
-@torch.library.custom_op("te::moe_fp8_pad", mutates_args=())
-def moe_fp8_pad(x: Tensor, experts: int) -> Tensor:
-    """Each expert's rows padded to a multiple of 16 (the pad rows left out: values and shape kept)."""
-    return x.clone()
-
-
-@moe_fp8_pad.register_fake
-def _(x, experts):
-    return torch.empty_like(x)
-
-
-@torch.library.custom_op("te::moe_fp8_unpad", mutates_args=())
-def moe_fp8_unpad(x: Tensor, experts: int) -> Tensor:
-    """The pad rows dropped again (values and shape kept)."""
-    return x.clone()
-
-
-@moe_fp8_unpad.register_fake
-def _(x, experts):
-    return torch.empty_like(x)
+moe_fp8_pad = grouped_op("moe_fp8_pad", "Each expert's rows padded to a multiple of 16 (the pad rows left out: "
+                         "values and shape kept).")
+moe_fp8_unpad = grouped_op("moe_fp8_unpad", "The pad rows dropped again (values and shape kept).")
 
 
 def _pad_setup(ctx, inputs, output):

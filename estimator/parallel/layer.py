@@ -349,15 +349,14 @@ def _modules():
             h, d, bias = spec.hidden, spec.head_dim, spec.biases
             self.spec, self.tp, self.sp, self.fp8 = spec, tp, sp, fp8
             # the (input, output gradient) cast pair around each FP8 GEMM: TE's by scaling recipe, or torchao's
-            self.casts = (CASTS["delayed" if fp8 == "te" else fp8.removeprefix("te_")] if fp8 in TE_MODES
-                          else (TorchaoInput, TorchaoGradOutput))
+            scaling = ("delayed" if fp8 == "te" else fp8.removeprefix("te_")) if fp8 in TE_MODES else None
+            self.casts = CASTS[scaling] if scaling else (TorchaoInput, TorchaoGradOutput)
             self.part = part  # TE MoE layer: "layer" (whole), "attention" (up to its residual) or "moe" (the rest)
             self.etp = tp if etp is None else etp  # the experts' tensor-parallel degree (MoE)
             self.ep, self.local_experts = ep, spec.experts // ep if spec.experts else 0
             self.sorts = sorts  # the alltoall dispatcher regroups received rows by local expert (flex: no)
             # TE GroupedLinear's per-expert FP8 casts (te_kernels.grouped_casts): the recipe's, over the local experts
-            self.grouped_casts = (grouped_casts("delayed" if fp8 == "te" else fp8.removeprefix("te_"), self.local_experts)
-                                  if fp8 in TE_MODES and self.local_experts else None)
+            self.grouped_casts = grouped_casts(scaling, self.local_experts) if scaling and self.local_experts else None
             self.seq = spec.seq_len // cp  # this rank's tokens (context parallelism)
             self.nh, self.nkv, self.d = spec.heads // tp, spec.kv_heads_per_rank(tp), d
             self.norm1, self.norm2 = norm(spec, h), norm(spec, h)
