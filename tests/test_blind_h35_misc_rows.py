@@ -159,6 +159,7 @@ def test_internlm_row_is_its_table_row(row):
     assert ov["parallelism.zero"] == "1" and ov["framework.param_gather_overlap"] == "false"
     assert ov["model.vocab_size"] == "103168" and ov["fabric.uplinks"] == "4"
     assert ov["fabric.uplink_bandwidth_Bps"] == "12.5e9"  # 4 x 100 Gb/s RoCE per node
+    assert ov["framework.attention_kernel"] == "flash1" and "flash-attention v1.0.5" in row.raw["software"]
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
