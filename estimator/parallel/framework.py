@@ -116,7 +116,10 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   ``moe_flex_dispatcher_num_sms``; null: the backend's default, :data:`~estimator.parallel.moe_comm.DISPATCHER_SMS`);
   ``moe_shared_expert_overlap`` — Megatron-core's ``moe_shared_expert_overlap``: a shared expert's fc1 runs on a side
   stream behind the dispatch all-to-all and its fc2 behind the combine, forward and backward, instead of whole before
-  the router (:func:`~estimator.parallel.moe_comm.shared_hidden`).
+  the router (:func:`~estimator.parallel.moe_comm.shared_hidden`); ``moe_permute_fusion_into_hybridep`` — Megatron-core's
+  ``moe_permute_fusion_into_hybridep`` (``hybridep`` only): HybridEP's dispatch kernel writes each token's rows in
+  expert order and its combine kernel reads them so, so the layer runs no permute / unpermute kernel in forward or
+  backward (``layer.capture_parts``' ``permute_in_dispatch``; sources in conf/framework/megatron.yaml).
 
 * ``fsdp_version`` — PyTorch FSDP's generation under ``zero`` 3 (null for other frameworks): ``1``
   (``FullyShardedDataParallel``: the root unit's parameters, those outside every wrapped transformer block — the
@@ -216,6 +219,7 @@ class Framework:
     moe_dispatcher: str
     moe_a2a_overlap: bool
     moe_shared_expert_overlap: bool
+    moe_permute_fusion_into_hybridep: bool
     recompute: str
     bf16_grad_reduce: str
     bf16_grad_accum_bytes: float

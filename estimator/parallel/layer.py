@@ -32,7 +32,10 @@ What is captured and how:
   bias) / scatter ops — and, with ``model.moe_aux_loss_coeff`` > 0, the aux loss's scores, token counts and
   loss (fused or not, and its two-kernel backward start); the dispatcher's split-size reductions and its
   host sync (one launch floor); the permutation of each token to its ``k`` experts with its probabilities
-  (``model.moe_permute_fusion``: TE's row-id map and permute kernels, else argsort + index_select),
+  (``model.moe_permute_fusion``: TE's row-id map and permute kernels, else argsort + index_select; with
+  ``permute_in_dispatch``, HybridEP's fused permute (``framework.moe_permute_fusion_into_hybridep``), the row-id map
+  only: the dispatch kernel writes the rows, an allocation here, and the combine kernel reads them back, so no
+  permute or unpermute kernel runs in forward or backward),
   [dispatch all-to-all], the experts' TP all-gather of the ``kT`` routed rows over ``etp`` ranks (with
   sequence parallelism or tp 1), the regrouping by local expert when a rank holds more than one and the
   dispatcher is alltoall (``sorts``; fused chunk sort, else split + cat), the experts' fc1 / activation /
@@ -133,8 +136,9 @@ What is captured and how:
   gradient's in backward, and the weight's amax + cast every forward and again in backward), or
   ``"torchao_fsdp_fp8"`` (the same with FSDP's float8 all-gather: the weight arrives in FP8 and is only
   copied column-major in backward); MoE layers refuse both.
-* The capture is a pure function of ``(spec, tp, sp, cp, fp8, etp, ep, sorts)`` (cacheable by those arguments).
-  Only the TE MoE layer's MoE half (from its second norm on) depends on ``etp`` / ``ep`` / ``sorts``: it is captured
+* The capture is a pure function of ``(spec, tp, sp, cp, fp8, etp, ep, sorts, permute_in_dispatch)`` (cacheable by
+  those arguments). Only the TE MoE layer's MoE half (from its second norm on) depends on ``etp`` / ``ep`` / ``sorts`` /
+  ``permute_in_dispatch``: it is captured
   on its own (its input cut from a leaf, ``_Cut``) and spliced after the attention half's forward and before its
   backward, the order autograd runs them in the whole layer; the attention half, core attention, embedding, head
   and MTP are captured once per process for every ep a layout search tries (equal to the whole capture node for
@@ -340,7 +344,8 @@ def _modules():
 
     class LayerShard(nn.Module):
         def __init__(self, spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool | str = False,
-                     etp: int | None = None, ep: int = 1, sorts: bool = True, part: str = "layer"):
+                     etp: int | None = None, ep: int = 1, sorts: bool = True, part: str = "layer",
+                     permute_in_dispatch: bool = False):
             super().__init__()
             fp8 = fp8_recipe(fp8)
             if fp8 not in (False, *TE_MODES) and spec.experts:
@@ -355,6 +360,7 @@ def _modules():
             self.etp = tp if etp is None else etp  # the experts' tensor-parallel degree (MoE)
             self.ep, self.local_experts = ep, spec.experts // ep if spec.experts else 0
             self.sorts = sorts  # the alltoall dispatcher regroups received rows by local expert (flex: no)
+            self.permute_in_dispatch = permute_in_dispatch  # HybridEP's dispatch / combine kernels (un)permute the rows
             # TE GroupedLinear's per-expert FP8 casts (te_kernels.grouped_casts): the recipe's, over the local experts
             self.grouped_casts = grouped_casts(scaling, self.local_experts) if scaling and self.local_experts else None
             self.seq = spec.seq_len // cp  # this rank's tokens (context parallelism)
@@ -595,8 +601,10 @@ def _modules():
 
         def _permute(self, y, probs, rmap):  # permutation 1 (moe_utils.py permute, l.344-494)
             te, k, t = torch.ops.te, self.spec.top_k, y.shape[0]
-            if self.spec.router.permute_fusion:  # TE moe_permute_with_probs: make_row_id_map's 3 passes + the permute
-                te.moe_row_id_map_pass3(te.moe_row_id_map_pass2(te.moe_row_id_map_pass1(rmap)), k)
+            if self.spec.router.permute_fusion or self.permute_in_dispatch:  # make_row_id_map's 3 passes, then
+                te.moe_row_id_map_pass3(te.moe_row_id_map_pass2(te.moe_row_id_map_pass1(rmap)), k)  # TE's permute
+                if self.permute_in_dispatch:  # HybridEP's fused dispatch writes the expert-ordered rows (executor.cu)
+                    return _Resize.apply(y, t * k), _Resize.apply(probs.reshape(-1), t * k), None
                 return (*te.moe_permute(y, probs, k), None)
             flat = rmap.T.contiguous().reshape(-1).argsort(descending=True, stable=True)[:t * k]
             index = flat % t
@@ -614,6 +622,8 @@ def _modules():
             return cat(x), None if probs is None else cat(probs)
 
         def _unpermute(self, m, index, t):  # unpermutation 1 without probabilities (token_dispatcher.py l.891-899)
+            if self.permute_in_dispatch:  # HybridEP's fused combine reads the expert-ordered rows itself (executor.cu)
+                return _Resize.apply(m, t)
             if self.spec.router.permute_fusion:
                 return torch.ops.te.moe_unpermute(m, self.spec.top_k)
             # zeros + scatter_add_ of the rows (moe_utils.py l.604-626); index_add_ moves the same bytes without
@@ -811,8 +821,10 @@ def _layer_input(spec: TransformerSpec, tp: int, sp: bool, cp: int, cut: bool = 
     return make
 
 
-def _tag(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | str, etp: int | None, ep: int, sorts: bool) -> str:
-    moe = f".etp{etp or tp}.ep{ep}{'' if sorts else '.nosort'}" if spec.experts and spec.fused == "te" else ""
+def _tag(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | str, etp: int | None, ep: int, sorts: bool,
+         permute_in_dispatch: bool = False) -> str:
+    moe = (f".etp{etp or tp}.ep{ep}{'' if sorts else '.nosort'}{'.pfuse' if permute_in_dispatch else ''}"
+           if spec.experts and spec.fused == "te" else "")
     return (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}{moe}"
             f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}"
             f"{f'.{fp8}' if fp8 not in (False, 'te') else ''}")  # delayed TE scaling: the tag (and cache entry) as before
@@ -861,7 +873,8 @@ def _other_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | 
 @lru_cache(maxsize=64)
 @disk_cached  # kept between processes, keyed by every argument and this capture's sources
 def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool | str = False,
-                  etp: int | None = None, ep: int = 1, sorts: bool = True) -> dict[str, Workload]:
+                  etp: int | None = None, ep: int = 1, sorts: bool = True,
+                  permute_in_dispatch: bool = False) -> dict[str, Workload]:
     """The per-rank ``layer``, ``attention`` (core attention only, for selective recompute),
     ``embedding`` and ``head`` workloads of ``spec`` at tensor-parallel degree ``tp`` and
     context-parallel degree ``cp`` (one sequence of ``seq / cp`` tokens; scale with
@@ -869,28 +882,31 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
     Transformer Engine (``"te"``, or True) or of torchao's ``Float8Linear`` (``"torchao"``,
     ``"torchao_fsdp_fp8"``);
     ``etp`` / ``ep``: the experts' tensor- and expert-parallel degrees (MoE; ``etp`` None = ``tp``); ``sorts``:
-    the dispatcher regroups a rank's received rows by local expert (the alltoall dispatcher).
+    the dispatcher regroups a rank's received rows by local expert (the alltoall dispatcher); ``permute_in_dispatch``:
+    the dispatcher's own kernels permute and unpermute the rows (HybridEP's fused permute), so the layer runs neither.
     Only the TE MoE layer's MoE half depends on ``etp`` / ``ep`` / ``sorts``: the rest is captured once per
     process and shared (a search over ep recaptures only that half; the result equals
     :func:`capture_whole_layer` node for node, tests/test_moe_capture_split.py)."""
     fp8 = fp8_recipe(fp8)
     torch, _, LayerShard, *_ = _modules()
-    tag = _tag(spec, tp, sp, cp, fp8, etp, ep, sorts)
+    tag = _tag(spec, tp, sp, cp, fp8, etp, ep, sorts, permute_in_dispatch)
     parts = {name: replace(w, name=f"{tag}.{name}") for name, w in _other_parts(spec, tp, sp, cp, fp8).items()}
     if not (spec.experts and spec.fused == "te"):
         return {"layer": capture_whole_layer(spec, tp, sp, cp, fp8, etp, ep, sorts), **parts}
     with torch.device("meta"):
-        shard = LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts, part="moe")
+        shard = LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts, part="moe", permute_in_dispatch=permute_in_dispatch)
         moe = _capture(f"{tag}.moe_half", shard, _layer_input(spec, tp, sp, cp, cut=True), spec.fused)
         params = sum(p.numel() for p in shard.parameters())
     return {"layer": _splice(f"{tag}.layer", _attention_half(spec, tp, sp, cp, fp8), moe, params), **parts}
 
 
 def capture_whole_layer(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool | str = False,
-                        etp: int | None = None, ep: int = 1, sorts: bool = True) -> Workload:
+                        etp: int | None = None, ep: int = 1, sorts: bool = True,
+                        permute_in_dispatch: bool = False) -> Workload:
     """The per-rank ``layer`` workload captured in one piece (``capture_parts`` splits the TE MoE layer)."""
     fp8 = fp8_recipe(fp8)
     torch, _, LayerShard, *_ = _modules()
     with torch.device("meta"):
-        return _capture(f"{_tag(spec, tp, sp, cp, fp8, etp, ep, sorts)}.layer", LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts),
+        return _capture(f"{_tag(spec, tp, sp, cp, fp8, etp, ep, sorts, permute_in_dispatch)}.layer",
+                        LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts, permute_in_dispatch=permute_in_dispatch),
                         _layer_input(spec, tp, sp, cp), spec.fused)

@@ -28,8 +28,12 @@ Dispatcher: one dispatch costs what one combine does (the same rows back), in fo
   slower. With ``ep`` inside one node: only the NVLink exchange, still once per (token, rank).
 * ``hybridep`` (``_HybridEPManager``, the DeepEP ``hybrid-ep`` branch by NVIDIA): the same hierarchical path
   (docs/README_Hybrid-EP.md: RDMA between nodes, NVLink TMA copies inside; fewer SMs), BF16 like ``deepep``;
-  what tells it apart in Megatron -- the SM counts, MNNVL domains, ``moe_permute_fusion_into_hybridep`` (off by
-  default) -- is not priced, so it is the same mechanism as ``deepep`` here.
+  what tells it apart in Megatron -- the SM counts, MNNVL domains -- is not priced, so it is the same mechanism as
+  ``deepep`` here, with one exception: ``framework.moe_permute_fusion_into_hybridep`` (Megatron-core's
+  ``moe_permute_fusion_into_hybridep``, off by default) folds HybridEP's standalone permute kernel into its dispatch
+  kernel and its unpermute into its combine kernel, so the captured layer drops those two copies (forward and
+  backward; ``layer.capture_parts``' ``permute_in_dispatch``, sources in conf/framework/megatron.yaml); the dispatch
+  and combine keep their price.
 
 Overlap (``moe_a2a_overlap``: ``overlap_moe_expert_parallel_comm`` with ``delay_wgrad_compute``, as
 Megatron-Bridge's ``moe_a2a_overlap`` sets them): in the 1F1B steady state the forward of one microbatch and the
@@ -204,6 +208,9 @@ def check(framework, spec, layout, precision: str) -> None:
 
 def check_model(framework, spec, precision: str) -> None:
     """The part of :func:`check` no layout changes (so a layout search can still say it at once)."""
+    if framework.moe_permute_fusion_into_hybridep and framework.moe_dispatcher != "hybridep":
+        raise EstimatorError("framework.moe_permute_fusion_into_hybridep: Megatron-core passes it to the HybridEP "
+                             f"backend only; needs framework.moe_dispatcher=hybridep, got {framework.moe_dispatcher}")
     if framework.moe_shared_expert_overlap:
         why = None
         if not (spec.experts and spec.shared_ffn):

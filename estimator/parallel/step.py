@@ -227,13 +227,14 @@ class PartTimes:
 @lru_cache(maxsize=1024)
 def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: DeviceProfile, precision: str,
                cp: int = 1, attention_kernel: str = "cudnn", etp: int | None = None, ep: int = 1,
-               sorts: bool = True, fp8_kernels: bool | str = "te") -> dict[str, PartTimes]:
+               sorts: bool = True, fp8_kernels: bool | str = "te", permute_in_dispatch: bool = False) -> dict[str, PartTimes]:
     out = {}
     fp8 = fp8_kernels if precision == "fp8" else False  # the FP8 casts (Framework.fp8: kernels and scaling recipe), or none
     moe = (None, 1)  # one capture per distinct layer: a dense one, or Megatron-core's MoE layer by its experts' TP degree,
     if spec.experts and spec.fused == "te":  # its local experts (the grouped GEMMs read each one's weights) and whether a
-        # rank regroups its received rows by expert (``sorts``: the alltoall dispatcher, moe_comm)
-        moe = (None if etp == tp else etp, ep, sorts)
+        # rank regroups its received rows by expert (``sorts``: the alltoall dispatcher, moe_comm), and whether the
+        # dispatcher's own kernels permute (``permute_in_dispatch``: framework.moe_permute_fusion_into_hybridep)
+        moe = (None if etp == tp else etp, ep, sorts, permute_in_dispatch)
     for name, w in capture_parts(spec, tp, sp, cp, fp8, *moe).items():
         scaled = w.scaled_to_batch(mbs)
         t = node_times(scaled, device, "bf16" if fp8 and name in ("embedding", "head") else precision, attention_kernel)
@@ -478,7 +479,8 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     """Seconds of one layer of ``spec``'s kind per microbatch (the module docstring's TP, EP, CP and ZeRO-3
     items); ``per_step``: layer-microbatches of this kind per step on the busiest rank (collective counts)."""
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
-                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision))
+                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision),
+                       fw.moe_dispatcher == "hybridep" and fw.moe_permute_fusion_into_hybridep)
     layer, attn = parts["layer"], parts["attention"]
     act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
     n_rc = 2 if L.recompute == "full" else 0
@@ -584,7 +586,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
     grad_bytes = fw.grad_bytes(precision)
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
-                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision))
+                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision),
+                       fw.moe_dispatcher == "hybridep" and fw.moe_permute_fusion_into_hybridep)
     emb, head = parts["embedding"], parts["head"]
     stride = strides(L.order, L.tp, L.dp, L.pp, L.cp)
     if spec.experts:
