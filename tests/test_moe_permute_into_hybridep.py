@@ -1,5 +1,6 @@
-"""HybridEP's permute fused into its dispatch and combine kernels (h90, docs/research/h90-qwen3-facts.md):
-``framework.moe_permute_fusion_into_hybridep`` (Megatron-core's ``moe_permute_fusion_into_hybridep``) drops the
+"""HybridEP's permute (h90, docs/research/h90-qwen3-facts.md): it pads each expert's rows to the FP8 alignment, so
+TEGroupedMLP's Fp8Padding / Fp8Unpadding copies do not run under HybridEP; fused into its dispatch and combine kernels
+(``framework.moe_permute_fusion_into_hybridep``, Megatron-core's ``moe_permute_fusion_into_hybridep``) it drops the
 layer's standalone permute / unpermute copies in forward and backward and nothing else; refused without HybridEP."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from estimator.compute.device import DeviceProfile, node_times
 from estimator.errors import EstimatorError
 from estimator.parallel.estimate import setup_hybrid
 from estimator.parallel.framework import Framework
-from estimator.parallel.layer import capture_parts
+from estimator.parallel.layer import capture_parts, fp8_mode
 from estimator.parallel.spec import TransformerSpec
 from estimator.parallel.step import part_times
 
@@ -32,8 +33,8 @@ def h100():
     return DeviceProfile.from_dict(dict(estimator.resolve_config(["system=dgx_h100"])["device"]))
 
 
-def layer(fused):  # the flex dispatcher's layer (no chunk sort), HybridEP's permute standalone or fused
-    return capture_parts(spec(), 1, False, 1, False, None, EP, False, fused)["layer"]
+def layer(fused, fp8=False):  # the flex dispatcher's layer (no chunk sort), HybridEP's permute standalone or fused
+    return capture_parts(spec(), 1, False, 1, fp8, None, EP, False, "fused" if fused else "standalone")["layer"]
 
 
 def kernels(w):  # the ops that cost something (views and allocations cost nothing)
@@ -55,8 +56,8 @@ def test_layer_time_falls_by_exactly_the_fused_away_kernels():
     saved = {ph: sum(x for n, x in zip(w.nodes, t, strict=True) if (n.phase, n.op) in FUSED_AWAY and n.phase == ph)
              for ph in ("forward", "backward")}
     assert saved["forward"] > 0 and saved["backward"] > 0
-    a = part_times(s, 1, False, 1, dev, "bf16", 1, "cudnn", None, EP, False, False, False)["layer"]
-    b = part_times(s, 1, False, 1, dev, "bf16", 1, "cudnn", None, EP, False, False, True)["layer"]
+    a = part_times(s, 1, False, 1, dev, "bf16", 1, "cudnn", None, EP, False, False, "standalone")["layer"]
+    b = part_times(s, 1, False, 1, dev, "bf16", 1, "cudnn", None, EP, False, False, "fused")["layer"]
     assert a.fwd - b.fwd == pytest.approx(saved["forward"], rel=1e-9)
     assert a.bwd - b.bwd == pytest.approx(saved["backward"], rel=1e-9)
 
@@ -76,3 +77,17 @@ def test_off_by_default_in_every_framework():
     for name in ("megatron", "deepspeed", "deepspeed_2021", "fsdp"):
         fw = Framework.from_cfg(estimator.resolve_config(["parallelism=hybrid", f"framework={name}"])["framework"])
         assert fw.moe_permute_fusion_into_hybridep is False
+
+
+PAD, UNPAD = "te::moe_fp8_pad", "te::moe_fp8_unpad"
+
+
+def test_hybridep_pads_as_it_permutes_so_no_fp8_padding_copy_runs():
+    tensorwise = fp8_mode("te", "tensorwise")
+    other = capture_parts(spec(), 1, False, 1, tensorwise, None, EP, False)["layer"]  # DeepEP: TE's padding copies
+    assert Counter(n.op for n in other.nodes if n.op in (PAD, UNPAD)) == {PAD: 3, UNPAD: 3}
+    pads = Counter((n.phase, n.op) for n in other.nodes if n.op in (PAD, UNPAD))
+    standalone = layer(False, tensorwise)
+    assert kernels(other) - kernels(standalone) == pads and not kernels(standalone) - kernels(other)  # only those
+    assert not [n for n in layer(True, tensorwise).nodes if n.op in (PAD, UNPAD)]
+    assert not [n for n in layer(False).nodes if n.op in (PAD, UNPAD)]  # bf16: none either way
