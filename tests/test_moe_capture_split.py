@@ -23,7 +23,7 @@ def spec(model: str, **change) -> TransformerSpec:
     return TransformerSpec.from_cfg(m)
 
 
-# (tp, sp, cp, fp8, etp, ep, sorts): etp None = tp; ep 1 (no dispatcher metadata), one expert per rank (no
+# (tp, sp, cp, fp8, etp, ep, sorts[, hybridep]): etp None = tp; ep 1 (no dispatcher metadata), one expert per rank (no
 # sort), flex dispatcher (sorts False), experts' TP folded to 1
 CASES = [
     ("deepseek_v3", {}, (2, True, 1, True, 1, 64, True)),
@@ -34,6 +34,10 @@ CASES = [
     ("qwen3_30b_a3b", {}, (2, True, 2, False, None, 4, True)),
     # the unfused router and permutation (argsort / index_select, split + cat over ranks x local experts)
     ("qwen3_30b_a3b", {"moe_permute_fusion": False, "moe_router_fusion": True}, (2, True, 1, False, 1, 8, True)),
+    # HybridEP (h90): its permute pads for FP8 (no Fp8Padding copies); fused into its dispatch / combine
+    # (framework.moe_permute_fusion_into_hybridep): no permute / unpermute kernel either
+    ("qwen3_30b_a3b", {}, (1, False, 1, "te_tensorwise", None, 16, False, "standalone")),
+    ("qwen3_30b_a3b", {}, (1, False, 1, False, None, 16, False, "fused")),
 ]
 
 

@@ -70,9 +70,10 @@ Experts (``TEGroupedMLP``, MLM experts.py l.840-1047):
   ``moe_router_force_load_balancing``) leaves some expert off a multiple of 16 in practically every
   microbatch, so the copy is priced; the at most 15 pad rows per expert are left out (shapes unchanged).
   Not run when the router pads the routing map (``moe_router_padding_for_quantization`` /
-  ``moe_router_padding_for_fp8``, off in Megatron-core and in Megatron-Bridge's Qwen3 recipes) nor, from
-  core_r0.18 (``skip_routed_expert_padding``, moe_utils.py l.1360-1372 at d0b3b775), with the HybridEP
-  dispatcher, which pads as it permutes: that last case is not distinguished (priced as padded).
+  ``moe_router_padding_for_fp8``, off in Megatron-core and in Megatron-Bridge's Qwen3 recipes) nor with the
+  HybridEP dispatcher, which pads each expert's rows as it permutes (its counts come back aligned, so TE's padding
+  returns its input; from core_r0.18 ``skip_routed_expert_padding`` skips it, moe_utils.py l.1360-1372 at
+  d0b3b775): the layer leaves these ops out under ``framework.moe_dispatcher=hybridep`` (h90, ``layer._moe``).
 * ``weighted_swiglu`` / ``_backward`` (MLM megatron/core/fusions/fused_bias_swiglu.py l.44-48, l.114-122,
   ``weighted_bias_swiglu_impl`` from experts.py l.966): SwiGLU times each row's router probability in one
   fused kernel; backward reads the gradient, the ``2f``-wide input and the probabilities, writes the

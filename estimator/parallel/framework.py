@@ -112,11 +112,17 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   rank and once per remote node, forwarded over NVLink; no chunk sort); ``moe_a2a_overlap`` — Megatron-core's
   ``overlap_moe_expert_parallel_comm`` with ``delay_wgrad_compute``: one microbatch's forward and another's
   backward run merged, each layer's all-to-alls behind the other's compute (:mod:`~estimator.parallel.moe_comm`);
+  ``moe_a2a_delay_wgrad`` — with it, ``delay_wgrad_compute`` (true: the pair Megatron-Bridge sets; false:
+  ``overlap_moe_expert_parallel_comm`` alone, the experts' weight gradients computed with their data gradients,
+  before the dispatch's backward);
   ``moe_dispatcher_sms`` — the SMs the flex dispatcher's kernels hold while they run (Megatron-core's
   ``moe_flex_dispatcher_num_sms``; null: the backend's default, :data:`~estimator.parallel.moe_comm.DISPATCHER_SMS`);
   ``moe_shared_expert_overlap`` — Megatron-core's ``moe_shared_expert_overlap``: a shared expert's fc1 runs on a side
   stream behind the dispatch all-to-all and its fc2 behind the combine, forward and backward, instead of whole before
-  the router (:func:`~estimator.parallel.moe_comm.shared_hidden`).
+  the router (:func:`~estimator.parallel.moe_comm.shared_hidden`); ``moe_permute_fusion_into_hybridep`` — Megatron-core's
+  ``moe_permute_fusion_into_hybridep`` (``hybridep`` only): HybridEP's dispatch kernel writes each token's rows in
+  expert order and its combine kernel reads them so, so the layer runs no permute / unpermute kernel in forward or
+  backward (``layer.capture_parts``' ``hybridep``; sources in conf/framework/megatron.yaml).
 
 * ``fsdp_version`` — PyTorch FSDP's generation under ``zero`` 3 (null for other frameworks): ``1``
   (``FullyShardedDataParallel``: the root unit's parameters, those outside every wrapped transformer block — the
@@ -215,7 +221,9 @@ class Framework:
     loss_metric_passes: int
     moe_dispatcher: str
     moe_a2a_overlap: bool
+    moe_a2a_delay_wgrad: bool
     moe_shared_expert_overlap: bool
+    moe_permute_fusion_into_hybridep: bool
     recompute: str
     bf16_grad_reduce: str
     bf16_grad_accum_bytes: float

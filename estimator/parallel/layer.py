@@ -32,13 +32,18 @@ What is captured and how:
   bias) / scatter ops — and, with ``model.moe_aux_loss_coeff`` > 0, the aux loss's scores, token counts and
   loss (fused or not, and its two-kernel backward start); the dispatcher's split-size reductions and its
   host sync (one launch floor); the permutation of each token to its ``k`` experts with its probabilities
-  (``model.moe_permute_fusion``: TE's row-id map and permute kernels, else argsort + index_select),
+  (``model.moe_permute_fusion``: TE's row-id map and permute kernels, else argsort + index_select; with
+  ``hybridep="fused"``, HybridEP's fused permute (``framework.moe_permute_fusion_into_hybridep``), the row-id map
+  only: the dispatch kernel writes the rows, an allocation here, and the combine kernel reads them back, so no
+  permute or unpermute kernel runs in forward or backward),
   [dispatch all-to-all], the experts' TP all-gather of the ``kT`` routed rows over ``etp`` ranks (with
   sequence parallelism or tp 1), the regrouping by local expert when a rank holds more than one and the
   dispatcher is alltoall (``sorts``; fused chunk sort, else split + cat), the experts' fc1 / activation /
   fc2 at ``ffn / etp`` wide on those rows as TE GroupedLinear (one GEMM per local expert: each grouped op
   reads or writes all ``E / ep`` local experts' weights; under FP8 the rows and probabilities padded per expert
-  before fc1 and fc2's output unpadded, TEGroupedMLP's Fp8Padding / Fp8Unpadding, and each grouped input and output
+  before fc1 and fc2's output unpadded, TEGroupedMLP's Fp8Padding / Fp8Unpadding -- not with HybridEP (``hybridep``
+  set), whose permute already pads each expert's rows to the FP8 alignment, so TE's padding finds them aligned and
+  returns its input (sources at ``_moe``) --, and each grouped input and output
   gradient quantized per expert by the recipe, ``te_kernels.grouped_casts``) with the router probabilities applied
   inside the fused weighted SwiGLU, the regrouping back, the reduce-scatter, [combine all-to-all], and the sum of
   each token's ``k`` outputs (unpermute without probabilities; fused, or zeros + scatter-add). The
@@ -133,8 +138,9 @@ What is captured and how:
   gradient's in backward, and the weight's amax + cast every forward and again in backward), or
   ``"torchao_fsdp_fp8"`` (the same with FSDP's float8 all-gather: the weight arrives in FP8 and is only
   copied column-major in backward); MoE layers refuse both.
-* The capture is a pure function of ``(spec, tp, sp, cp, fp8, etp, ep, sorts)`` (cacheable by those arguments).
-  Only the TE MoE layer's MoE half (from its second norm on) depends on ``etp`` / ``ep`` / ``sorts``: it is captured
+* The capture is a pure function of ``(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep)`` (cacheable by those
+  arguments). Only the TE MoE layer's MoE half (from its second norm on) depends on ``etp`` / ``ep`` / ``sorts`` /
+  ``hybridep``: it is captured
   on its own (its input cut from a leaf, ``_Cut``) and spliced after the attention half's forward and before its
   backward, the order autograd runs them in the whole layer; the attention half, core attention, embedding, head
   and MTP are captured once per process for every ep a layout search tries (equal to the whole capture node for
@@ -156,6 +162,7 @@ FP8_RECIPES = ("te", "torchao", "torchao_fsdp_fp8")  # whose casts surround an F
 TE_SCALINGS = ("delayed", "tensorwise", "blockwise", "mxfp8")  # TE's scaling recipe (framework.fp8_recipe)
 TE_MODES = ("te", "te_tensorwise", "te_blockwise")  # TE's casts by recipe: delayed ("te"), current, blockwise
 FP8_MODES = (*FP8_RECIPES, *TE_MODES[1:])  # the capture's ``fp8`` argument
+HYBRIDEP_PERMUTES = (None, "standalone", "fused")  # the capture's ``hybridep``: not HybridEP, its permute kernel, fused
 
 
 def _dtype(spec: TransformerSpec):
@@ -340,7 +347,8 @@ def _modules():
 
     class LayerShard(nn.Module):
         def __init__(self, spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool | str = False,
-                     etp: int | None = None, ep: int = 1, sorts: bool = True, part: str = "layer"):
+                     etp: int | None = None, ep: int = 1, sorts: bool = True, part: str = "layer",
+                     hybridep: str | None = None):
             super().__init__()
             fp8 = fp8_recipe(fp8)
             if fp8 not in (False, *TE_MODES) and spec.experts:
@@ -355,6 +363,10 @@ def _modules():
             self.etp = tp if etp is None else etp  # the experts' tensor-parallel degree (MoE)
             self.ep, self.local_experts = ep, spec.experts // ep if spec.experts else 0
             self.sorts = sorts  # the alltoall dispatcher regroups received rows by local expert (flex: no)
+            if hybridep not in HYBRIDEP_PERMUTES:
+                raise EstimatorError(f"hybridep must be one of {HYBRIDEP_PERMUTES}, got {hybridep!r}")
+            self.hybridep = hybridep  # the flex dispatcher's HybridEP backend: its permute standalone or fused
+            self.permute_in_dispatch = hybridep == "fused"  # HybridEP's dispatch / combine kernels (un)permute the rows
             # TE GroupedLinear's per-expert FP8 casts (te_kernels.grouped_casts): the recipe's, over the local experts
             self.grouped_casts = grouped_casts(scaling, self.local_experts) if scaling and self.local_experts else None
             self.seq = spec.seq_len // cp  # this rank's tokens (context parallelism)
@@ -514,7 +526,15 @@ def _modules():
             sort = self.local_experts > 1 and self.sorts
             if sort:  # [source ranks, experts] -> [experts, ranks]
                 rows, pprobs = self._sort(rows, self.ep * gather, self.local_experts, pprobs)
-            if self.fp8:  # TEGroupedMLP's Fp8Padding of each expert's rows and probabilities (te_moe_kernels)
+            # TEGroupedMLP's Fp8Padding of each expert's rows and probabilities (te_moe_kernels), unless HybridEP padded
+            # them as it permuted (its tokens_per_expert rounded up to get_align_size_for_quantization: Megatron-LM@
+            # d7288711ba278d160d2a5a22c099915c9fe1395c token_dispatcher.py l.1040-1041, 1052, moe_utils.py l.1396-1409;
+            # deepseek-ai/DeepEP@94a9f8f6b146c07d97ec58f67cd6d303296d6098 csrc/hybrid_ep/extension/permute.cu l.47-60,
+            # l.193-212): TE's Fp8Padding / Fp8Unpadding then return their input (TransformerEngine@v2.14
+            # module/fp8_padding.py l.124-126, fp8_unpadding.py l.123), and core_r0.18 skips them outright
+            # (Megatron-LM@d0b3b775498a8ae6870075f1a5fc32bc260aa1b3 moe_utils.py l.1360-1373 skip_routed_expert_padding)
+            pad = self.fp8 and self.hybridep is None
+            if pad:
                 rows, pprobs = te.moe_fp8_pad(rows, self.local_experts), te.moe_fp8_pad(pprobs, self.local_experts)
             h1 = self._grouped(self.fc1, rows)
             if self.spec.gated:
@@ -522,7 +542,7 @@ def _modules():
             else:  # experts.py l.1015: the activation, then times the probabilities
                 act = self._activation(h1) * pprobs[:, None]
             m = self._grouped(self.fc2, act)
-            if self.fp8:  # Fp8Unpadding of fc2's output
+            if pad:  # Fp8Unpadding of fc2's output
                 m = te.moe_fp8_unpad(m, self.local_experts)
             if sort:
                 m, _ = self._sort(m, self.local_experts, self.ep * gather)
@@ -595,8 +615,10 @@ def _modules():
 
         def _permute(self, y, probs, rmap):  # permutation 1 (moe_utils.py permute, l.344-494)
             te, k, t = torch.ops.te, self.spec.top_k, y.shape[0]
-            if self.spec.router.permute_fusion:  # TE moe_permute_with_probs: make_row_id_map's 3 passes + the permute
-                te.moe_row_id_map_pass3(te.moe_row_id_map_pass2(te.moe_row_id_map_pass1(rmap)), k)
+            if self.spec.router.permute_fusion or self.permute_in_dispatch:  # make_row_id_map's 3 passes, then
+                te.moe_row_id_map_pass3(te.moe_row_id_map_pass2(te.moe_row_id_map_pass1(rmap)), k)  # TE's permute
+                if self.permute_in_dispatch:  # HybridEP's fused dispatch writes the expert-ordered rows (executor.cu)
+                    return _Resize.apply(y, t * k), _Resize.apply(probs.reshape(-1), t * k), None
                 return (*te.moe_permute(y, probs, k), None)
             flat = rmap.T.contiguous().reshape(-1).argsort(descending=True, stable=True)[:t * k]
             index = flat % t
@@ -614,6 +636,8 @@ def _modules():
             return cat(x), None if probs is None else cat(probs)
 
         def _unpermute(self, m, index, t):  # unpermutation 1 without probabilities (token_dispatcher.py l.891-899)
+            if self.permute_in_dispatch:  # HybridEP's fused combine reads the expert-ordered rows itself (executor.cu)
+                return _Resize.apply(m, t)
             if self.spec.router.permute_fusion:
                 return torch.ops.te.moe_unpermute(m, self.spec.top_k)
             # zeros + scatter_add_ of the rows (moe_utils.py l.604-626); index_add_ moves the same bytes without
@@ -811,8 +835,10 @@ def _layer_input(spec: TransformerSpec, tp: int, sp: bool, cp: int, cut: bool = 
     return make
 
 
-def _tag(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | str, etp: int | None, ep: int, sorts: bool) -> str:
-    moe = f".etp{etp or tp}.ep{ep}{'' if sorts else '.nosort'}" if spec.experts and spec.fused == "te" else ""
+def _tag(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | str, etp: int | None, ep: int, sorts: bool,
+         hybridep: str | None = None) -> str:
+    moe = (f".etp{etp or tp}.ep{ep}{'' if sorts else '.nosort'}{f'.hybridep_{hybridep}' if hybridep else ''}"
+           if spec.experts and spec.fused == "te" else "")
     return (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}{moe}"
             f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}"
             f"{f'.{fp8}' if fp8 not in (False, 'te') else ''}")  # delayed TE scaling: the tag (and cache entry) as before
@@ -861,7 +887,8 @@ def _other_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | 
 @lru_cache(maxsize=64)
 @disk_cached  # kept between processes, keyed by every argument and this capture's sources
 def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool | str = False,
-                  etp: int | None = None, ep: int = 1, sorts: bool = True) -> dict[str, Workload]:
+                  etp: int | None = None, ep: int = 1, sorts: bool = True,
+                  hybridep: str | None = None) -> dict[str, Workload]:
     """The per-rank ``layer``, ``attention`` (core attention only, for selective recompute),
     ``embedding`` and ``head`` workloads of ``spec`` at tensor-parallel degree ``tp`` and
     context-parallel degree ``cp`` (one sequence of ``seq / cp`` tokens; scale with
@@ -869,28 +896,33 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
     Transformer Engine (``"te"``, or True) or of torchao's ``Float8Linear`` (``"torchao"``,
     ``"torchao_fsdp_fp8"``);
     ``etp`` / ``ep``: the experts' tensor- and expert-parallel degrees (MoE; ``etp`` None = ``tp``); ``sorts``:
-    the dispatcher regroups a rank's received rows by local expert (the alltoall dispatcher).
+    the dispatcher regroups a rank's received rows by local expert (the alltoall dispatcher); ``hybridep``: the flex
+    dispatcher's HybridEP backend, None (another dispatcher), ``"standalone"`` (its permute pads each expert's rows, so
+    no FP8 padding copy runs) or ``"fused"`` (that, and its dispatch / combine kernels permute and unpermute the rows,
+    so the layer runs neither).
     Only the TE MoE layer's MoE half depends on ``etp`` / ``ep`` / ``sorts``: the rest is captured once per
     process and shared (a search over ep recaptures only that half; the result equals
     :func:`capture_whole_layer` node for node, tests/test_moe_capture_split.py)."""
     fp8 = fp8_recipe(fp8)
     torch, _, LayerShard, *_ = _modules()
-    tag = _tag(spec, tp, sp, cp, fp8, etp, ep, sorts)
+    tag = _tag(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep)
     parts = {name: replace(w, name=f"{tag}.{name}") for name, w in _other_parts(spec, tp, sp, cp, fp8).items()}
     if not (spec.experts and spec.fused == "te"):
         return {"layer": capture_whole_layer(spec, tp, sp, cp, fp8, etp, ep, sorts), **parts}
     with torch.device("meta"):
-        shard = LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts, part="moe")
+        shard = LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts, part="moe", hybridep=hybridep)
         moe = _capture(f"{tag}.moe_half", shard, _layer_input(spec, tp, sp, cp, cut=True), spec.fused)
         params = sum(p.numel() for p in shard.parameters())
     return {"layer": _splice(f"{tag}.layer", _attention_half(spec, tp, sp, cp, fp8), moe, params), **parts}
 
 
 def capture_whole_layer(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool | str = False,
-                        etp: int | None = None, ep: int = 1, sorts: bool = True) -> Workload:
+                        etp: int | None = None, ep: int = 1, sorts: bool = True,
+                        hybridep: str | None = None) -> Workload:
     """The per-rank ``layer`` workload captured in one piece (``capture_parts`` splits the TE MoE layer)."""
     fp8 = fp8_recipe(fp8)
     torch, _, LayerShard, *_ = _modules()
     with torch.device("meta"):
-        return _capture(f"{_tag(spec, tp, sp, cp, fp8, etp, ep, sorts)}.layer", LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts),
+        return _capture(f"{_tag(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep)}.layer",
+                        LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep=hybridep),
                         _layer_input(spec, tp, sp, cp), spec.fused)

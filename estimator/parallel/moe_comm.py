@@ -28,11 +28,16 @@ Dispatcher: one dispatch costs what one combine does (the same rows back), in fo
   slower. With ``ep`` inside one node: only the NVLink exchange, still once per (token, rank).
 * ``hybridep`` (``_HybridEPManager``, the DeepEP ``hybrid-ep`` branch by NVIDIA): the same hierarchical path
   (docs/README_Hybrid-EP.md: RDMA between nodes, NVLink TMA copies inside; fewer SMs), BF16 like ``deepep``;
-  what tells it apart in Megatron -- the SM counts, MNNVL domains, ``moe_permute_fusion_into_hybridep`` (off by
-  default) -- is not priced, so it is the same mechanism as ``deepep`` here.
+  what tells it apart in Megatron -- the SM counts, MNNVL domains -- is not priced, so it is the same mechanism as
+  ``deepep`` here, with one exception: ``framework.moe_permute_fusion_into_hybridep`` (Megatron-core's
+  ``moe_permute_fusion_into_hybridep``, off by default) folds HybridEP's standalone permute kernel into its dispatch
+  kernel and its unpermute into its combine kernel, so the captured layer drops those two copies (forward and
+  backward; ``layer.capture_parts``' ``hybridep``, sources in conf/framework/megatron.yaml); the dispatch
+  and combine keep their price.
 
 Overlap (``moe_a2a_overlap``: ``overlap_moe_expert_parallel_comm`` with ``delay_wgrad_compute``, as
-Megatron-Bridge's ``moe_a2a_overlap`` sets them): in the 1F1B steady state the forward of one microbatch and the
+Megatron-Bridge's ``moe_a2a_overlap`` sets them; ``framework.moe_a2a_delay_wgrad=false``: without the delayed weight
+gradients, so the dispatch's backward waits for the experts' whole backward): in the 1F1B steady state the forward of one microbatch and the
 backward of another run merged, layer by layer, on a compute and a communication stream
 (``TransformerLayerSchedulePlan.run``): combine-backward behind the forward's pre-dispatch part (attention,
 norms, router); dispatch-forward behind the experts' backward (data gradients), dispatch-backward behind their
@@ -121,13 +126,16 @@ def dispatch_time(pricer, dispatcher: str, tokens: float, hidden: int, experts: 
     return max(rail, node)
 
 
-def merged_exposure(a2a: float, pre_f: float, experts_f: float, pre_b: float, experts_b: float) -> float:
+def merged_exposure(a2a: float, pre_f: float, experts_f: float, pre_b: float, experts_b: float,
+                    delay_wgrad: bool = True) -> float:
     """Exposed seconds of one layer's four all-to-alls (``a2a`` each) when one microbatch's forward and another's
     backward run merged (Megatron-core's ``TransformerLayerSchedulePlan.run``): ``pre_*`` the pre-dispatch part's
     compute (attention, norms, router, the layer's other exposed communication), ``experts_*`` the routed
-    experts'; with ``delay_wgrad_compute`` the experts' weight gradients (half their backward) run after their
-    data gradients, behind the dispatch's backward."""
-    dgrad = wgrad = experts_b / 2
+    experts'; with ``delay_wgrad_compute`` (``delay_wgrad``, ``framework.moe_a2a_delay_wgrad``) the experts' weight
+    gradients (half their backward) run after their data gradients, behind the dispatch's backward; without it the
+    experts' whole backward runs before the dispatch's backward is issued (``mlp.backward`` computes both,
+    ``mlp.backward_dw`` does nothing)."""
+    dgrad, wgrad = (experts_b / 2, experts_b / 2) if delay_wgrad else (experts_b, 0.0)
     combine_b = a2a  # comm: combine backward | comp: pre-dispatch forward
     dispatch_f = max(combine_b, pre_f) + a2a  # after the forward's router
     dgrad_end = max(pre_f, combine_b) + dgrad  # the experts' backward needs the combine's gradient
@@ -204,6 +212,9 @@ def check(framework, spec, layout, precision: str) -> None:
 
 def check_model(framework, spec, precision: str) -> None:
     """The part of :func:`check` no layout changes (so a layout search can still say it at once)."""
+    if framework.moe_permute_fusion_into_hybridep and framework.moe_dispatcher != "hybridep":
+        raise EstimatorError("framework.moe_permute_fusion_into_hybridep: Megatron-core passes it to the HybridEP "
+                             f"backend only; needs framework.moe_dispatcher=hybridep, got {framework.moe_dispatcher}")
     if framework.moe_shared_expert_overlap:
         why = None
         if not (spec.experts and spec.shared_ffn):

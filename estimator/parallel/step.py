@@ -224,16 +224,25 @@ class PartTimes:
     bwd_gemm: float
 
 
+def hybridep_permute(fw: Framework) -> str | None:
+    """The layer capture's ``hybridep``: None unless the flex dispatcher's HybridEP backend; then its permute kernel
+    (``"standalone"``) or, with ``framework.moe_permute_fusion_into_hybridep``, fused into its dispatch / combine."""
+    if fw.moe_dispatcher != "hybridep":
+        return None
+    return "fused" if fw.moe_permute_fusion_into_hybridep else "standalone"
+
+
 @lru_cache(maxsize=1024)
 def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: DeviceProfile, precision: str,
                cp: int = 1, attention_kernel: str = "cudnn", etp: int | None = None, ep: int = 1,
-               sorts: bool = True, fp8_kernels: bool | str = "te") -> dict[str, PartTimes]:
+               sorts: bool = True, fp8_kernels: bool | str = "te", hybridep: str | None = None) -> dict[str, PartTimes]:
     out = {}
     fp8 = fp8_kernels if precision == "fp8" else False  # the FP8 casts (Framework.fp8: kernels and scaling recipe), or none
     moe = (None, 1)  # one capture per distinct layer: a dense one, or Megatron-core's MoE layer by its experts' TP degree,
     if spec.experts and spec.fused == "te":  # its local experts (the grouped GEMMs read each one's weights) and whether a
-        # rank regroups its received rows by expert (``sorts``: the alltoall dispatcher, moe_comm)
-        moe = (None if etp == tp else etp, ep, sorts)
+        # rank regroups its received rows by expert (``sorts``: the alltoall dispatcher, moe_comm), and whether the
+        # dispatcher is HybridEP, its permute standalone or fused into its kernels (``hybridep``, layer.capture_parts)
+        moe = (None if etp == tp else etp, ep, sorts, hybridep)
     for name, w in capture_parts(spec, tp, sp, cp, fp8, *moe).items():
         scaled = w.scaled_to_batch(mbs)
         t = node_times(scaled, device, "bf16" if fp8 and name in ("embedding", "head") else precision, attention_kernel)
@@ -478,7 +487,7 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     """Seconds of one layer of ``spec``'s kind per microbatch (the module docstring's TP, EP, CP and ZeRO-3
     items); ``per_step``: layer-microbatches of this kind per step on the busiest rank (collective counts)."""
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
-                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision))
+                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision), hybridep_permute(fw))
     layer, attn = parts["layer"], parts["attention"]
     act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
     n_rc = 2 if L.recompute == "full" else 0
@@ -544,7 +553,8 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     ep_f, ep_b = 2 * ep_one, (2 + n_rc + n_moe) * ep_one
     if fw.moe_a2a_overlap and ep_one:  # merged forward / backward (moe_comm; check() refuses the recomputes)
         experts_f, experts_b = outside_attention(layer, attn, spec.top_k * mlp_flops(spec, L, spec.moe_ffn))
-        merged = merged_exposure(ep_one, f_layer - experts_f, experts_f, b_layer - experts_b, experts_b)
+        merged = merged_exposure(ep_one, f_layer - experts_f, experts_f, b_layer - experts_b, experts_b,
+                                 fw.moe_a2a_delay_wgrad)
         merged += sm_share(fw, device, interference) * max(0.0, 4 * ep_one - merged)  # compute slowed while the hidden exchange holds SMs
         share = merged_fraction(L.microbatches, L.pp, L.virtual_stages, L.microbatch_group)
         ep_f = ep_b = share * merged / 2 + (1 - share) * 2 * ep_one
@@ -584,7 +594,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
     grad_bytes = fw.grad_bytes(precision)
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
-                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision))
+                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision), hybridep_permute(fw))
     emb, head = parts["embedding"], parts["head"]
     stride = strides(L.order, L.tp, L.dp, L.pp, L.cp)
     if spec.experts:
