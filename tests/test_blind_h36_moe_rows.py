@@ -70,6 +70,7 @@ ALLOWED_KEYS |= {"framework.moe_dispatcher", "framework.moe_a2a_overlap", "frame
 ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
+ALLOWED_KEYS |= {"framework.moe_permute_fusion_into_hybridep", "framework.moe_a2a_delay_wgrad"}  # twenty-third stop (h90): the recipe's HybridEP permute fusion and EP overlap without delay_wgrad_compute, facts of the stack
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 
 

@@ -62,6 +62,7 @@ ALLOWED = {"framework", "parallelism.ep", "parallelism.etp", "parallelism.virtua
            "framework.moe_a2a_overlap", "model.mtp_layers"}
 ALLOWED |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's shared-expert overlap, a recipe fact
 ALLOWED |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
+ALLOWED |= {"framework.moe_permute_fusion_into_hybridep", "framework.moe_a2a_delay_wgrad"}  # twenty-third stop (h90): the recipe's HybridEP permute fusion and EP overlap without delay_wgrad_compute, facts of the stack
 ALLOWED |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 ALLOWED |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 MOE_KEYS = ("framework.moe_dispatcher", "framework.moe_a2a_overlap")
@@ -137,13 +138,17 @@ def test_row_sets_only_facts_of_the_run(row):
 
 
 def test_ab_pairs_differ_only_in_the_all_to_all_overlap():
-    """Each A/B series holds everything but the EP overlap (and, for -dwgrad, the delayed wgrad the tool lacks)."""
+    """Each A/B series holds everything but the EP overlap and, with it, whether the experts' weight gradients were
+    delayed (``framework.moe_a2a_delay_wgrad``: false where the run's delay_wgrad_compute was False, the -dwgrad row
+    keeps the default True)."""
     for series in (A2A, HYBRIDEP):
         base = overrides(BY_ID[series[0]])
         assert base["framework.moe_a2a_overlap"] == "false"
         for ident in series[1:]:
             ov = overrides(BY_ID[ident])
-            assert ov == {**base, "framework.moe_a2a_overlap": "true"}
+            delayed = "-dwgrad" in ident
+            extra = {} if delayed else {"framework.moe_a2a_delay_wgrad": "false"}
+            assert ov == {**base, "framework.moe_a2a_overlap": "true", **extra}
             assert BY_ID[ident].layout == BY_ID[series[0]].layout
             assert BY_ID[ident].measured > BY_ID[series[0]].measured  # as the sources print: overlap was faster
 
