@@ -86,3 +86,16 @@ def test_bad_keys_refused():
         _run(8, "framework=internlm", "framework.param_exchange=scatter")
     with pytest.raises(EstimatorError, match="zero1_group"):
         _run(8, "framework=internlm", "framework.zero1_group=0")
+
+
+def test_prenorm_rerun_only_without_recompute():
+    # dropout_selective_checkpoint: 30 bytes per tokens x hidden element per layer and microbatch, rerun in backward
+    on, off = _run(8, "framework=internlm"), _run(8, "framework=internlm", "framework.norm_rerun_bytes=0")
+    cfg = estimator.resolve_config([*BASE, "fabric.nodes=8", "parallelism.global_batch=16", "framework=internlm"])
+    from estimator.compute.device import DeviceProfile
+    hbm = DeviceProfile.from_dict(cfg["device"]).memory_rate("elementwise", "bf16")
+    want = 32 * 2 * 2048 * 4096 * 30 / hbm
+    assert on.metrics["backward_s"] - off.metrics["backward_s"] == pytest.approx(want, rel=1e-6)
+    full = _run(8, "framework=internlm", "parallelism.recompute=full")
+    full_off = _run(8, "framework=internlm", "parallelism.recompute=full", "framework.norm_rerun_bytes=0")
+    assert full.metrics["backward_s"] == full_off.metrics["backward_s"]

@@ -185,6 +185,10 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   1, HBM bytes per parameter of the stage and microbatch after the first that autograd moves adding the backward's
   gradients into ``param.grad`` outside the GEMMs (read both, write one: 6); spread over the ``m`` backward slots,
   ``(m - 1) / m`` of it in each, as ``fp16_grad_accum_bytes`` under fp16.
+* ``norm_rerun_bytes`` — with ``recompute`` none, HBM bytes per element of a layer's ``tokens x hidden`` activation that
+  the block's own checkpoint of its pre-norm regions reruns in every backward (InternLM's
+  ``dropout_selective_checkpoint``: the residual add, the ``.float()`` casts and the two apex RMSNorms on fp32 inputs:
+  30), at the device's elementwise memory rate, in the backward slot; 0: none.
 
 A config without a ``framework`` subtree (a hand-built dict) gets ``conf/framework/megatron.yaml``.
 """
@@ -214,7 +218,7 @@ OPTIONAL = ("reduce_bucket_params", "zero3_prefetch_params", "zero3_max_live_par
             "zero3_max_reuse_params")  # parameter counts; null = none
 # keys with a neutral default (the engines before InternLM's profile): a profile may leave them out
 DEFAULTED = ("zero1_group", "param_exchange", "grad_bucket_sync", "grad_bucket_copy_bytes", "shard_step_bytes",
-             "adam_step_bytes", "grad_add_bytes")
+             "adam_step_bytes", "grad_add_bytes", "norm_rerun_bytes")
 DEFAULT = "megatron"
 
 
@@ -270,6 +274,7 @@ class Framework:
     shard_step_bytes: float = 0.0
     adam_step_bytes: float | None = None  # null: the fused Adam of optimizer_state
     grad_add_bytes: float = 0.0
+    norm_rerun_bytes: float = 0.0
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any] | None) -> Framework:
@@ -316,7 +321,7 @@ class Framework:
             raise EstimatorError(f"framework.fp16_grad_reduce must be one of {', '.join(FP16_GRAD_REDUCES)}, "
                                  f"got {data['fp16_grad_reduce']!r}")
         for key in ("bf16_grad_accum_bytes", "bf16_step_grad_bytes", "fp16_param_bytes", "fp16_shard_bytes",
-                    "fp16_grad_accum_bytes", "grad_bucket_copy_bytes", "shard_step_bytes", "grad_add_bytes"):
+                    "fp16_grad_accum_bytes", "grad_bucket_copy_bytes", "shard_step_bytes", "grad_add_bytes", "norm_rerun_bytes"):
             value = data.get(key, 0.0)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
                 raise EstimatorError(f"framework.{key} must be a number of bytes per parameter >= 0, got {value!r}")

@@ -157,7 +157,8 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   last bucket exposed after the backward), each bucket with ``grad_bucket_copy_bytes`` of HBM copies per parameter on
   the communication stream; the step moves ``shard_step_bytes`` per shard parameter besides Adam's ``adam_step_bytes``
   (null: the fused Adam below); with 16-bit gradients every microbatch after the first adds ``grad_add_bytes`` per
-  parameter in the backward (``(m - 1) / m`` of it per slot).
+  parameter in the backward (``(m - 1) / m`` of it per slot); without recompute every backward reruns the block's
+  checkpointed pre-norm regions, ``norm_rerun_bytes`` per element of each layer's ``tokens x hidden`` activation.
 * FP8 amax all-reduces (``precision=fp8`` with TE's kernels; :mod:`~estimator.parallel.fp8_amax`, sources there):
   ``delayed``: one fused all-reduce of the rank's whole amax buffer per model chunk and microbatch, forward and
   backward, over the ``tp x cp x dp`` ranks; ``tensorwise``: a 4-byte TP all-reduce per sequence-parallel tensor
@@ -701,6 +702,9 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         accum = [a + (d + e) * fw.fp16_grad_accum_bytes / hbm * (m - 1) / m for a, (d, e) in zip(accum, dense, strict=True)]
     if grad_bytes == WEIGHT_BYTES and precision != "fp16" and L.zero <= 1 and fw.grad_add_bytes:  # autograd's add (16-bit)
         accum = [a + (d + e) * fw.grad_add_bytes / hbm * (m - 1) / m for a, (d, e) in zip(accum, dense, strict=True)]
+    if fw.norm_rerun_bytes and L.recompute == "none":  # the block's own pre-norm checkpoint, rerun in every backward
+        elems = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden / (L.tp if L.sequence_parallel else 1)
+        accum = [a + sum(n[i] for _, n in kinds) * elems * fw.norm_rerun_bytes / hbm for i, a in enumerate(accum)]
     t_b = [t_b[i] + accum[i] for i in range(L.pp)]
     edp = L.edp  # data-parallel copies of an expert
     slowed_z2 = [0.0] * L.pp  # ZeRO-2's interference per stage and microbatch
@@ -801,7 +805,9 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
             n_layers = sum(n[i] for _, n in kinds)
             body = max(0, d - head_p - emb_p)
             segments = [(head_p, (head.bwd + loss_b + mtp_b) if i == L.pp - 1 else 0.0)]
-            segments += [(body / n_layers, c.bwd) for c, n in reversed(kinds) for _ in range(n[i])] if n_layers else [(body, 0.0)]
+            per_layer = accum[i] / n_layers if n_layers else 0.0  # the engine's own backward passes, spread over the layers
+            segments += ([(body / n_layers, c.bwd + per_layer) for c, n in reversed(kinds) for _ in range(n[i])]
+                         if n_layers else [(body, accum[i])])
             segments.append((emb_p, emb.bwd if i == 0 else 0.0))
             bucket = fw.reduce_bucket_params
 
