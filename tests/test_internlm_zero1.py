@@ -99,3 +99,10 @@ def test_prenorm_rerun_only_without_recompute():
     full = _run(8, "framework=internlm", "parallelism.recompute=full")
     full_off = _run(8, "framework=internlm", "parallelism.recompute=full", "framework.norm_rerun_bytes=0")
     assert full.metrics["backward_s"] == full_off.metrics["backward_s"]
+
+
+def test_nullable_keys_on_the_command_line():
+    # adam_step_bytes=null: back to the fused Adam of optimizer_state (32 B per shard parameter instead of 92)
+    eager, fused = _run(8, "framework=internlm"), _run(8, "framework=internlm", "framework.adam_step_bytes=null")
+    assert fused.metrics["optimizer_s"] < eager.metrics["optimizer_s"]
+    assert _run(8, "framework=internlm", "framework.zero1_group=null").metrics["iter_time_s"] == eager.metrics["iter_time_s"]
