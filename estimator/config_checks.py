@@ -45,7 +45,7 @@ RANGES: dict[str, tuple[float, bool]] = {
 }
 #: counts bounded by a configurable limit: key -> name in :class:`estimator.limits.Limits`
 # keys whose profile default is a number but that also take null (framework.fsdp_version: null = not PyTorch FSDP)
-NULLABLE = frozenset({"framework.fsdp_version"})
+NULLABLE = frozenset({"framework.fsdp_version", "framework.zero1_group", "framework.adam_step_bytes"})
 COUNTS: dict[str, str] = {
     "batch_size": "batch", "capture.batch": "capture_batch", "fabric.nodes": "devices", "compare.nodes": "devices",
     "allocation.gpus": "devices", "group_size": "devices", "ray.batch_size": "sweep_points",

@@ -7,7 +7,7 @@ fabric.nodes=8,64``. A model whose trace is not in ``traces/`` yet is captured f
 
 Large models (a decoder-only ``model=llama3_8b`` etc.: ``parallelism=hybrid``, docs/large-models.md):
 ``parallelism.tp/pp/cp/ep/dp``, ``parallelism.placement=auto`` (search the layout), ``precision=bf16|fp8``,
-``framework=megatron|fsdp|deepspeed|deepspeed_2021`` and its keys (``framework.tp_comm_overlap``,
+``framework=megatron|fsdp|deepspeed|deepspeed_2021|internlm`` and its keys (``framework.tp_comm_overlap``,
 ``framework.fp8_recipe=delayed|tensorwise|blockwise``), ``parallelism.fp32_grads``, ``model.qk_norm``
 (named by the Qwen3 presets; ``+model.qk_norm=true`` adds it to another). ``estimator --cfg estimate ...``
 prints every key of the composed config.

@@ -163,6 +163,39 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   (autograd's in-place ``param.grad += grad`` under DeepSpeed's ZeRO-1: 6); 0 when fused or not separate. Spread over
   the ``m`` backward slots: ``(m - 1) / m`` of it in each.
 
+* ``zero1_group`` — with ``zero`` 1, the data-parallel ranks that share one copy of the optimizer state (InternLM's
+  ``parallel.zero1``: its ``ZERO1`` process group of that many consecutive data-parallel ranks); null = the whole
+  ``dp x cp`` group (ZeRO-1 as the paper and Megatron's distributed optimizer shard). A smaller group replicates the
+  state across groups: the optimizer step and the state's memory are per ``zero1_group`` shard, and the updated
+  weights are exchanged within the group only (the gradients are still reduced over the whole group:
+  ``bf16_grad_reduce``).
+* ``param_exchange`` — with ``zero`` 1, how the updated 16-bit weights reach the other ranks of the shard group:
+  ``all_gather`` (one all-gather of the flat buffer, Megatron's distributed optimizer) or ``broadcast`` (one broadcast
+  per owner rank of its flat shard, one after the other on one communicator: InternLM's ``broadcast_params``).
+* ``grad_bucket_sync`` — with ``zero`` 1 and ``grad_reduce_overlap``, the engine synchronises the whole device before
+  each gradient bucket's reduction (InternLM's ``_reduce_and_copy``: ``torch.cuda.synchronize()``), so the reductions
+  run one at a time and the backward waits at each bucket boundary for the previous bucket's; the last bucket is
+  reduced after the backward, exposed whole. Buckets of ``reduce_bucket_params`` parameters in backward order
+  (:func:`~estimator.parallel.step.bucket_sync_tail`). False: the reduction hides behind the last backward up to its
+  length (:func:`~estimator.parallel.overlap.behind`).
+* ``grad_bucket_copy_bytes`` — with ``grad_bucket_sync``, HBM bytes per parameter the engine moves around each bucket's
+  collective on the communication stream (InternLM: the bucket's flatten, the in-place ``div_`` by the group size,
+  the copy back into the gradients: 12), at the device's elementwise memory rate, part of the bucket's reduction.
+* ``shard_step_bytes`` — with ``zero`` 1, HBM bytes per parameter of the rank's optimizer shard that ``step()`` moves
+  outside the Adam update (InternLM's HybridZeroOptimizer: overflow check, grad norm, flatten, fp32 cast, unscale,
+  the fp32 -> 16-bit copy back: 44), any precision; in ``optimizer_s``.
+* ``adam_step_bytes`` — HBM bytes per parameter of the shard the Adam update itself moves; null: the fused Adam of
+  ``optimizer_state`` (:data:`~estimator.parallel.step.ADAM_STEP_BYTES`). PyTorch 1.13's eager ``torch.optim.AdamW``
+  on one fp32 tensor: 92 (conf/framework/internlm.yaml).
+* ``grad_add_bytes`` — with 16-bit gradients (``bf16`` / ``fp8`` without ``fp32_grads_with_bf16``) and ``zero`` 0 or
+  1, HBM bytes per parameter of the stage and microbatch after the first that autograd moves adding the backward's
+  gradients into ``param.grad`` outside the GEMMs (read both, write one: 6); spread over the ``m`` backward slots,
+  ``(m - 1) / m`` of it in each, as ``fp16_grad_accum_bytes`` under fp16.
+* ``norm_rerun_bytes`` — with ``recompute`` none, HBM bytes per element of a layer's ``tokens x hidden`` activation that
+  the block's own checkpoint of its pre-norm regions reruns in every backward (InternLM's
+  ``dropout_selective_checkpoint``: the residual add, the ``.float()`` casts and the two apex RMSNorms on fp32 inputs:
+  30), at the device's elementwise memory rate, in the backward slot; 0: none.
+
 A config without a ``framework`` subtree (a hand-built dict) gets ``conf/framework/megatron.yaml``.
 """
 
@@ -186,8 +219,12 @@ GRAD_COLLECTIVES = ("reduce_scatter", "all_reduce")
 OPTIMIZER_STATES = ("fp32", "bf16", "bf16_moments")
 BF16_GRAD_REDUCES = ("zero", "all_reduce_bf16")
 FP16_GRAD_REDUCES = ("zero", "all_reduce")
+PARAM_EXCHANGES = ("all_gather", "broadcast")
 OPTIONAL = ("reduce_bucket_params", "zero3_prefetch_params", "zero3_max_live_params",
             "zero3_max_reuse_params")  # parameter counts; null = none
+# keys with a neutral default (the engines before InternLM's profile): a profile may leave them out
+DEFAULTED = ("zero1_group", "param_exchange", "grad_bucket_sync", "grad_bucket_copy_bytes", "shard_step_bytes",
+             "adam_step_bytes", "grad_add_bytes", "norm_rerun_bytes")
 DEFAULT = "megatron"
 
 
@@ -238,6 +275,14 @@ class Framework:
     zero3_prefetch_params: float | None = None
     zero3_max_live_params: float | None = None
     zero3_max_reuse_params: float | None = None
+    zero1_group: int | None = None  # null: the whole dp x cp group
+    param_exchange: str = "all_gather"
+    grad_bucket_sync: bool = False
+    grad_bucket_copy_bytes: float = 0.0
+    shard_step_bytes: float = 0.0
+    adam_step_bytes: float | None = None  # null: the fused Adam of optimizer_state
+    grad_add_bytes: float = 0.0
+    norm_rerun_bytes: float = 0.0
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any] | None) -> Framework:
@@ -246,12 +291,12 @@ class Framework:
         unknown = sorted(set(data) - known)
         if unknown:
             raise EstimatorError(f"framework: unknown key(s) {unknown}; known: {sorted(known)}")
-        missing = sorted(k for k in known - set(data) if k not in OPTIONAL)
+        missing = sorted(k for k in known - set(data) if k not in OPTIONAL and k not in DEFAULTED)
         if missing:
             raise EstimatorError(f"framework {data.get('name')!r}: missing key(s) {missing}")
         for f in fields(cls):
             value = data.get(f.name)
-            if f.type == "bool" and not isinstance(value, bool):
+            if f.type == "bool" and f.name in data and not isinstance(value, bool):
                 raise EstimatorError(f"framework.{f.name} must be true or false, got {value!r}")
         if data["zero3_unit"] not in ZERO3_UNITS:
             raise EstimatorError(f"framework.zero3_unit must be one of {', '.join(ZERO3_UNITS)}, got {data['zero3_unit']!r}")
@@ -284,10 +329,19 @@ class Framework:
             raise EstimatorError(f"framework.fp16_grad_reduce must be one of {', '.join(FP16_GRAD_REDUCES)}, "
                                  f"got {data['fp16_grad_reduce']!r}")
         for key in ("bf16_grad_accum_bytes", "bf16_step_grad_bytes", "fp16_param_bytes", "fp16_shard_bytes",
-                    "fp16_grad_accum_bytes"):
-            value = data[key]
+                    "fp16_grad_accum_bytes", "grad_bucket_copy_bytes", "shard_step_bytes", "grad_add_bytes", "norm_rerun_bytes"):
+            value = data.get(key, 0.0)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
                 raise EstimatorError(f"framework.{key} must be a number of bytes per parameter >= 0, got {value!r}")
+        if data.get("param_exchange", "all_gather") not in PARAM_EXCHANGES:
+            raise EstimatorError(f"framework.param_exchange must be one of {', '.join(PARAM_EXCHANGES)}, "
+                                 f"got {data['param_exchange']!r}")
+        group = data.get("zero1_group")
+        if group is not None and (isinstance(group, bool) or not isinstance(group, int) or group < 1):
+            raise EstimatorError(f"framework.zero1_group must be a whole number of ranks >= 1 or null, got {group!r}")
+        adam = data.get("adam_step_bytes")
+        if adam is not None and (isinstance(adam, bool) or not isinstance(adam, int | float) or not adam > 0):
+            raise EstimatorError(f"framework.adam_step_bytes must be a number of bytes per parameter > 0 or null, got {adam!r}")
         version = data.get("fsdp_version")
         if version is not None and (isinstance(version, bool) or version not in (1, 2)):
             raise EstimatorError(f"framework.fsdp_version must be 1, 2 or null, got {version!r}")
@@ -318,6 +372,11 @@ class Framework:
     def grad_bytes(self, precision: str) -> int:
         """Bytes per gradient element in the buffer and on the wire."""
         return 4 if self.fp32_grads_with_bf16 and precision in ("bf16", "fp8") else 2
+
+    def zero1_ranks(self, replicas: int) -> int:
+        """Ranks sharing one copy of the ZeRO-1 optimizer state among ``replicas`` data-parallel copies
+        (``zero1_group``, at most the group; null: all of them)."""
+        return replicas if self.zero1_group is None else max(1, min(self.zero1_group, replicas))
 
 
 @cache

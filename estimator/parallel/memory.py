@@ -394,12 +394,15 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     dense, expert = stage_param_split(spec, layout, stage)
     replicas = layout.dp * layout.cp
 
+    fw = framework or Framework.from_cfg(None)
+
     def sharded(per_param: float, zero_stage: int) -> float:  # ZeRO shards over the ranks that hold a copy
         if layout.zero < zero_stage:
             return (dense + expert) * per_param
-        return dense * per_param / replicas + expert * per_param / layout.edp
+        # ZeRO-1 alone may shard over a smaller group (framework.zero1_group, InternLM's zero1) and replicate across
+        group = fw.zero1_ranks(replicas) if layout.zero == 1 else replicas
+        return dense * per_param / group + expert * per_param / layout.edp
 
-    fw = framework or Framework.from_cfg(None)
     weights, grads = sharded(WEIGHT_BYTES, 3), sharded(grad_bytes, 2)
     optim = sharded(ADAM_BYTES[fw.optimizer_state], 1)
     unit_grad = 0.0

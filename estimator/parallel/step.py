@@ -146,6 +146,19 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   the stage and ``fp16_shard_bytes`` per parameter of the rank's shard through HBM (in ``optimizer_s``); every backward
   but the first adds its gradients into ``param.grad`` (``fp16_grad_accum_bytes`` per parameter of the stage, ``(m - 1) /
   m`` of it in each backward slot; ``zero`` 0 or 1). All at the device's elementwise memory rate.
+* ZeRO-1 engines with their own shard group and reduction schedule (``framework.zero1_group`` / ``param_exchange`` /
+  ``grad_bucket_sync`` / ``grad_bucket_copy_bytes`` / ``shard_step_bytes`` / ``adam_step_bytes`` / ``grad_add_bytes``,
+  :mod:`~estimator.parallel.framework`; InternLM's HybridZeroOptimizer, sources in conf/framework/internlm.yaml): the
+  optimizer state may be sharded over ``zero1_group`` consecutive data-parallel ranks (replicated across groups), so the
+  step updates ``1 / zero1_group`` of the parameters and the weights are exchanged within that group only, as one
+  broadcast per owner rank (``broadcast``) or an all-gather; the gradients (all-reduced whole over the ``dp x cp`` group
+  with ``bf16_grad_reduce=all_reduce_bf16``) may be reduced bucket by bucket behind a device-wide synchronise
+  (:func:`bucket_sync_tail`: one reduction at a time, the backward waits for the previous bucket at each boundary, the
+  last bucket exposed after the backward), each bucket with ``grad_bucket_copy_bytes`` of HBM copies per parameter on
+  the communication stream; the step moves ``shard_step_bytes`` per shard parameter besides Adam's ``adam_step_bytes``
+  (null: the fused Adam below); with 16-bit gradients every microbatch after the first adds ``grad_add_bytes`` per
+  parameter in the backward (``(m - 1) / m`` of it per slot); without recompute every backward reruns the block's
+  checkpointed pre-norm regions, ``norm_rerun_bytes`` per element of each layer's ``tokens x hidden`` activation.
 * FP8 amax all-reduces (``precision=fp8`` with TE's kernels; :mod:`~estimator.parallel.fp8_amax`, sources there):
   ``delayed``: one fused all-reduce of the rank's whole amax buffer per model chunk and microbatch, forward and
   backward, over the ``tp x cp x dp`` ranks; ``tensorwise``: a 4-byte TP all-reduce per sequence-parallel tensor
@@ -584,6 +597,47 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
                      tp_f, tp_b, tp_layer, ep_one, 4 + n_rc + n_moe, ep_f + ep_b, cp_f, cp_b, cp_comm, z3, amax_f + amax_b)
 
 
+def bucket_sync_tail(segments: list[tuple[float, float]], bucket: float | None, reduce_s) -> tuple[float, float, float]:
+    """(seconds the step grows by beyond the last backward, all reduction seconds, of which overlapped with compute) of a
+    gradient reduction run bucket by bucket with a device-wide synchronise before each bucket (``framework.grad_bucket_sync``;
+    InternLM's HybridZeroOptimizer, InternLM/InternLM@c18bec9361684189aadf6ffb724f9dfe48288eb0
+    internlm/solver/optimizer/hybrid_zero_optim.py: ``_store_and_try_reduce_grads_by_bucket`` reduces the bucket when the
+    next gradient would overflow ``reduce_bucket_size`` elements; ``_reduce_and_copy`` calls ``torch.cuda.synchronize()``
+    and then launches the bucket's reduction on its communication stream; ``step()`` reduces the last bucket after the
+    backward and synchronises again).
+
+    ``segments``: (parameters, seconds) of the last microbatch's backward in order (head, layers last to first,
+    embedding), each segment's gradients produced evenly over its seconds; ``bucket``: parameters per bucket (null:
+    one bucket, reduced after the backward); ``reduce_s(params)``: seconds of one bucket's reduction. A bucket full at
+    compute time ``r`` (on the backward's own clock) is launched when both the compute queued so far and the previous
+    bucket's reduction have finished: the backward stalls by what the previous reduction outlasts the compute between
+    the two boundaries; the last bucket starts after the backward (and the previous reduction) and is waited for."""
+    total = sum(p for p, _ in segments)
+    span = sum(t for _, t in segments)
+    if total <= 0:
+        return 0.0, 0.0, 0.0
+    size = min(bucket or total, total)
+    flushed = max(0, int(np.ceil(total / size - 1e-9)) - 1)  # buckets reduced during the backward; the last one after it
+
+    def ready(x: float) -> float:  # backward time at which x parameters' gradients exist
+        t = cum = 0.0
+        for p, sec in segments:
+            if p > 0 and cum + p >= x:
+                return t + sec * (x - cum) / p
+            cum, t = cum + p, t + sec
+        return span
+
+    one = reduce_s(size) if flushed else 0.0
+    stall = end = 0.0
+    for k in range(1, flushed + 1):
+        r = ready(k * size)
+        start = max(r + stall, end)
+        stall, end = start - r, start + one
+    last = reduce_s(total - flushed * size)
+    finish = max(span + stall, end) + last
+    return finish - span, flushed * one + last, max(0.0, flushed * one - stall)
+
+
 def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
               algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None,
               interference: float = 0.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -603,7 +657,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     stride["dpcp"] = stride["cp"] if L.cp > 1 else stride["dp"]  # the gradient group: dp x cp ranks (cp inside dp)
     stride["amax"] = min(stride["tp"], stride["cp"], stride["dp"])  # delayed FP8's tp x cp x dp group (fp8_amax), as if contiguous
     stride["embd"] = (L.pp - 1) * stride["pp"]  # the tied embedding's group: the first and the last pipeline stage
-    pricer = _Pricer(fabric, {**stride, "dp": stride["dpcp"]}, algorithm)
+    pricer = _Pricer(fabric, {**stride, "dp": stride["dpcp"], "zero1": stride["dpcp"]}, algorithm)  # zero1: inside dp
     m, stages, v = L.microbatches, L.stage_layers(spec.layers), L.virtual_stages
     act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
     # each kind of layer (model.first_dense_layers: dense, then MoE) with its layers per stage; collective
@@ -656,6 +710,11 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     fp16 = precision == "fp16" and L.zero <= 1
     if fp16 and fw.fp16_grad_accum_bytes:
         accum = [a + (d + e) * fw.fp16_grad_accum_bytes / hbm * (m - 1) / m for a, (d, e) in zip(accum, dense, strict=True)]
+    if grad_bytes == WEIGHT_BYTES and precision != "fp16" and L.zero <= 1 and fw.grad_add_bytes:  # autograd's add (16-bit)
+        accum = [a + (d + e) * fw.grad_add_bytes / hbm * (m - 1) / m for a, (d, e) in zip(accum, dense, strict=True)]
+    if fw.norm_rerun_bytes and L.recompute == "none":  # the block's own pre-norm checkpoint, rerun in every backward
+        elems = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden / (L.tp if L.sequence_parallel else 1)
+        accum = [a + sum(n[i] for _, n in kinds) * elems * fw.norm_rerun_bytes / hbm for i, a in enumerate(accum)]
     t_b = [t_b[i] + accum[i] for i in range(L.pp)]
     edp = L.edp  # data-parallel copies of an expert
     slowed_z2 = [0.0] * L.pp  # ZeRO-2's interference per stage and microbatch
@@ -714,26 +773,64 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     fp16_allreduce = fp16 and L.zero == 1 and fw.fp16_grad_reduce == "all_reduce"  # DeepSpeed's ZeRO-1: whole buckets
     # ---- data parallel / ZeRO-0/1/2: after the last microbatch (per stage; the slowest sets the tail)
     dp_exposed, t_dp, slowed_dp = 0.0, 0.0, 0.0
+    z1 = fw.zero1_ranks(L.dp * L.cp)  # ZeRO-1's shard group (framework.zero1_group): the weights' exchange, the step
+    if fw.grad_bucket_sync and L.ep > 1:
+        raise EstimatorError("framework.grad_bucket_sync: the bucket-by-bucket reduction is modelled for dense models "
+                             "(ep 1) only")
+
+    def reduce_s(group: str, params: float, size: int, count: float = 1) -> float:  # one gradient reduction
+        nbytes = params * grad_bytes
+        if L.zero == 0 or (fp16_allreduce and L.zero in (1, 2)):  # fp16: each bucket whole (DeepSpeed ZeRO-1)
+            return pricer.price(group, "all_reduce", nbytes, size, count)
+        if bf16_allreduce and size > 1:  # the whole buffer cast to bf16, all-reduced, cast back (BF16_Optimizer)
+            return (pricer.price(group, "all_reduce", params * WEIGHT_BYTES, size, count)
+                    + (params * 2 * (grad_bytes + WEIGHT_BYTES) / hbm if grad_bytes != WEIGHT_BYTES else 0.0))
+        if L.zero == 1:
+            return pricer.price(group, "reduce_scatter", nbytes, size, count)
+        return 0.0  # ZeRO-2: reduce-scattered in every backward (above)
+
+    def exchange_s(group: str, params: float, size: int) -> float:  # the updated 16-bit weights to the shard group
+        if group == "dp" and L.zero == 1 and z1 < size:
+            group, size = "zero1", z1
+        if fw.param_exchange == "broadcast" and L.zero == 1:  # one broadcast per owner rank of its shard
+            return size * pricer.price(group, "broadcast", params * WEIGHT_BYTES / size, size, size)
+        return pricer.price(group, "all_gather", params * WEIGHT_BYTES, size, 1)
+
+    v_params = spec.padded_vocab(L.tp) * spec.hidden // L.tp  # the embedding / LM head per TP rank
     for i, (d, e) in enumerate(dense):
         grads = [("dp", d, L.dp * L.cp)] if L.ep == 1 else [("dp", d, L.dp * L.cp), ("edp", e, edp)]
         t_grad = t_after = 0.0
         for group, params, size in grads:  # the two groups' reductions one after the other (Megatron-core)
-            nbytes = params * grad_bytes
-            if L.zero == 0:
-                t_grad += pricer.price(group, "all_reduce", nbytes, size, 1)
-            elif L.zero in (1, 2):
-                if bf16_allreduce and size > 1:  # the whole buffer cast to bf16, all-reduced, cast back (BF16_Optimizer)
-                    t_grad += (pricer.price(group, "all_reduce", params * WEIGHT_BYTES, size, 1)
-                               + (params * 2 * (grad_bytes + WEIGHT_BYTES) / hbm if grad_bytes != WEIGHT_BYTES else 0.0))
-                elif fp16_allreduce:  # each bucket all-reduced whole, each rank keeping its shard (DeepSpeed ZeRO-1)
-                    t_grad += pricer.price(group, "all_reduce", nbytes, size, 1)
-                elif L.zero == 1:
-                    t_grad += pricer.price(group, "reduce_scatter", nbytes, size, 1)
-                t_after += pricer.price(group, "all_gather", params * WEIGHT_BYTES, size, 1)  # 16-bit weights
-        window = per_stage(i, lambda c: c.grad_window) if overlap else 0.0  # the last backward (recompute not counted)
+            if L.zero in (0, 1, 2) and not (fw.grad_bucket_sync and overlap and L.zero in (0, 1)):
+                t_grad += reduce_s(group, params, size)
+            if L.zero in (1, 2):
+                t_after += exchange_s(group, params, size)
         gather_window = t_f[i] if fw.param_gather_overlap else 0.0
-        (grad_late, grad_slow), (gather_late, gather_slow) = (behind(t_grad, window, interference),
-                                                              behind(t_after, gather_window, interference))
+        gather_late, gather_slow = behind(t_after, gather_window, interference)
+        if fw.grad_bucket_sync and overlap and L.zero in (0, 1) and L.dp * L.cp > 1:
+            # the last backward in gradient order: head (+ loss), the stage's layers (recompute included: each
+            # checkpointed block reruns inside its backward), the embedding; the layers' parameters spread evenly
+            head_p = v_params if i == L.pp - 1 and not (spec.tied and L.pp == 1) else 0
+            emb_p = v_params if i == 0 else 0
+            n_layers = sum(n[i] for _, n in kinds)
+            body = max(0, d - head_p - emb_p)
+            segments = [(head_p, (head.bwd + loss_b + mtp_b) if i == L.pp - 1 else 0.0)]
+            per_layer = accum[i] / n_layers if n_layers else 0.0  # the engine's own backward passes, spread over the layers
+            segments += ([(body / n_layers, c.bwd + per_layer) for c, n in reversed(kinds) for _ in range(n[i])]
+                         if n_layers else [(body, accum[i])])
+            segments.append((emb_p, emb.bwd if i == 0 else 0.0))
+            bucket = fw.reduce_bucket_params
+
+            def one_bucket(p: float, d=d, bucket=bucket) -> float:  # its collective (count: full buckets per step) + copies
+                count = max(1, int(d // p)) if bucket and p >= bucket else 1
+                return reduce_s("dp", p, L.dp * L.cp, count) + p * fw.grad_bucket_copy_bytes / hbm
+
+            grad_late, t_grad, hidden = bucket_sync_tail(segments, bucket, one_bucket)
+            grad_slow = interference * hidden
+            grad_late += grad_slow
+        else:
+            window = per_stage(i, lambda c: c.grad_window) if overlap else 0.0  # the last backward (recompute not counted)
+            grad_late, grad_slow = behind(t_grad, window, interference)
         tail = grad_late + gather_late + (tied if i in tied_stages else 0.0)  # the tied all-reduce: serial with it
         if tail >= dp_exposed:
             dp_exposed, slowed_dp = tail, grad_slow + gather_slow
@@ -741,8 +838,11 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     pricer.colls[:] = _dedupe(pricer.colls)
     n_local = sum(dense[slowest])
     d_s, e_s = dense[slowest]
-    opt_params = d_s / (L.dp * L.cp) + e_s / edp if L.zero >= 1 else n_local
-    optimizer = opt_params * ADAM_STEP_BYTES[fw.optimizer_state] / device.memory_rate("optimizer", precision)
+    opt_params = d_s / (z1 if L.zero == 1 else L.dp * L.cp) + e_s / edp if L.zero >= 1 else n_local
+    adam_bytes = fw.adam_step_bytes or ADAM_STEP_BYTES[fw.optimizer_state]
+    optimizer = opt_params * adam_bytes / device.memory_rate("optimizer", precision)
+    if L.zero == 1:  # the ZeRO-1 engine's own passes over its shard in step() (framework.shard_step_bytes)
+        optimizer += opt_params * fw.shard_step_bytes / hbm
     if bf16:  # the bf16 engine's own passes over its whole fp32 gradient buffer in step() (grad norm, zeroing)
         optimizer += n_local * fw.bf16_step_grad_bytes / hbm
     if fp16 and L.zero == 1:  # the fp16 ZeRO-1 engine's own passes: per stage parameter and per shard parameter

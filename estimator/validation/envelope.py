@@ -44,7 +44,7 @@ RECORD_DRIFT_PCT = 1.0
 ACCEPT_MEAN_PCT, ACCEPT_MAX_PCT, ACCEPT_MIN_ROWS = 10.0, 20.0, 3
 
 STACKS = {"megatron": "Megatron-LM / NeMo", "fsdp": "PyTorch FSDP", "deepspeed": "DeepSpeed",
-          "deepspeed_2021": "DeepSpeed (2021 engine)"}
+          "deepspeed_2021": "DeepSpeed (2021 engine)", "internlm": "InternLM (HybridZeroOptimizer, 2023)"}
 
 
 def run_class(cfg: dict[str, Any]) -> str | None:
