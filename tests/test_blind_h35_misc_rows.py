@@ -54,6 +54,7 @@ ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-c
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
+ALLOWED_KEYS |= {"framework.zero1_group"}  # twenty-third stop (h87): InternLM's ZeRO-1 shard group (zero1=8 in its config)
 ALLOWED_KEYS |= {"framework.fsdp_version"}  # twenty-second stop: the PyTorch FSDP generation (1 | 2) the run used, read from its software column
 # FlashAttention's table: (row name, node tokens/s as printed, tokens per step as printed).
 FLASH_TABLE = {"125m": ("GPT3-125M", "1310k", "0.5M"), "355m": ("GPT3-355M", "503k", "0.5M"),
@@ -91,7 +92,7 @@ def test_no_row_shares_a_source_with_a_calibration_row():
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_row_sets_only_facts_of_the_run(row):
     keys = check_facts_only(row, ALLOWED_KEYS)
-    assert keys["framework"] == ("megatron" if document(row) == INTERNLM else "fsdp")
+    assert keys["framework"] == ("internlm" if document(row) == INTERNLM else "fsdp")  # internlm: twenty-third stop (h87)
     assert row.precision == "bf16" and row.layout["seq_len"] == 2048
 
 
@@ -160,6 +161,7 @@ def test_internlm_row_is_its_table_row(row):
     assert ov["model.vocab_size"] == "103168" and ov["fabric.uplinks"] == "4"
     assert ov["fabric.uplink_bandwidth_Bps"] == "12.5e9"  # 4 x 100 Gb/s RoCE per node
     assert ov["framework.attention_kernel"] == "flash1" and "flash-attention v1.0.5" in row.raw["software"]
+    assert ov["framework"] == "internlm" and ov["framework.zero1_group"] == "8"  # configs/7B_sft.py zero1=8
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
