@@ -198,7 +198,24 @@ def test_torch_context_parallel_elementwise_bytes_by_rank():
     assert (f8, b8) == (8 + 9 * 7, 40 + 36 * 7)
 
 
-@pytest.mark.parametrize("mode", ["ring", "all_gather", "torch"])
+def test_torch_alltoall_rotation_permutes_kv_each_step():
+    """torchtitan's --experimental.context_parallel_rotate_method=alltoall (_AllToAllRotater): cp - 1 permutes of
+    cat(K, V) per pass instead of one all-gather, and each later step but the last copies the received cat(K, V)."""
+    from estimator.parallel.step import torch_cp_bytes
+
+    res = estimate(cfg("llama3_8b", *CP_BASE, "parallelism.recompute=none", "parallelism.cp_comm=torch_alltoall"))
+    m, s, tp, cp = res.metrics, spec("llama3_8b"), 2, 4
+    q_elems = (s.seq_len // cp) * (s.heads // tp) * s.head_dim
+    colls = [c for c in res.collectives if c["group"] == "cp"]
+    assert {c["collective"] for c in colls} == {"p2p"}
+    per_layer = m["microbatches"] * s.layers
+    assert {c["bytes"]: c["count_per_step"] for c in colls} == {2 * q_elems * 2: per_layer * (cp - 1) * 2,
+                                                                   2 * q_elems * 4: per_layer * cp}
+    assert torch_cp_bytes(4, 1, alltoall=True) == (35 + 2 * 8, 148 + 2 * 8)
+    assert "cp4(torch_alltoall)" in m["layout"]
+
+
+@pytest.mark.parametrize("mode", ["ring", "all_gather", "torch", "torch_alltoall"])
 def test_a_recompute_reruns_the_context_parallel_exchange(mode):
     none, selective = (estimate(cfg("llama3_8b", *CP_BASE, f"parallelism.recompute={rc}", f"parallelism.cp_comm={mode}")).metrics
                        for rc in ("none", "selective"))

@@ -344,7 +344,7 @@ class _Pricer:
             return self.p2p(group, nbytes, 2, count)
 
 
-def torch_cp_bytes(cp: int, q_elems: float) -> tuple[float, float]:
+def torch_cp_bytes(cp: int, q_elems: float, alltoall: bool = False) -> tuple[float, float]:
     """HBM bytes of the elementwise work PyTorch's ring attention (``cp_comm=torch``) adds to one layer's
     forward and backward pass, each on its slowest rank (the next collective waits for it). ``q_elems``:
     elements of the rank's local query, ``s/cp x b x heads/tp x d``.
@@ -363,10 +363,13 @@ def torch_cp_bytes(cp: int, q_elems: float) -> tuple[float, float]:
     tensors; dQ as the forward's output (every step's 16-bit dQ read once, an fp32 write and read per
     second-half step, one 16-bit write); the last received fp32 dK/dV cast to 16 bits. The per-step
     logsumexp (``1/d`` of the output) is left out. The passes were read off Inductor's generated code for a
-    replica of the two loops with the SDPA calls opaque (docs/research/h88-torch-cp.md)."""
+    replica of the two loops with the SDPA calls opaque (docs/research/h88-torch-cp.md). ``alltoall`` (rotate
+    method "alltoall"): every step but the first and last also copies the received ``cat(K, V)`` into the
+    next one it sends (read and written once per pass), a copy the all-gather rotater's unused cat skips."""
     n, e = cp, q_elems
     kv = 2 * e * ACT_BYTES  # cat(K, V) of the local tokens at the query heads, 16-bit
     dkv = 2 * e * FP32_BYTES  # one step's cat(dK, dV), fp32
+    resend = max(0, n - 2) * 2 * kv if alltoall else 0.0
     fwd = bwd = 0.0
     for r in range(n):
         full, half = r, n - 1 - r
@@ -376,7 +379,7 @@ def torch_cp_bytes(cp: int, q_elems: float) -> tuple[float, float]:
              + half * (dkv + 2 * e * ACT_BYTES + dkv)  # received, whole dK/dV, sent
              + outputs  # dQ, as the forward's output
              + dkv + kv)  # the last dK/dV received in fp32, written in 16 bits
-        fwd, bwd = max(fwd, kv + outputs), max(bwd, b)
+        fwd, bwd = max(fwd, kv + outputs + resend), max(bwd, b + resend)
     return fwd, bwd
 
 
@@ -390,16 +393,22 @@ def cp_exchange(spec: TransformerSpec, L: Layout, pricer: _Pricer, attn: PartTim
     tokens = (spec.seq_len // L.cp) * L.micro_batch_size
     local = tokens * spec.kv_heads_per_rank(L.tp) * spec.head_dim * ACT_BYTES
     reruns = 1 if L.reruns_attention else 0  # a recompute reruns the attention forward, exchange included
-    if L.cp_comm == "torch":
+    if L.cp_comm in ("torch", "torch_alltoall"):
+        alltoall = L.cp_comm == "torch_alltoall"
         q_elems = tokens * max(1, spec.heads // L.tp) * spec.head_dim  # K and V repeated to the query heads
-        gather = pricer.price("cp", "all_gather", L.cp * 2 * q_elems * ACT_BYTES, L.cp, per_step * (2 + reruns))
+        step_f, step_b = attn.fwd / L.cp, attn.bwd / L.cp  # one step's attention, what an exchange hides behind
+        if alltoall:  # cp - 1 permutes of cat(K, V) per pass, each sent before a step's SDPA, waited at the next
+            kv = pricer.p2p("cp", 2 * q_elems * ACT_BYTES, L.cp, per_step * (L.cp - 1) * (2 + reruns))
+            kv_f, kv_b = ((L.cp - 1) * max(0.0, kv - step) for step in (step_f, step_b))
+            kv_comm = (L.cp - 1) * kv
+        else:  # one all-gather of cat(K, V) per pass, waited at the second step
+            gather = pricer.price("cp", "all_gather", L.cp * 2 * q_elems * ACT_BYTES, L.cp, per_step * (2 + reruns))
+            kv_f, kv_b, kv_comm = max(0.0, gather - step_f), max(0.0, gather - step_b), gather
         permute = pricer.p2p("cp", 2 * q_elems * FP32_BYTES, L.cp, per_step * L.cp)  # dK, dV in fp32, each step
-        merges, accumulate = (nbytes / hbm for nbytes in torch_cp_bytes(L.cp, q_elems))
-        step_b = attn.bwd / L.cp  # one step's attention backward: what a permute sent the step before hides behind
-        cp_f = max(0.0, gather - attn.fwd / L.cp) + merges
-        cp_b = (max(0.0, gather - step_b) + (L.cp - 1) * max(0.0, permute - step_b) + permute + accumulate
-                + reruns * cp_f)
-        return cp_f, cp_b, (2 + reruns) * gather + L.cp * permute
+        merges, accumulate = (nbytes / hbm for nbytes in torch_cp_bytes(L.cp, q_elems, alltoall))
+        cp_f = kv_f + merges
+        cp_b = kv_b + (L.cp - 1) * max(0.0, permute - step_b) + permute + accumulate + reruns * cp_f
+        return cp_f, cp_b, (2 + reruns) * kv_comm + L.cp * permute
     if L.cp_comm == "ring":
         ring_f = pricer.p2p("cp", 2 * local, L.cp, per_step * (L.cp - 1) * (1 + reruns))
         ring_b = pricer.p2p("cp", 4 * local, L.cp, per_step * (L.cp - 1))
