@@ -163,7 +163,7 @@ def test_torch_context_parallelism_moves_repeated_heads_and_merges_in_fp32():
     cat(K, V) per pass carrying the query heads (torchtitan's Llama repeats K/V before SDPA), dK/dV permuted
     around the ring in fp32 once per step, and fp32 merges / gradient accumulations as memory-bound time."""
     from estimator.compute.device import DeviceProfile
-    from estimator.parallel.step import CP_GRAD_PASSES, CP_MERGE_PASSES
+    from estimator.parallel.step import torch_cp_bytes
 
     res = estimate(cfg("llama3_8b", *CP_BASE, "parallelism.recompute=none", "parallelism.cp_comm=torch"))
     m, s, tp, cp = res.metrics, spec("llama3_8b"), 2, 4
@@ -177,13 +177,45 @@ def test_torch_context_parallelism_moves_repeated_heads_and_merges_in_fp32():
     assert colls["all_gather"]["count_per_step"] == per_layer * 2 and colls["p2p"]["count_per_step"] == per_layer * cp
     # the merges and accumulations alone set a floor under the exposed time; the all_gather mode has neither
     hbm = DeviceProfile.from_dict(dict(res.config["device"])).memory_rate("elementwise", "bf16")
-    floor = per_layer * ((cp - 1) * CP_MERGE_PASSES * 2 + cp * CP_GRAD_PASSES * 3) * q_elems * 4 / hbm
+    floor = per_layer * sum(torch_cp_bytes(cp, q_elems)) / hbm
     assert m["cp_exposed_time_s"] >= floor * 0.999
     gathered = estimate(cfg("llama3_8b", *CP_BASE, "parallelism.recompute=none", "parallelism.cp_comm=all_gather")).metrics
     assert m["cp_exposed_time_s"] > gathered["cp_exposed_time_s"] and "cp4(torch)" in m["layout"]
 
 
-@pytest.mark.parametrize("mode", ["ring", "all_gather", "torch"])
+def test_torch_context_parallel_elementwise_bytes_by_rank():
+    """torch_cp_bytes counted by hand (E = 1 local query element, 16-bit = 2 B, fp32 = 4 B), docs/research/h88-torch-cp.md.
+    Forward, rank r of n: cat(K, V) 4 + step outputs read 2 (1 + r) + (n - 1 - r) + result 2 + (n - 1 - r) fp32 cats 8;
+    the slowest is rank 0 (every later step a second-half step). Backward: K/V copies 12, step 0 4 + 8, a whole-query
+    step 8 + 2 + 16 + 8, a second-half step 8 + 4 + 8, dQ as the forward's outputs, the last dK/dV 8 + 4; the slowest
+    is rank n - 1 (every later step a whole-query step with two fp32 partial updates)."""
+    from estimator.parallel.step import torch_cp_bytes
+
+    assert torch_cp_bytes(2, 1) == (4 + 2 * 2.5 + 8, 24 + 34 + 6 + 12)
+    assert torch_cp_bytes(4, 1) == (4 + 2 * 3.5 + 3 * 8, 24 + 3 * 34 + 10 + 12)
+    # per token the forward's fp32 cats and the backward's partial updates grow with cp: ~9 and ~36 B per element and step
+    f8, b8 = torch_cp_bytes(8, 1)
+    assert (f8, b8) == (8 + 9 * 7, 40 + 36 * 7)
+
+
+def test_torch_alltoall_rotation_permutes_kv_each_step():
+    """torchtitan's --experimental.context_parallel_rotate_method=alltoall (_AllToAllRotater): cp - 1 permutes of
+    cat(K, V) per pass instead of one all-gather, and each later step but the last copies the received cat(K, V)."""
+    from estimator.parallel.step import torch_cp_bytes
+
+    res = estimate(cfg("llama3_8b", *CP_BASE, "parallelism.recompute=none", "parallelism.cp_comm=torch_alltoall"))
+    m, s, tp, cp = res.metrics, spec("llama3_8b"), 2, 4
+    q_elems = (s.seq_len // cp) * (s.heads // tp) * s.head_dim
+    colls = [c for c in res.collectives if c["group"] == "cp"]
+    assert {c["collective"] for c in colls} == {"p2p"}
+    per_layer = m["microbatches"] * s.layers
+    assert {c["bytes"]: c["count_per_step"] for c in colls} == {2 * q_elems * 2: per_layer * (cp - 1) * 2,
+                                                                   2 * q_elems * 4: per_layer * cp}
+    assert torch_cp_bytes(4, 1, alltoall=True) == (35 + 2 * 8, 148 + 2 * 8)
+    assert "cp4(torch_alltoall)" in m["layout"]
+
+
+@pytest.mark.parametrize("mode", ["ring", "all_gather", "torch", "torch_alltoall"])
 def test_a_recompute_reruns_the_context_parallel_exchange(mode):
     none, selective = (estimate(cfg("llama3_8b", *CP_BASE, f"parallelism.recompute={rc}", f"parallelism.cp_comm={mode}")).metrics
                        for rc in ("none", "selective"))

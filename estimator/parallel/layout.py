@@ -76,7 +76,8 @@ RECOMPUTE = ("none", "selective", "op", "full")
 # NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553; its default ["core_attn"] is recompute=selective)
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 # Transformer Engine's cp_comm_type p2p / all_gather (Megatron-core --cp-comm-type); torch: PyTorch's context_parallel
-CP_COMM = ("ring", "all_gather", "torch")
+# (torchtitan's default rotate method "allgather"); torch_alltoall: the same with rotate method "alltoall"
+CP_COMM = ("ring", "all_gather", "torch", "torch_alltoall")
 DIMS = ("tp", "cp", "dp", "pp")
 
 
@@ -135,7 +136,7 @@ class Layout:
     cp: int = 1  # context-parallel degree
     first_stage_layers: int | None = None  # None: the module docstring's rule
     last_stage_layers: int | None = None
-    cp_comm: str = "ring"  # how the CP ranks exchange keys and values: ring | all_gather | torch
+    cp_comm: str = "ring"  # how the CP ranks exchange keys and values: ring | all_gather | torch | torch_alltoall
     microbatch_group: int | None = None  # contiguous microbatches per model chunk (interleaved); None = pp
     etp: int | None = None  # the experts' tensor-parallel degree; None = tp
     distribute_saved: bool = False  # full recompute: each TP rank keeps 1/tp of the checkpointed layer input

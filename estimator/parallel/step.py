@@ -41,18 +41,17 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   more collectives). Every one of them is exposed (TE issues them synchronously on the compute
   stream). ``torch`` (PyTorch's ``torch.distributed.tensor.experimental.context_parallel`` as
   torchtitan runs it, rotate method all-gather, load-balanced; docs/research/h32-evidence.md
-  section 2c): SDPA receives K and V after torchtitan's Llama repeated them to the query heads, so
-  the exchange carries ``heads/tp`` heads, not ``kv_heads/tp``; one all-gather of ``cat(K, V)``
-  per pass, waited at the second step, so exposed beyond the first (local) step's attention;
-  every later step's partial output is merged into an fp32 output with separate elementwise
-  kernels (:data:`CP_MERGE_PASSES` read-and-write passes over the fp32 local output per step); the
-  backward gathers K and V again, sends each step's dK/dV on around the ring in fp32 (one
-  point-to-point permute per step, exposed beyond one step's attention backward) and adds every
-  step's dQ/dK/dV into fp32 accumulators (:data:`CP_GRAD_PASSES` passes). The merges and
-  accumulations are memory-bound kernels priced at the device's elementwise memory rate. All
+  section 2c, docs/research/h88-torch-cp.md): SDPA receives K and V after torchtitan's Llama repeated them to
+  the query heads, so the exchange carries ``heads/tp`` heads, not ``kv_heads/tp``; one all-gather of
+  ``cat(K, V)`` per pass, waited at the second step, so exposed beyond the first (local) step's attention;
+  every step's partial output is merged into an fp32 output (``convert_to_f32``); the backward gathers K and
+  V again, sends each step's dK/dV on around the ring in fp32 (one all-to-all permute per step, waited after
+  the next step's attention backward, so each is exposed beyond one step's attention backward and the last,
+  waited right after the loop, in full) and adds every step's dQ/dK/dV into fp32 accumulators. The merges,
+  accumulations and copies are memory-bound passes priced at the device's elementwise memory rate, as
+  Inductor fuses them under torchtitan's ``torch.compile`` (:func:`torch_cp_bytes`). All
   modes: a recompute (``selective`` or ``full``) reruns the attention forward in backward with its
-  exchange. The reorder copies of the gathered K/V (``index_select``, a few
-  passes over ``s x kv_heads/tp x d`` values per layer) are not priced.
+  exchange.
 * Layer kinds (``model.first_dense_layers``; :func:`~estimator.parallel.layout.layer_kinds`): a stage's
   layers are priced by kind, the dense layers (captured as ``spec.dense_layer()``, with the dense
   MLP's TP collectives and no all-to-all) and the MoE layers each with their own capture.
@@ -207,12 +206,6 @@ from estimator.parallel.zero3 import Zero3Layer, zero3_layer
 
 ACT_BYTES = 2  # 16-bit activations on the wire
 FP32_BYTES = 4
-# PyTorch context parallelism (cp_comm=torch), per step: read-and-write passes over the fp32 local output when merging
-# a step's partial attention (out and lse cast to fp32, sigmoid/logsigmoid rescaling, torch.cat for the load-balanced
-# half: ~5, h32-evidence 2c), each moving the output's bytes twice; and single passes over dQ/dK/dV when the backward
-# adds a step's gradients into its fp32 accumulators (read accumulator, read step gradient, write accumulator)
-CP_MERGE_PASSES = 5
-CP_GRAD_PASSES = 3
 WEIGHT_BYTES = 2  # 16-bit weights gathered by ZeRO
 # DeepSpeed's PartitionedTensor.full() (microsoft/DeepSpeed@v0.5.10 deepspeed/runtime/utils.py l.703-731), HBM bytes per
 # byte of the full tensor besides the all-gather: torch.zeros of the flat buffer (write 1), PyTorch 1.10/1.11 c10d's
@@ -373,6 +366,45 @@ class _Pricer:
             return self.p2p(group, nbytes, 2, count)
 
 
+def torch_cp_bytes(cp: int, q_elems: float, alltoall: bool = False) -> tuple[float, float]:
+    """HBM bytes of the elementwise work PyTorch's ring attention (``cp_comm=torch``) adds to one layer's
+    forward and backward pass, each on its slowest rank (the next collective waits for it). ``q_elems``:
+    elements of the rank's local query, ``s/cp x b x heads/tp x d``.
+
+    As torchtitan ran it, compiled: ``torch.compile(block, fullgraph=True)`` traces the ring's Python
+    (torch/distributed/tensor/experimental/_attention.py ``_templated_ring_attention`` and
+    ``_templated_ring_attention_backward``; load balance on, ``convert_to_f32``, all-gather rotater) and
+    Inductor fuses its pointwise ops. Rank ``r`` runs ``r`` later steps with its whole query (``i <= r``, the
+    first half of the received K/V) and ``cp - 1 - r`` with the query's second half (``i > r``). Forward:
+    ``cat(K, V)`` at the query heads written for the all-gather; the merges of all steps fuse into one pass
+    after the last SDPA that reads each step's 16-bit output once and writes the 16-bit result, except that
+    each second-half step's ``_partial_update`` (``torch.cat``) writes and reads back the fp32 output.
+    Backward: K and V read once and written twice (their contiguous copies and the gather input); per step
+    the fp32 ``cat(dK, dV)`` written for the permute and the received one read, the step's 16-bit dK/dV
+    added in the same pass; a whole-query step's ``_partial_update`` of dK and dV writes and reads two fp32
+    tensors; dQ as the forward's output (every step's 16-bit dQ read once, an fp32 write and read per
+    second-half step, one 16-bit write); the last received fp32 dK/dV cast to 16 bits. The per-step
+    logsumexp (``1/d`` of the output) is left out. The passes were read off Inductor's generated code for a
+    replica of the two loops with the SDPA calls opaque (docs/research/h88-torch-cp.md). ``alltoall`` (rotate
+    method "alltoall"): every step but the first and last also copies the received ``cat(K, V)`` into the
+    next one it sends (read and written once per pass), a copy the all-gather rotater's unused cat skips."""
+    n, e = cp, q_elems
+    kv = 2 * e * ACT_BYTES  # cat(K, V) of the local tokens at the query heads, 16-bit
+    dkv = 2 * e * FP32_BYTES  # one step's cat(dK, dV), fp32
+    resend = max(0, n - 2) * 2 * kv if alltoall else 0.0
+    fwd = bwd = 0.0
+    for r in range(n):
+        full, half = r, n - 1 - r
+        outputs = ACT_BYTES * e * (2 + full + half / 2) + half * 2 * FP32_BYTES * e
+        b = (3 * kv + 2 * e * ACT_BYTES + dkv  # K/V read and copied twice; step 0: its dK/dV read, the fp32 cat written
+             + full * (dkv + e * ACT_BYTES + 2 * 2 * e * FP32_BYTES + dkv)  # received, half dK/dV, 2 fp32 cats, sent
+             + half * (dkv + 2 * e * ACT_BYTES + dkv)  # received, whole dK/dV, sent
+             + outputs  # dQ, as the forward's output
+             + dkv + kv)  # the last dK/dV received in fp32, written in 16 bits
+        fwd, bwd = max(fwd, kv + outputs + resend), max(bwd, b + resend)
+    return fwd, bwd
+
+
 def cp_exchange(spec: TransformerSpec, L: Layout, pricer: _Pricer, attn: PartTimes, per_step: float,
                 hbm: float) -> tuple[float, float, float]:
     """(exposed forward, exposed backward, all communication) seconds of one layer's context-parallel
@@ -383,16 +415,22 @@ def cp_exchange(spec: TransformerSpec, L: Layout, pricer: _Pricer, attn: PartTim
     tokens = (spec.seq_len // L.cp) * L.micro_batch_size
     local = tokens * spec.kv_heads_per_rank(L.tp) * spec.head_dim * ACT_BYTES
     reruns = 1 if L.reruns_attention else 0  # a recompute reruns the attention forward, exchange included
-    if L.cp_comm == "torch":
+    if L.cp_comm in ("torch", "torch_alltoall"):
+        alltoall = L.cp_comm == "torch_alltoall"
         q_elems = tokens * max(1, spec.heads // L.tp) * spec.head_dim  # K and V repeated to the query heads
-        gather = pricer.price("cp", "all_gather", L.cp * 2 * q_elems * ACT_BYTES, L.cp, per_step * (2 + reruns))
+        step_f, step_b = attn.fwd / L.cp, attn.bwd / L.cp  # one step's attention, what an exchange hides behind
+        if alltoall:  # cp - 1 permutes of cat(K, V) per pass, each sent before a step's SDPA, waited at the next
+            kv = pricer.p2p("cp", 2 * q_elems * ACT_BYTES, L.cp, per_step * (L.cp - 1) * (2 + reruns))
+            kv_f, kv_b = ((L.cp - 1) * max(0.0, kv - step) for step in (step_f, step_b))
+            kv_comm = (L.cp - 1) * kv
+        else:  # one all-gather of cat(K, V) per pass, waited at the second step
+            gather = pricer.price("cp", "all_gather", L.cp * 2 * q_elems * ACT_BYTES, L.cp, per_step * (2 + reruns))
+            kv_f, kv_b, kv_comm = max(0.0, gather - step_f), max(0.0, gather - step_b), gather
         permute = pricer.p2p("cp", 2 * q_elems * FP32_BYTES, L.cp, per_step * L.cp)  # dK, dV in fp32, each step
-        merges = (L.cp - 1) * CP_MERGE_PASSES * 2 * q_elems * FP32_BYTES / hbm
-        accumulate = L.cp * CP_GRAD_PASSES * 3 * q_elems * FP32_BYTES / hbm  # dQ, dK, dV
-        cp_f = max(0.0, gather - attn.fwd / L.cp) + merges
-        cp_b = (max(0.0, gather - attn.bwd / L.cp) + L.cp * max(0.0, permute - attn.bwd / L.cp) + accumulate
-                + reruns * cp_f)
-        return cp_f, cp_b, (2 + reruns) * gather + L.cp * permute
+        merges, accumulate = (nbytes / hbm for nbytes in torch_cp_bytes(L.cp, q_elems, alltoall))
+        cp_f = kv_f + merges
+        cp_b = kv_b + (L.cp - 1) * max(0.0, permute - step_b) + permute + accumulate + reruns * cp_f
+        return cp_f, cp_b, (2 + reruns) * kv_comm + L.cp * permute
     if L.cp_comm == "ring":
         ring_f = pricer.p2p("cp", 2 * local, L.cp, per_step * (L.cp - 1) * (1 + reruns))
         ring_b = pricer.p2p("cp", 4 * local, L.cp, per_step * (L.cp - 1))
