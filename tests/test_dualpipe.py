@@ -12,6 +12,8 @@ import estimator
 from estimator.errors import EstimatorError
 from estimator.estimate import estimate
 from estimator.fabrics.registry import shared_fabric
+from estimator.parallel.layout import Layout
+from estimator.parallel.memory import _end_params, dualpipe_rank, layer_bytes, memory, stage_memory
 from estimator.parallel.moe_comm import (
     BF16_BYTES,
     FP8_ROW_BYTES,
@@ -21,12 +23,15 @@ from estimator.parallel.moe_comm import (
     groups_reached,
     units_reached,
 )
+from estimator.parallel.spec import TransformerSpec
 from estimator.parallel.step import _Pricer
 
-# The deepseek24-v3-h800-fp8-2048gpu row's layout (its overrides), small enough to price in seconds
+# The deepseek24-v3-h800-fp8-2048gpu row's layout (its overrides), small enough to price in seconds, with moe_act
+# recomputed too (arXiv 2412.19437 Sec. 3.3.3: "we cache the inputs to the SwiGLU operator and recompute its output in
+# the backward pass"): without it DualPipe's layout does not fit an H800 in the memory model
 ROW = ["model=deepseek_v3", "system=dgx_h800", "fabric.nodes=2048", "parallelism=hybrid", "precision=fp8",
        "parallelism.tp=1", "parallelism.pp=16", "parallelism.global_batch=15360", "parallelism.ep=64",
-       "parallelism.zero=1", "parallelism.recompute=selective", "parallelism.recompute_modules=[layernorm,mla_up_proj]",
+       "parallelism.zero=1", "parallelism.recompute=selective", "parallelism.recompute_modules=[layernorm,mla_up_proj,moe_act]",
        "parallelism.fp32_grads=true", "model.mtp_layers=1", "framework.optimizer_state=bf16_moments"]
 
 
@@ -123,3 +128,18 @@ def test_dualpipe_against_1f1b():
     # the bubble is Table 2's (PP/2 - 1)(F&B + B - 3W): at most 7 of the paced rank's merged slots here
     per_slot = (dual["iter_time_s"] - dual["bubble_time_s"] - dual["dp_exposed_time_s"] - dual["optimizer_s"]) / 120
     assert 0 < dual["bubble_time_s"] <= 7 * 2 * per_slot
+
+
+def test_dualpipe_memory_holds_two_stages_and_shares_the_mtp_embedding():
+    cfg = estimator.resolve_config(ROW)
+    spec = TransformerSpec.from_cfg(cfg["model"])
+    one = Layout.from_cfg({**cfg["parallelism"], "recompute": "selective"}, spec, 2048)
+    dual = Layout.from_cfg({**cfg["parallelism"], "recompute": "selective", "schedule": "dualpipe"}, spec, 2048)
+    s2, s13 = (stage_memory(spec, one, i, 4, None, True) for i in (2, 13))
+    mid = memory(spec, dual, 4, None, True)
+    assert mid["stage"] == 2 and mid["weights"] == pytest.approx(s2["weights"] + s13["weights"])
+    assert mid["optimizer"] == pytest.approx((s2["optimizer"] + s13["optimizer"]) / 2)  # ZeRO-1 over 2 dp copies
+    first, last = (stage_memory(spec, one, i, 4, None, True) for i in (0, 15))
+    end = dualpipe_rank(spec, dual, 0, 4, None, True, layer_bytes(spec, dual, True))
+    copy = _end_params(spec, one, 0)
+    assert end["weights"] == pytest.approx(first["weights"] + last["weights"] - 2 * copy)  # the MTP's copy, shared

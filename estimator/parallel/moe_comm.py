@@ -73,9 +73,23 @@ silently inert there (l.719-720), refused here so a row cannot claim an overlap 
 the shared expert's own TP all-gather / reduce-scatter move to the side stream as plain NCCL collectives
 (shared_experts.py l.163-174 turn TE's userbuffers overlap off); they stay priced as the dense MLP's.
 
-Not modelled: routing imbalance and
-DeepSeek-V3's node-limited routing (at most 4 nodes per token), the expert-TP copies the flex dispatcher sends to
-the ``etp`` ranks (priced as today's ``etp`` gather), NCCL EP (``ncclep``).
+Group-limited routing (``model.moe_router_num_groups`` / ``moe_router_group_topk``; DeepSeek-V3's node-limited
+routing, at most ``M = 4`` of 8 nodes per token, arXiv 2412.19437 Sec. 2.1.2 and 3.2.2): the flex dispatcher's
+nodes and ranks reached per token are counted under the limit (:func:`units_reached`: 3.63 nodes for DeepSeek-V3's
+8 groups of 32 experts on 8 nodes, against 5.29 unlimited), so the IB volume is one row per (token, destination node),
+at most ``M`` per token; the NCCL all-to-all still sends ``k`` copies. FP8 dispatch (``framework.moe_dispatch_fp8``,
+DeepSeek-V3 Sec. 3.3.4 with DeepEP's FP8 input): the forward dispatch and the backward's gradient dispatch carry one
+E4M3 byte per value plus a fp32 scale per 1x128 tile (:data:`FP8_ROW_BYTES`), the two combines BF16; a layer's
+all-to-all time is the mean of the two kinds (two of each per microbatch).
+
+DualPipe (``parallelism.schedule=dualpipe``, :mod:`~estimator.parallel.step`): its merged forward-backward chunks hide
+the all-to-alls as Megatron's merged 1F1B does (:func:`merged_exposure`, the same four-phase order as the report's
+Figure 4), for the share of chunks DualPipe merges (:func:`dualpipe_merged_fraction`), with the dispatcher's SMs
+taken from compute (:func:`sm_share`; DeepSeek's 20 SMs, Sec. 3.2.2, DeepEP's default).
+
+Not modelled: routing imbalance, the expert-TP copies the flex dispatcher sends to the ``etp`` ranks (priced as
+today's ``etp`` gather), NCCL EP (``ncclep``), the SMs' split between IB sending, IB-to-NVLink forwarding and
+NVLink receiving inside DeepSeek's 20 (the two exchanges are priced at the links' rates, the slower one standing).
 """
 
 from __future__ import annotations

@@ -71,6 +71,18 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   parallelism already splits them (a stage's output is sequence-partitioned over its TP ranks:
   Megatron's ``get_tensor_shapes`` sends ``s / tp`` tokens with ``sequence_parallel``), all
   boundaries at once; ``t_p2p`` is the mean of the two sends.
+* DualPipe (``parallelism.schedule=dualpipe``; DeepSeek-V3, arXiv 2412.19437 Sec. 3.2.1 and Table 2;
+  deepseek-ai/DualPipe@3da1bbe dualpipe/dualpipe.py): rank ``i`` holds stage ``i`` and stage ``pp - 1 - i`` and runs
+  ``m / 2`` microbatches from each end, so its per-microbatch slot is the mean of the two stages' ``t_f + t_b`` (the
+  heavy last stage, LM head and MTP, paired with the light first); the slowest rank paces ``m`` slots. Bubble: Table
+  2's ``(PP/2 - 1)(F&B + B - 3W)``, ``F&B`` the rank's merged slot, ``B`` its backward, ``W`` its weight-gradient
+  GEMMs (half the Linears' backward GEMM time, the core attention having no weights). The merged chunks hide the MoE
+  all-to-alls (:func:`~estimator.parallel.moe_comm.merged_exposure` for the chunks DualPipe merges,
+  :func:`~estimator.parallel.moe_comm.dualpipe_merged_fraction`) and the pipeline sends ("both all-to-all and PP
+  communication can be fully hidden", Sec. 3.2.1): ``pp_p2p_time_s`` counts them, none exposed. Each rank reduces both
+  stages' gradients; ZeRO shards each stage's state over its ``2 dp`` holders (memory:
+  :func:`~estimator.parallel.memory.dualpipe_rank`). Not modelled: the warm-up's unhidden sends, the extra ranks of
+  the ``2 dp`` gradient groups (priced as ``dp``-rank groups carrying both stages' bytes), DualPipeV.
 * DeepSpeed's pipeline engine with TP (``framework.p2p_partitioned_tensor``, ``tp`` > 1, ``p2p_scatter_gather``;
   microsoft/DeepSpeed@v0.5.10 deepspeed/runtime/pipe/engine.py, utils.py ``PartitionedTensor``): a stage's output is
   partitioned over its TP ranks (a clone of the rank's ``1/tp``) and sent with a small int64 meta tensor (one more
@@ -91,7 +103,8 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   one read and one write of the whole tensor), synchronously before the stage computes: per chunk a stage receives,
   exposed, in ``p2p_gather_time_s``; the copy at the elementwise memory rate counts as compute.
 * Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer's dispatch and
-  combine all-to-alls of ``k T h`` 16-bit values per rank (``T = s b / (tp cp)`` tokens with
+  combine all-to-alls of ``k T h`` 16-bit values per rank (the flex dispatcher's per-node and per-rank rows, with
+  group-limited routing and FP8 dispatch: :mod:`~estimator.parallel.moe_comm`) (``T = s b / (tp cp)`` tokens with
   sequence parallelism) over the ``ep`` group, in forward, backward and again in a full recompute
   (or ``recompute_modules`` with ``moe``);
   not overlapped, unless ``framework.moe_a2a_overlap`` (merged 1F1B) or ``framework.moe_shared_expert_overlap``
