@@ -42,7 +42,8 @@ def test_qwen3_preset_sets_what_megatron_bridge_sets():
     r = spec().router
     assert r == MoeRouter(permute_fusion=True, aux_loss_coeff=1e-3)  # qwen3_moe_bridge.py l.63-68
     assert spec(model="deepseek_v3").router == MoeRouter(permute_fusion=True, aux_loss_coeff=1e-4, fp32=True,
-                                                          pre_softmax=True, score="sigmoid", expert_bias=True)
+                                                          pre_softmax=True, score="sigmoid", expert_bias=True,
+                                                          num_groups=8, group_topk=4)  # node-limited routing (h89)
 
 
 def test_grouped_gemms_read_every_local_experts_weights():

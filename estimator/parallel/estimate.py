@@ -26,7 +26,7 @@ from estimator.parallel.step import step_time
 HYBRID_KEYS = {"strategy", "tp", "cp", "pp", "dp", "ep", "micro_batch_size", "microbatches", "global_batch", "zero",
                "sequence_parallel", "recompute", "order", "placement", "dp_overlap", "device_memory_bytes", "virtual_stages",
                "first_stage_layers", "last_stage_layers", "fp32_grads", "cp_comm", "microbatch_group", "etp",
-               "comm_interference", "distribute_saved_activations", "recompute_modules", "input"}  # input: the host's data-loading facts a system preset sets (data parallelism only)
+               "comm_interference", "distribute_saved_activations", "recompute_modules", "schedule", "input"}  # input: the host's data-loading facts a system preset sets (data parallelism only)
 
 
 def _bool_or_null(par: dict[str, Any], key: str) -> bool | None:

@@ -122,7 +122,10 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   the router (:func:`~estimator.parallel.moe_comm.shared_hidden`); ``moe_permute_fusion_into_hybridep`` — Megatron-core's
   ``moe_permute_fusion_into_hybridep`` (``hybridep`` only): HybridEP's dispatch kernel writes each token's rows in
   expert order and its combine kernel reads them so, so the layer runs no permute / unpermute kernel in forward or
-  backward (``layer.capture_parts``' ``hybridep``; sources in conf/framework/megatron.yaml).
+  backward (``layer.capture_parts``' ``hybridep``; sources in conf/framework/megatron.yaml); ``moe_dispatch_fp8`` — the flex dispatcher's
+  dispatches (forward, and the output gradients' in backward) carry FP8 rows with one fp32 scale per 1x128 tile, the
+  combines BF16, as DeepSeek-V3 trains (arXiv 2412.19437 Sec. 3.3.4) with DeepEP's FP8 dispatch; Megatron-core's
+  dispatchers pass BF16 (false; :data:`~estimator.parallel.moe_comm.FP8_ROW_BYTES`).
 
 * ``fsdp_version`` — PyTorch FSDP's generation under ``zero`` 3 (null for other frameworks): ``1``
   (``FullyShardedDataParallel``: the root unit's parameters, those outside every wrapped transformer block — the
@@ -270,6 +273,7 @@ class Framework:
     fp16_shard_bytes: float
     fp16_grad_accum_bytes: float
     moe_dispatcher_sms: int | None = None
+    moe_dispatch_fp8: bool = False  # the flex dispatcher's dispatches in FP8 with 1x128 scales (moe_comm FP8_ROW_BYTES)
     fsdp_version: int | None = None  # PyTorch FSDP generation: 1 (FullyShardedDataParallel) or 2 (fully_shard); null
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None

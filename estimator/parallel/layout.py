@@ -72,6 +72,7 @@ from estimator.errors import EstimatorError
 from estimator.parallel.spec import TransformerSpec
 
 RECOMPUTE = ("none", "selective", "op", "full")
+SCHEDULES = ("1f1b", "dualpipe")  # parallelism.schedule (estimator/parallel/step.py: the pipeline)
 # Megatron-core's selective recompute modules (megatron/core/transformer/transformer_config.py ``recompute_modules``,
 # NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553; its default ["core_attn"] is recompute=selective)
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
@@ -141,6 +142,7 @@ class Layout:
     etp: int | None = None  # the experts' tensor-parallel degree; None = tp
     distribute_saved: bool = False  # full recompute: each TP rank keeps 1/tp of the checkpointed layer input
     recompute_modules: tuple[str, ...] | None = None  # recompute=selective's modules; None = core_attn (selective) alone
+    schedule: str = "1f1b"  # pipeline schedule: 1f1b (with virtual_stages: interleaved) | dualpipe (DeepSeek-V3's)
 
     @property
     def modules(self) -> frozenset[str]:
@@ -204,8 +206,9 @@ class Layout:
             (f" N{self.microbatch_group}" if self.microbatch_group is not None else "")
         order = self.order if self.cp > 1 else self.order.replace("cp-", "").replace("-cp", "")
         rc = self.recompute + (f"({'+'.join(self.recompute_modules)})" if self.recompute_modules is not None else "")
+        sched = " dualpipe" if self.schedule == "dualpipe" else ""
         return (f"tp{self.tp} pp{self.pp} dp{self.dp}{extra} mbs{self.micro_batch_size} m{self.microbatches}"
-                f"{sp} rc={rc} order={order}")
+                f"{sp}{sched} rc={rc} order={order}")
 
     @classmethod
     def from_cfg(cls, par: Mapping[str, Any], spec: TransformerSpec, gpus: int) -> Layout:
@@ -258,8 +261,11 @@ class Layout:
                                  f"input over the TP ranks: it needs recompute=full and tp > 1 (got recompute={recompute}, "
                                  f"tp={tp})")
         ep = 1 if par.get("ep") is None else _int(par, "ep")  # null: 1, or searched (estimator/parallel/estimate.py)
+        schedule = str(par.get("schedule") or "1f1b")
+        if schedule not in SCHEDULES:
+            raise EstimatorError(f"parallelism.schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
         layout = cls(tp, pp, dp, ep, mbs, m, zero, sp, recompute, order, _int(par, "virtual_stages", 1),
-                     cp, first, last, cp_comm, group, etp, distribute and not sp, _modules(par, recompute))
+                     cp, first, last, cp_comm, group, etp, distribute and not sp, _modules(par, recompute), schedule)
         layout.check(spec)
         return layout
 
@@ -305,6 +311,21 @@ class Layout:
         if spec.fused == "te" and spec.kv_heads % self.tp:
             raise EstimatorError(f"parallelism.tp={self.tp}: model {spec.name} has {spec.kv_heads} key/value heads; Megatron-core "
                                  "splits them over tp (num_query_groups % tp == 0)")
+        if self.schedule == "dualpipe":
+            # deepseek-ai/DualPipe@3da1bbe dualpipe/dualpipe.py l.332-333: ``assert num_ranks % 2 == 0``, ``num_chunks %
+            # 2 == 0 and num_chunks >= num_ranks * 2``; one model chunk per direction on each rank (no interleaving)
+            why = None
+            if self.pp < 2 or self.pp % 2:
+                why = f"an even number of pipeline ranks >= 2, got pp={self.pp}"
+            elif self.microbatches % 2 or self.microbatches < 2 * self.pp:
+                why = f"an even number of microbatches >= 2 pp = {2 * self.pp}, got {self.microbatches}"
+            elif self.virtual_stages != 1:
+                why = f"virtual_stages=1 (its two chunks per rank are the two directions), got {self.virtual_stages}"
+            elif self.recompute == "full" or "moe" in self.modules:
+                why = ("no recompute of the MoE layer (recompute=full or recompute_modules with moe): its merged chunks' "
+                       "all-to-alls are priced for one forward and one backward")
+            if why:
+                raise EstimatorError(f"parallelism.schedule=dualpipe needs {why}")
         if self.virtual_stages > 1 and self.pp < 2:
             raise EstimatorError(f"parallelism.virtual_stages={self.virtual_stages} needs pipeline parallelism (pp >= 2), "
                                  f"got pp={self.pp}")

@@ -388,9 +388,11 @@ def layers_in_flight(layout: Layout, stage: int, model_layers: int) -> float:
 
 def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: int = 2,
                  framework: Framework | None = None, fp8: bool = False,
-                 layers: list[tuple[tuple[int, ...], float, float]] | None = None) -> dict[str, float]:
+                 layers: list[tuple[tuple[int, ...], float, float]] | None = None,
+                 in_flight: float | None = None) -> dict[str, float]:
     """Bytes per GPU of pipeline stage ``stage``: weights, gradients, optimizer state, activations, total;
-    ``layers``: :func:`layer_bytes` of the layout, if already computed."""
+    ``layers``: :func:`layer_bytes` of the layout, if already computed; ``in_flight``: microbatches of the stage's
+    activations held at the peak, instead of the 1F1B schedule's (:func:`layers_in_flight`; DualPipe)."""
     dense, expert = stage_param_split(spec, layout, stage)
     replicas = layout.dp * layout.cp
 
@@ -417,7 +419,8 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     kinds = [(counts[stage], kept) for counts, kept, _again in layers]
     # the stage's mix of layer kinds (exact without interleaving, where every layer is held alike)
     per_layer = kinds[0][1] if len(kinds) == 1 else sum(n * b for n, b in kinds) / max(1, sum(n for n, _ in kinds))
-    acts = layers_in_flight(layout, stage, spec.layers) * per_layer
+    held = layers_in_flight(layout, stage, spec.layers) if in_flight is None else in_flight * layout.stage_layers(spec.layers)[stage]
+    acts = held * per_layer
     # a layer's backward: the one layer recomputed (recomputed_bytes), then the unit's unsharded gradient once those
     # tensors are freed (module docstring)
     recomputed = _recomputed(layers, stage)
@@ -443,9 +446,42 @@ def memory(spec: TransformerSpec, layout: Layout, grad_bytes: int = 2, framework
     them so (``Framework.fp8_keeps_fp8_inputs``: Transformer Engine; module docstring)."""
     fp8 = fp8 and (framework or Framework.from_cfg(None)).fp8_keeps_fp8_inputs
     layers = layer_bytes(spec, layout, fp8)
-    stages = [stage_memory(spec, layout, i, grad_bytes, framework, fp8, layers) for i in range(layout.pp)]
+    if layout.schedule == "dualpipe":
+        stages = [dualpipe_rank(spec, layout, i, grad_bytes, framework, fp8, layers) for i in range(layout.pp)]
+    else:
+        stages = [stage_memory(spec, layout, i, grad_bytes, framework, fp8, layers) for i in range(layout.pp)]
     peak = max(range(layout.pp), key=lambda i: stages[i]["total"])
     return {**stages[peak], "stage": peak}
+
+
+def dualpipe_rank(spec: TransformerSpec, layout: Layout, rank: int, grad_bytes: int, framework: Framework | None,
+                  fp8: bool, layers) -> dict[str, float]:
+    """Bytes per GPU of DualPipe's pipeline rank ``rank``, which holds stages ``rank`` and ``pp - 1 - rank``
+    (deepseek-ai/DualPipe@3da1bbe README, the DeepSeek-V3 report's Table 2: parameters 2x, activations ``PP + 1``
+    chunks per device against 1F1B's ``PP``): both stages' weights and gradients; their optimizer state sharded
+    over the ``2 dp`` ranks holding each stage under ZeRO (half each); activations of ``(pp + 1) / 2`` microbatches
+    of each stage (with each stage's own extras: MTP's layer and the logits on the last). The first and last ranks
+    hold the embedding and the LM head together, so multi-token prediction shares them physically (arXiv 2412.19437
+    Sec. 3.2.3, "Shared Embedding and Output Head for Multi-Token Prediction": "This arrangement enables the physical
+    sharing of parameters and gradients"): no embedding copy on the last stage there (:func:`_end_params`)."""
+    both = [stage_memory(spec, layout, i, grad_bytes, framework, fp8, layers, (layout.pp + 1) / 2)
+            for i in (rank, layout.pp - 1 - rank)]
+    out = {k: both[0][k] + both[1][k] for k in ("weights", "gradients", "optimizer", "activations")}
+    if spec.mtp and rank in (0, layout.pp - 1):  # the MTP's embedding copy, the first stage's own here
+        fw = framework or Framework.from_cfg(None)
+        copy = _end_params(spec, layout, 0) / layout.tp
+        replicas = layout.dp * layout.cp
+        for key, per, zero_stage in (("weights", WEIGHT_BYTES, 3), ("gradients", grad_bytes, 2),
+                                     ("optimizer", ADAM_BYTES[fw.optimizer_state], 1)):
+            out[key] -= copy * per / (replicas if layout.zero >= zero_stage else 1)
+    if layout.zero >= 1:
+        out["optimizer"] /= 2
+    if layout.zero >= 2:
+        out["gradients"] /= 2
+    if layout.zero >= 3:
+        out["weights"] /= 2
+    out["total"] = sum(out.values())
+    return out
 
 
 def device_memory(device_memory_bytes: float | None, override: float | None) -> float | None:

@@ -78,9 +78,23 @@ silently inert there (l.719-720), refused here so a row cannot claim an overlap 
 the shared expert's own TP all-gather / reduce-scatter move to the side stream as plain NCCL collectives
 (shared_experts.py l.163-174 turn TE's userbuffers overlap off); they stay priced as the dense MLP's.
 
-Not modelled: routing imbalance and
-DeepSeek-V3's node-limited routing (at most 4 nodes per token), the expert-TP copies the flex dispatcher sends to
-the ``etp`` ranks (priced as today's ``etp`` gather), NCCL EP (``ncclep``).
+Group-limited routing (``model.moe_router_num_groups`` / ``moe_router_group_topk``; DeepSeek-V3's node-limited
+routing, at most ``M = 4`` of 8 nodes per token, arXiv 2412.19437 Sec. 2.1.2 and 3.2.2): the flex dispatcher's
+nodes and ranks reached per token are counted under the limit (:func:`units_reached`: 3.63 nodes for DeepSeek-V3's
+8 groups of 32 experts on 8 nodes, against 5.29 unlimited), so the IB volume is one row per (token, destination node),
+at most ``M`` per token; the NCCL all-to-all still sends ``k`` copies. FP8 dispatch (``framework.moe_dispatch_fp8``,
+DeepSeek-V3 Sec. 3.3.4 with DeepEP's FP8 input): the forward dispatch and the backward's gradient dispatch carry one
+E4M3 byte per value plus a fp32 scale per 1x128 tile (:data:`FP8_ROW_BYTES`), the two combines BF16; a layer's
+all-to-all time is the mean of the two kinds (two of each per microbatch).
+
+DualPipe (``parallelism.schedule=dualpipe``, :mod:`~estimator.parallel.step`): its merged forward-backward chunks hide
+the all-to-alls as Megatron's merged 1F1B does (:func:`merged_exposure`, the same four-phase order as the report's
+Figure 4), for the share of chunks DualPipe merges (:func:`dualpipe_merged_fraction`), with the dispatcher's SMs
+taken from compute (:func:`sm_share`; DeepSeek's 20 SMs, Sec. 3.2.2, DeepEP's default).
+
+Not modelled: routing imbalance, the expert-TP copies the flex dispatcher sends to the ``etp`` ranks (priced as
+today's ``etp`` gather), NCCL EP (``ncclep``), the SMs' split between IB sending, IB-to-NVLink forwarding and
+NVLink receiving inside DeepSeek's 20 (the two exchanges are priced at the links' rates, the slower one standing).
 """
 
 from __future__ import annotations
@@ -93,6 +107,11 @@ from estimator.parallel.placement import ranks_per_node
 DISPATCHERS = ("alltoall", "deepep", "hybridep")
 DISPATCHER_SMS = {"deepep": 20, "hybridep": 32}  # SMs a flex backend holds by default (module docstring)
 BF16_BYTES = 2
+# FP8 dispatch (DeepSeek-V3, arXiv 2412.19437 Sec. 3.3.4 "we quantize the activation before MoE up-projections into FP8
+# and then apply dispatch components"; the combines stay BF16): one E4M3 byte per value plus one fp32 scale per 1x128
+# tile (deepseek-ai/DeepEP@9fe9021f29c9083cd1808ab36b740208524d9f63 tests/utils.py l.37-42 per_token_cast_to_fp8:
+# (x fp8 [m, n], amax / 448 float32 [m, n / 128]); its README benchmarks "FP8 dispatching and BF16 combining")
+FP8_ROW_BYTES = 1 + 4 / 128
 
 
 def groups_reached(experts: int, groups: int, k: int) -> float:
@@ -113,17 +132,57 @@ def flex_strides(fabric, ep: int, stride: int) -> dict[str, int]:
     return {"ep_rail": stride * r, "ep_node": stride}
 
 
+def units_reached(experts: int, units: int, k: int, groups: int | None = None, topk: int | None = None) -> float:
+    """Expected number of the ``units`` equal, contiguous blocks of experts (nodes or ranks of the ``ep`` group)
+    holding at least one of a token's ``k`` experts. Without group-limited routing (``groups`` None, or ``topk >=
+    groups``): :func:`groups_reached`. With it (Megatron-core's ``moe_router_num_groups`` / ``moe_router_group_topk``;
+    DeepSeek-V3's node-limited routing, arXiv 2412.19437 Sec. 2.1.2 "each token will be sent to at most M nodes"):
+    the token first picks ``topk`` of the ``groups`` contiguous expert groups, then its ``k`` experts among their
+    ``topk E / groups`` experts, both taken uniform here (the routing's balance is not modelled). A unit holding
+    ``c`` whole groups is reached with probability ``sum_j P(j of its c groups picked) (1 - C(P - j E/G, k) / C(P,
+    k))``, ``P = topk E / G`` (``j`` hypergeometric); a unit inside one group with ``(topk / G) (1 - C(P - E/n, k) /
+    C(P, k))``. At most ``min(units, topk x units / groups)`` units when units hold whole groups (DeepSeek-V3:
+    groups = nodes = 8, 4 of them)."""
+    if not groups or topk is None or topk >= groups:
+        return groups_reached(experts, units, k)
+    per_group, per_unit = experts // groups, experts // units
+    pool = topk * per_group
+    if pool < k:
+        raise EstimatorError(f"group-limited routing: {topk} of {groups} groups hold {pool} experts, fewer than "
+                             f"top-k {k}")
+    total = comb(pool, k)
+    if per_unit % per_group == 0:  # the unit holds c whole groups
+        c = per_unit // per_group
+        p = sum(comb(c, j) * comb(groups - c, topk - j) / comb(groups, topk) * (1 - comb(pool - j * per_group, k) / total)
+                for j in range(1, min(c, topk) + 1))
+    elif per_group % per_unit == 0:  # the unit is part of one group
+        p = topk / groups * (1 - comb(pool - per_unit, k) / total)
+    else:
+        raise EstimatorError(f"group-limited routing: {groups} expert groups and {units} units of the ep group "
+                             f"({experts} experts) do not nest (neither holds whole ones of the other)")
+    return units * p
+
+
 def dispatch_time(pricer, dispatcher: str, tokens: float, hidden: int, experts: int, k: int, ep: int,
-                  count: float) -> float:
-    """Seconds of one dispatch (= one combine) of a rank's ``tokens`` over the ``ep`` group (module docstring);
-    ``count``: how many per step (the collectives' record)."""
-    row = hidden * BF16_BYTES
-    if dispatcher == "alltoall":
-        return pricer.price("ep", "all_to_all", tokens * k * row, ep, count)
-    r, n = ep_split(pricer.fabric, ep, pricer.stride.get("ep", 1))
-    rail = pricer.price("ep_rail", "all_to_all", tokens * row * groups_reached(experts, n, k), n, count) if n > 1 else 0.0
-    node = pricer.price("ep_node", "all_to_all", tokens * row * groups_reached(experts, ep, k), r, count) if r > 1 else 0.0
-    return max(rail, node)
+                  count: float, limit: tuple[int | None, int | None] = (None, None), fp8: bool = False) -> float:
+    """Seconds of one all-to-all of a rank's ``tokens`` over the ``ep`` group (module docstring), the mean of a
+    dispatch and a combine (the four a layer runs per microbatch: two of each kind); ``count``: how many per step (the
+    collectives' record); ``limit``: the router's (groups, group top-k), group-limited routing (:func:`units_reached`,
+    the flex dispatcher only: the NCCL all-to-all sends ``k`` copies whatever the groups); ``fp8``: the dispatches
+    carry FP8 rows with their 1x128 scales (``framework.moe_dispatch_fp8``, :data:`FP8_ROW_BYTES`), the combines BF16."""
+    sizes = (FP8_ROW_BYTES, BF16_BYTES) if fp8 else (BF16_BYTES,)
+    times = []
+    for value_bytes in sizes:
+        row, n_count = hidden * value_bytes, count / len(sizes)
+        if dispatcher == "alltoall":
+            times.append(pricer.price("ep", "all_to_all", tokens * k * row, ep, n_count))
+            continue
+        r, n = ep_split(pricer.fabric, ep, pricer.stride.get("ep", 1))
+        nodes, ranks = units_reached(experts, n, k, *limit), units_reached(experts, ep, k, *limit)
+        rail = pricer.price("ep_rail", "all_to_all", tokens * row * nodes, n, n_count) if n > 1 else 0.0
+        node = pricer.price("ep_node", "all_to_all", tokens * row * ranks, r, n_count) if r > 1 else 0.0
+        times.append(max(rail, node))
+    return sum(times) / len(times)
 
 
 def merged_exposure(a2a: float, pre_f: float, experts_f: float, pre_b: float, experts_b: float,
@@ -182,6 +241,16 @@ def merged_fraction(microbatches: int, pp: int, v: int, group: int | None) -> fl
     return max(0, total - alone) / total
 
 
+def dualpipe_merged_fraction(microbatches: int, pp: int) -> float:
+    """Share of a rank's forwards (and backwards) DualPipe runs merged with another microbatch's backward
+    (deepseek-ai/DualPipe@3da1bbe dualpipe/dualpipe.py l.381-403: step 4 runs ``C - pp + h + 1`` rounds of two
+    ``_forward_backward_chunk`` and step 5 ``pp/2 - h - 1`` of one, ``C = m / 2`` microbatches per direction, ``h`` the
+    rank's distance to the nearer end; the rest run alone in the warm-up and cool-down). Taken at ``h = 0``, the first
+    and last ranks, which hold the embedding, the LM head and the MTP module: ``(m - 3 pp / 2 + 1) / m``; with ``pp =
+    2`` they are the middle ranks, whose first pair runs unmerged (l.385-391): one fewer."""
+    return max(0.0, microbatches - 1.5 * pp + 1 - (1 if pp == 2 else 0)) / microbatches
+
+
 def check(framework, spec, layout, precision: str) -> None:
     """One-line errors for what Megatron-core refuses (transformer_config.py ``__post_init__``: the
     ``overlap_moe_expert_parallel_comm`` asserts; ``MoEFlexTokenDispatcher``: DeepEP needs TP x EP > 1)."""
@@ -215,6 +284,10 @@ def check_model(framework, spec, precision: str) -> None:
     if framework.moe_permute_fusion_into_hybridep and framework.moe_dispatcher != "hybridep":
         raise EstimatorError("framework.moe_permute_fusion_into_hybridep: Megatron-core passes it to the HybridEP "
                              f"backend only; needs framework.moe_dispatcher=hybridep, got {framework.moe_dispatcher}")
+    if framework.moe_dispatch_fp8 and (framework.moe_dispatcher == "alltoall" or precision != "fp8"):
+        raise EstimatorError("framework.moe_dispatch_fp8: DeepEP's FP8 dispatch needs the flex dispatcher "
+                             f"(framework.moe_dispatcher deepep | hybridep, got {framework.moe_dispatcher}) and "
+                             f"precision=fp8 (got {precision}); Megatron-core's NCCL all-to-all sends BF16")
     if framework.moe_shared_expert_overlap:
         why = None
         if not (spec.experts and spec.shared_ffn):

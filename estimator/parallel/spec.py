@@ -107,6 +107,11 @@ class MoeRouter:
     pre_softmax: bool = False  # model.moe_router_pre_softmax (l.799, default False): softmax over E before top-k
     score: str = "softmax"  # model.moe_router_score_function (l.808): softmax | sigmoid
     expert_bias: bool = False  # model.moe_router_enable_expert_bias (l.816, default False): sigmoid routing's bias
+    # group-limited routing (model.moe_router_num_groups / moe_router_group_topk, Megatron-core's names, default None):
+    # each token picks group_topk of num_groups contiguous expert groups, then its top-k experts inside them. Priced in
+    # the flex dispatcher's traffic only (estimator/parallel/moe_comm.py units_reached), not in the router's kernels
+    num_groups: int | None = None
+    group_topk: int | None = None
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any]) -> MoeRouter:
@@ -127,8 +132,20 @@ class MoeRouter:
         score = cfg.get("moe_router_score_function") or "softmax"
         if score not in ("softmax", "sigmoid"):
             raise EstimatorError(f"model.moe_router_score_function must be softmax or sigmoid, got {score!r}")
+        groups, topk = cfg.get("moe_router_num_groups"), cfg.get("moe_router_group_topk")
+        for key, value in (("moe_router_num_groups", groups), ("moe_router_group_topk", topk)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise EstimatorError(f"model.{key} must be a whole number >= 1 or null, got {value!r}")
+        if (groups is None) != (topk is None):
+            raise EstimatorError("model.moe_router_num_groups and model.moe_router_group_topk are set together "
+                                 f"(Megatron-core's group-limited routing), got {groups!r} and {topk!r}")
+        experts = cfg.get("num_experts") or 0
+        if groups is not None and (topk > groups or (experts and experts % groups)):
+            raise EstimatorError(f"model.moe_router_group_topk={topk} of moe_router_num_groups={groups}: the groups "
+                                 f"must divide the {experts} experts and the top-k groups be at most all of them")
         # the keys select kernels of the te MoE capture only; a dense or eager / megatron layer has none of them
-        return cls(fp32=dtype == "fp32", score=score, aux_loss_coeff=float(coeff), **flags)
+        return cls(fp32=dtype == "fp32", score=score, aux_loss_coeff=float(coeff), num_groups=groups,
+                   group_topk=topk, **flags)
 
 
 @dataclass(frozen=True)

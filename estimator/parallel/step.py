@@ -70,6 +70,18 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   parallelism already splits them (a stage's output is sequence-partitioned over its TP ranks:
   Megatron's ``get_tensor_shapes`` sends ``s / tp`` tokens with ``sequence_parallel``), all
   boundaries at once; ``t_p2p`` is the mean of the two sends.
+* DualPipe (``parallelism.schedule=dualpipe``; DeepSeek-V3, arXiv 2412.19437 Sec. 3.2.1 and Table 2;
+  deepseek-ai/DualPipe@3da1bbe dualpipe/dualpipe.py): rank ``i`` holds stage ``i`` and stage ``pp - 1 - i`` and runs
+  ``m / 2`` microbatches from each end, so its per-microbatch slot is the mean of the two stages' ``t_f + t_b`` (the
+  heavy last stage, LM head and MTP, paired with the light first); the slowest rank paces ``m`` slots. Bubble: Table
+  2's ``(PP/2 - 1)(F&B + B - 3W)``, ``F&B`` the rank's merged slot, ``B`` its backward, ``W`` its weight-gradient
+  GEMMs (half the Linears' backward GEMM time, the core attention having no weights). The merged chunks hide the MoE
+  all-to-alls (:func:`~estimator.parallel.moe_comm.merged_exposure` for the chunks DualPipe merges,
+  :func:`~estimator.parallel.moe_comm.dualpipe_merged_fraction`) and the pipeline sends ("both all-to-all and PP
+  communication can be fully hidden", Sec. 3.2.1): ``pp_p2p_time_s`` counts them, none exposed. Each rank reduces both
+  stages' gradients; ZeRO shards each stage's state over its ``2 dp`` holders (memory:
+  :func:`~estimator.parallel.memory.dualpipe_rank`). Not modelled: the warm-up's unhidden sends, the extra ranks of
+  the ``2 dp`` gradient groups (priced as ``dp``-rank groups carrying both stages' bytes), DualPipeV.
 * DeepSpeed's pipeline engine with TP (``framework.p2p_partitioned_tensor``, ``tp`` > 1, ``p2p_scatter_gather``;
   microsoft/DeepSpeed@v0.5.10 deepspeed/runtime/pipe/engine.py, utils.py ``PartitionedTensor``): a stage's output is
   partitioned over its TP ranks (a clone of the rank's ``1/tp``) and sent with a small int64 meta tensor (one more
@@ -90,7 +102,8 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   one read and one write of the whole tensor), synchronously before the stage computes: per chunk a stage receives,
   exposed, in ``p2p_gather_time_s``; the copy at the elementwise memory rate counts as compute.
 * Expert parallelism (MoE models, ``ep`` > 1; Megatron-core MoE): each MoE layer's dispatch and
-  combine all-to-alls of ``k T h`` 16-bit values per rank (``T = s b / (tp cp)`` tokens with
+  combine all-to-alls of ``k T h`` 16-bit values per rank (the flex dispatcher's per-node and per-rank rows, with
+  group-limited routing and FP8 dispatch: :mod:`~estimator.parallel.moe_comm`) (``T = s b / (tp cp)`` tokens with
   sequence parallelism) over the ``ep`` group, in forward, backward and again in a full recompute
   (or ``recompute_modules`` with ``moe``);
   not overlapped, unless ``framework.moe_a2a_overlap`` (merged 1F1B) or ``framework.moe_shared_expert_overlap``
@@ -191,6 +204,7 @@ from estimator.parallel.loss import logit_elements, loss_times
 from estimator.parallel.memory import memory, stage_param_split
 from estimator.parallel.moe_comm import (
     dispatch_time,
+    dualpipe_merged_fraction,
     fc1_share,
     flex_strides,
     merged_exposure,
@@ -596,18 +610,21 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     if spec.experts and L.ep > 1:
         tokens = (spec.seq_len // L.cp) * L.micro_batch_size / L.tp
         ep_one = dispatch_time(pricer, fw.moe_dispatcher, tokens, spec.hidden, spec.experts, spec.top_k, L.ep,
-                               per_step * (4 + n_rc + n_moe))
+                               per_step * (4 + n_rc + n_moe), (spec.router.num_groups, spec.router.group_topk),
+                               fw.moe_dispatch_fp8)
     # ---- context parallelism: the K/V exchange of each layer's attention (cp_exchange)
     cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step, device.memory_rate("elementwise", precision))
     rc, rc_flops = recompute_cost(spec, L, layer, attn, device.memory_rate("elementwise", precision))
     f_layer, b_layer = layer.fwd + tp_f + cp_f, layer.bwd + rc + tp_b + cp_b
     ep_f, ep_b = 2 * ep_one, (2 + n_rc + n_moe) * ep_one
-    if fw.moe_a2a_overlap and ep_one:  # merged forward / backward (moe_comm; check() refuses the recomputes)
+    dualpipe = L.schedule == "dualpipe"
+    if (fw.moe_a2a_overlap or dualpipe) and ep_one:  # merged forward / backward (moe_comm; check() refuses the recomputes)
         experts_f, experts_b = outside_attention(layer, attn, spec.top_k * mlp_flops(spec, L, spec.moe_ffn))
         merged = merged_exposure(ep_one, f_layer - experts_f, experts_f, b_layer - experts_b, experts_b,
                                  fw.moe_a2a_delay_wgrad)
         merged += sm_share(fw, device, interference) * max(0.0, 4 * ep_one - merged)  # compute slowed while the hidden exchange holds SMs
-        share = merged_fraction(L.microbatches, L.pp, L.virtual_stages, L.microbatch_group)
+        share = (dualpipe_merged_fraction(L.microbatches, L.pp) if dualpipe
+                 else merged_fraction(L.microbatches, L.pp, L.virtual_stages, L.microbatch_group))
         ep_f = ep_b = share * merged / 2 + (1 - share) * 2 * ep_one
     elif fw.moe_shared_expert_overlap and ep_one:  # the shared expert's fc1 / fc2 behind dispatch / combine (moe_comm)
         shared_f, shared_b = outside_attention(layer, attn, mlp_flops(spec, L, spec.shared_ffn))
@@ -797,9 +814,26 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
                 gather_b[i], copies_b[i] = n_b * ag, n_b * copy_out
     t_f = [t_f[i] + gather_f[i] + copies_f[i] for i in range(L.pp)]  # zeros without boundary gathers
     t_b = [t_b[i] + gather_b[i] + copies_b[i] for i in range(L.pp)]
-    slots = [t_f[i] + t_b[i] + 2 * v * t_p2p for i in range(L.pp)]
-    slowest = max(range(L.pp), key=lambda i: slots[i])
-    bubble = (sum(slots) - slots[slowest]) / v
+    dualpipe = L.schedule == "dualpipe"
+    if dualpipe:  # each rank runs stage i and stage pp-1-i, m/2 microbatches each, its boundary sends hidden (docstring)
+        def at_rank(x, i: int) -> float:
+            return (x[i] + x[L.pp - 1 - i]) / 2
+
+        slots = [at_rank([t_f[k] + t_b[k] for k in range(L.pp)], i) for i in range(L.pp)]
+        slowest = max(range(L.pp), key=lambda i: slots[i])
+        last_c = kinds[-1][0]
+        w_head = head.bwd_gemm + (spec.mtp * (mtp.bwd_gemm + last_c.layer.bwd_gemm - last_c.attn.bwd_gemm + head.bwd_gemm)
+                                  if mtp else 0.0)
+        w = [(per_stage(i, lambda c: c.layer.bwd_gemm - c.attn.bwd_gemm) + (w_head if i == L.pp - 1 else 0.0)) / 2
+             for i in range(L.pp)]  # the weight-gradient GEMMs: half the Linears' backward GEMM time
+        bubble = (L.pp / 2 - 1) * max(0.0, slots[slowest] + at_rank(t_b, slowest) - 3 * at_rank(w, slowest))
+    else:
+        def at_rank(x, i: int) -> float:
+            return x[i]
+
+        slots = [t_f[i] + t_b[i] + 2 * v * t_p2p for i in range(L.pp)]
+        slowest = max(range(L.pp), key=lambda i: slots[i])
+        bubble = (sum(slots) - slots[slowest]) / v
     pipeline = m * slots[slowest] + bubble
     # ---- tied word embedding (pp > 1): its gradient all-reduced between the first and the last stage after the
     # pipeline flush, in the gradient buffer's dtype, before the step (DeepSpeed's ReduceTiedGrads, Megatron's
@@ -835,7 +869,10 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         return pricer.price(group, "all_gather", params * WEIGHT_BYTES, size, 1)
 
     v_params = spec.padded_vocab(L.tp) * spec.hidden // L.tp  # the embedding / LM head per TP rank
-    for i, (d, e) in enumerate(dense):
+    # DualPipe: a rank holds two stages' weights and reduces both stages' gradients (each over the 2 dp ranks holding
+    # that stage: the bytes per rank of one dp group's reduction, the group's extra ranks not priced)
+    held = [tuple(a + b for a, b in zip(dense[i], dense[L.pp - 1 - i], strict=True)) for i in range(L.pp)] if dualpipe else dense
+    for i, (d, e) in enumerate(held):
         grads = [("dp", d, L.dp * L.cp)] if L.ep == 1 else [("dp", d, L.dp * L.cp), ("edp", e, edp)]
         t_grad = t_after = 0.0
         for group, params, size in grads:  # the two groups' reductions one after the other (Megatron-core)
@@ -874,9 +911,10 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
             dp_exposed, slowed_dp = tail, grad_slow + gather_slow
         t_dp = max(t_dp, t_grad + t_after)
     pricer.colls[:] = _dedupe(pricer.colls)
-    n_local = sum(dense[slowest])
-    d_s, e_s = dense[slowest]
-    opt_params = d_s / (z1 if L.zero == 1 else L.dp * L.cp) + e_s / edp if L.zero >= 1 else n_local
+    n_local = sum(held[slowest])
+    d_s, e_s = held[slowest]
+    copies = 2 if dualpipe else 1  # DualPipe's two copies of each stage share its optimizer shards (ZeRO over 2 dp)
+    opt_params = (d_s / (z1 if L.zero == 1 else L.dp * L.cp) + e_s / edp) / copies if L.zero >= 1 else n_local
     adam_bytes = fw.adam_step_bytes or ADAM_STEP_BYTES[fw.optimizer_state]
     optimizer = opt_params * adam_bytes / device.memory_rate("optimizer", precision)
     if L.zero == 1:  # the ZeRO-1 engine's own passes over its shard in step() (framework.shard_step_bytes)
@@ -895,23 +933,28 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     total = pipeline + dp_exposed + optimizer + circuits.reconfig_s
     # ---- accounting (per stage of the slowest pipeline rank)
 
-    def slowest_sum(value) -> float:
-        return per_stage(slowest, value)
+    def slowest_sum(value) -> float:  # per microbatch on the slowest rank (DualPipe: the mean of its two stages)
+        return at_rank([per_stage(i, value) for i in range(L.pp)], slowest)
 
-    comp_f = slowest_sum(lambda c: c.layer.fwd) + ends_f[slowest] - (tp_emb if slowest == 0 else 0.0) + copies_f[slowest]
-    comp_b = slowest_sum(lambda c: c.layer.bwd + c.rc) + ends_b[slowest] + accum[slowest] + copies_b[slowest]
+    def slowest_at(x) -> float:
+        return at_rank(x, slowest)
+
+    emb_tp = slowest_at([tp_emb if i == 0 else 0.0 for i in range(L.pp)])
+    comp_f = slowest_sum(lambda c: c.layer.fwd) + slowest_at(ends_f) - emb_tp + slowest_at(copies_f)
+    comp_b = slowest_sum(lambda c: c.layer.bwd + c.rc) + slowest_at(ends_b) + slowest_at(accum) + slowest_at(copies_b)
     compute = m * (comp_f + comp_b) + optimizer
     ep_comm = m * slowest_sum(lambda c: c.ep_runs * c.ep_one)
     ep_exposed = m * slowest_sum(lambda c: c.ep_exposed)
-    tp_comm = m * (slowest_sum(lambda c: c.tp_layer) + (tp_emb if slowest == 0 else 0.0))
-    tp_exposed = m * (slowest_sum(lambda c: c.tp_f + c.tp_b) + (tp_emb if slowest == 0 else 0.0))
+    tp_comm = m * (slowest_sum(lambda c: c.tp_layer) + emb_tp)
+    tp_exposed = m * (slowest_sum(lambda c: c.tp_f + c.tp_b) + emb_tp)
     cp_exposed = m * slowest_sum(lambda c: c.cp_f + c.cp_b)
     zero3 = m * (slowest_sum(lambda c: c.z3.fwd_exposed + c.z3.bwd_exposed) + z3_first + z3_last)
-    p2p = (m + (L.pp - 1) / v) * 2 * v * t_p2p
-    part_gather = m * (gather_f[slowest] + gather_b[slowest])  # boundary TP all-gathers (and DeepSpeed's meta sends), exposed
-    z2_exposed, z2_comm = m * late_z2[slowest], m * rs_z2[slowest]  # ZeRO-2, in the slowest stage's slots
-    amax = m * (slowest_sum(lambda c: c.amax) + amax_delayed[slowest])  # FP8 amax all-reduces, exposed whole
-    exposed = tp_exposed + ep_exposed + p2p + part_gather + dp_exposed + z2_exposed + cp_exposed + zero3 + amax + circuits.reconfig_s
+    p2p = 2 * m * t_p2p if dualpipe else (m + (L.pp - 1) / v) * 2 * v * t_p2p
+    p2p_exposed = 0.0 if dualpipe else p2p  # DualPipe's sends run behind the merged chunks (docstring)
+    part_gather = m * (slowest_at(gather_f) + slowest_at(gather_b))  # boundary TP all-gathers (and DeepSpeed's meta sends), exposed
+    z2_exposed, z2_comm = m * slowest_at(late_z2), m * slowest_at(rs_z2)  # ZeRO-2, in the slowest stage's slots
+    amax = m * (slowest_sum(lambda c: c.amax) + slowest_at(amax_delayed))  # FP8 amax all-reduces, exposed whole
+    exposed = tp_exposed + ep_exposed + p2p_exposed + part_gather + dp_exposed + z2_exposed + cp_exposed + zero3 + amax + circuits.reconfig_s
     gb = L.global_batch
     scale = gb * L.tp * L.cp / L.micro_batch_size  # captured FLOPs are per rank and microbatch
     ends_flops = emb.fwd_flops + emb.bwd_flops + head.fwd_flops + head.bwd_flops
@@ -932,7 +975,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "pp_p2p_time_s": p2p, "p2p_gather_time_s": part_gather, "dp_comm_time_s": t_dp + z2_comm, "dp_exposed_time_s": dp_exposed + z2_exposed,
         "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * slowest_sum(lambda c: c.z3.comm), "optimizer_s": optimizer,
         "zero3_copy_time_s": m * slowest_sum(lambda c: c.z3.copies),  # FSDP's compute-stream copies (in zero3_exposed)
-        "interference_s": m * (slowest_sum(lambda c: c.z3.interference) + slowed_z2[slowest]) + slowed_dp,
+        "interference_s": m * (slowest_sum(lambda c: c.z3.interference) + slowest_at(slowed_z2)) + slowed_dp,
         "cp_comm_time_s": m * slowest_sum(lambda c: c.cp_comm), "cp_exposed_time_s": cp_exposed,
         "forward_s": m * comp_f, "backward_s": m * comp_b,
         "fp8_amax_time_s": amax, "tied_grad_time_s": tied,
