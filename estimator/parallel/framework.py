@@ -128,6 +128,13 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   and casts / pre-divides the gradient before the reduce-scatter; FSDP2 casts and copies the shard in before each
   all-gather, copies the result out into the parameters after it and the gradients into the reduce-scatter buffer,
   both on the compute stream; bytes and sources in :func:`~estimator.parallel.zero3.engine_copies`.
+* ``fsdp_param_bytes`` — bytes per element of the parameters ZeRO-3 gathers (PyTorch FSDP's ``MixedPrecision``
+  ``param_dtype``): ``2`` (a 16-bit ``param_dtype``, or a 16-bit engine) or ``4`` (FSDP with ``param_dtype`` None or
+  float32 under torch autocast: Composer's ``mixed_precision: DEFAULT`` up to v0.13.1). With 4 under ``zero`` 3 the
+  all-gathers move fp32 parameters, the gathered units, the root unit and the unit gradient are fp32 in memory, and
+  autocast casts every weight to bf16 on the compute stream at each forward execution (kept for the backward: per
+  held layer, or the recomputed layer) and its bf16 weight gradient back to fp32
+  (:func:`~estimator.parallel.zero3.engine_copies`, :func:`~estimator.parallel.memory.stage_memory`).
 
 * ``bf16_grad_reduce`` — with ``precision=bf16`` and ``zero`` 1, how the data-parallel gradients are reduced:
   ``zero`` (as the ZeRO stage says: a reduce-scatter of the gradient buffer, in its dtype) or ``all_reduce_bf16``
@@ -225,6 +232,7 @@ class Framework:
     fp16_shard_bytes: float
     fp16_grad_accum_bytes: float
     moe_dispatcher_sms: int | None = None
+    fsdp_param_bytes: int = 2  # bytes per gathered parameter element (FSDP MixedPrecision param_dtype): 2 or 4
     fsdp_version: int | None = None  # PyTorch FSDP generation: 1 (FullyShardedDataParallel) or 2 (fully_shard); null
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
@@ -283,6 +291,9 @@ class Framework:
         version = data.get("fsdp_version")
         if version is not None and (isinstance(version, bool) or version not in (1, 2)):
             raise EstimatorError(f"framework.fsdp_version must be 1, 2 or null, got {version!r}")
+        pbytes = data.get("fsdp_param_bytes", 2)
+        if isinstance(pbytes, bool) or pbytes not in (2, 4):
+            raise EstimatorError(f"framework.fsdp_param_bytes must be 2 or 4, got {pbytes!r}")
         sms = data.get("moe_dispatcher_sms")
         if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms <= 0):
             raise EstimatorError(f"framework.moe_dispatcher_sms must be a whole number of SMs > 0 or null, got {sms!r}")
