@@ -80,3 +80,40 @@ def test_fp32_gathers_cost_time_and_memory(recompute):
     if recompute == "none":  # every held layer keeps autocast's bf16 weight copies for its backward
         assert four["memory_activations_bytes"] == pytest.approx(
             two["memory_activations_bytes"] + spec.layers * unit * 2, rel=1e-9)
+
+
+# ---- framework.attention_host_sync: the next unit's gather is issued after the host passes the attention ----------
+
+def test_presets_do_not_sync_in_attention():
+    for name in ("fsdp", "megatron", "deepspeed", "deepspeed_2021"):
+        cfg = estimator.resolve_config(["parallelism=hybrid", f"framework={name}"])
+        assert cfg["framework"]["attention_host_sync"] is False, name
+
+
+def test_bad_sync_value_is_a_one_line_error():
+    cfg = estimator.resolve_config(["parallelism=hybrid", "framework=fsdp"])
+    with pytest.raises(EstimatorError, match="framework.attention_host_sync must be true or false") as err:
+        Framework.from_cfg({**cfg["framework"], "attention_host_sync": "yes"})
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("recompute", ["full", "none"])
+def test_a_synced_attention_shortens_the_gathers_window(recompute):
+    """Comm-bound (64 GPUs over the node network, one short sequence per GPU): the gathers hide behind less compute,
+    so more of them is exposed; the compute itself is unchanged."""
+    comm_bound = ["fabric.nodes=64", "parallelism.global_batch=64", "model.seq_len=512", "model.hidden_size=4096",
+                  "model.num_heads=32", "model.ffn_size=16384", "framework.fsdp_param_bytes=4",
+                  f"parallelism.recompute={recompute}"]
+    _, off = run(*comm_bound)
+    _, on = run(*comm_bound, "framework.attention_host_sync=true")
+    assert on["zero3_exposed_time_s"] > off["zero3_exposed_time_s"]
+    assert on["iter_time_s"] > off["iter_time_s"]
+    assert on["compute_time_s"] == off["compute_time_s"]
+    assert on["zero3_comm_time_s"] == off["zero3_comm_time_s"]
+
+
+def test_hidden_gathers_are_unchanged_by_the_sync():
+    """Where one unit's gather is far shorter than the layer's compute after its attention, nothing moves."""
+    _, off = run("parallelism.micro_batch_size=8", "parallelism.global_batch=64")
+    _, on = run("parallelism.micro_batch_size=8", "parallelism.global_batch=64", "framework.attention_host_sync=true")
+    assert on["iter_time_s"] == pytest.approx(off["iter_time_s"], rel=1e-12)

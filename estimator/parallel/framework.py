@@ -128,6 +128,11 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   and casts / pre-divides the gradient before the reduce-scatter; FSDP2 casts and copies the shard in before each
   all-gather, copies the result out into the parameters after it and the gradients into the reduce-scatter buffer,
   both on the compute stream; bytes and sources in :func:`~estimator.parallel.zero3.engine_copies`.
+* ``attention_host_sync`` — the model's attention synchronises the host with the device at every call (flash-attn
+  0.2.x ``FlashMHA`` given a ``key_padding_mask``, as MosaicGPT always does: ``unpad_input``'s ``torch.nonzero`` and
+  ``.item()``). Under ZeRO-3 the next unit's all-gather is then issued only after the host passes the attention, so
+  it hides behind the rest of the layer only (:func:`~estimator.parallel.zero3.zero3_layer`). The sync's own GPU
+  idle gaps (two per call, about a kernel launch each) are not priced.
 * ``fsdp_param_bytes`` — bytes per element of the parameters ZeRO-3 gathers (PyTorch FSDP's ``MixedPrecision``
   ``param_dtype``): ``2`` (a 16-bit ``param_dtype``, or a 16-bit engine) or ``4`` (FSDP with ``param_dtype`` None or
   float32 under torch autocast: Composer's ``mixed_precision: DEFAULT`` up to v0.13.1). With 4 under ``zero`` 3 the
@@ -232,6 +237,7 @@ class Framework:
     fp16_shard_bytes: float
     fp16_grad_accum_bytes: float
     moe_dispatcher_sms: int | None = None
+    attention_host_sync: bool = False  # the attention syncs host and device each call (flash-attn 0.2.x unpad_input)
     fsdp_param_bytes: int = 2  # bytes per gathered parameter element (FSDP MixedPrecision param_dtype): 2 or 4
     fsdp_version: int | None = None  # PyTorch FSDP generation: 1 (FullyShardedDataParallel) or 2 (fully_shard); null
     reduce_bucket_params: float | None = None

@@ -49,6 +49,13 @@ value cited in ``conf/framework/*.yaml``).
   all-gather and instead casts every weight to bf16 on the compute stream at each forward execution (the recompute's
   too), casts the bf16 weight gradients back to fp32 and concatenates fp32 gradients, all added to the unit's compute
   and exposed like the other compute-stream copies.
+* A model whose attention synchronises the host with the device (``attention_host_sync``: flash-attn 0.2.x's
+  ``unpad_input`` under MosaicGPT, conf/framework/fsdp.yaml) lets the host run at most to the next attention ahead of
+  the GPU: the next unit's gather is issued only once the host has passed this layer's attention, so it hides behind
+  the layer's compute from the attention on (``issue_after``: the share before it, ln_1 and the QKV projection, by
+  FLOPs), in the forward and in the full recompute that opens each unit's backward (BACKWARD_POST issues the previous
+  unit's gather in the post-backward hook, which the host reaches after the recompute's attention). The same sync
+  bounds the gathered units to the running one and the next (no CPU run-ahead), as ``zero3_live`` counts.
 * Host work between units (``zero3_sync_per_fetch``): an engine that synchronises the device
   before each unit leaves the GPU idle while the host enqueues the next gather, so that host time
   is exposed whole; otherwise the host runs ahead and only host time beyond the unit's compute is.
@@ -223,10 +230,13 @@ def _replay(trace: list[Event], units: list[float], fw: Framework) -> dict[Event
 
 def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer, device: DeviceProfile,
                 precision: str, grad_bytes: int, fwd: float, bwd: float, rc: float, count: float,
-                interference: float = 0.0) -> Zero3Layer:
+                interference: float = 0.0, issue_after: float = 0.0) -> Zero3Layer:
     """ZeRO-3 of one layer and microbatch (module docstring); ``fwd``, ``bwd`` and ``rc`` are the layer's
     forward, backward and recompute-forward compute, ``count`` the layer-microbatches per step,
-    ``interference`` the compute slow-down per second of overlapped communication (module docstring)."""
+    ``interference`` the compute slow-down per second of overlapped communication (module docstring);
+    ``issue_after``: the share of a forward execution the host must wait through before it can issue the next
+    unit's gather (``framework.attention_host_sync``: the layer's forward up to its attention), cut from the window
+    that hides the gather in the forward and, with full recompute, from the recompute's part of the backward's."""
     units = zero3_units(spec, L, fw.zero3_unit)
     total, size = sum(units), L.dp * L.cp
     b_gathers = backward_gathers(units, fw, L.recompute)
@@ -286,13 +296,14 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
         exp_f += out_u + cast_u
         exp_b += g * out_u + grad_u + recast
         copied += (1 + g) * out_u + grad_u + cast_u + recast
-        exp_f += host_exposed(f_u) + exposed(ag[u], 0.0, f_u, pf["f"][i])
+        exp_f += host_exposed(f_u) + exposed(ag[u], 0.0, f_u * (1 - issue_after), pf["f"][i])
         if separate:  # the recompute forward's gather, and the backward's if the unit was released meanwhile
             again = g == 2
             exp_b += host_exposed(r_u) + exposed(ag[u], 0.0, r_u, pf["r"][i])
             exp_b += (host_exposed(b_u) if again else 0.0) + exposed(ag[u] if again else 0.0, rs[u], b_u, pf["b"][i])
         else:
-            exp_b += host_exposed(b_u + r_u) + exposed(ag[u], rs[u], b_u + r_u, pf["b"][i])
+            after = issue_after if L.recompute == "full" else 0.0  # the recompute's own sync (module docstring)
+            exp_b += host_exposed(b_u + r_u) + exposed(ag[u], rs[u], b_u + r_u * (1 - after), pf["b"][i])
         exp_b += beyond(reduce_host, b_u)  # the reduce-scatter's host time, behind the unit's backward kernels
     comm = sum((1 + g) * ag[u] + rs[u] for u, g in zip(units, b_gathers, strict=True))
     return Zero3Layer(exp_f, exp_b, ag[units[0]], ag[units[-1]], comm, len(units) + sum(b_gathers), slowed,
