@@ -42,6 +42,13 @@ def test_bad_value_is_a_one_line_error():
     assert "\n" not in str(err.value)
 
 
+def test_fp32_gathers_need_fsdp1():
+    cfg = estimator.resolve_config(["parallelism=hybrid", "framework=fsdp"])
+    with pytest.raises(EstimatorError, match="fsdp_param_bytes=4 is modelled for framework.fsdp_version=1") as err:
+        Framework.from_cfg({**cfg["framework"], "fsdp_param_bytes": 4})  # the profile's fsdp_version 2
+    assert "\n" not in str(err.value)
+
+
 def test_bytes_per_parameter():
     # no shard cast (torch 1.13.1: no low-precision shard without param_dtype); autocast's cast 4 + 2 per forward
     # execution; the gradient's cast back (2 + 4) and the fp32 concatenation (4 + 4); on the post-backward stream the

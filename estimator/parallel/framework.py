@@ -134,8 +134,8 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   it hides behind the rest of the layer only (:func:`~estimator.parallel.zero3.zero3_layer`). The sync's own GPU
   idle gaps (two per call, about a kernel launch each) are not priced.
 * ``fsdp_param_bytes`` — bytes per element of the parameters ZeRO-3 gathers (PyTorch FSDP's ``MixedPrecision``
-  ``param_dtype``): ``2`` (a 16-bit ``param_dtype``, or a 16-bit engine) or ``4`` (FSDP with ``param_dtype`` None or
-  float32 under torch autocast: Composer's ``mixed_precision: DEFAULT`` up to v0.13.1). With 4 under ``zero`` 3 the
+  ``param_dtype``): ``2`` (a 16-bit ``param_dtype``, or a 16-bit engine) or ``4`` (FSDP1, ``fsdp_version`` 1 only,
+  with ``param_dtype`` None or float32 under torch autocast: Composer's ``mixed_precision: DEFAULT`` up to v0.13.1). With 4 under ``zero`` 3 the
   all-gathers move fp32 parameters, the gathered units, the root unit and the unit gradient are fp32 in memory, and
   autocast casts every weight to bf16 on the compute stream at each forward execution (kept for the backward: per
   held layer, or the recomputed layer) and its bf16 weight gradient back to fp32
@@ -300,6 +300,9 @@ class Framework:
         pbytes = data.get("fsdp_param_bytes", 2)
         if isinstance(pbytes, bool) or pbytes not in (2, 4):
             raise EstimatorError(f"framework.fsdp_param_bytes must be 2 or 4, got {pbytes!r}")
+        if pbytes == 4 and version != 1:  # the fp32-gather path read is FSDP1's (zero3.engine_copies)
+            raise EstimatorError(f"framework.fsdp_param_bytes=4 is modelled for framework.fsdp_version=1 "
+                                 f"(FullyShardedDataParallel under autocast), got fsdp_version {version!r}")
         sms = data.get("moe_dispatcher_sms")
         if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms <= 0):
             raise EstimatorError(f"framework.moe_dispatcher_sms must be a whole number of SMs > 0 or null, got {sms!r}")
