@@ -137,6 +137,18 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   and casts / pre-divides the gradient before the reduce-scatter; FSDP2 casts and copies the shard in before each
   all-gather, copies the result out into the parameters after it and the gradients into the reduce-scatter buffer,
   both on the compute stream; bytes and sources in :func:`~estimator.parallel.zero3.engine_copies`.
+* ``attention_host_sync`` — the model's attention synchronises the host with the device at every call (flash-attn
+  0.2.x ``FlashMHA`` given a ``key_padding_mask``, as MosaicGPT always does: ``unpad_input``'s ``torch.nonzero`` and
+  ``.item()``). Under ZeRO-3 the next unit's all-gather is then issued only after the host passes the attention, so
+  it hides behind the rest of the layer only (:func:`~estimator.parallel.zero3.zero3_layer`). The sync's own GPU
+  idle gaps (two per call, about a kernel launch each) are not priced.
+* ``fsdp_param_bytes`` — bytes per element of the parameters ZeRO-3 gathers (PyTorch FSDP's ``MixedPrecision``
+  ``param_dtype``): ``2`` (a 16-bit ``param_dtype``, or a 16-bit engine) or ``4`` (FSDP1, ``fsdp_version`` 1 only,
+  with ``param_dtype`` None or float32 under torch autocast: Composer's ``mixed_precision: DEFAULT`` up to v0.13.1). With 4 under ``zero`` 3 the
+  all-gathers move fp32 parameters, the gathered units, the root unit and the unit gradient are fp32 in memory, and
+  autocast casts every weight to bf16 on the compute stream at each forward execution (kept for the backward: per
+  held layer, or the recomputed layer) and its bf16 weight gradient back to fp32
+  (:func:`~estimator.parallel.zero3.engine_copies`, :func:`~estimator.parallel.memory.stage_memory`).
 
 * ``bf16_grad_reduce`` — with ``precision=bf16`` and ``zero`` 1, how the data-parallel gradients are reduced:
   ``zero`` (as the ZeRO stage says: a reduce-scatter of the gradient buffer, in its dtype) or ``all_reduce_bf16``
@@ -274,6 +286,8 @@ class Framework:
     fp16_grad_accum_bytes: float
     moe_dispatcher_sms: int | None = None
     moe_dispatch_fp8: bool = False  # the flex dispatcher's dispatches in FP8 with 1x128 scales (moe_comm FP8_ROW_BYTES)
+    attention_host_sync: bool = False  # the attention syncs host and device each call (flash-attn 0.2.x unpad_input)
+    fsdp_param_bytes: int = 2  # bytes per gathered parameter element (FSDP MixedPrecision param_dtype): 2 or 4
     fsdp_version: int | None = None  # PyTorch FSDP generation: 1 (FullyShardedDataParallel) or 2 (fully_shard); null
     reduce_bucket_params: float | None = None
     zero3_prefetch_params: float | None = None
@@ -349,6 +363,12 @@ class Framework:
         version = data.get("fsdp_version")
         if version is not None and (isinstance(version, bool) or version not in (1, 2)):
             raise EstimatorError(f"framework.fsdp_version must be 1, 2 or null, got {version!r}")
+        pbytes = data.get("fsdp_param_bytes", 2)
+        if isinstance(pbytes, bool) or pbytes not in (2, 4):
+            raise EstimatorError(f"framework.fsdp_param_bytes must be 2 or 4, got {pbytes!r}")
+        if pbytes == 4 and version != 1:  # the fp32-gather path read is FSDP1's (zero3.engine_copies)
+            raise EstimatorError(f"framework.fsdp_param_bytes=4 is modelled for framework.fsdp_version=1 "
+                                 f"(FullyShardedDataParallel under autocast), got fsdp_version {version!r}")
         sms = data.get("moe_dispatcher_sms")
         if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms <= 0):
             raise EstimatorError(f"framework.moe_dispatcher_sms must be a whole number of SMs > 0 or null, got {sms!r}")

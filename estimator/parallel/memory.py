@@ -8,7 +8,10 @@
   (expert parameters over the ``edp`` ranks holding the same experts, ``Layout.edp``). ZeRO-3 also holds the gathered weights of the unit
   running and of those prefetched (:func:`zero3_units`, ``Framework.zero3_live``) and, with
   ``Framework.zero3_unit_grad`` (PyTorch FSDP), one unit's unsharded gradient before its reduce-scatter
-  (:func:`zero3_unit_grad_bytes`): a layer-backward transient, below.
+  (:func:`zero3_unit_grad_bytes`): a layer-backward transient, below. With ``Framework.fsdp_param_bytes`` 4 (FSDP
+  gathering fp32 parameters under torch autocast) the gathered units, FSDP1's root unit and the unit gradient are fp32,
+  and autocast's bf16 copy of each layer weight is saved by its GEMM for the backward: per held layer, or with full
+  recompute for the one layer recomputed (conf/framework/fsdp.yaml ``fsdp_param_bytes`` cites the code).
 * Parameters of stage ``i``: its decoder layers (``Layout.stage_layers``) / tp, plus the
   embedding on the first stage and the LM head on the last (a tied head is a second copy when
   ``pp`` > 1); experts split over ``ep`` and over ``etp`` (the experts' tensor-parallel degree).
@@ -228,12 +231,13 @@ def zero3_units(spec: TransformerSpec, layout: Layout, unit: str) -> list[float]
     return [p / t for p in (qkv, proj, *mlp)]
 
 
-def zero3_unit_grad_bytes(unit: float, grad_bytes: int) -> float:
+def zero3_unit_grad_bytes(unit: float, grad_bytes: int, param_bytes: int = WEIGHT_BYTES) -> float:
     """Bytes of one ZeRO-3 unit's unsharded gradient before its reduce-scatter (``Framework.zero3_unit_grad``,
     conf/framework/fsdp.yaml cites PyTorch FSDP1's ``_post_backward_hook`` and FSDP2's ``foreach_reduce``): the
-    16-bit gradient autograd produced for the unit's ``unit`` parameters and, when the reduction runs in another
-    dtype (``grad_bytes`` 4: fp32 reduce), its copy in that dtype."""
-    return unit * (WEIGHT_BYTES + (grad_bytes if grad_bytes != WEIGHT_BYTES else 0))
+    gradient autograd produced for the unit's ``unit`` parameters in their gathered dtype (``param_bytes``:
+    ``framework.fsdp_param_bytes``, 2, or 4 for fp32 parameters under autocast) and, when the reduction runs in
+    another dtype (``grad_bytes``), its copy in that dtype."""
+    return unit * (param_bytes + (grad_bytes if grad_bytes != param_bytes else 0))
 
 
 def activation_bytes_per_layer(spec: TransformerSpec, layout: Layout, fp8: bool = False) -> float:
@@ -407,23 +411,27 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
 
     weights, grads = sharded(WEIGHT_BYTES, 3), sharded(grad_bytes, 2)
     optim = sharded(ADAM_BYTES[fw.optimizer_state], 1)
-    unit_grad = 0.0
+    unit_grad = casts = 0.0
+    gathered = fw.fsdp_param_bytes  # bytes per gathered parameter (2, or 4: fp32 under autocast)
     if layout.zero == 3 and fw.fsdp_version == 1:  # FSDP1's root unit, gathered through the step
-        weights += fsdp1_root_params(spec, layout, stage) * WEIGHT_BYTES
+        weights += fsdp1_root_params(spec, layout, stage) * gathered
     if layout.zero == 3:  # the unit running and those prefetched, gathered
         unit = max(zero3_units(spec, layout, fw.zero3_unit))
-        weights += fw.zero3_live(unit) * WEIGHT_BYTES
+        weights += fw.zero3_live(unit) * gathered
         if fw.zero3_unit_grad:  # its unsharded gradient before the reduce-scatter (zero3_unit_grad_bytes)
-            unit_grad = zero3_unit_grad_bytes(unit, grad_bytes)
+            unit_grad = zero3_unit_grad_bytes(unit, grad_bytes, gathered)
+        if gathered != WEIGHT_BYTES:  # autocast's bf16 copy of each weight, saved by its GEMM for the backward
+            casts = max(zero3_units(spec, layout, "layer")) * WEIGHT_BYTES
     layers = layer_bytes(spec, layout, fp8) if layers is None else layers
     kinds = [(counts[stage], kept) for counts, kept, _again in layers]
     # the stage's mix of layer kinds (exact without interleaving, where every layer is held alike)
     per_layer = kinds[0][1] if len(kinds) == 1 else sum(n * b for n, b in kinds) / max(1, sum(n for n, _ in kinds))
+    full = layout.recompute == "full"  # autocast's weight copies: of the recomputed layer, or of every held layer
     held = layers_in_flight(layout, stage, spec.layers) if in_flight is None else in_flight * layout.stage_layers(spec.layers)[stage]
-    acts = held * per_layer
+    acts = held * (per_layer + (0.0 if full else casts))
     # a layer's backward: the one layer recomputed (recomputed_bytes), then the unit's unsharded gradient once those
     # tensors are freed (module docstring)
-    recomputed = _recomputed(layers, stage)
+    recomputed = _recomputed(layers, stage) + (casts if full else 0.0)
     loss = 0.0
     if stage == layout.pp - 1:  # multi-token prediction's layer (held); the loss's logits at its backward peak (with
         # multi-token prediction's), before any layer's backward: the stage holds the larger of the two moments

@@ -645,8 +645,14 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     # ---- ZeRO-3: per-unit weight gathers (and gradient reduce-scatters) around each layer
     z3 = Zero3Layer(0.0, 0.0, 0.0, 0.0, 0.0, 0)
     if L.zero == 3 and L.dp * L.cp > 1:
+        issue_after = 0.0
+        if fw.attention_host_sync and layer.fwd_flops:  # the gather waits for the host to pass the attention's sync:
+            # the layer's forward before it is the QKV projection (ln_1 not counted), its share by FLOPs
+            tokens = (spec.seq_len // L.cp) * L.micro_batch_size
+            qkv = 2 * tokens * spec.hidden * (spec.heads + 2 * spec.kv_heads) * spec.head_dim / L.tp
+            issue_after = min(1.0, qkv / layer.fwd_flops)
         z3 = zero3_layer(spec, L, fw, pricer, device, precision, grad_bytes, layer.fwd, layer.bwd, rc, per_step,
-                         interference)
+                         interference, issue_after)
         f_layer, b_layer = f_layer + z3.fwd_exposed, b_layer + z3.bwd_exposed
     return LayerCost(layer, attn, f_layer, b_layer, layer.bwd + tp_b + ep_b + cp_b + amax_b, rc, rc_flops,
                      tp_f, tp_b, tp_layer, ep_one, 4 + n_rc + n_moe, ep_f + ep_b, cp_f, cp_b, cp_comm, z3, amax_f + amax_b)

@@ -44,7 +44,18 @@ value cited in ``conf/framework/*.yaml``).
   gradient to the reduction dtype and pre-divides it before the reduce-scatter, serial with it. All at the device's
   elementwise memory rate; compute-stream copies are added to the unit's compute, exposed, and lengthen the window
   that hides the next gather. Work on the rank's shard after the reduction (post-divide, cast back, accumulation)
-  is not priced (1/n of the unit, on the reduction's stream).
+  is not priced (1/n of the unit, on the reduction's stream). FSDP1 gathering fp32 parameters under torch autocast
+  (``fsdp_param_bytes`` 4: Composer's mixed precision ``DEFAULT`` up to v0.13.1) moves 4 bytes per parameter in each
+  all-gather and instead casts every weight to bf16 on the compute stream at each forward execution (the recompute's
+  too), casts the bf16 weight gradients back to fp32 and concatenates fp32 gradients, all added to the unit's compute
+  and exposed like the other compute-stream copies.
+* A model whose attention synchronises the host with the device (``attention_host_sync``: flash-attn 0.2.x's
+  ``unpad_input`` under MosaicGPT, conf/framework/fsdp.yaml) lets the host run at most to the next attention ahead of
+  the GPU: the next unit's gather is issued only once the host has passed this layer's attention, so it hides behind
+  the layer's compute from the attention on (``issue_after``: the share before it, ln_1 and the QKV projection, by
+  FLOPs), in the forward and in the full recompute that opens each unit's backward (BACKWARD_POST issues the previous
+  unit's gather in the post-backward hook, which the host reaches after the recompute's attention). The same sync
+  bounds the gathered units to the running one and the next (no CPU run-ahead), as ``zero3_live`` counts.
 * Host work between units (``zero3_sync_per_fetch``): an engine that synchronises the device
   before each unit leaves the GPU idle while the host enqueues the next gather, so that host time
   is exposed whole; otherwise the host runs ahead and only host time beyond the unit's compute is.
@@ -80,11 +91,14 @@ class EngineCopies:
     gather_out: float = 0.0  # per parameter of the unit, on the compute stream after each all-gather
     grad_compute: float = 0.0  # per parameter of the unit, on (or waited for by) the compute stream, each backward
     grad_stream: float = 0.0  # per parameter of the unit, on the reduction's stream before each reduce-scatter
+    autocast: float = 0.0  # per parameter of the unit, on the compute stream at each forward execution (recompute too)
 
 
-def engine_copies(fsdp_version: int | None, grad_bytes: int) -> EngineCopies:
+def engine_copies(fsdp_version: int | None, grad_bytes: int, param_bytes: int = WEIGHT_BYTES) -> EngineCopies:
     """The copies PyTorch FSDP ``fsdp_version`` (1 or 2; None: not FSDP, none priced) makes, with gradients reduced
-    in ``grad_bytes`` per element (16-bit weights and gradients under mixed precision, fp32 sharded parameters). Sources: torch 2.13.0 (commit
+    in ``grad_bytes`` per element (16-bit weights and gradients under mixed precision, fp32 sharded parameters) and
+    parameters gathered in ``param_bytes`` (``framework.fsdp_param_bytes``; 4: fp32 under autocast, FSDP1 only,
+    below). Sources: torch 2.13.0 (commit
     cf30153c4c131c8164ee7798e5022d810682e2cb), torch/distributed/fsdp/; FSDP2 of torch 2.4-2.7 at
     pytorch/pytorch@415cc2628922556efc715d17fa31ac6bab58df36 torch/distributed/_composable/fsdp/_fsdp_collectives.py."""
     if fsdp_version == 2:
@@ -104,6 +118,23 @@ def engine_copies(fsdp_version: int | None, grad_bytes: int) -> EngineCopies:
             grad_compute=WEIGHT_BYTES + grad_bytes,
             # l.812-869 _get_gradient_divide_factors: fp32 / bf16 reduce with ReduceOp.AVG, no divide kernel
             grad_stream=0.0)
+    if fsdp_version == 1 and param_bytes == FP32_MASTER:
+        # param_dtype None / float32 under torch autocast (Composer's mixed_precision DEFAULT up to v0.13.1,
+        # conf/framework/fsdp.yaml fsdp_param_bytes): torch 1.13.1 all-gathers the fp32 shard itself (flat_param.py
+        # l.627 / l.766: the low-precision shard only with _uses_param_mixed_precision); torch 1.12.1's explicit
+        # param_dtype=float32 (Composer v0.11.1) copies the shard fp32 -> fp32 first (fully_sharded_data_parallel.py
+        # _cast_param_shards_to_dtype, 1/n of the unit): not priced
+        return EngineCopies(
+            # autocast's cast of each weight (and bias) to bf16 at every forward execution, on the compute stream
+            # (aten::_to_copy: read 4, write 2); the parameters are views of the flat parameter, not leaves, so
+            # autocast's weight cache (leaf tensors only) does not keep them across uses
+            autocast=FP32_MASTER + WEIGHT_BYTES,
+            # the cast's backward turns each bf16 weight gradient into fp32 (read 2, write 4), then autograd
+            # concatenates the fp32 views' gradients into the flat gradient (read 4, write 4)
+            grad_compute=WEIGHT_BYTES + FP32_MASTER + 2 * FP32_MASTER,
+            # 1.12.1 l.2762-2773 _post_backward_hook, post-backward stream: .to(reduce_dtype) when it differs (read 4,
+            # write grad_bytes), then the pre-divide of that copy (read and write grad_bytes)
+            grad_stream=(FP32_MASTER + grad_bytes if grad_bytes != FP32_MASTER else 0.0) + 2 * grad_bytes)
     if fsdp_version == 1:
         return EngineCopies(
             # _flat_param.py l.1342-1356 _use_low_precision_shard: _mp_shard.copy_ casts the fp32 shard (read 4,
@@ -199,10 +230,13 @@ def _replay(trace: list[Event], units: list[float], fw: Framework) -> dict[Event
 
 def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer, device: DeviceProfile,
                 precision: str, grad_bytes: int, fwd: float, bwd: float, rc: float, count: float,
-                interference: float = 0.0) -> Zero3Layer:
+                interference: float = 0.0, issue_after: float = 0.0) -> Zero3Layer:
     """ZeRO-3 of one layer and microbatch (module docstring); ``fwd``, ``bwd`` and ``rc`` are the layer's
     forward, backward and recompute-forward compute, ``count`` the layer-microbatches per step,
-    ``interference`` the compute slow-down per second of overlapped communication (module docstring)."""
+    ``interference`` the compute slow-down per second of overlapped communication (module docstring);
+    ``issue_after``: the share of a forward execution the host must wait through before it can issue the next
+    unit's gather (``framework.attention_host_sync``: the layer's forward up to its attention), cut from the window
+    that hides the gather in the forward and, with full recompute, from the recompute's part of the backward's."""
     units = zero3_units(spec, L, fw.zero3_unit)
     total, size = sum(units), L.dp * L.cp
     b_gathers = backward_gathers(units, fw, L.recompute)
@@ -215,8 +249,9 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     def gathers_of(u: float) -> int:
         return sum(1 + g for v, g in zip(units, b_gathers, strict=True) if v == u)
 
-    cp = engine_copies(fw.fsdp_version, grad_bytes)
-    ag = {u: pricer.price("dp", "all_gather", u * WEIGHT_BYTES, size, count * gathers_of(u))
+    pbytes = fw.fsdp_param_bytes
+    cp = engine_copies(fw.fsdp_version, grad_bytes, pbytes)
+    ag = {u: pricer.price("dp", "all_gather", u * pbytes, size, count * gathers_of(u))
           + (GATHER_COPIES * u * WEIGHT_BYTES / hbm if lists else 0.0) + cp.gather_in * u / size / hbm
           for u in sorted(set(units))}
     reduce = fw.zero3_grad_collective
@@ -250,21 +285,25 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     for i, (u, g) in enumerate(zip(units, b_gathers, strict=True)):
         # the engine's compute-stream copies: after each gather, and the gradient's before its reduction
         out_u, grad_u = cp.gather_out * u / hbm, cp.grad_compute * u / hbm
-        f_u, b_u, r_u = fwd * u / total + out_u, bwd * u / total + grad_u + (g - 1) * out_u, rc * u / total
+        cast_u = cp.autocast * u / hbm  # autocast's weight casts, each forward execution (the recompute's: in r_u)
+        recast = cast_u if L.recompute == "full" else 0.0
+        f_u = fwd * u / total + out_u + cast_u
+        b_u, r_u = bwd * u / total + grad_u + (g - 1) * out_u, rc * u / total + recast
         if not separate:
             b_u += out_u  # the backward's one gather (with the recompute: r_u's)
         else:
             r_u += out_u
-        exp_f += out_u
-        exp_b += g * out_u + grad_u
-        copied += (1 + g) * out_u + grad_u
-        exp_f += host_exposed(f_u) + exposed(ag[u], 0.0, f_u, pf["f"][i])
+        exp_f += out_u + cast_u
+        exp_b += g * out_u + grad_u + recast
+        copied += (1 + g) * out_u + grad_u + cast_u + recast
+        exp_f += host_exposed(f_u) + exposed(ag[u], 0.0, f_u * (1 - issue_after), pf["f"][i])
         if separate:  # the recompute forward's gather, and the backward's if the unit was released meanwhile
             again = g == 2
             exp_b += host_exposed(r_u) + exposed(ag[u], 0.0, r_u, pf["r"][i])
             exp_b += (host_exposed(b_u) if again else 0.0) + exposed(ag[u] if again else 0.0, rs[u], b_u, pf["b"][i])
         else:
-            exp_b += host_exposed(b_u + r_u) + exposed(ag[u], rs[u], b_u + r_u, pf["b"][i])
+            after = issue_after if L.recompute == "full" else 0.0  # the recompute's own sync (module docstring)
+            exp_b += host_exposed(b_u + r_u) + exposed(ag[u], rs[u], b_u + r_u * (1 - after), pf["b"][i])
         exp_b += beyond(reduce_host, b_u)  # the reduce-scatter's host time, behind the unit's backward kernels
     comm = sum((1 + g) * ag[u] + rs[u] for u, g in zip(units, b_gathers, strict=True))
     return Zero3Layer(exp_f, exp_b, ag[units[0]], ag[units[-1]], comm, len(units) + sum(b_gathers), slowed,
