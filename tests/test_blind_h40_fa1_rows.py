@@ -74,6 +74,7 @@ ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-c
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
+ALLOWED_KEYS |= {"framework.fsdp_param_bytes", "framework.attention_host_sync"}  # twenty-third stop (h91): Composer DEFAULT's fp32 gather, flash-attn 0.2.x's sync
 ALLOWED_KEYS |= {"framework.fsdp_version"}  # twenty-second stop: the PyTorch FSDP generation (1 | 2) the run used, read from its software column
 ID = re.compile(r"(mpt2212|mpt2302)-(\d+[mb])-a100-(40|80)gb-(\d+)gpu-s(\d+)-gb(\d+)$")
 
@@ -122,7 +123,9 @@ def test_no_row_shares_a_source_with_a_calibration_row():
 def test_row_sets_only_facts_and_names_flash_attention_1(row):
     keys = check_facts_only(row, ALLOWED_KEYS)
     assert keys["framework"] == "fsdp" and keys["parallelism.zero"] == "3" and keys["model.fused_kernels"] == stated_layer(row)
-    assert keys["parallelism.fp32_grads"] == "true" and "MP Mode DEFAULT" in row.measured_what
+    # Composer 0.11.1 / 0.12.1 MP Mode DEFAULT: fp32 parameters gathered, bf16 reduction (twenty-third stop, h91)
+    assert "MP Mode DEFAULT" in row.measured_what and keys["parallelism.fp32_grads"] == "false"
+    assert keys["framework.fsdp_param_bytes"] == "4" and keys["framework.attention_host_sync"] == "true"
     assert keys["model.dropout"] == "0.0"
     # attn_impl 'flash' = flash-attn 0.2.x's FlashMHA: FlashAttention-1 CUDA kernels, not the Triton kernel
     prefix, commit, pin, _ = RELEASES[document(row)]

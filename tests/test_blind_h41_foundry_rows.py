@@ -80,6 +80,7 @@ ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-c
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
+ALLOWED_KEYS |= {"framework.fsdp_param_bytes", "framework.attention_host_sync"}  # twenty-third stop (h91): Composer DEFAULT's fp32 gather, flash-attn 0.2.x's sync
 ALLOWED_KEYS |= {"framework.fsdp_version"}  # twenty-second stop: the PyTorch FSDP generation (1 | 2) the run used, read from its software column
 FULL_ID = re.compile(r"mpt2212f-(\d+[mb])-a100-(40|80)gb-(\d+)gpu-s(\d+)-gb(\d+)$")
 BENCH_ID = re.compile(r"(mpt0723-|mpt-)(\d+[mb])-(a100-80gb|h100)-(\d+)gpu-s(\d+)$")
@@ -180,7 +181,9 @@ def test_full_tables_row_is_a_line_of_the_sweep(row):
     assert lay["global_batch"] == row.gpus * lay["micro_batch_size"] * ga
     ckpt = re.search(r"Activation Checkpointing (True|False)", row.measured_what).group(1)
     assert ov["parallelism.recompute"] == ("full" if ckpt == "True" else "none")
-    assert "MP Mode DEFAULT" in row.measured_what and ov["parallelism.fp32_grads"] == "true"
+    # Composer 0.11.1 / 0.12.1 MP Mode DEFAULT: fp32 parameters gathered, bf16 reduction (twenty-third stop, h91)
+    assert "MP Mode DEFAULT" in row.measured_what and ov["parallelism.fp32_grads"] == "false"
+    assert ov["framework.fsdp_param_bytes"] == "4" and ov["framework.attention_host_sync"] == "true"
     assert f"'gpt{size} | {seq} | {gpus}xA100_{mem}GB | GlobalBatchSize {gb} |" in row.source
     assert (ov.get("device.memory_bytes"), ov.get("device.mem_bw_Bps")) == \
         (("40e9", "1.555e12") if mem == "40" else (None, None))
