@@ -68,6 +68,7 @@ ALLOWED |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-core's
 ALLOWED |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 ALLOWED |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 ALLOWED |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
+ALLOWED |= {"parallelism.schedule", "framework.moe_dispatch_fp8"}  # twenty-third stop (h89): DeepSeek-V3's DualPipe and FP8 dispatch
 LAYERS = 61  # DeepSeek-V3 (arXiv 2412.19437 Sec. 4.2)
 # The GPU-hour figure of the DeepSeek-V3 report (Sec. 1; Table 1: 2664K GPU hours for 14.8T tokens).
 GPU_HOURS = re.compile(r"tokens/s per GPU = 1e12 tokens / \(([\d,]+) GPU-h x 3600 s/h\) = (\d+\.\d+); Table 1 gives "
@@ -138,11 +139,16 @@ def test_row_sets_only_facts_of_the_run(row):
         assert keys["framework.optimizer_state"] == "bf16_moments"
     else:  # the paper: only what Sec. 3.2-4.2 state; the framework, micro-batch and stage split are choices
         assert keys == {"parallelism.ep": "64", "parallelism.zero": "1", "parallelism.recompute": "selective",
-                        "parallelism.recompute_modules": "[layernorm,mla_up_proj]", "parallelism.fp32_grads": "true",
+                        "parallelism.recompute_modules": "[layernorm,mla_up_proj,moe_act]", "parallelism.fp32_grads": "true",
                         "model.mtp_layers": "1",
                         # Sec. 3.3.3: BF16 AdamW moments, FP32 master weights (stated since the thirteenth stop)
-                        "framework.optimizer_state": "bf16_moments"}
+                        "framework.optimizer_state": "bf16_moments",
+                        # twenty-third stop (h89): DualPipe (Sec. 3.2.1), the all-to-all crossing IB once per node
+                        # (Sec. 3.2.2), FP8 dispatch (Sec. 3.3.4), 1x128 / 128x128 scaling (Sec. 3.3.2)
+                        "parallelism.schedule": "dualpipe", "framework.moe_dispatcher": "deepep",
+                        "framework.moe_dispatch_fp8": "true", "framework.fp8_recipe": "blockwise"}
         assert "recompute all RMSNorm operations and MLA up-projections" in row.measured_what
+        assert all(f"Sec. {s}" in row.measured_what for s in ("3.2.1", "3.2.2", "3.3.4", "3.3.2"))
         assert {"framework", "parallelism.micro_batch_size", "parallelism.first_stage_layers"} <= set(unstated)
     # every row recomputes the modules its run names (parallelism.recompute_modules, round h49) and says so
     assert keys["parallelism.recompute"] == "selective" and "recompute_modules [" in row.measured_what

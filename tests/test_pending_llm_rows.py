@@ -74,6 +74,7 @@ ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-c
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
+ALLOWED_KEYS |= {"parallelism.schedule", "framework.moe_dispatch_fp8"}  # twenty-third stop (h89): DeepSeek-V3's DualPipe and FP8 dispatch, stated by its report
 DEFAULT_FRAMEWORK = "megatron"  # a row that names no framework (DeepSeek's HAI-LLM, unstated) runs the default
 DERIVATION = re.compile(r"tokens/s per GPU = (\d+) x (\d+) / \((\d+(?:\.\d+)?) s x (\d+)\) = (\d+(?:\.\d+)?)")
 
@@ -135,7 +136,9 @@ REFUSED_DEVICE |= {"dgxc250504-deepseek-v3-bf16-512gpu": ("80.0", "90e9"),
 FITS_SINCE_H53 = {"mbridge2511-qwen3-30b-a3b-fp8-16gpu": ("71.9", 1),
                   "mbridge2509-qwen3-30b-a3b-fp8-16gpu-tokendrop": ("71.9", 1),
                   "dgxc250504-deepseek-v3-bf16-512gpu": ("68.7", 1),
-                  "deepseek24-v3-h800-fp8-2048gpu": ("66.7", 2)}
+                  # DualPipe since the twenty-third stop (h89): each rank holds two stages' weights and (pp + 1) / 2
+                  # microbatches of their activations, 84.1 GB on rank 2 (66.7 as 1F1B)
+                  "deepseek24-v3-h800-fp8-2048gpu": ("84.1", 2)}
 for _ident in FITS_SINCE_H53:
     del REFUSED[_ident], REFUSED_DEVICE[_ident]
 # Round h83 (docs/research/h83-capacity.md): the memory check takes the capacity a process can allocate, the 80 GB
