@@ -26,7 +26,7 @@ STACKS: list[tuple[str, str, str | None]] = [
     ("DeepSeek-V3 on H100, Megatron-core MoE with MLA (NeMo / Megatron-Bridge)", r"^(dgxc|mbridge)\d+-deepseek-v3", None),
     ("NeMo AutoModel MoE on H100, FSDP2 + DeepEP (DeepSeek-V3, Kimi K2, Qwen3-30B-A3B)",
      r"^automodel(2510)?-(deepseek|kimi|qwen3)", None),
-    ("DeepSeek-V3 report's own run: 2,048 H800, DualPipe priced as 1F1B", r"^deepseek24-v3", None),
+    ("DeepSeek-V3 report's own run: 2,048 H800, DualPipe", r"^deepseek24-v3", None),
     ("Megatron-LM / NeMo on Cisco systems (MLPerf v5.1 / v6.0)", r"^mlperf", "Cisco"),
     ("Megatron-LM on A100 (SC21, PTD-P; README tables of Sept 2020 and Jan 2021)",
      r"^(megatron-sc21|megatron-gpt3|narayanan21-t2-ptdp|mlm2009|mlm2101)", None),
