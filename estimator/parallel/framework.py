@@ -114,7 +114,7 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   backward run merged, each layer's all-to-alls behind the other's compute (:mod:`~estimator.parallel.moe_comm`);
   ``moe_a2a_delay_wgrad`` — with it, ``delay_wgrad_compute`` (true: the pair Megatron-Bridge sets; false:
   ``overlap_moe_expert_parallel_comm`` alone, the experts' weight gradients computed with their data gradients,
-  before the dispatch's backward);
+  before the dispatch's backward; also read for ``parallelism.schedule=dualpipe``'s merged chunks);
   ``moe_dispatcher_sms`` — the SMs the flex dispatcher's kernels hold while they run (Megatron-core's
   ``moe_flex_dispatcher_num_sms``; null: the backend's default, :data:`~estimator.parallel.moe_comm.DISPATCHER_SMS`);
   ``moe_shared_expert_overlap`` — Megatron-core's ``moe_shared_expert_overlap``: a shared expert's fc1 runs on a side
