@@ -43,11 +43,13 @@ RANGES: dict[str, tuple[float, bool]] = {
     "bytes": (0, False),
     "capture.warmup_iters": (0, True),
 }
-#: counts bounded by a configurable limit: key -> name in :class:`estimator.limits.Limits`
 # keys whose profile default is a number but that also take null (framework.fsdp_version: null = not PyTorch FSDP;
+# framework.zero1_group / adam_step_bytes: null = the whole dp x cp group / the fused Adam; internlm.yaml sets
+# adam_step_bytes 92, rows zero1_group 8;
 # model.moe_router_num_groups / moe_router_group_topk: null = no group-limited routing, set in conf/model/deepseek_v3.yaml)
 NULLABLE = frozenset({"framework.fsdp_version", "framework.zero1_group", "framework.adam_step_bytes",
                       "model.moe_router_num_groups", "model.moe_router_group_topk"})
+#: counts bounded by a configurable limit: key -> name in :class:`estimator.limits.Limits`
 COUNTS: dict[str, str] = {
     "batch_size": "batch", "capture.batch": "capture_batch", "fabric.nodes": "devices", "compare.nodes": "devices",
     "allocation.gpus": "devices", "group_size": "devices", "ray.batch_size": "sweep_points",

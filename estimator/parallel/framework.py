@@ -114,7 +114,7 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   backward run merged, each layer's all-to-alls behind the other's compute (:mod:`~estimator.parallel.moe_comm`);
   ``moe_a2a_delay_wgrad`` — with it, ``delay_wgrad_compute`` (true: the pair Megatron-Bridge sets; false:
   ``overlap_moe_expert_parallel_comm`` alone, the experts' weight gradients computed with their data gradients,
-  before the dispatch's backward);
+  before the dispatch's backward; also read for ``parallelism.schedule=dualpipe``'s merged chunks);
   ``moe_dispatcher_sms`` — the SMs the flex dispatcher's kernels hold while they run (Megatron-core's
   ``moe_flex_dispatcher_num_sms``; null: the backend's default, :data:`~estimator.parallel.moe_comm.DISPATCHER_SMS`);
   ``moe_shared_expert_overlap`` — Megatron-core's ``moe_shared_expert_overlap``: a shared expert's fc1 runs on a side
@@ -235,6 +235,7 @@ OPTIMIZER_STATES = ("fp32", "bf16", "bf16_moments")
 BF16_GRAD_REDUCES = ("zero", "all_reduce_bf16")
 FP16_GRAD_REDUCES = ("zero", "all_reduce")
 PARAM_EXCHANGES = ("all_gather", "broadcast")
+FSDP_PARAM_BYTES = (2, 4)  # framework.fsdp_param_bytes: a 16-bit param_dtype, or fp32 under autocast (FSDP1)
 OPTIONAL = ("reduce_bucket_params", "zero3_prefetch_params", "zero3_max_live_params",
             "zero3_max_reuse_params")  # parameter counts; null = none
 # keys with a neutral default (the engines before InternLM's profile): a profile may leave them out
@@ -312,9 +313,10 @@ class Framework:
         missing = sorted(k for k in known - set(data) if k not in OPTIONAL and k not in DEFAULTED)
         if missing:
             raise EstimatorError(f"framework {data.get('name')!r}: missing key(s) {missing}")
+        data = {**{f.name: f.default for f in fields(cls) if f.name in DEFAULTED}, **data}  # the defaults: the fields'
         for f in fields(cls):
             value = data.get(f.name)
-            if f.type == "bool" and f.name in data and not isinstance(value, bool):
+            if f.type == "bool" and not isinstance(value, bool):
                 raise EstimatorError(f"framework.{f.name} must be true or false, got {value!r}")
         if data["zero3_unit"] not in ZERO3_UNITS:
             raise EstimatorError(f"framework.zero3_unit must be one of {', '.join(ZERO3_UNITS)}, got {data['zero3_unit']!r}")
@@ -348,24 +350,25 @@ class Framework:
                                  f"got {data['fp16_grad_reduce']!r}")
         for key in ("bf16_grad_accum_bytes", "bf16_step_grad_bytes", "fp16_param_bytes", "fp16_shard_bytes",
                     "fp16_grad_accum_bytes", "grad_bucket_copy_bytes", "shard_step_bytes", "grad_add_bytes", "norm_rerun_bytes"):
-            value = data.get(key, 0.0)
+            value = data[key]
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
                 raise EstimatorError(f"framework.{key} must be a number of bytes per parameter >= 0, got {value!r}")
-        if data.get("param_exchange", "all_gather") not in PARAM_EXCHANGES:
+        if data["param_exchange"] not in PARAM_EXCHANGES:
             raise EstimatorError(f"framework.param_exchange must be one of {', '.join(PARAM_EXCHANGES)}, "
                                  f"got {data['param_exchange']!r}")
-        group = data.get("zero1_group")
+        group = data["zero1_group"]
         if group is not None and (isinstance(group, bool) or not isinstance(group, int) or group < 1):
             raise EstimatorError(f"framework.zero1_group must be a whole number of ranks >= 1 or null, got {group!r}")
-        adam = data.get("adam_step_bytes")
+        adam = data["adam_step_bytes"]
         if adam is not None and (isinstance(adam, bool) or not isinstance(adam, int | float) or not adam > 0):
             raise EstimatorError(f"framework.adam_step_bytes must be a number of bytes per parameter > 0 or null, got {adam!r}")
         version = data.get("fsdp_version")
         if version is not None and (isinstance(version, bool) or version not in (1, 2)):
             raise EstimatorError(f"framework.fsdp_version must be 1, 2 or null, got {version!r}")
-        pbytes = data.get("fsdp_param_bytes", 2)
-        if isinstance(pbytes, bool) or pbytes not in (2, 4):
-            raise EstimatorError(f"framework.fsdp_param_bytes must be 2 or 4, got {pbytes!r}")
+        pbytes = data["fsdp_param_bytes"]
+        if isinstance(pbytes, bool) or pbytes not in FSDP_PARAM_BYTES:
+            raise EstimatorError(f"framework.fsdp_param_bytes must be {' or '.join(map(str, FSDP_PARAM_BYTES))}, "
+                                 f"got {pbytes!r}")
         if pbytes == 4 and version != 1:  # the fp32-gather path read is FSDP1's (zero3.engine_copies)
             raise EstimatorError(f"framework.fsdp_param_bytes=4 is modelled for framework.fsdp_version=1 "
                                  f"(FullyShardedDataParallel under autocast), got fsdp_version {version!r}")

@@ -478,7 +478,8 @@ def dualpipe_rank(spec: TransformerSpec, layout: Layout, rank: int, grad_bytes: 
     if spec.mtp and rank in (0, layout.pp - 1):  # the MTP's embedding copy, the first stage's own here
         fw = framework or Framework.from_cfg(None)
         copy = _end_params(spec, layout, 0) / layout.tp
-        replicas = layout.dp * layout.cp
+        # sharded as stage_memory shards it (ZeRO-1 over framework.zero1_group's ranks when set)
+        replicas = fw.zero1_ranks(layout.dp * layout.cp) if layout.zero == 1 else layout.dp * layout.cp
         for key, per, zero_stage in (("weights", WEIGHT_BYTES, 3), ("gradients", grad_bytes, 2),
                                      ("optimizer", ADAM_BYTES[fw.optimizer_state], 1)):
             out[key] -= copy * per / (replicas if layout.zero >= zero_stage else 1)

@@ -47,7 +47,9 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   every step's partial output is merged into an fp32 output (``convert_to_f32``); the backward gathers K and
   V again, sends each step's dK/dV on around the ring in fp32 (one all-to-all permute per step, waited after
   the next step's attention backward, so each is exposed beyond one step's attention backward and the last,
-  waited right after the loop, in full) and adds every step's dQ/dK/dV into fp32 accumulators. The merges,
+  waited right after the loop, in full) and adds every step's dQ/dK/dV into fp32 accumulators. ``torch_alltoall``
+  (rotate method "alltoall"): instead of the all-gather, ``cp - 1`` permutes of ``cat(K, V)`` per pass, each sent
+  before a step's SDPA and waited at the next, so each exposed beyond one step's attention. The merges,
   accumulations and copies are memory-bound passes priced at the device's elementwise memory rate, as
   Inductor fuses them under torchtitan's ``torch.compile`` (:func:`torch_cp_bytes`). All
   modes: a recompute (``selective`` or ``full``) reruns the attention forward in backward with its
@@ -858,7 +860,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
 
     def reduce_s(group: str, params: float, size: int, count: float = 1) -> float:  # one gradient reduction
         nbytes = params * grad_bytes
-        if L.zero == 0 or (fp16_allreduce and L.zero in (1, 2)):  # fp16: each bucket whole (DeepSpeed ZeRO-1)
+        if L.zero == 0 or fp16_allreduce:  # fp16: each bucket whole (DeepSpeed ZeRO-1; fp16_allreduce: zero 1 only)
             return pricer.price(group, "all_reduce", nbytes, size, count)
         if bf16_allreduce and size > 1:  # the whole buffer cast to bf16, all-reduced, cast back (BF16_Optimizer)
             return (pricer.price(group, "all_reduce", params * WEIGHT_BYTES, size, count)

@@ -52,8 +52,8 @@ value cited in ``conf/framework/*.yaml``).
 * A model whose attention synchronises the host with the device (``attention_host_sync``: flash-attn 0.2.x's
   ``unpad_input`` under MosaicGPT, conf/framework/fsdp.yaml) lets the host run at most to the next attention ahead of
   the GPU: the next unit's gather is issued only once the host has passed this layer's attention, so it hides behind
-  the layer's compute from the attention on (``issue_after``: the share before it, ln_1 and the QKV projection, by
-  FLOPs), in the forward and in the full recompute that opens each unit's backward (BACKWARD_POST issues the previous
+  the layer's compute from the attention on (``issue_after``: the share before it, the QKV projection by FLOPs, ln_1's
+  few FLOPs left out), in the forward and in the full recompute that opens each unit's backward (BACKWARD_POST issues the previous
   unit's gather in the post-backward hook, which the host reaches after the recompute's attention). The same sync
   bounds the gathered units to the running one and the next (no CPU run-ahead), as ``zero3_live`` counts.
 * Host work between units (``zero3_sync_per_fetch``): an engine that synchronises the device
