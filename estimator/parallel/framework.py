@@ -238,9 +238,6 @@ PARAM_EXCHANGES = ("all_gather", "broadcast")
 FSDP_PARAM_BYTES = (2, 4)  # framework.fsdp_param_bytes: a 16-bit param_dtype, or fp32 under autocast (FSDP1)
 OPTIONAL = ("reduce_bucket_params", "zero3_prefetch_params", "zero3_max_live_params",
             "zero3_max_reuse_params")  # parameter counts; null = none
-# keys with a neutral default (the engines before InternLM's profile): a profile may leave them out
-DEFAULTED = ("zero1_group", "param_exchange", "grad_bucket_sync", "grad_bucket_copy_bytes", "shard_step_bytes",
-             "adam_step_bytes", "grad_add_bytes", "norm_rerun_bytes")
 DEFAULT = "megatron"
 
 
@@ -310,10 +307,9 @@ class Framework:
         unknown = sorted(set(data) - known)
         if unknown:
             raise EstimatorError(f"framework: unknown key(s) {unknown}; known: {sorted(known)}")
-        missing = sorted(k for k in known - set(data) if k not in OPTIONAL and k not in DEFAULTED)
+        missing = sorted(k for k in known - set(data) if k not in OPTIONAL)
         if missing:
             raise EstimatorError(f"framework {data.get('name')!r}: missing key(s) {missing}")
-        data = {**{f.name: f.default for f in fields(cls) if f.name in DEFAULTED}, **data}  # the defaults: the fields'
         for f in fields(cls):
             value = data.get(f.name)
             if f.type == "bool" and not isinstance(value, bool):
