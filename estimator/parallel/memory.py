@@ -390,6 +390,13 @@ def layers_in_flight(layout: Layout, stage: int, model_layers: int) -> float:
     return float(peak)
 
 
+def dense_shards(layout: Layout, fw: Framework) -> int:
+    """Ranks one dense parameter's ZeRO-sharded state is split over: the ``dp x cp`` ranks holding a copy, or for
+    ZeRO-1 alone ``framework.zero1_group`` of them (InternLM's zero1: sharded within the group, replicated across)."""
+    replicas = layout.dp * layout.cp
+    return fw.zero1_ranks(replicas) if layout.zero == 1 else replicas
+
+
 def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: int = 2,
                  framework: Framework | None = None, fp8: bool = False,
                  layers: list[tuple[tuple[int, ...], float, float]] | None = None,
@@ -398,16 +405,12 @@ def stage_memory(spec: TransformerSpec, layout: Layout, stage: int, grad_bytes: 
     ``layers``: :func:`layer_bytes` of the layout, if already computed; ``in_flight``: microbatches of the stage's
     activations held at the peak, instead of the 1F1B schedule's (:func:`layers_in_flight`; DualPipe)."""
     dense, expert = stage_param_split(spec, layout, stage)
-    replicas = layout.dp * layout.cp
-
     fw = framework or Framework.from_cfg(None)
 
     def sharded(per_param: float, zero_stage: int) -> float:  # ZeRO shards over the ranks that hold a copy
         if layout.zero < zero_stage:
             return (dense + expert) * per_param
-        # ZeRO-1 alone may shard over a smaller group (framework.zero1_group, InternLM's zero1) and replicate across
-        group = fw.zero1_ranks(replicas) if layout.zero == 1 else replicas
-        return dense * per_param / group + expert * per_param / layout.edp
+        return dense * per_param / dense_shards(layout, fw) + expert * per_param / layout.edp
 
     weights, grads = sharded(WEIGHT_BYTES, 3), sharded(grad_bytes, 2)
     optim = sharded(ADAM_BYTES[fw.optimizer_state], 1)
@@ -478,11 +481,9 @@ def dualpipe_rank(spec: TransformerSpec, layout: Layout, rank: int, grad_bytes: 
     if spec.mtp and rank in (0, layout.pp - 1):  # the MTP's embedding copy, the first stage's own here
         fw = framework or Framework.from_cfg(None)
         copy = _end_params(spec, layout, 0) / layout.tp
-        # sharded as stage_memory shards it (ZeRO-1 over framework.zero1_group's ranks when set)
-        replicas = fw.zero1_ranks(layout.dp * layout.cp) if layout.zero == 1 else layout.dp * layout.cp
         for key, per, zero_stage in (("weights", WEIGHT_BYTES, 3), ("gradients", grad_bytes, 2),
-                                     ("optimizer", ADAM_BYTES[fw.optimizer_state], 1)):
-            out[key] -= copy * per / (replicas if layout.zero >= zero_stage else 1)
+                                     ("optimizer", ADAM_BYTES[fw.optimizer_state], 1)):  # sharded as stage_memory does
+            out[key] -= copy * per / (dense_shards(layout, fw) if layout.zero >= zero_stage else 1)
     if layout.zero >= 1:
         out["optimizer"] /= 2
     if layout.zero >= 2:

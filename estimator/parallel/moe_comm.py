@@ -171,14 +171,15 @@ def dispatch_time(pricer, dispatcher: str, tokens: float, hidden: int, experts: 
     the flex dispatcher only: the NCCL all-to-all sends ``k`` copies whatever the groups); ``fp8``: the dispatches
     carry FP8 rows with their 1x128 scales (``framework.moe_dispatch_fp8``, :data:`FP8_ROW_BYTES`), the combines BF16."""
     sizes = (FP8_ROW_BYTES, BF16_BYTES) if fp8 else (BF16_BYTES,)
+    if dispatcher != "alltoall":  # rows per token to the nodes (rail) and to the ranks (inside a node) it reaches
+        r, n = ep_split(pricer.fabric, ep, pricer.stride.get("ep", 1))
+        nodes, ranks = units_reached(experts, n, k, *limit), units_reached(experts, ep, k, *limit)
     times = []
     for value_bytes in sizes:
         row, n_count = hidden * value_bytes, count / len(sizes)
         if dispatcher == "alltoall":
             times.append(pricer.price("ep", "all_to_all", tokens * k * row, ep, n_count))
             continue
-        r, n = ep_split(pricer.fabric, ep, pricer.stride.get("ep", 1))
-        nodes, ranks = units_reached(experts, n, k, *limit), units_reached(experts, ep, k, *limit)
         rail = pricer.price("ep_rail", "all_to_all", tokens * row * nodes, n, n_count) if n > 1 else 0.0
         node = pricer.price("ep_node", "all_to_all", tokens * row * ranks, r, n_count) if r > 1 else 0.0
         times.append(max(rail, node))

@@ -203,7 +203,7 @@ from estimator.parallel.framework import Framework
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout, layer_kinds
 from estimator.parallel.loss import logit_elements, loss_times
-from estimator.parallel.memory import memory, stage_param_split
+from estimator.parallel.memory import dense_shards, memory, stage_param_split
 from estimator.parallel.moe_comm import (
     dispatch_time,
     dualpipe_merged_fraction,
@@ -853,7 +853,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     fp16_allreduce = fp16 and L.zero == 1 and fw.fp16_grad_reduce == "all_reduce"  # DeepSpeed's ZeRO-1: whole buckets
     # ---- data parallel / ZeRO-0/1/2: after the last microbatch (per stage; the slowest sets the tail)
     dp_exposed, t_dp, slowed_dp = 0.0, 0.0, 0.0
-    z1 = fw.zero1_ranks(L.dp * L.cp)  # ZeRO-1's shard group (framework.zero1_group): the weights' exchange, the step
+    z1 = fw.zero1_ranks(L.dp * L.cp)  # ZeRO-1's shard group (framework.zero1_group): the weights' exchange
     if fw.grad_bucket_sync and L.ep > 1:
         raise EstimatorError("framework.grad_bucket_sync: the bucket-by-bucket reduction is modelled for dense models "
                              "(ep 1) only")
@@ -922,7 +922,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     n_local = sum(held[slowest])
     d_s, e_s = held[slowest]
     copies = 2 if dualpipe else 1  # DualPipe's two copies of each stage share its optimizer shards (ZeRO over 2 dp)
-    opt_params = (d_s / (z1 if L.zero == 1 else L.dp * L.cp) + e_s / edp) / copies if L.zero >= 1 else n_local
+    opt_params = (d_s / dense_shards(L, fw) + e_s / edp) / copies if L.zero >= 1 else n_local
     adam_bytes = fw.adam_step_bytes or ADAM_STEP_BYTES[fw.optimizer_state]
     optimizer = opt_params * adam_bytes / device.memory_rate("optimizer", precision)
     if L.zero == 1:  # the ZeRO-1 engine's own passes over its shard in step() (framework.shard_step_bytes)
