@@ -823,10 +823,11 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     t_f = [t_f[i] + gather_f[i] + copies_f[i] for i in range(L.pp)]  # zeros without boundary gathers
     t_b = [t_b[i] + gather_b[i] + copies_b[i] for i in range(L.pp)]
     dualpipe = L.schedule == "dualpipe"
-    if dualpipe:  # each rank runs stage i and stage pp-1-i, m/2 microbatches each, its boundary sends hidden (docstring)
-        def at_rank(x, i: int) -> float:
-            return (x[i] + x[L.pp - 1 - i]) / 2
 
+    def at_rank(x, i: int) -> float:  # a per-stage value on pipeline rank i (DualPipe: the mean of its two stages)
+        return (x[i] + x[L.pp - 1 - i]) / 2 if dualpipe else x[i]
+
+    if dualpipe:  # each rank runs stage i and stage pp-1-i, m/2 microbatches each, its boundary sends hidden (docstring)
         slots = [at_rank([t_f[k] + t_b[k] for k in range(L.pp)], i) for i in range(L.pp)]
         slowest = max(range(L.pp), key=lambda i: slots[i])
         last_c = kinds[-1][0]
@@ -836,9 +837,6 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
              for i in range(L.pp)]  # the weight-gradient GEMMs: half the Linears' backward GEMM time
         bubble = (L.pp / 2 - 1) * max(0.0, slots[slowest] + at_rank(t_b, slowest) - 3 * at_rank(w, slowest))
     else:
-        def at_rank(x, i: int) -> float:
-            return x[i]
-
         slots = [t_f[i] + t_b[i] + 2 * v * t_p2p for i in range(L.pp)]
         slowest = max(range(L.pp), key=lambda i: slots[i])
         bubble = (sum(slots) - slots[slowest]) / v
