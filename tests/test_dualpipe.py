@@ -118,6 +118,14 @@ def test_dualpipe_layout_checks():
             run(["parallelism.schedule=dualpipe", *extra])
 
 
+def test_dualpipe_memory_hint_never_suggests_full_recompute():
+    # a DualPipe layout too big for the GPU: the hint must not offer recompute=full, which DualPipe refuses
+    with pytest.raises(EstimatorError, match="too much") as err:
+        run(["parallelism.schedule=dualpipe", "parallelism.recompute_modules=null", "fabric.nodes=256",
+             "parallelism.ep=16", "parallelism.global_batch=1920"])
+    assert "recompute=full" not in str(err.value) and "placement=auto" in str(err.value)
+
+
 def test_dualpipe_against_1f1b():
     one = run(["framework.moe_dispatcher=deepep"])
     dual = run(["framework.moe_dispatcher=deepep", "parallelism.schedule=dualpipe"])

@@ -88,6 +88,16 @@ def test_bad_keys_refused():
         _run(8, "framework=internlm", "framework.zero1_group=0")
 
 
+@pytest.mark.parametrize("group", [3, 16])
+def test_zero1_group_must_divide_dp(group):
+    # InternLM asserts data_parallel_size % zero1 == 0: 3 does not divide 8, and 16 > 8 does not either
+    with pytest.raises(EstimatorError, match=f"zero1_group={group} must divide the data-parallel ranks"):
+        _run(8, "framework=internlm", f"framework.zero1_group={group}")
+    assert _run(8, "framework=internlm", "framework.zero1_group=4").metrics["iter_time_s"] > 0
+    # ZeRO-2 / 3 do not use the group: not refused
+    assert _run(8, "framework=internlm", f"framework.zero1_group={group}", "parallelism.zero=2").metrics["iter_time_s"] > 0
+
+
 def test_prenorm_rerun_only_without_recompute():
     # dropout_selective_checkpoint: 30 bytes per tokens x hidden element per layer and microbatch, rerun in backward
     on, off = _run(8, "framework=internlm"), _run(8, "framework=internlm", "framework.norm_rerun_bytes=0")

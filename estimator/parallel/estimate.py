@@ -98,6 +98,7 @@ def setup_hybrid(cfg: dict[str, Any]) -> HybridSetup:
                              "has no interleaved schedule; use virtual_stages=1")
     if placement == "fixed":
         moe_comm.check(framework, spec, layout, precision)
+        framework.check_zero1_group(layout.dp * layout.cp, layout.zero)
     else:  # the search checks each layout it tries (search.py); what no layout changes is said at once
         moe_comm.check_model(framework, spec, precision)
     capacity = device_memory(device.usable_memory_bytes, par.get("device_memory_bytes"))
@@ -169,7 +170,7 @@ def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float) -> str:
     fixes = []
     if layout.tp > 1 and not layout.sequence_parallel:
         fixes.append(("parallelism.sequence_parallel=true", replace(layout, sequence_parallel=True)))
-    if layout.recompute != "full":
+    if layout.recompute != "full" and layout.schedule != "dualpipe":  # DualPipe refuses full recompute (layout.py)
         fixes.append(("parallelism.recompute=full", replace(layout, recompute="full", recompute_modules=None)))
     for setting, candidate in fixes:
         total = need(candidate)["total"]

@@ -398,8 +398,16 @@ class Framework:
 
     def zero1_ranks(self, replicas: int) -> int:
         """Ranks sharing one copy of the ZeRO-1 optimizer state among ``replicas`` data-parallel copies
-        (``zero1_group``, at most the group; null: all of them)."""
+        (``zero1_group``, which :meth:`check_zero1_group` has checked divides them; null: all of them)."""
         return replicas if self.zero1_group is None else max(1, min(self.zero1_group, replicas))
+
+    def check_zero1_group(self, replicas: int, zero: int) -> None:
+        """One-line error unless ``zero1_group`` divides the ``replicas`` data-parallel ranks under ZeRO-1: InternLM
+        asserts ``data_parallel_size % zero1_parallel_size == 0`` (InternLM@c18bec9 internlm/core/context/
+        parallel_context.py l.412), which also refuses a group larger than the data-parallel ranks."""
+        if zero == 1 and self.zero1_group is not None and replicas % self.zero1_group:
+            raise EstimatorError(f"framework.zero1_group={self.zero1_group} must divide the data-parallel ranks "
+                                 f"(dp x cp = {replicas}), as InternLM asserts")
 
 
 @cache

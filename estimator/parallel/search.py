@@ -93,6 +93,7 @@ def _first_fit(spec: TransformerSpec, shape: Layout, modes: tuple[str, ...], cap
         layout = shape if mode == shape.recompute else replace(shape, recompute=mode, recompute_modules=None)
         try:
             moe_comm.check(framework, spec, layout, precision)  # a layout Megatron-core refuses with these settings
+            framework.check_zero1_group(layout.dp * layout.cp, layout.zero)  # or InternLM's ZeRO-1 groups refuse
         except EstimatorError as refused:
             refusals.append(refused)
             continue
