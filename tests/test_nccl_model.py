@@ -52,6 +52,8 @@ PINNED_ERROR_PCT = {
     # nccl#1218: 2 GiB all-gather on 32 RoCE nodes; NCCL's own tuner (bwInter x channels) is as high as
     # this model: not explained (validation/README.md, "Known misses")
     "h100x256-allgather-2GiB": 58.0,
+    # nccl#2169: a 500 MiB all-to-all on 4 H100 of one node, NCCL 2.30.4 (independent; docs/research/h93-alltoall.md)
+    "h100x4-alltoall-500MiB": 12.0,
     "jeanzay-a100x32-allreduce-4GB": 1.0,  # calibration: sets LINK_EFFICIENCY["opa"] (one OPA link, ring_uplinks=1)
 }
 
