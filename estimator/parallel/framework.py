@@ -95,6 +95,12 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   Triton kernel, llm-foundry's ``attn_impl: triton``); the device prices
   each at its own measured rate (:func:`~estimator.compute.device.node_times`). Only the ``te``
   layer has a fused attention op; the eager and Megatron layers run attention as GEMMs + softmax.
+* ``fused_softmax`` — whose ``FusedScaleMaskSoftmax.is_kernel_available`` decides, per micro-batch and heads per rank,
+  whether ``model.fused_kernels=megatron``'s causal softmax runs the fused kernel or Megatron's fp32 torch fallback:
+  ``megatron`` (NVIDIA/Megatron-LM from Aug 2021) or ``bigscience_2022`` (bigscience-workshop/Megatron-DeepSpeed from
+  Oct 2021 to 6 Mar 2022, whose batch-per-block check reads the head count as the key length); one of
+  :data:`~estimator.compute.megatron_softmax.SOFTMAX_RULES`, conditions and sources at
+  :func:`~estimator.compute.megatron_softmax.fused_softmax_available`. Read only by the megatron layer.
 * ``loss_kernel`` — which cross-entropy kernel the LM loss runs, one of
   :data:`~estimator.parallel.loss.LOSS_KERNELS` (Megatron's unfused or fused fp32 loss, torch's eager
   fp32 or bf16 loss, Transformer Engine's, flash-attn's xentropy or Triton loss), priced from its
@@ -222,6 +228,7 @@ from functools import cache
 from typing import Any
 
 from estimator.compute.device import ATTENTION_KERNELS
+from estimator.compute.megatron_softmax import SOFTMAX_RULES
 from estimator.errors import EstimatorError
 from estimator.parallel.layer import FP8_RECIPES, check_fp8_recipe, fp8_mode
 from estimator.parallel.layout import RECOMPUTE
@@ -269,6 +276,7 @@ class Framework:
     optimizer_state: str
     loss_kernel: str
     loss_metric_passes: int
+    fused_softmax: str
     moe_dispatcher: str
     moe_a2a_overlap: bool
     moe_a2a_delay_wgrad: bool
@@ -331,6 +339,9 @@ class Framework:
         if data["attention_kernel"] not in ATTENTION_KERNELS:
             raise EstimatorError(f"framework.attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, "
                                  f"got {data['attention_kernel']!r}")
+        if data["fused_softmax"] not in SOFTMAX_RULES:
+            raise EstimatorError(f"framework.fused_softmax must be one of {', '.join(SOFTMAX_RULES)}, "
+                                 f"got {data['fused_softmax']!r}")
         if data["loss_kernel"] not in LOSS_KERNELS:
             raise EstimatorError(f"framework.loss_kernel must be one of {', '.join(LOSS_KERNELS)}, got {data['loss_kernel']!r}")
         if data["moe_dispatcher"] not in DISPATCHERS:

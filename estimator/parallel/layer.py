@@ -60,7 +60,9 @@ What is captured and how:
   kernels as single ops (``estimator.compute.megatron_kernels``, which cites each): QK^T as one
   batched GEMM on the [b*heads, s, d] views with the 1/sqrt(d) scale as its alpha (no copy of q
   and k, no scaling pass), ``scaled_upper_triang_masked_softmax`` in place of scale + mask +
-  softmax (no mask tensor; used when 16 < seq <= 2048 and seq % 4 == 0, else the eager ops),
+  softmax (no mask tensor; used when Megatron's ``is_kernel_available`` passes: sequence, micro-batch x heads and,
+  by code version, batch-per-block checks, ``megatron_softmax.fused_softmax_available`` with
+  ``framework.fused_softmax``; else Megatron's torch fallback in fp32: cast, scale, in-place mask, softmax, cast back),
   attention dropout as ``nn.Dropout``, the QKV split on the last dimension of the
   [s, b, heads, 3d] projection (its gradient needs no permute copy), the output and second MLP
   GEMMs without bias followed by ``bias_dropout_add``, the first MLP GEMM without bias followed by
@@ -138,7 +140,7 @@ What is captured and how:
   gradient's in backward, and the weight's amax + cast every forward and again in backward), or
   ``"torchao_fsdp_fp8"`` (the same with FSDP's float8 all-gather: the weight arrives in FP8 and is only
   copied column-major in backward); MoE layers refuse both.
-* The capture is a pure function of ``(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep)`` (cacheable by those
+* The capture is a pure function of ``(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep, fused_softmax)`` (cacheable by those
   arguments). Only the TE MoE layer's MoE half (from its second norm on) depends on ``etp`` / ``ep`` / ``sorts`` /
   ``hybridep``: it is captured
   on its own (its input cut from a leaf, ``_Cut``) and spliced after the attention half's forward and before its
@@ -303,14 +305,16 @@ def _modules():
     class CoreAttention(nn.Module):
         """softmax(mask(q k^T / sqrt(d))) v on this rank's heads; q, k, v: [b, heads, s, d]."""
 
-        def __init__(self, spec: TransformerSpec, cp: int = 1):
+        def __init__(self, spec: TransformerSpec, cp: int = 1, fused_softmax: bool = True):
             super().__init__()
             self.dropout = spec.dropout
             s = spec.seq_len
             self.fused = spec.fused == "megatron"
             self.flash = spec.fused in FLASH
             self.cp = cp
-            self.fused_softmax = self.fused and 16 < s <= 2048 and s % 4 == 0  # fused_softmax.py constraint
+            # the fused kernel's sequence checks here; its micro-batch x heads checks are the caller's
+            # (``fused_softmax``: megatron_softmax.fused_softmax_available, step.part_times)
+            self.fused_softmax = self.fused and fused_softmax and 16 < s <= 2048 and s % 4 == 0
             self.alibi = spec.position == "alibi"
 
         def forward(self, q, k, v):
@@ -340,15 +344,28 @@ def _modules():
             if self.fused_softmax:
                 probs = torch.ops.megatron.scaled_upper_triang_masked_softmax(scores, 1.0)
             else:
-                mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
-                probs = scores.masked_fill(mask, float("-inf")).softmax(-1)
+                probs = self._torch_softmax(scores, s)
             probs = F.dropout(probs, self.dropout, True)
             return torch.bmm(probs, v3).view(b, nh, s, d)
+
+        @staticmethod
+        def _torch_softmax(scores, s):
+            """Megatron's fallback when the fused kernel's checks fail (``FusedScaleMaskSoftmax.forward_torch_softmax``,
+            NVIDIA/Megatron-LM@b0b017ff00 megatron/model/fused_softmax.py l.171-186; the same at
+            bigscience-workshop/Megatron-DeepSpeed@ae6277f5): with ``apply_query_key_layer_scaling`` (on unless
+            ``--no-query-key-layer-scaling``) ParallelAttention sets ``attention_softmax_in_fp32`` and the softmax's
+            ``scale`` to the layer number (megatron/model/transformer.py l.119-122, l.161), so the 16-bit scores are cast
+            to fp32, scaled, masked in place (``attention_mask_func``: ``masked_fill_(mask, -10000.0)``), softmaxed and
+            cast back: five kernels forward, five backward. An fp32 tensor is float64 here: the capture's units are
+            twice the real 16-bit bytes (``capture.kernel_bytes``), so it counts its real 4 bytes per element."""
+            x = scores.double() * 2.0  # input.float(); input * scale
+            mask = torch.ones(s, s, dtype=torch.bool, device=scores.device).triu(1)
+            return x.masked_fill_(mask, -10000.0).softmax(-1).float()  # mask_func; Softmax(dim=-1); .half()
 
     class LayerShard(nn.Module):
         def __init__(self, spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool | str = False,
                      etp: int | None = None, ep: int = 1, sorts: bool = True, part: str = "layer",
-                     hybridep: str | None = None):
+                     hybridep: str | None = None, fused_softmax: bool = True):
             super().__init__()
             fp8 = fp8_recipe(fp8)
             if fp8 not in (False, *TE_MODES) and spec.experts:
@@ -407,7 +424,7 @@ def _modules():
                 g = spec.shared_ffn // tp
                 self.shared = nn.ModuleDict({"fc1": nn.Linear(h, (2 if spec.gated else 1) * g, bias=False),
                                              "fc2": nn.Linear(g, h, bias=False)})
-            self.core = CoreAttention(spec, cp)
+            self.core = CoreAttention(spec, cp, fused_softmax)
             if spec.fused == "sdpa":  # the layer's real dtypes (module docstring); torchtitan's complex RoPE cache
                 self.to(torch.bfloat16)
                 if spec.position == "rope":
@@ -836,12 +853,13 @@ def _layer_input(spec: TransformerSpec, tp: int, sp: bool, cp: int, cut: bool = 
 
 
 def _tag(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | str, etp: int | None, ep: int, sorts: bool,
-         hybridep: str | None = None) -> str:
+         hybridep: str | None = None, fused_softmax: bool = True) -> str:
     moe = (f".etp{etp or tp}.ep{ep}{'' if sorts else '.nosort'}{f'.hybridep_{hybridep}' if hybridep else ''}"
            if spec.experts and spec.fused == "te" else "")
     return (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}{moe}"
             f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}"
-            f"{f'.{fp8}' if fp8 not in (False, 'te') else ''}")  # delayed TE scaling: the tag (and cache entry) as before
+            f"{f'.{fp8}' if fp8 not in (False, 'te') else ''}"  # delayed TE scaling: the tag (and cache entry) as before
+            f"{'.torch_softmax' if not fused_softmax and spec.fused == 'megatron' else ''}")
 
 
 @lru_cache(maxsize=64)
@@ -855,14 +873,16 @@ def _attention_half(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool
 
 
 @lru_cache(maxsize=64)
-def _other_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | str) -> dict[str, Workload]:
+def _other_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | str,
+                 fused_softmax: bool = True) -> dict[str, Workload]:
     """``attention`` (core attention), ``embedding``, ``head`` (and ``mtp``): none depends on the experts' layout."""
     torch, CoreAttention, _, EmbeddingShard, HeadShard, MtpShard, _ = _modules()
     s = spec.seq_len // cp
     nh, nkv, d = spec.heads // tp, spec.kv_heads_per_rank(tp), spec.head_dim
     dtype = _dtype(spec)
     with torch.device("meta"):
-        emb, head, core = EmbeddingShard(spec, tp).to(dtype), HeadShard(spec, tp).to(dtype), CoreAttention(spec, cp)
+        emb, head = EmbeddingShard(spec, tp).to(dtype), HeadShard(spec, tp).to(dtype)
+        core = CoreAttention(spec, cp, fused_softmax)
         if spec.fused in FLASH:  # flash attention takes [s, b, heads, d] with kv_heads for k and v (MLA: v narrower)
             def core_inputs(b):
                 dims = (spec.q_head_dim, spec.q_head_dim, spec.v_head_dim)
@@ -888,7 +908,7 @@ def _other_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | 
 @disk_cached  # kept between processes, keyed by every argument and this capture's sources
 def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool | str = False,
                   etp: int | None = None, ep: int = 1, sorts: bool = True,
-                  hybridep: str | None = None) -> dict[str, Workload]:
+                  hybridep: str | None = None, fused_softmax: bool = True) -> dict[str, Workload]:
     """The per-rank ``layer``, ``attention`` (core attention only, for selective recompute),
     ``embedding`` and ``head`` workloads of ``spec`` at tensor-parallel degree ``tp`` and
     context-parallel degree ``cp`` (one sequence of ``seq / cp`` tokens; scale with
@@ -899,16 +919,20 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
     the dispatcher regroups a rank's received rows by local expert (the alltoall dispatcher); ``hybridep``: the flex
     dispatcher's HybridEP backend, None (another dispatcher), ``"standalone"`` (its permute pads each expert's rows, so
     no FP8 padding copy runs) or ``"fused"`` (that, and its dispatch / combine kernels permute and unpermute the rows,
-    so the layer runs neither).
+    so the layer runs neither); ``fused_softmax``: False when the layout fails the fused softmax's micro-batch x heads
+    checks (``model.fused_kernels=megatron``; ``megatron_softmax.fused_softmax_available``, decided in
+    ``step.part_times``), so Megatron's fp32 torch fallback runs (``CoreAttention._torch_softmax``); ignored otherwise.
     Only the TE MoE layer's MoE half depends on ``etp`` / ``ep`` / ``sorts``: the rest is captured once per
     process and shared (a search over ep recaptures only that half; the result equals
     :func:`capture_whole_layer` node for node, tests/test_moe_capture_split.py)."""
     fp8 = fp8_recipe(fp8)
     torch, _, LayerShard, *_ = _modules()
-    tag = _tag(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep)
-    parts = {name: replace(w, name=f"{tag}.{name}") for name, w in _other_parts(spec, tp, sp, cp, fp8).items()}
+    fused_softmax = fused_softmax or spec.fused != "megatron"  # only the megatron layer reads it: one cache entry
+    tag = _tag(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep, fused_softmax)
+    parts = {name: replace(w, name=f"{tag}.{name}")
+             for name, w in _other_parts(spec, tp, sp, cp, fp8, fused_softmax).items()}
     if not (spec.experts and spec.fused == "te"):
-        return {"layer": capture_whole_layer(spec, tp, sp, cp, fp8, etp, ep, sorts), **parts}
+        return {"layer": capture_whole_layer(spec, tp, sp, cp, fp8, etp, ep, sorts, fused_softmax=fused_softmax), **parts}
     with torch.device("meta"):
         shard = LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts, part="moe", hybridep=hybridep)
         moe = _capture(f"{tag}.moe_half", shard, _layer_input(spec, tp, sp, cp, cut=True), spec.fused)
@@ -918,11 +942,11 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
 
 def capture_whole_layer(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bool | str = False,
                         etp: int | None = None, ep: int = 1, sorts: bool = True,
-                        hybridep: str | None = None) -> Workload:
+                        hybridep: str | None = None, fused_softmax: bool = True) -> Workload:
     """The per-rank ``layer`` workload captured in one piece (``capture_parts`` splits the TE MoE layer)."""
     fp8 = fp8_recipe(fp8)
     torch, _, LayerShard, *_ = _modules()
     with torch.device("meta"):
-        return _capture(f"{_tag(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep)}.layer",
-                        LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep=hybridep),
+        return _capture(f"{_tag(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep, fused_softmax)}.layer",
+                        LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep=hybridep, fused_softmax=fused_softmax),
                         _layer_input(spec, tp, sp, cp), spec.fused)

@@ -195,6 +195,7 @@ from typing import Any
 import numpy as np
 
 from estimator.compute.device import DeviceProfile, node_times
+from estimator.compute.megatron_softmax import fused_softmax_available
 from estimator.errors import EstimatorError
 from estimator.fabrics.base import Fabric
 from estimator.parallel.circuits import plan
@@ -257,7 +258,8 @@ def hybridep_permute(fw: Framework) -> str | None:
 @lru_cache(maxsize=1024)
 def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: DeviceProfile, precision: str,
                cp: int = 1, attention_kernel: str = "cudnn", etp: int | None = None, ep: int = 1,
-               sorts: bool = True, fp8_kernels: bool | str = "te", hybridep: str | None = None) -> dict[str, PartTimes]:
+               sorts: bool = True, fp8_kernels: bool | str = "te", hybridep: str | None = None,
+               softmax_rule: str = "megatron") -> dict[str, PartTimes]:
     out = {}
     fp8 = fp8_kernels if precision == "fp8" else False  # the FP8 casts (Framework.fp8: kernels and scaling recipe), or none
     moe = (None, 1)  # one capture per distinct layer: a dense one, or Megatron-core's MoE layer by its experts' TP degree,
@@ -265,7 +267,10 @@ def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: Devic
         # rank regroups its received rows by expert (``sorts``: the alltoall dispatcher, moe_comm), and whether the
         # dispatcher is HybridEP, its permute standalone or fused into its kernels (``hybridep``, layer.capture_parts)
         moe = (None if etp == tp else etp, ep, sorts, hybridep)
-    for name, w in capture_parts(spec, tp, sp, cp, fp8, *moe).items():
+    # Megatron's fused softmax runs only where its checks pass at this micro-batch (framework.fused_softmax's code)
+    s = spec.seq_len // cp
+    fused_softmax = spec.fused != "megatron" or fused_softmax_available(softmax_rule, mbs, spec.heads // tp, s, s)
+    for name, w in capture_parts(spec, tp, sp, cp, fp8, *moe, fused_softmax=fused_softmax).items():
         scaled = w.scaled_to_batch(mbs)
         t = node_times(scaled, device, "bf16" if fp8 and name in ("embedding", "head") else precision, attention_kernel)
         phase = np.array([n.phase for n in scaled.nodes])
@@ -554,7 +559,8 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     """Seconds of one layer of ``spec``'s kind per microbatch (the module docstring's TP, EP, CP and ZeRO-3
     items); ``per_step``: layer-microbatches of this kind per step on the busiest rank (collective counts)."""
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
-                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision), hybridep_permute(fw))
+                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision), hybridep_permute(fw),
+                       fw.fused_softmax)
     layer, attn = parts["layer"], parts["attention"]
     act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
     n_rc = 2 if L.recompute == "full" else 0
@@ -711,7 +717,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
     grad_bytes = fw.grad_bytes(precision)
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
-                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision), hybridep_permute(fw))
+                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision), hybridep_permute(fw),
+                       fw.fused_softmax)
     emb, head = parts["embedding"], parts["head"]
     stride = strides(L.order, L.tp, L.dp, L.pp, L.cp)
     if spec.experts:
