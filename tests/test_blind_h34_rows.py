@@ -51,6 +51,7 @@ ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 ALLOWED_KEYS |= {"fabric.uplink_technology", "fabric.ring_uplinks"}  # twenty-first stop: Jean Zay's Omni-Path (opa) and the one link its NCCL communicators used, facts of the hardware and its NCCL log
 ALLOWED_KEYS |= {"model.position_embedding"}  # twenty-second stop: ALiBi (--position-embedding-type alibi in the runs' slurm scripts), a fact of the model
+ALLOWED_KEYS |= {"framework.fused_softmax"}  # twenty-fourth stop: the BigScience fork's fused-softmax check (swapped arguments, Oct 2021 - Mar 2022), a fact of the code at the run date
 STEP_ROWS = [r for r in ROWS if document(r) != MBRIDGE]
 
 
