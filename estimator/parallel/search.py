@@ -92,6 +92,8 @@ def _first_fit(spec: TransformerSpec, shape: Layout, modes: tuple[str, ...], cap
     for mode in modes:
         layout = shape if mode == shape.recompute else replace(shape, recompute=mode, recompute_modules=None)
         try:
+            if layout is not shape:  # a recompute mode the shape's schedule refuses (DualPipe: no full recompute)
+                layout.check(spec)
             moe_comm.check(framework, spec, layout, precision)  # a layout Megatron-core refuses with these settings
             framework.check_zero1_group(layout.dp * layout.cp, layout.zero)  # or InternLM's ZeRO-1 groups refuse
         except EstimatorError as refused:
@@ -100,6 +102,16 @@ def _first_fit(spec: TransformerSpec, shape: Layout, modes: tuple[str, ...], cap
         if not capacity or memory(spec, layout, framework.grad_bytes(precision), framework, precision == "fp8")["total"] <= capacity:
             return layout
     return None
+
+
+def auto_fits(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, precision: str, capacity: float | None,
+              framework: Framework, mbs_options=(1, 2, 4), keep: dict[str, int] | None = None,
+              recomputes: tuple[str, ...] | None = None) -> bool:
+    """Whether :func:`search` with these arguments would find a layout (memory and checks only, no step priced)."""
+    max_tp = getattr(fabric.config, "gpus_per_node", 8) or 8
+    modes = recomputes or (base.recompute,)
+    return any(_first_fit(spec, shape, modes, capacity, framework, precision, [])
+               for shape in candidates(spec, base, base.gpus, max_tp, global_batch, mbs_options, keep))
 
 
 def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, device: DeviceProfile, precision: str, algorithm: str,
