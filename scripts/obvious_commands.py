@@ -52,6 +52,7 @@ def cmd(system: str, gpus: int, model: str, precision: str = "bf16", seq: int | 
 COMMANDS: list[tuple[str, list[str], str]] = [
     # --- dense Llama / Mistral
     ("l3-8b-h100-8-fsdp", cmd("dgx_h100", 8, "llama3_8b", seq=8192, framework="fsdp", zero=3, micro_batch_size=1, global_batch=32), "ok"),
+    ("l3-8b-h100-8-fsdp-only", cmd("dgx_h100", 8, "llama3_8b", seq=8192, framework="fsdp", global_batch=32), "ok"),
     ("l3-8b-h100-8-default", cmd("dgx_h100", 8, "llama3_8b", seq=8192, tp=1, pp=1, micro_batch_size=1, global_batch=128), "ok"),
     ("l3-8b-h100-8-fp8", cmd("dgx_h100", 8, "llama3_8b", "fp8", seq=8192, tp=1, pp=1, micro_batch_size=1, global_batch=128), "ok"),
     ("l3-8b-h200-64-fp8-rc", cmd("dgx_h200", 64, "llama3_8b", "fp8", seq=8192, tp=1, pp=1, global_batch=128, recompute="full"), "ok"),
@@ -101,6 +102,10 @@ COMMANDS: list[tuple[str, list[str], str]] = [
     ("kimi-k2-h800-2048", cmd("dgx_h800", 2048, "kimi_k2", seq=4096, tp=1, pp=16, ep=32, global_batch=4096), "any"),
     ("qwen3-235b-h100-256", cmd("dgx_h100", 256, "qwen3_235b_a22b", seq=4096, tp=2, pp=8, ep=32, global_batch=512), "ok"),
     ("qwen3-235b-h100-256-fp8", cmd("dgx_h100", 256, "qwen3_235b_a22b", "fp8", seq=4096, tp=2, pp=8, ep=32, global_batch=512), "ok"),
+    ("qwen3-235b-h100-256-etp1", cmd("dgx_h100", 256, "qwen3_235b_a22b", seq=4096, tp=2, pp=8, ep=32, etp=1, global_batch=512), "ok"),
+    ("dsv3-h100-1024-tp2-etp1", cmd("dgx_h100", 1024, "deepseek_v3", seq=4096, tp=2, pp=16, ep=64, etp=1, global_batch=8192), "any"),
+    ("mixtral-8x7b-h100-64-ds", cmd("dgx_h100", 64, "mixtral_8x7b", seq=4096, framework="deepspeed", tp=1, pp=1, ep=8, global_batch=256), "any"),
+    ("mixtral-8x7b-h100-64-fsdp", cmd("dgx_h100", 64, "mixtral_8x7b", seq=4096, framework="fsdp", zero=3, ep=8, global_batch=256), "any"),
     ("qwen3-30b-h100-16", cmd("dgx_h100", 16, "qwen3_30b_a3b", seq=4096, tp=1, pp=1, ep=8, global_batch=512), "ok"),
     ("qwen3-30b-h100-16-fsdp", cmd("dgx_h100", 16, "qwen3_30b_a3b", seq=4096, framework="fsdp", zero=3, ep=8, global_batch=256), "any"),
     ("grok1-h100-512", cmd("dgx_h100", 512, "grok1_314b", seq=8192, tp=8, pp=8, ep=8, global_batch=512), "any"),
@@ -118,6 +123,9 @@ COMMANDS: list[tuple[str, list[str], str]] = [
     ("odd-l3-70b-tp16", cmd("dgx_h100", 128, "llama3_70b", seq=8192, tp=16, pp=1, global_batch=128), "any"),
     ("odd-l3-405b-a100", cmd("dgx_a100", 2048, "llama3_405b", seq=8192, tp=8, pp=16, global_batch=1024), "ok"),
     ("odd-dsv3-dualpipe", cmd("dgx_h800", 2048, "deepseek_v3", "fp8", seq=4096, tp=1, pp=16, ep=64, global_batch=15360, schedule="dualpipe"), "any"),
+    ("odd-l3-70b-auto-vs", cmd("dgx_h100", 512, "llama3_70b", seq=8192, tp=4, pp=4, cp=2, virtual_stages=5, global_batch=512, placement="auto"), "ok"),
+    ("odd-l3-70b-vs-only", cmd("dgx_h100", 512, "llama3_70b", seq=8192, virtual_stages=5, global_batch=512), "ok"),
+    ("odd-dsv3-dualpipe-auto", cmd("dgx_h800", 2048, "deepseek_v3", "fp8", seq=4096, tp=1, pp=16, ep=64, global_batch=15360, schedule="dualpipe", placement="auto"), "any"),
     ("odd-l3-70b-mbs2", cmd("dgx_h100", 512, "llama3_70b", seq=8192, tp=4, pp=4, cp=2, micro_batch_size=2, global_batch=512), "any"),
     # --- bad inputs a newcomer types
     ("bad-neg-nodes", cmd("dgx_h100", -8, "llama3_8b", tp=1), "err"),
