@@ -11,7 +11,7 @@ import pytest
 
 import estimator
 from estimator.errors import EstimatorError
-from estimator.estimate import validate
+from estimator.estimate import estimate, validate
 from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout
 from estimator.parallel.search import _first_fit
@@ -54,10 +54,15 @@ def test_layout_search_starts_from_a_base_its_schedule_accepts(extra):
                  "parallelism.global_batch=512", *extra))
 
 
-def test_dualpipe_search_base_is_accepted():
-    validate(cfg("model=deepseek_v3", "system=dgx_h800", "fabric.nodes=2048", "model.seq_len=4096", "parallelism.tp=1",
-                 "parallelism.pp=16", "parallelism.ep=64", "parallelism.global_batch=15360", "parallelism.schedule=dualpipe",
-                 "parallelism.placement=auto"))
+def test_dualpipe_search_base_is_accepted_and_its_no_fit_names_the_modes_tried():
+    args = ("model=deepseek_v3", "system=dgx_h800", "fabric.nodes=2048", "model.seq_len=4096", "parallelism.tp=1",
+            "parallelism.pp=16", "parallelism.ep=64", "parallelism.global_batch=15360", "parallelism.schedule=dualpipe",
+            "parallelism.placement=auto")
+    # in the memory model DeepSeek-V3's DualPipe layout needs recompute_modules (tests/test_dualpipe.py ROW); the
+    # search's "no layout" names the modes it could try (not full, which DualPipe refuses)
+    validate(cfg(*args))  # the base layout used to hold 1 microbatch, which DualPipe refuses
+    with pytest.raises(EstimatorError, match=r"recompute none/selective$"):
+        estimate(cfg(*args))
 
 
 def test_search_does_not_give_dualpipe_a_full_recompute():
