@@ -19,7 +19,7 @@ from estimator.parallel import moe_comm
 from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout
 from estimator.parallel.memory import device_memory, memory
-from estimator.parallel.search import search
+from estimator.parallel.search import auto_fits, search
 from estimator.parallel.spec import FLASH, TransformerSpec
 from estimator.parallel.step import step_time
 
@@ -84,8 +84,16 @@ def setup_hybrid(cfg: dict[str, Any]) -> HybridSetup:
     if placement == "auto":  # tp/pp/dp/microbatches are searched: start from a valid layout of the GPU count
         global_batch = par.get("global_batch")
         stated_pp = "pp" not in searched
+        # placeholders the search replaces (candidates() checks each layout it builds): a searched pp of 2 where the
+        # schedule needs pipeline stages (virtual_stages > 1, dualpipe) and 2 x pp x microbatch_group microbatches,
+        # which the interleaved (a multiple of pp) and DualPipe (even, >= 2 pp) schedules take; a placeholder they
+        # refuse would surface as an error about values nobody stated ("microbatches (1)", "pp=1")
+        base_pp = _auto_base_pp(par, fabric.nodes) if not stated_pp else par.get("pp")
+        group = par.get("microbatch_group")
+        placeholder_m = 2 * (base_pp if isinstance(base_pp, int) and base_pp > 0 else 1) * (
+            group if isinstance(group, int) and not isinstance(group, bool) and group > 0 else 1)
         layout = Layout.from_cfg({**par, "tp": par.get("tp") if "tp" not in searched else 1,
-                                  "pp": par.get("pp") if stated_pp else 1, "dp": None, "microbatches": 1,
+                                  "pp": base_pp, "dp": None, "microbatches": placeholder_m,
                                   "micro_batch_size": 1, "first_stage_layers": par.get("first_stage_layers") if stated_pp else None,
                                   "last_stage_layers": par.get("last_stage_layers") if stated_pp else None}, spec, fabric.nodes)
         if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
@@ -141,14 +149,42 @@ def _placement(par: dict[str, Any]) -> tuple[str, tuple[str, ...], tuple[int, ..
     return "auto", unstated + ("micro_batch_size",), (1, 2, 4)
 
 
+def _auto_base_pp(par: dict[str, Any], gpus: int) -> int:
+    """The searched pp the base layout of a search is built with: 2 when the configured schedule needs pipeline
+    stages (virtual_stages > 1, schedule=dualpipe) and 2 divides the GPUs over tp x cp, else 1."""
+    v, schedule = par.get("virtual_stages"), par.get("schedule")
+    needs = (isinstance(v, int) and not isinstance(v, bool) and v > 1) or schedule == "dualpipe"
+    tp = par.get("tp") if isinstance(par.get("tp"), int) else 1
+    cp = par.get("cp") if isinstance(par.get("cp"), int) else 1
+    return 2 if needs and tp > 0 and cp > 0 and gpus % (2 * tp * cp) == 0 else 1
+
+
 def validate_hybrid(cfg: dict[str, Any]) -> None:
     s = setup_hybrid(cfg)
     spec, precision, layout, placement, capacity, framework = s.spec, s.precision, s.layout, s.placement[0], s.capacity, s.framework
     if placement == "fixed":
-        _check_fits(spec, layout, capacity, framework, precision)
+        _check_fits(spec, layout, capacity, framework, precision, lambda: _auto_would_fit(cfg))
 
 
-def _check_fits(spec: TransformerSpec, layout: Layout, capacity: float | None, framework: Framework, precision: str) -> None:
+def _auto_would_fit(cfg: dict[str, Any]) -> str:
+    """Whether ``parallelism.placement=auto`` on this config finds a layout that fits the device memory (memory and
+    the layout checks only, no step priced): "" when it does, else the degrees it keeps (", tp=1, pp=1")."""
+    par = {**(cfg.get("parallelism") or {}), "placement": "auto"}
+    try:
+        s = setup_hybrid({**cfg, "parallelism": par})
+    except EstimatorError:
+        return " (none)"
+    search_in = s.placement[1]
+    keep = {k: v for k, v in search_in["fixed"].items() if v is not None}
+    fits = auto_fits(s.spec, s.layout, s.layout.microbatches, s.fabric, s.precision, s.capacity, s.framework,
+                     search_in["mbs_options"], keep, search_in["recomputes"])
+    return "" if fits else "".join(f", {k}={v}" for k, v in keep.items()) or " (none)"
+
+
+def _check_fits(spec: TransformerSpec, layout: Layout, capacity: float | None, framework: Framework, precision: str,
+                auto_fit=None) -> None:
+    """Refuse a fixed layout that does not fit ``capacity``; ``auto_fit()`` (see :func:`_auto_would_fit`) decides
+    whether the message offers the layout search."""
     def need(candidate: Layout) -> dict[str, Any]:
         return memory(spec, candidate, framework.grad_bytes(precision), framework, precision == "fp8")
 
@@ -159,10 +195,10 @@ def _check_fits(spec: TransformerSpec, layout: Layout, capacity: float | None, f
             f"parallelism: layout {layout.label()} needs {mem['total'] / 1e9:.1f} GB per GPU{where} "
             f"(weights {mem['weights'] / 1e9:.1f}, gradients {mem['gradients'] / 1e9:.1f}, optimizer {mem['optimizer'] / 1e9:.1f}, "
             f"activations {mem['activations'] / 1e9:.1f}) but the device has {capacity / 1e9:.1f} GB: "
-            f"{(mem['total'] - capacity) / 1e9:.1f} GB too much{_hint(spec, layout, need, capacity)}")
+            f"{(mem['total'] - capacity) / 1e9:.1f} GB too much{_hint(spec, layout, need, capacity, auto_fit)}")
 
 
-def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float) -> str:
+def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float, auto_fit=None) -> str:
     """What else the user can change when a layout does not fit: each single setting that alone makes it
     fit (sequence parallelism where it was turned off, full recompute), the layout search, and the layer
     (it keeps s x s attention scores unless it is Transformer Engine's flash-attention layer)."""
@@ -176,7 +212,11 @@ def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float) -> str:
         total = need(candidate)["total"]
         if total <= capacity:
             hint += f"it fits with {setting}: {total / 1e9:.1f} GB; "
-    hint += "parallelism.placement=auto searches the tp/pp/dp layouts that fit"
+    kept = auto_fit() if auto_fit is not None else ""
+    if not kept:
+        hint += "parallelism.placement=auto searches the tp/pp/dp layouts that fit"
+    else:  # the search keeps stated degrees: offering it would send the user to a second refusal
+        hint += f"placement=auto finds none either with the stated{kept.lstrip(',')}: unset tp / pp, or add GPUs or cp"
     if spec.fused not in FLASH and spec.family in ("gpt", "llama", "nemotron") and layout.recompute != "full":
         hint += (f"; model.fused_kernels={spec.fused} keeps the s x s attention scores, "
                  "model.fused_kernels=te is flash attention, as Megatron-core / NeMo run today (sdpa: in an eager layer)")
@@ -194,7 +234,7 @@ def estimate_hybrid(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str,
         metrics["layouts_evaluated"] = n
         metrics["searched"] = ", ".join(search_in["searched"])
     else:
-        _check_fits(spec, layout, capacity, framework, precision)
+        _check_fits(spec, layout, capacity, framework, precision, lambda: _auto_would_fit(cfg))
         metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, overlap, framework, interference)
     metrics["placement"] = placement
     metrics["device_memory_bytes"] = capacity or 0.0

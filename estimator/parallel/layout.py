@@ -65,7 +65,7 @@ data-parallel group with context parallelism spans dp x cp ranks).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from estimator.errors import EstimatorError
@@ -380,14 +380,32 @@ class Layout:
         if spec.experts and not (etp == self.tp and self.cp == 1):
             self._fold_base()
         if (self.ep > 1 or etp != self.tp) and ranks % (etp * self.ep):
+            hint = self._whole_experts_hint(spec)
             if etp == self.tp and self.cp == 1:
                 raise EstimatorError(f"parallelism.ep={self.ep} must divide the data-parallel degree dp={self.dp} "
-                                     f"(expert-parallel groups are made of data-parallel ranks)")
+                                     f"(expert-parallel groups are made of data-parallel ranks){hint}")
             raise EstimatorError(f"parallelism: etp x ep = {etp} x {self.ep} must divide tp x cp x dp = {ranks} "
-                                 "(Megatron-core regroups a pipeline stage's ranks for the expert layers)")
+                                 f"(Megatron-core regroups a pipeline stage's ranks for the expert layers){hint}")
         self._check_modules(spec)
         if self.ep > 1 and spec.experts % self.ep:
             raise EstimatorError(f"parallelism.ep={self.ep}: model {spec.name} has {spec.experts} experts, not divisible by ep")
+
+    def _whole_experts_hint(self, spec: TransformerSpec) -> str:
+        """With etp unstated (= tp) and an ep that only fits when the experts are not tensor-split: say that etp=1 is
+        the layout Megatron-core accepts. Megatron-core folds the expert groups over a stage's tp x cp x dp ranks and
+        only needs world_size % (etp x ep x pp) == 0 (NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
+        megatron/core/parallel_state.py l.874-884); Megatron-Bridge's MoE recipes set expert_tensor_parallel_size = 1
+        with tp > 1 (NVIDIA-NeMo/Megatron-Bridge@067f987df03b8355b03192d88d70f1709fedf51a
+        src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py l.125-132: tp 2, pp 16, ep 64, etp 1). "" when
+        etp was stated, tp is 1 or the etp=1 layout is refused too."""
+        if self.etp is not None or self.tp == 1:
+            return ""
+        try:
+            replace(self, etp=1).check(spec)
+        except EstimatorError:
+            return ""
+        return (f"; with whole experts, parallelism.etp=1, etp x ep = {self.ep} divides tp x cp x dp = "
+                f"{self.tp * self.cp * self.dp}, as Megatron-Bridge's MoE recipes run it")
 
     def _check_modules(self, spec: TransformerSpec) -> None:
         """Each of ``recompute_modules`` must be a module the model has (Megatron-core refuses mla_up_proj without

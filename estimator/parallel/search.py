@@ -86,20 +86,34 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
 
 
 def _first_fit(spec: TransformerSpec, shape: Layout, modes: tuple[str, ...], capacity: float | None, framework: Framework,
-               precision: str, refusals: list[EstimatorError]) -> Layout | None:
+               precision: str, refusals: list[EstimatorError], allowed: set[str] | None = None) -> Layout | None:
     """``shape`` with the first of the recompute ``modes`` that Megatron-core's checks allow and that fits memory
-    (None: none does); each refusal is appended to ``refusals``."""
+    (None: none does); each refusal is appended to ``refusals``, each mode the checks allow added to ``allowed``."""
     for mode in modes:
         layout = shape if mode == shape.recompute else replace(shape, recompute=mode, recompute_modules=None)
         try:
+            if layout is not shape:  # a recompute mode the shape's schedule refuses (DualPipe: no full recompute)
+                layout.check(spec)
             moe_comm.check(framework, spec, layout, precision)  # a layout Megatron-core refuses with these settings
             framework.check_zero1_group(layout.dp * layout.cp, layout.zero)  # or InternLM's ZeRO-1 groups refuse
         except EstimatorError as refused:
             refusals.append(refused)
             continue
+        if allowed is not None:
+            allowed.add(mode)
         if not capacity or memory(spec, layout, framework.grad_bytes(precision), framework, precision == "fp8")["total"] <= capacity:
             return layout
     return None
+
+
+def auto_fits(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, precision: str, capacity: float | None,
+              framework: Framework, mbs_options=(1, 2, 4), keep: dict[str, int] | None = None,
+              recomputes: tuple[str, ...] | None = None) -> bool:
+    """Whether :func:`search` with these arguments would find a layout (memory and checks only, no step priced)."""
+    max_tp = getattr(fabric.config, "gpus_per_node", 8) or 8
+    modes = recomputes or (base.recompute,)
+    return any(_first_fit(spec, shape, modes, capacity, framework, precision, [])
+               for shape in candidates(spec, base, base.gpus, max_tp, global_batch, mbs_options, keep))
 
 
 def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, device: DeviceProfile, precision: str, algorithm: str,
@@ -115,11 +129,12 @@ def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabri
     best = None
     evaluated = 0
     refusals: list[EstimatorError] = []
+    allowed: set[str] = set()  # the recompute modes some layout's checks allow (DualPipe: not full)
     modes = recomputes or (base.recompute,)
     todo = candidates(spec, base, gpus, max_tp, global_batch, mbs_options, keep)
     # a bar on a terminal only (tqdm's disable=None): the search of a large MoE model takes a minute
     for shape in tqdm(todo, desc="layouts", unit="layout", file=sys.stderr, disable=None, leave=False, mininterval=0.5):
-        layout = _first_fit(spec, shape, modes, capacity, framework, precision, refusals)
+        layout = _first_fit(spec, shape, modes, capacity, framework, precision, refusals, allowed)
         if layout is None:
             continue
         metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap, framework, interference)
@@ -132,5 +147,5 @@ def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabri
         stated = "".join(f", {k}={v}" for k, v in keep.items())
         raise EstimatorError(f"parallelism.placement=auto: no layout of {spec.name} on {gpus} GPUs{stated} fits "
                              f"{(capacity or 0) / 1e9:.1f} GB per GPU with global_batch {global_batch}, micro-batch "
-                             f"{'/'.join(map(str, mbs_options))} and recompute {'/'.join(modes)}")
+                             f"{'/'.join(map(str, mbs_options))} and recompute {'/'.join(m for m in modes if m in allowed) or '/'.join(modes)}")
     return best[0], best[1], evaluated
