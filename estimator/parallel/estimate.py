@@ -80,6 +80,8 @@ def setup_hybrid(cfg: dict[str, Any]) -> HybridSetup:
     rc_stated = par.get("recompute") is not None or par.get("recompute_modules") is not None
     if not rc_stated:
         par["recompute"] = framework.recompute
+    if par.get("zero") is None:  # unset: the framework's own ZeRO stage (FSDP: full sharding)
+        par["zero"] = framework.zero
     placement, searched, mbs_options = _placement(par)
     if placement == "auto":  # tp/pp/dp/microbatches are searched: start from a valid layout of the GPU count
         global_batch = par.get("global_batch")

@@ -38,6 +38,8 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
 * ``interleaved_schedule`` — the pipeline engine supports virtual stages (interleaved 1F1B).
 * ``recompute`` — the activation recomputation a run gets when ``parallelism.recompute`` is unset (null):
   the framework's own default (Megatron-core: none), so a plain command prices what the stack does.
+* ``zero`` — the ZeRO stage a run gets when ``parallelism.zero`` is unset (null): the framework's own default
+  (PyTorch FSDP: 3, full sharding; Megatron-core's distributed optimizer: 1).
 * ``fp32_grads_with_bf16`` — with bf16/fp8 training the gradient buffer and its reduction are fp32
   (4 bytes per parameter), else 16-bit.
 * ``zero3_unit`` — what ZeRO-3 all-gathers at a time: ``layer`` (an FSDP unit = one transformer
@@ -283,6 +285,7 @@ class Framework:
     moe_shared_expert_overlap: bool
     moe_permute_fusion_into_hybridep: bool
     recompute: str
+    zero: int
     bf16_grad_reduce: str
     bf16_grad_accum_bytes: float
     bf16_step_grad_bytes: float
@@ -347,6 +350,8 @@ class Framework:
         if data["moe_dispatcher"] not in DISPATCHERS:
             raise EstimatorError(f"framework.moe_dispatcher must be one of {', '.join(DISPATCHERS)}, "
                                  f"got {data['moe_dispatcher']!r}")
+        if isinstance(data["zero"], bool) or data["zero"] not in (0, 1, 2, 3):
+            raise EstimatorError(f"framework.zero must be 0, 1, 2 or 3, got {data['zero']!r}")
         if data["recompute"] not in RECOMPUTE:
             raise EstimatorError(f"framework.recompute must be one of {', '.join(RECOMPUTE)}, got {data['recompute']!r}")
         if data["bf16_grad_reduce"] not in BF16_GRAD_REDUCES:

@@ -238,7 +238,7 @@ class Layout:
         recompute = str(par.get("recompute", "none"))
         if recompute not in RECOMPUTE:
             raise EstimatorError(f"parallelism.recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
-        zero = _int(par, "zero", 0, low=0)
+        zero = 1 if "zero" in par and par["zero"] is None else _int(par, "zero", 0, low=0)  # null: the distributed optimizer
         if zero > 3:
             raise EstimatorError(f"parallelism.zero must be 0, 1, 2 or 3, got {zero}")
         sp = par.get("sequence_parallel")
