@@ -174,7 +174,8 @@ def test_torch_context_parallelism_moves_repeated_heads_and_merges_in_fp32():
     assert colls["all_gather"]["bytes"] == cp * 2 * q_elems * 2  # the gathered cat(K, V), 16-bit
     assert colls["p2p"]["bytes"] == 2 * q_elems * 4  # dK, dV in fp32
     per_layer = m["microbatches"] * s.layers
-    assert colls["all_gather"]["count_per_step"] == per_layer * 2 and colls["p2p"]["count_per_step"] == per_layer * cp
+    # compiled (framework.torch_cp_waits=at_issue): the backward ring's gather is the forward's (AOT's CSE), so one
+    assert colls["all_gather"]["count_per_step"] == per_layer and colls["p2p"]["count_per_step"] == per_layer * cp
     # the merges and accumulations alone set a floor under the exposed time; the all_gather mode has neither
     hbm = DeviceProfile.from_dict(dict(res.config["device"])).memory_rate("elementwise", "bf16")
     floor = per_layer * sum(torch_cp_bytes(cp, q_elems)) / hbm
@@ -209,19 +210,51 @@ def test_torch_alltoall_rotation_permutes_kv_each_step():
     colls = [c for c in res.collectives if c["group"] == "cp"]
     assert {c["collective"] for c in colls} == {"p2p"}
     per_layer = m["microbatches"] * s.layers
-    assert {c["bytes"]: c["count_per_step"] for c in colls} == {2 * q_elems * 2: per_layer * (cp - 1) * 2,
+    # compiled (at_issue): 2 cp - 3 K/V permutes in the forward graph, cp - 1 in the backward graph
+    assert {c["bytes"]: c["count_per_step"] for c in colls} == {2 * q_elems * 2: per_layer * (3 * cp - 4),
                                                                    2 * q_elems * 4: per_layer * cp}
     assert torch_cp_bytes(4, 1, alltoall=True) == (35 + 2 * 8, 148 + 2 * 8)
     assert "cp4(torch_alltoall)" in m["layout"]
 
 
 @pytest.mark.parametrize("mode", ["ring", "all_gather", "torch", "torch_alltoall"])
-def test_a_recompute_reruns_the_context_parallel_exchange(mode):
-    none, selective = (estimate(cfg("llama3_8b", *CP_BASE, f"parallelism.recompute={rc}", f"parallelism.cp_comm={mode}")).metrics
-                       for rc in ("none", "selective"))
+@pytest.mark.parametrize("waits", ["at_issue", "next_step"])
+def test_a_recompute_reruns_the_context_parallel_exchange(mode, waits):
+    none, selective = (estimate(cfg("llama3_8b", *CP_BASE, f"parallelism.recompute={rc}", f"parallelism.cp_comm={mode}",
+                                    f"framework.torch_cp_waits={waits}")).metrics for rc in ("none", "selective"))
     assert selective["cp_comm_time_s"] > none["cp_comm_time_s"]
     if mode == "all_gather":  # one more K and V gather per layer: 6 gathers + 2 scatters instead of 4 + 2
         assert selective["cp_comm_time_s"] / none["cp_comm_time_s"] > 1.2
+
+
+@pytest.mark.parametrize("mode", ["torch", "torch_alltoall"])
+def test_compiled_torch_ring_waits_every_collective_at_once(mode):
+    """framework.torch_cp_waits=at_issue (torch 2.6.0-2.7.0 under torch.compile: a traced functional collective is
+    followed by its wait_tensor, and Inductor keeps it there; docs/research/h94-inductor-reorder.md): every K/V
+    exchange and dK/dV permute is exposed in full, on top of the merges and accumulations; next_step (the ring's
+    eager order) hides each behind one step's attention, so it exposes less."""
+    from estimator.compute.device import DeviceProfile
+    from estimator.parallel.step import torch_cp_bytes
+
+    res = estimate(cfg("llama3_8b", *CP_BASE, "parallelism.recompute=full", f"parallelism.cp_comm={mode}"))
+    m, s, tp, cp = res.metrics, spec("llama3_8b"), 2, 4
+    q_elems = (s.seq_len // cp) * (s.heads // tp) * s.head_dim
+    per_layer = m["microbatches"] * s.layers
+    hbm = DeviceProfile.from_dict(dict(res.config["device"])).memory_rate("elementwise", "bf16")
+    merges, accumulate = (b / hbm for b in torch_cp_bytes(cp, q_elems, mode == "torch_alltoall"))
+    kv = [c for c in res.collectives if c["group"] == "cp" and c["bytes"] == 2 * q_elems * 2 * (cp if mode == "torch" else 1)]
+    permute = [c for c in res.collectives if c["group"] == "cp" and c["bytes"] == 2 * q_elems * 4]
+    assert len(kv) == len(permute) == 1 and permute[0]["count_per_step"] == per_layer * cp
+    # K/V exchanges in the forward graph and in the backward graph (with the recompute), all exposed
+    n_f, n_b = (1, 1) if mode == "torch" else (2 * cp - 3, 2 * cp - 3)
+    assert kv[0]["count_per_step"] == per_layer * (n_f + n_b)
+    kv_time = (n_f + n_b) * kv[0]["time_s"]
+    expected = per_layer * (kv_time + cp * permute[0]["time_s"] + 2 * merges + accumulate)
+    assert m["cp_exposed_time_s"] == pytest.approx(expected)
+    assert m["cp_comm_time_s"] == pytest.approx(per_layer * (kv_time + cp * permute[0]["time_s"]))
+    eager = estimate(cfg("llama3_8b", *CP_BASE, "parallelism.recompute=full", f"parallelism.cp_comm={mode}",
+                         "framework.torch_cp_waits=next_step")).metrics
+    assert eager["cp_exposed_time_s"] < m["cp_exposed_time_s"]
 
 
 @pytest.mark.parametrize("overrides, needle", [
@@ -234,6 +267,7 @@ def test_a_recompute_reruns_the_context_parallel_exchange(mode):
     (("model.num_layers=12", "parallelism.virtual_stages=4", "parallelism.pp=4"), "leave a chunk other than the embedding"),
     (("framework=deepspeed", "parallelism.virtual_stages=2", "parallelism.pp=2"), "no interleaved schedule"),
     (("framework.zero3_unit=block",), "framework.zero3_unit must be one of layer, module"),
+    (("framework.torch_cp_waits=never",), "framework.torch_cp_waits must be one of at_issue, next_step"),
     (("+framework.overlap_everything=true",), "framework: unknown key"),
 ])
 def test_bad_large_model_configs_are_one_line_errors(overrides, needle):

@@ -16,6 +16,12 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   micro-pipeline pass): it fuses all-gather -> matmul and matmul -> reduce-scatter, but an input
   gradient that is the sum of several matmuls (wq/wk/wv, w1/w3) is reduce-scattered unfused, so
   those two reduce-scatters per layer stay exposed (pytorch/pytorch#149946).
+* ``torch_cp_waits`` — where PyTorch's ring attention (``parallelism.cp_comm=torch|torch_alltoall``) waits each of its
+  collectives: ``at_issue`` (the ring as torch.compile traces it, torch 2.6.0-2.7.0: a traced functional collective
+  is followed by its ``wait_tensor`` at once and Inductor keeps it there, so every K/V exchange and dK/dV permute is
+  exposed in full; a recompute's K/V exchange is the backward's own) or ``next_step`` (where the ring's Python waits,
+  as eager runs it: each exchange hidden behind one step's attention); :func:`~estimator.parallel.step.cp_exchange`,
+  sources in conf/framework/fsdp.yaml.
 * ``tp_overlap_scope`` — with ``tp_comm_overlap``, what a TP collective can hide behind: ``layer``
   (Transformer Engine's userbuffers: ring-exchange and bulk overlaps pair the layer's collectives
   with any of its GEMMs, so the layer's TP time is exposed only beyond its GEMMs' time) or ``gemm``
@@ -244,6 +250,7 @@ OPTIMIZER_STATES = ("fp32", "bf16", "bf16_moments")
 BF16_GRAD_REDUCES = ("zero", "all_reduce_bf16")
 FP16_GRAD_REDUCES = ("zero", "all_reduce")
 PARAM_EXCHANGES = ("all_gather", "broadcast")
+TORCH_CP_WAITS = ("at_issue", "next_step")  # framework.torch_cp_waits (conf/framework/fsdp.yaml cites both)
 FSDP_PARAM_BYTES = (2, 4)  # framework.fsdp_param_bytes: a 16-bit param_dtype, or fp32 under autocast (FSDP1)
 OPTIONAL = ("reduce_bucket_params", "zero3_prefetch_params", "zero3_max_live_params",
             "zero3_max_reuse_params")  # parameter counts; null = none
@@ -293,6 +300,7 @@ class Framework:
     fp16_param_bytes: float
     fp16_shard_bytes: float
     fp16_grad_accum_bytes: float
+    torch_cp_waits: str
     moe_dispatcher_sms: int | None = None
     moe_dispatch_fp8: bool = False  # the flex dispatcher's dispatches in FP8 with 1x128 scales (moe_comm FP8_ROW_BYTES)
     attention_host_sync: bool = False  # the attention syncs host and device each call (flash-attn 0.2.x unpad_input)
@@ -365,6 +373,9 @@ class Framework:
             value = data[key]
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
                 raise EstimatorError(f"framework.{key} must be a number of bytes per parameter >= 0, got {value!r}")
+        if data["torch_cp_waits"] not in TORCH_CP_WAITS:
+            raise EstimatorError(f"framework.torch_cp_waits must be one of {', '.join(TORCH_CP_WAITS)}, "
+                                 f"got {data['torch_cp_waits']!r}")
         if data["param_exchange"] not in PARAM_EXCHANGES:
             raise EstimatorError(f"framework.param_exchange must be one of {', '.join(PARAM_EXCHANGES)}, "
                                  f"got {data['param_exchange']!r}")

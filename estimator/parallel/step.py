@@ -43,13 +43,16 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   torchtitan runs it, rotate method all-gather, load-balanced; docs/research/h32-evidence.md
   section 2c, docs/research/h88-torch-cp.md): SDPA receives K and V after torchtitan's Llama repeated them to
   the query heads, so the exchange carries ``heads/tp`` heads, not ``kv_heads/tp``; one all-gather of
-  ``cat(K, V)`` per pass, waited at the second step, so exposed beyond the first (local) step's attention;
-  every step's partial output is merged into an fp32 output (``convert_to_f32``); the backward gathers K and
-  V again, sends each step's dK/dV on around the ring in fp32 (one all-to-all permute per step, waited after
-  the next step's attention backward, so each is exposed beyond one step's attention backward and the last,
-  waited right after the loop, in full) and adds every step's dQ/dK/dV into fp32 accumulators. ``torch_alltoall``
-  (rotate method "alltoall"): instead of the all-gather, ``cp - 1`` permutes of ``cat(K, V)`` per pass, each sent
-  before a step's SDPA and waited at the next, so each exposed beyond one step's attention. The merges,
+  ``cat(K, V)`` per pass; every step's partial output is merged into an fp32 output (``convert_to_f32``); the
+  backward gathers K and V again, sends each step's dK/dV on around the ring in fp32 (one all-to-all permute per
+  step) and adds every step's dQ/dK/dV into fp32 accumulators. ``torch_alltoall`` (rotate method "alltoall"):
+  instead of the all-gather, ``cp - 1`` permutes of ``cat(K, V)`` per pass. Where each collective is waited is
+  ``framework.torch_cp_waits``: ``at_issue`` (the default; the ring as torch.compile traces it at torch
+  2.6.0-2.7.0, docs/research/h94-inductor-reorder.md): every collective is waited right after it is issued, so
+  each is exposed in full, and under a recompute the backward graph's K/V exchange also serves the recompute
+  (one exchange per pass, not two); ``next_step`` (the ring's Python, eager): the gather waited at the second
+  step, each permute after the next step's attention (backward), so each is exposed beyond one step's attention,
+  the last dK/dV permute (waited after the loop) in full, and a recompute exchanges K/V again. The merges,
   accumulations and copies are memory-bound passes priced at the device's elementwise memory rate, as
   Inductor fuses them under torchtitan's ``torch.compile`` (:func:`torch_cp_bytes`). All
   modes: a recompute (``selective`` or ``full``) reruns the attention forward in backward with its
@@ -427,10 +430,24 @@ def torch_cp_bytes(cp: int, q_elems: float, alltoall: bool = False) -> tuple[flo
 
 
 def cp_exchange(spec: TransformerSpec, L: Layout, pricer: _Pricer, attn: PartTimes, per_step: float,
-                hbm: float) -> tuple[float, float, float]:
+                hbm: float, torch_waits: str = "at_issue") -> tuple[float, float, float]:
     """(exposed forward, exposed backward, all communication) seconds of one layer's context-parallel
     K/V exchange per microbatch, by ``L.cp_comm`` (module docstring); zeros without context
-    parallelism. ``hbm``: the device's elementwise memory rate (bytes/s) for ``torch``'s fp32 merges."""
+    parallelism. ``hbm``: the device's elementwise memory rate (bytes/s) for ``torch``'s fp32 merges.
+    ``torch_waits`` (``framework.torch_cp_waits``, ``torch`` / ``torch_alltoall`` only): ``at_issue`` -- the ring as
+    torch.compile traces it (torch 2.6.0-2.7.0): each functional collective is waited right where it is issued, so
+    every K/V exchange and dK/dV permute is exposed in full, and AOT's graphs hold fewer K/V exchanges than the
+    Python issues (below); ``next_step`` -- each wait where the ring's Python places it (eager): exposed beyond one
+    step's attention, the last dK/dV permute in full; K/V exchanged in forward, backward and a recompute.
+
+    K/V exchanges per layer under ``at_issue``, read off the generated code of torch 2.6.0's ring in a compiled
+    Llama block (docs/research/h94-inductor-reorder.md): all-gather -- one in the forward graph; the backward ring's
+    gather is the same expression as the forward's, so AOT merges it (CSE): without a recompute the backward graph
+    reuses the saved gathered K/V and gathers nothing, with full recompute it gathers once for the recompute and
+    the backward ring. alltoall -- ``2 cp - 3`` permutes in the forward graph (its own ``cp - 1`` and the backward
+    ring's ``cp - 2`` later ones, whose inputs are forward values: the partitioner computes them there and saves
+    them), ``cp - 1`` in the backward graph, and ``cp - 2`` more with a recompute (cp 4 without recompute; cp 4
+    and 8 with full recompute)."""
     if L.cp == 1:
         return 0.0, 0.0, 0.0
     tokens = (spec.seq_len // L.cp) * L.micro_batch_size
@@ -438,20 +455,30 @@ def cp_exchange(spec: TransformerSpec, L: Layout, pricer: _Pricer, attn: PartTim
     reruns = 1 if L.reruns_attention else 0  # a recompute reruns the attention forward, exchange included
     if L.cp_comm in ("torch", "torch_alltoall"):
         alltoall = L.cp_comm == "torch_alltoall"
+        traced = torch_waits == "at_issue"
         q_elems = tokens * max(1, spec.heads // L.tp) * spec.head_dim  # K and V repeated to the query heads
         step_f, step_b = attn.fwd / L.cp, attn.bwd / L.cp  # one step's attention, what an exchange hides behind
         if alltoall:  # cp - 1 permutes of cat(K, V) per pass, each sent before a step's SDPA, waited at the next
-            kv = pricer.p2p("cp", 2 * q_elems * ACT_BYTES, L.cp, per_step * (L.cp - 1) * (2 + reruns))
-            kv_f, kv_b = ((L.cp - 1) * max(0.0, kv - step) for step in (step_f, step_b))
-            kv_comm = (L.cp - 1) * kv
-        else:  # one all-gather of cat(K, V) per pass, waited at the second step
-            gather = pricer.price("cp", "all_gather", L.cp * 2 * q_elems * ACT_BYTES, L.cp, per_step * (2 + reruns))
-            kv_f, kv_b, kv_comm = max(0.0, gather - step_f), max(0.0, gather - step_b), gather
+            n_f, n_b = ((2 * L.cp - 3, L.cp - 1 + reruns * (L.cp - 2)) if traced
+                        else (L.cp - 1, (L.cp - 1) * (1 + reruns)))
+            kv = pricer.p2p("cp", 2 * q_elems * ACT_BYTES, L.cp, per_step * (n_f + n_b))
+            if traced:
+                kv_f, kv_b = n_f * kv, n_b * kv
+            else:  # the recompute's exposure is counted with cp_f below
+                kv_f, kv_b = ((L.cp - 1) * max(0.0, kv - step) for step in (step_f, step_b))
+        else:  # one all-gather of cat(K, V) per pass, waited at the second step (eager)
+            n_f, n_b = (1, reruns) if traced else (1, 1 + reruns)
+            kv = pricer.price("cp", "all_gather", L.cp * 2 * q_elems * ACT_BYTES, L.cp, per_step * (n_f + n_b))
+            kv_f, kv_b = (kv, reruns * kv) if traced else (max(0.0, kv - step_f), max(0.0, kv - step_b))
+        kv_comm = (n_f + n_b) * kv
         permute = pricer.p2p("cp", 2 * q_elems * FP32_BYTES, L.cp, per_step * L.cp)  # dK, dV in fp32, each step
         merges, accumulate = (nbytes / hbm for nbytes in torch_cp_bytes(L.cp, q_elems, alltoall))
         cp_f = kv_f + merges
-        cp_b = kv_b + (L.cp - 1) * max(0.0, permute - step_b) + permute + accumulate + reruns * cp_f
-        return cp_f, cp_b, (2 + reruns) * kv_comm + L.cp * permute
+        if traced:  # every permute waited at once; the backward graph's K/V exchanges counted in kv_b
+            cp_b = kv_b + L.cp * permute + accumulate + reruns * merges
+        else:
+            cp_b = kv_b + (L.cp - 1) * max(0.0, permute - step_b) + permute + accumulate + reruns * cp_f
+        return cp_f, cp_b, kv_comm + L.cp * permute
     if L.cp_comm == "ring":
         ring_f = pricer.p2p("cp", 2 * local, L.cp, per_step * (L.cp - 1) * (1 + reruns))
         ring_b = pricer.p2p("cp", 4 * local, L.cp, per_step * (L.cp - 1))
@@ -621,7 +648,8 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
                                per_step * (4 + n_rc + n_moe), (spec.router.num_groups, spec.router.group_topk),
                                fw.moe_dispatch_fp8)
     # ---- context parallelism: the K/V exchange of each layer's attention (cp_exchange)
-    cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step, device.memory_rate("elementwise", precision))
+    cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step, device.memory_rate("elementwise", precision),
+                                      fw.torch_cp_waits)
     rc, rc_flops = recompute_cost(spec, L, layer, attn, device.memory_rate("elementwise", precision))
     f_layer, b_layer = layer.fwd + tp_f + cp_f, layer.bwd + rc + tp_b + cp_b
     ep_f, ep_b = 2 * ep_one, (2 + n_rc + n_moe) * ep_one
