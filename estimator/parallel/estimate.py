@@ -49,6 +49,7 @@ class HybridSetup(NamedTuple):
     overlap: bool | None  # parallelism.dp_overlap (None: the framework's)
     framework: Framework
     interference: float  # compute slow-down while overlapped DP / ZeRO traffic runs (parallelism.comm_interference)
+    interference_stated: bool = False  # comm_interference was stated: it then prices the NCCL all-to-all's SMs too
 
 
 def setup_hybrid(cfg: dict[str, Any]) -> HybridSetup:
@@ -114,6 +115,7 @@ def setup_hybrid(cfg: dict[str, Any]) -> HybridSetup:
     capacity = device_memory(device.usable_memory_bytes, par.get("device_memory_bytes"))
     overlap = _bool_or_null(par, "dp_overlap")
     interference = par.get("comm_interference")
+    stated = interference is not None
     if interference is None:  # the device's share: SMs an NCCL collective holds over the SMs it has (else none)
         interference = device.collective_share
     if isinstance(interference, bool) or not isinstance(interference, int | float) or not 0 <= interference < 1:
@@ -123,7 +125,7 @@ def setup_hybrid(cfg: dict[str, Any]) -> HybridSetup:
                  "recomputes": recomputes,
                  "fixed": {k: _int_or_null(par, k) for k in ("tp", "pp", "dp", "ep", "etp") if k not in searched}}
     return HybridSetup(spec, fabric, device, precision, layout, (placement, search_in), capacity, overlap, framework,
-                       float(interference))
+                       float(interference), stated)
 
 
 def _int_or_null(par: dict[str, Any], key: str) -> int | None:
@@ -227,17 +229,19 @@ def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float, auto_fit
 
 def estimate_hybrid(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(metrics, collectives) of one hybrid-parallel training step."""
-    spec, fabric, device, precision, layout, (placement, search_in), capacity, overlap, framework, interference = setup_hybrid(cfg)
+    s = setup_hybrid(cfg)
+    spec, fabric, device, precision, layout, (placement, search_in), capacity, overlap, framework, interference = s[:10]
     algorithm = str(cfg.get("algorithm") or "default")
     if placement == "auto":
         metrics, colls, n = search(spec, layout, layout.microbatches, fabric, device, precision, algorithm, capacity,
                                    overlap, framework, interference, search_in["mbs_options"], search_in["fixed"],
-                                   search_in["recomputes"])
+                                   search_in["recomputes"], s.interference_stated)
         metrics["layouts_evaluated"] = n
         metrics["searched"] = ", ".join(search_in["searched"])
     else:
         _check_fits(spec, layout, capacity, framework, precision, lambda: _auto_would_fit(cfg))
-        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, overlap, framework, interference)
+        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, overlap, framework, interference,
+                                   s.interference_stated)
     metrics["placement"] = placement
     metrics["device_memory_bytes"] = capacity or 0.0
     return metrics, colls

@@ -54,10 +54,12 @@ they get, as wave-filling kernels run). Defaults (:data:`DISPATCHER_SMS`): DeepE
 l.1287-1290: ``moe_flex_dispatcher_num_sms`` None -> 20); HybridEP 32, what Megatron-Bridge's performance scripts
 set (NVIDIA-NeMo/Megatron-Bridge@067f987d scripts/performance/utils/overrides.py l.86-89, whose comment says the
 number "needs to be adjusted when overlapping HybridEP with computation"); Megatron-core leaves HybridEP's own
-default, which is not read here. The NCCL all-to-all (``alltoall``) runs one CTA per channel on SMs it does not share,
-like every NCCL collective: hidden behind compute it costs ``parallelism.comm_interference`` of the hidden time, the
-charge the data-parallel and ZeRO collectives pay (default ``device.collective_sms / sm_count``, cited in
-conf/device/*.yaml).
+default, which is not read here. The NCCL all-to-all (``alltoall``: ``all_to_all_single``, one ncclSend / ncclRecv
+per peer in one group) runs one CTA per p2p channel it touches, on SMs it does not share (NVIDIA/nccl#689): hidden
+behind compute it costs ``ctas / device.sm_count`` of the hidden time, ``ctas`` from NCCL's own rule
+(:func:`nccl_a2a_ctas`; docs/research/h97-a2a-sms.md), not the data-parallel collectives' ``collective_sms`` (a ring
+all-gather's channels). A stated ``parallelism.comm_interference`` still overrides it, as for every NCCL collective; a
+device without ``p2p_channels_*`` falls back to ``comm_interference``'s default (``collective_sms / sm_count``).
 
 Shared expert (``framework.moe_shared_expert_overlap``, Megatron-core's ``moe_shared_expert_overlap``, default
 False: NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_config.py l.717-721): without it the
@@ -206,13 +208,51 @@ def merged_exposure(a2a: float, pre_f: float, experts_f: float, pre_b: float, ex
     return max(0.0, max(combine_f, pre_b_end) - (pre_f + experts_f + pre_b + experts_b))
 
 
-def sm_share(framework, device, interference: float = 0.0) -> float:
+# NCCL's p2p scheduling (NVIDIA/nccl, the same rule at v2.23.4-1 .. v2.28.9-1; file:line at v2.27.7-1 and v2.28.9-1 in
+# docs/research/h97-a2a-sms.md): a remote peer gets 2 channels ("start from 2 channels per NIC", src/graph/paths.cc
+# l.820 / 839), halved while 2 x nRanks > 4 x p2pnChannels (l.827 / 846), raised to the NICs a GPU needs for its
+# bandwidth (getLocalNetCountByBw: 1 on a DGX, one 400 Gb/s NIC per GPU); one CTA runs up to 8 send / recv pairs at
+# once and the peers of one node share their channels (NCCL_MAX_DEV_WORK_P2P_PER_BATCH, src/include/device.h l.369 /
+# 364; src/include/channel.h ncclP2pChannelBaseForRound)
+NET_CHANNELS_PER_PEER = 2
+P2P_PER_BATCH = 8
+
+
+def nccl_a2a_ctas(device, ranks: int, nodes: int) -> int | None:
+    """CTAs (SMs) of one NCCL all-to-all of MB-sized per-peer blocks over ``ranks x nodes`` ranks, ``ranks`` of them per
+    node (NCCL's grid is the number of p2p channels the grouped sends / receives touch: ``countOneBits(channelMask)``,
+    src/enqueue.cc l.1539 at v2.27.7-1). Inside one node (``nodes == 1``): ``P = device.p2p_channels_nvlink``; each of
+    the ``r`` peers (self included) is split over ``c`` channels, ``c`` halved from the per-peer count (``P``: an NVSwitch
+    peer gets ``2 x NVLinks`` channels, above ``P``) while ``c r > P``, the peers on disjoint channels: ``min(P, r c)``.
+    Across nodes: ``P = device.p2p_channels_network``; every peer gets ``c`` channels (:data:`NET_CHANNELS_PER_PEER`,
+    halved while ``2 x ranks x nodes > 4 P``; a MB-sized block doubles to it, its part above the 128 kB network chunk),
+    and the 8 peers of a node share them, so ``min(P, nodes x ceil(ranks / 8) x c)``. None when the device states no
+    p2p channel count. Not modelled: blocks under 64 kB (fewer channels), NCCL_NCHANNELS_PER_NET_PEER / max_ctas set
+    by the user, CE / symmetric-memory all-to-all (NCCL 2.28's ``NCCL_CTA_POLICY_ZERO``, opt-in)."""
+    if nodes <= 1:
+        p = device.p2p_channels_nvlink
+        if not p:
+            return None
+        c = p
+        while c * ranks > p and c > 1:
+            c //= 2
+        return min(p, ranks * c)
+    p = device.p2p_channels_network
+    if not p:
+        return None
+    c = NET_CHANNELS_PER_PEER
+    while c * ranks * nodes > 4 * p and c > 1:
+        c //= 2
+    return min(p, nodes * -(-ranks // P2P_PER_BATCH) * c)
+
+
+def sm_share(framework, device, interference: float = 0.0, nccl_ctas: int | None = None) -> float:
     """Seconds of compute one second of hidden dispatch costs: the flex dispatcher's SMs over the device's (0 for
-    a device that states no SM count); the NCCL all-to-all's CTAs cost what every NCCL collective hidden behind
-    compute does, ``interference`` (``parallelism.comm_interference``: by default the device's
-    ``collective_sms / sm_count``)."""
+    a device that states no SM count); the NCCL all-to-all's ``nccl_ctas`` (:func:`nccl_a2a_ctas`) over the device's
+    SMs, or ``interference`` when None (a stated ``parallelism.comm_interference``, or a device without p2p channel
+    counts: by default the device's ``collective_sms / sm_count``)."""
     if framework.moe_dispatcher not in DISPATCHER_SMS:
-        return interference
+        return nccl_ctas / device.sm_count if nccl_ctas and device.sm_count else interference
     if not device.sm_count:
         return 0.0
     sms = framework.moe_dispatcher_sms or DISPATCHER_SMS[framework.moe_dispatcher]

@@ -119,7 +119,7 @@ def auto_fits(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fa
 def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, device: DeviceProfile, precision: str, algorithm: str,
            capacity: float | None, dp_overlap: bool | None, framework: Framework, interference: float = 0.0,
            mbs_options=(1, 2, 4), fixed: dict[str, int | None] | None = None,
-           recomputes: tuple[str, ...] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+           recomputes: tuple[str, ...] | None = None, interference_stated: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
     """(metrics, collectives, layouts evaluated) of the fastest layout that fits; ``fixed`` ({"tp": 8, ...}) keeps
     the stated degrees (None = searched); ``recomputes`` the recompute modes to try on each layout, least work first
     (None = ``base``'s recompute alone)."""
@@ -137,7 +137,8 @@ def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabri
         layout = _first_fit(spec, shape, modes, capacity, framework, precision, refusals, allowed)
         if layout is None:
             continue
-        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap, framework, interference)
+        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap, framework, interference,
+                                   interference_stated)
         evaluated += 1
         if best is None or metrics["iter_time_s"] < best[0]["iter_time_s"]:
             best = (metrics, colls)

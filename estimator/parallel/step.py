@@ -211,10 +211,12 @@ from estimator.parallel.memory import dense_shards, memory, stage_param_split
 from estimator.parallel.moe_comm import (
     dispatch_time,
     dualpipe_merged_fraction,
+    ep_split,
     fc1_share,
     flex_strides,
     merged_exposure,
     merged_fraction,
+    nccl_a2a_ctas,
     shared_hidden,
     sm_share,
 )
@@ -582,7 +584,7 @@ class LayerCost:
 
 
 def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer, device: DeviceProfile, precision: str,
-               per_step: float, grad_bytes: int, interference: float) -> LayerCost:
+               per_step: float, grad_bytes: int, interference: float, interference_stated: bool = False) -> LayerCost:
     """Seconds of one layer of ``spec``'s kind per microbatch (the module docstring's TP, EP, CP and ZeRO-3
     items); ``per_step``: layer-microbatches of this kind per step on the busiest rank (collective counts)."""
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
@@ -654,11 +656,14 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     f_layer, b_layer = layer.fwd + tp_f + cp_f, layer.bwd + rc + tp_b + cp_b
     ep_f, ep_b = 2 * ep_one, (2 + n_rc + n_moe) * ep_one
     dualpipe = L.schedule == "dualpipe"
+    # the NCCL all-to-all's CTAs over the ep group's nodes (moe_comm.nccl_a2a_ctas), unless comm_interference is stated
+    a2a_ctas = (None if interference_stated or not ep_one
+                else nccl_a2a_ctas(device, *ep_split(pricer.fabric, L.ep, pricer.stride.get("ep", 1))))
     if (fw.moe_a2a_overlap or dualpipe) and ep_one:  # merged forward / backward (moe_comm; check() refuses the recomputes)
         experts_f, experts_b = outside_attention(layer, attn, spec.top_k * mlp_flops(spec, L, spec.moe_ffn))
         merged = merged_exposure(ep_one, f_layer - experts_f, experts_f, b_layer - experts_b, experts_b,
                                  fw.moe_a2a_delay_wgrad)
-        merged += sm_share(fw, device, interference) * max(0.0, 4 * ep_one - merged)  # compute slowed while the hidden exchange holds SMs
+        merged += sm_share(fw, device, interference, a2a_ctas) * max(0.0, 4 * ep_one - merged)  # compute slowed while the hidden exchange holds SMs
         share = (dualpipe_merged_fraction(L.microbatches, L.pp) if dualpipe
                  else merged_fraction(L.microbatches, L.pp, L.virtual_stages, L.microbatch_group))
         ep_f = ep_b = share * merged / 2 + (1 - share) * 2 * ep_one
@@ -666,7 +671,7 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
         shared_f, shared_b = outside_attention(layer, attn, mlp_flops(spec, L, spec.shared_ffn))
         one = fc1_share(spec.gated)
         (ep_f, hid_f), (exp_b, hid_b) = (shared_hidden(ep_one, one * t, (1 - one) * t) for t in (shared_f, shared_b))
-        slowed = sm_share(fw, device, interference)  # the exchange's SMs, taken from the shared GEMMs it runs beside
+        slowed = sm_share(fw, device, interference, a2a_ctas)  # the exchange's SMs, taken from the shared GEMMs it runs beside
         ep_f += slowed * hid_f
         ep_b = exp_b + slowed * hid_b + (n_rc + n_moe) / 2 * ep_f  # a recompute reruns the forward's overlap
     f_layer, b_layer = f_layer + ep_f, b_layer + ep_b
@@ -737,8 +742,9 @@ def bucket_sync_tail(segments: list[tuple[float, float]], bucket: float | None, 
 
 def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
               algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None,
-              interference: float = 0.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(metrics, collectives) of one training step; ``interference``: the compute slow-down per second of
+              interference: float = 0.0, interference_stated: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(metrics, collectives) of one training step; ``interference_stated``: ``interference`` was stated by the user
+    (``parallelism.comm_interference``) and then also prices the NCCL all-to-all's SMs; ``interference``: the compute slow-down per second of
     data-parallel / ZeRO communication it overlaps (module docstring)."""
     L = layout
     fw = framework or Framework.from_cfg(None)
@@ -760,7 +766,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
     # each kind of layer (model.first_dense_layers: dense, then MoE) with its layers per stage; collective
     # counts are per rank: the kind's layer-microbatches per step on the rank holding most of them
-    kinds = [(layer_cost(kind, L, fw, pricer, device, precision, m * max(n), grad_bytes, interference), n)
+    kinds = [(layer_cost(kind, L, fw, pricer, device, precision, m * max(n), grad_bytes, interference, interference_stated), n)
              for kind, n in layer_kinds(spec, L) if sum(n)]
     z3_first = max(c.z3.first_gather for c, _ in kinds)  # the first unit of each pass, exposed whole
     z3_last = max(c.z3.last_gather for c, _ in kinds)
