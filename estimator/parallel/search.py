@@ -112,12 +112,17 @@ def _max_tp(fabric: Fabric) -> int:
 
 
 def auto_fits(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, precision: str,
-              capacity: float | None, framework: Framework, mbs_options=(1, 2, 4), keep: dict[str, int] | None = None,
-              recomputes: tuple[str, ...] | None = None) -> bool:
+              capacity: float | None, framework: Framework, mbs_options=(1, 2, 4),
+              fixed: dict[str, int | None] | None = None, recomputes: tuple[str, ...] | None = None) -> bool:
     """Whether :func:`search` with these arguments would find a layout (memory and checks only, no step priced)."""
     modes = recomputes or (base.recompute,)
     return any(_first_fit(spec, shape, modes, capacity, framework, precision, [])
-               for shape in candidates(spec, base, base.gpus, _max_tp(fabric), global_batch, mbs_options, keep))
+               for shape in candidates(spec, base, base.gpus, _max_tp(fabric), global_batch, mbs_options, _kept(fixed)))
+
+
+def _kept(fixed: dict[str, int | None] | None) -> dict[str, int]:
+    """The stated degrees of ``fixed`` ({"tp": 8, "pp": None} -> {"tp": 8}), which the search keeps."""
+    return {k: v for k, v in (fixed or {}).items() if v is not None}
 
 
 def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, device: DeviceProfile, precision: str, algorithm: str,
@@ -130,7 +135,7 @@ def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabri
     (None = ``base``'s recompute alone)."""
     gpus = base.gpus
     max_tp = _max_tp(fabric)
-    keep = {k: v for k, v in (fixed or {}).items() if v is not None}
+    keep = _kept(fixed)
     best = None
     evaluated = 0
     refusals: list[EstimatorError] = []
