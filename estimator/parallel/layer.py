@@ -141,8 +141,8 @@ What is captured and how:
   ``"torchao_fsdp_fp8"`` (the same with FSDP's float8 all-gather: the weight arrives in FP8 and is only
   copied column-major in backward); MoE layers refuse both.
 * The capture is a pure function of ``(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep, fused_softmax)``
-  (cacheable by those arguments). Only the TE MoE layer's MoE half (from its second norm on) depends on ``etp`` / ``ep`` / ``sorts`` /
-  ``hybridep``: it is captured
+  (cacheable by those arguments). Only the TE MoE layer's MoE half (from its second norm on) depends on ``etp`` /
+  ``ep`` / ``sorts`` / ``hybridep``: it is captured
   on its own (its input cut from a leaf, ``_Cut``) and spliced after the attention half's forward and before its
   backward, the order autograd runs them in the whole layer; the attention half, core attention, embedding, head
   and MTP are captured once per process for every ep a layout search tries (equal to the whole capture node for
@@ -355,11 +355,11 @@ def _modules():
             NVIDIA/Megatron-LM@b0b017ff00 megatron/model/fused_softmax.py l.171-186; the same at
             bigscience-workshop/Megatron-DeepSpeed@ae6277f5): with ``apply_query_key_layer_scaling`` (on unless
             ``--no-query-key-layer-scaling``) ParallelAttention sets ``attention_softmax_in_fp32`` and the softmax's
-            ``scale`` to the layer number (megatron/model/transformer.py l.119-122, l.161), so the 16-bit scores are cast
-            to fp32, scaled, masked in place (``attention_mask_func``: ``masked_fill_(mask, -10000.0)``), softmaxed and
-            cast back: five kernels forward, five backward. An fp32 tensor is float64 here: the capture's units are
+            ``scale`` to the layer number (megatron/model/transformer.py l.119-122, l.161), so the 16-bit scores are
+            cast to fp32, scaled, masked in place (``attention_mask_func``: ``masked_fill_(mask, -10000.0)``), softmaxed
+            and cast back: five kernels forward, five backward. An fp32 tensor is float64 here: the capture's units are
             twice the real 16-bit bytes (``capture.kernel_bytes``), so it counts its real 4 bytes per element."""
-            x = scores.double() * 2.0  # input.float(); input * scale
+            x = scores.double() * 2.0  # input.float(); input * scale (the layer number: any value costs one pass)
             mask = torch.ones(s, s, dtype=torch.bool, device=scores.device).triu(1)
             return x.masked_fill_(mask, -10000.0).softmax(-1).float()  # mask_func; Softmax(dim=-1); .half()
 

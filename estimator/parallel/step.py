@@ -674,7 +674,7 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
         shared_f, shared_b = outside_attention(layer, attn, mlp_flops(spec, L, spec.shared_ffn))
         one = fc1_share(spec.gated)
         (ep_f, hid_f), (exp_b, hid_b) = (shared_hidden(ep_one, one * t, (1 - one) * t) for t in (shared_f, shared_b))
-        slowed = sm_share(fw, device, interference, a2a_ctas)  # the exchange's SMs, taken from the shared GEMMs beside it
+        slowed = sm_share(fw, device, interference, a2a_ctas)  # the exchange's SMs, taken from the shared GEMMs
         ep_f += slowed * hid_f
         ep_b = exp_b + slowed * hid_b + (n_rc + n_moe) / 2 * ep_f  # a recompute reruns the forward's overlap
     f_layer, b_layer = f_layer + ep_f, b_layer + ep_b
