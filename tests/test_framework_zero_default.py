@@ -28,6 +28,12 @@ def test_stated_zero_wins():
     assert " zero3 " in layout("framework=megatron", "parallelism.zero=3")
 
 
-def test_bad_framework_zero_is_refused():
+@pytest.mark.parametrize("value", ["5", "true", "one", "-1"])
+def test_bad_framework_zero_is_refused(value):
     with pytest.raises(EstimatorError, match="framework.zero must be 0, 1, 2 or 3"):
-        layout("framework=fsdp", "framework.zero=5")
+        layout("framework=fsdp", f"framework.zero={value}")
+
+
+def test_bad_parallelism_zero_is_refused_by_the_same_check():
+    with pytest.raises(EstimatorError, match="parallelism.zero must be 0, 1, 2 or 3, got 4"):
+        layout("framework=fsdp", "parallelism.zero=4")

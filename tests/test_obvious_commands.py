@@ -14,7 +14,7 @@ from estimator.errors import EstimatorError
 from estimator.estimate import estimate, validate
 from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout
-from estimator.parallel.search import _first_fit
+from estimator.parallel.search import _first_fit, candidates
 from estimator.parallel.spec import TransformerSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,3 +106,14 @@ def test_cheapest_bad_inputs_are_one_line_errors(cid):
     rec = mod.run_one(cid, overrides, expect, timeout=120)
     assert rec["rc"] == 2 and not rec["traceback"] and rec["error"].startswith("error: ")
     assert rec["flags"] == []
+
+
+def test_search_skips_tp_x_cp_above_the_gpu_count():
+    # 16 GPUs with cp 4: tp 8 x cp 4 is 32 ranks, dp would be 0 (a ZeroDivisionError in candidates before h98)
+    c = cfg("model=llama3_8b", "system=dgx_h100", "fabric.nodes=16", "model.seq_len=32768", "parallelism.cp=4",
+            "parallelism.global_batch=16")
+    spec = TransformerSpec.from_cfg(c["model"])
+    base = Layout.from_cfg({**c["parallelism"], "tp": 1, "pp": 1, "dp": None, "microbatches": 1, "recompute": "none"},
+                           spec, 16)
+    shapes = candidates(spec, base, 16, 8, 16, (1,))
+    assert shapes and all(s.dp >= 1 and s.tp * s.cp * s.pp * s.dp == 16 for s in shapes)

@@ -176,8 +176,9 @@ class DeviceProfile:
     allocator_fragmentation: float = 0.0
     sm_count: int | None = None  # streaming multiprocessors (datasheet); what a kernel that holds some of them leaves
     collective_sms: int | None = None  # SMs an NCCL data-parallel collective holds (one CTA per channel, cited per device)
-    # NCCL's send/recv channels (p2pnChannels, one CTA each) of a communicator inside one NVLink node and of one spanning
-    # nodes: what NCCL's all-to-all holds (estimator.parallel.moe_comm.nccl_a2a_ctas; cited per device; None: not stated)
+    # NCCL's send/recv channels (p2pnChannels, one CTA each) of a communicator inside one NVLink node and of one
+    # spanning nodes: what NCCL's all-to-all holds (estimator.parallel.moe_comm.nccl_a2a_ctas; cited per device;
+    # None: not stated)
     p2p_channels_nvlink: int | None = None
     p2p_channels_network: int | None = None
     matmul_shape: Mapping | tuple | None = None  # GEMM efficiency by shape per precision (estimator.compute.gemm_shape)
@@ -218,8 +219,8 @@ class DeviceProfile:
             value = getattr(self, key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0
                                       or value & (value - 1) or not self.sm_count or value >= self.sm_count):
-                raise EstimatorError(f"device.{key} ({self.name}) must be a power of two (NCCL rounds p2pnChannels up to "
-                                     f"one) in [1, sm_count), got {value!r} of sm_count {self.sm_count!r}")
+                raise EstimatorError(f"device.{key} ({self.name}) must be a power of two (NCCL rounds p2pnChannels "
+                                     f"up to one) in [1, sm_count), got {value!r} of sm_count {self.sm_count!r}")
         object.__setattr__(self, "matmul_shape", gemm_shape.parse(self.matmul_shape, self.name, PRECISION_KEYS))
         if self.matmul_shape and not self.sm_count:
             raise EstimatorError(f"device.matmul_shape ({self.name}) needs device.sm_count (its waves are counted in SMs)")

@@ -31,9 +31,9 @@ the SC21 scripts the validation rows come from) turns three fusions on unless di
   backward passes the gradient to ``x`` and the residual unchanged (no kernel) and sums it over
   the tokens for the bias.
 
-When the fused softmax's shape checks fail (``estimator.compute.megatron_softmax.fused_softmax_available``), Megatron runs its torch fallback
-(``FusedScaleMaskSoftmax.forward_torch_softmax``), which the layer captures as ordinary ops
-(``estimator.parallel.layer``, ``CoreAttention._torch_softmax``).
+When the fused softmax's shape checks fail (``estimator.compute.megatron_softmax.fused_softmax_available``),
+Megatron runs its torch fallback (``FusedScaleMaskSoftmax.forward_torch_softmax``), which the layer captures as
+ordinary ops (``estimator.parallel.layer``, ``CoreAttention._torch_softmax``).
 
 Everything else in Megatron's GPT layer is an ordinary PyTorch op: the QK^T product is
 ``torch.baddbmm(..., beta=0, alpha=1/norm_factor)`` (the scale is the GEMM's alpha, no extra

@@ -9,8 +9,20 @@ from estimator.errors import EstimatorError
 SOFTMAX_RULES = ("megatron", "bigscience_2022")  # framework.fused_softmax: whose is_kernel_available decides
 
 
+def check_softmax_rule(rule: object) -> None:
+    """One-line error unless ``rule`` (``framework.fused_softmax``) is one of :data:`SOFTMAX_RULES`."""
+    if rule not in SOFTMAX_RULES:
+        raise EstimatorError(f"framework.fused_softmax must be one of {', '.join(SOFTMAX_RULES)}, got {rule!r}")
+
+
+def causal_seq_ok(s: int) -> bool:
+    """The sequence checks both rules make for causal self-attention (``sq == sk == s``): ``16 < s <= 2048`` and
+    ``s % 4 == 0`` (:func:`fused_softmax_available`); what the layer's ``CoreAttention`` checks by itself."""
+    return 16 < s <= 2048 and s % 4 == 0
+
+
 def _log2_ceil(n: int) -> int:
-    """The fused kernels' ``log2_ceil`` (megatron/fused_kernels/scaled_masked_softmax.h): smallest ``l`` with 2^l >= n."""
+    """The fused kernels' ``log2_ceil`` (megatron/fused_kernels/scaled_masked_softmax.h): smallest ``l``, 2^l >= n."""
     return max(0, int(n) - 1).bit_length()
 
 
@@ -42,8 +54,7 @@ def fused_softmax_available(rule: str, b: int, np: int, sq: int, sk: int) -> boo
       ``get_batch_per_block(query_seq_len, key_seq_len, batches, attn_heads)``: the kernel's ``key_seq_len`` is the
       head count ``np``, so the block size comes from ``np`` (16 rows per block for 9-16 heads, 32 for 5-8, 64 for 3-4,
       128 for 2). 1cb76a64 restored the order (``def get_batch_per_block(sq, sk, b, np)``)."""
-    if rule not in SOFTMAX_RULES:
-        raise EstimatorError(f"framework.fused_softmax must be one of {', '.join(SOFTMAX_RULES)}, got {rule!r}")
+    check_softmax_rule(rule)
     batches = b * np
     if rule == "megatron":
         return 16 < sk <= 2048 and sq % 4 == 0 and batches % 4 == 0 and batches % batch_per_block(sk) == 0

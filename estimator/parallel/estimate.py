@@ -9,6 +9,7 @@ stage needs more memory than the device has is an error naming how much more.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -165,30 +166,30 @@ def _auto_base_pp(par: dict[str, Any], gpus: int) -> int:
 
 def validate_hybrid(cfg: dict[str, Any]) -> None:
     s = setup_hybrid(cfg)
-    spec, precision, layout, placement, capacity, framework = s.spec, s.precision, s.layout, s.placement[0], s.capacity, s.framework
-    if placement == "fixed":
-        _check_fits(spec, layout, capacity, framework, precision, lambda: _auto_would_fit(cfg))
+    if s.placement[0] == "fixed":
+        _check_fits(s.spec, s.layout, s.capacity, s.framework, s.precision, lambda: _auto_would_fit(cfg))
 
 
-def _auto_would_fit(cfg: dict[str, Any]) -> str:
+def _auto_would_fit(cfg: dict[str, Any]) -> str | None:
     """Whether ``parallelism.placement=auto`` on this config finds a layout that fits the device memory (memory and
-    the layout checks only, no step priced): "" when it does, else the degrees it keeps (", tp=1, pp=1")."""
+    the layout checks only, no step priced): None when it does, else the stated degrees the search keeps
+    ("tp=1, pp=1"; "" when it keeps none, or when the config is refused under placement=auto too)."""
     par = {**(cfg.get("parallelism") or {}), "placement": "auto"}
     try:
         s = setup_hybrid({**cfg, "parallelism": par})
     except EstimatorError:
-        return " (none)"
+        return ""
     search_in = s.placement[1]
-    keep = {k: v for k, v in search_in["fixed"].items() if v is not None}
-    fits = auto_fits(s.spec, s.layout, s.layout.microbatches, s.fabric, s.precision, s.capacity, s.framework,
-                     search_in["mbs_options"], keep, search_in["recomputes"])
-    return "" if fits else "".join(f", {k}={v}" for k, v in keep.items()) or " (none)"
+    if auto_fits(s.spec, s.layout, s.layout.microbatches, s.fabric, s.precision, s.capacity, s.framework,
+                 search_in["mbs_options"], search_in["fixed"], search_in["recomputes"]):
+        return None
+    return ", ".join(f"{k}={v}" for k, v in search_in["fixed"].items() if v is not None)
 
 
 def _check_fits(spec: TransformerSpec, layout: Layout, capacity: float | None, framework: Framework, precision: str,
-                auto_fit=None) -> None:
-    """Refuse a fixed layout that does not fit ``capacity``; ``auto_fit()`` (see :func:`_auto_would_fit`) decides
-    whether the message offers the layout search."""
+                auto_fit: Callable[[], str | None] | None = None) -> None:
+    """Refuse a fixed layout that does not fit ``capacity``; ``auto_fit()`` (:func:`_auto_would_fit`; None: not
+    asked) decides whether the message offers the layout search."""
     def need(candidate: Layout) -> dict[str, Any]:
         return memory(spec, candidate, framework.grad_bytes(precision), framework, precision == "fp8")
 
@@ -197,15 +198,19 @@ def _check_fits(spec: TransformerSpec, layout: Layout, capacity: float | None, f
         where = f" on pipeline stage {mem['stage']}" if layout.pp > 1 else ""
         raise EstimatorError(
             f"parallelism: layout {layout.label()} needs {mem['total'] / 1e9:.1f} GB per GPU{where} "
-            f"(weights {mem['weights'] / 1e9:.1f}, gradients {mem['gradients'] / 1e9:.1f}, optimizer {mem['optimizer'] / 1e9:.1f}, "
+            f"(weights {mem['weights'] / 1e9:.1f}, gradients {mem['gradients'] / 1e9:.1f}, "
+            f"optimizer {mem['optimizer'] / 1e9:.1f}, "
             f"activations {mem['activations'] / 1e9:.1f}) but the device has {capacity / 1e9:.1f} GB: "
             f"{(mem['total'] - capacity) / 1e9:.1f} GB too much{_hint(spec, layout, need, capacity, auto_fit)}")
 
 
-def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float, auto_fit=None) -> str:
+def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float,
+          auto_fit: Callable[[], str | None] | None = None) -> str:
     """What else the user can change when a layout does not fit: each single setting that alone makes it
-    fit (sequence parallelism where it was turned off, full recompute), the layout search, and the layer
-    (it keeps s x s attention scores unless it is Transformer Engine's flash-attention layer)."""
+    fit (sequence parallelism where it was turned off, full recompute unless the schedule is DualPipe, which refuses
+    it), the layout search when ``auto_fit()`` finds a layout (else which stated degrees keep it from one; offered
+    unchecked when ``auto_fit`` is None), and the layer (it keeps s x s attention scores unless it is Transformer
+    Engine's flash-attention layer)."""
     hint = " ("
     fixes = []
     if layout.tp > 1 and not layout.sequence_parallel:
@@ -216,11 +221,13 @@ def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float, auto_fit
         total = need(candidate)["total"]
         if total <= capacity:
             hint += f"it fits with {setting}: {total / 1e9:.1f} GB; "
-    kept = auto_fit() if auto_fit is not None else ""
-    if not kept:
+    kept = auto_fit() if auto_fit is not None else None
+    if kept is None:
         hint += "parallelism.placement=auto searches the tp/pp/dp layouts that fit"
-    else:  # the search keeps stated degrees: offering it would send the user to a second refusal
-        hint += f"placement=auto finds none either with the stated{kept.lstrip(',')}: unset tp / pp, or add GPUs or cp"
+    elif kept:  # the search keeps stated degrees: offering it would send the user to a second refusal
+        hint += f"parallelism.placement=auto finds none either with the stated {kept}: unset tp / pp, or add GPUs or cp"
+    else:
+        hint += "parallelism.placement=auto finds none either: add GPUs or cp"
     if spec.fused not in FLASH and spec.family in ("gpt", "llama", "nemotron") and layout.recompute != "full":
         hint += (f"; model.fused_kernels={spec.fused} keeps the s x s attention scores, "
                  "model.fused_kernels=te is flash attention, as Megatron-core / NeMo run today (sdpa: in an eager layer)")
@@ -230,7 +237,9 @@ def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float, auto_fit
 def estimate_hybrid(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(metrics, collectives) of one hybrid-parallel training step."""
     s = setup_hybrid(cfg)
-    spec, fabric, device, precision, layout, (placement, search_in), capacity, overlap, framework, interference = s[:10]
+    spec, fabric, device, precision, layout, capacity, framework = (s.spec, s.fabric, s.device, s.precision, s.layout,
+                                                                    s.capacity, s.framework)
+    (placement, search_in), overlap, interference = s.placement, s.overlap, s.interference
     algorithm = str(cfg.get("algorithm") or "default")
     if placement == "auto":
         metrics, colls, n = search(spec, layout, layout.microbatches, fabric, device, precision, algorithm, capacity,
@@ -240,8 +249,8 @@ def estimate_hybrid(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str,
         metrics["searched"] = ", ".join(search_in["searched"])
     else:
         _check_fits(spec, layout, capacity, framework, precision, lambda: _auto_would_fit(cfg))
-        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, overlap, framework, interference,
-                                   s.interference_stated)
+        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, overlap, framework,
+                                   interference, s.interference_stated)
     metrics["placement"] = placement
     metrics["device_memory_bytes"] = capacity or 0.0
     return metrics, colls

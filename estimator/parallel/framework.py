@@ -236,10 +236,10 @@ from functools import cache
 from typing import Any
 
 from estimator.compute.device import ATTENTION_KERNELS
-from estimator.compute.megatron_softmax import SOFTMAX_RULES
+from estimator.compute.megatron_softmax import check_softmax_rule
 from estimator.errors import EstimatorError
 from estimator.parallel.layer import FP8_RECIPES, check_fp8_recipe, fp8_mode
-from estimator.parallel.layout import RECOMPUTE
+from estimator.parallel.layout import RECOMPUTE, check_zero
 from estimator.parallel.loss import LOSS_KERNELS
 from estimator.parallel.moe_comm import DISPATCHERS
 
@@ -350,16 +350,13 @@ class Framework:
         if data["attention_kernel"] not in ATTENTION_KERNELS:
             raise EstimatorError(f"framework.attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, "
                                  f"got {data['attention_kernel']!r}")
-        if data["fused_softmax"] not in SOFTMAX_RULES:
-            raise EstimatorError(f"framework.fused_softmax must be one of {', '.join(SOFTMAX_RULES)}, "
-                                 f"got {data['fused_softmax']!r}")
+        check_softmax_rule(data["fused_softmax"])
         if data["loss_kernel"] not in LOSS_KERNELS:
             raise EstimatorError(f"framework.loss_kernel must be one of {', '.join(LOSS_KERNELS)}, got {data['loss_kernel']!r}")
         if data["moe_dispatcher"] not in DISPATCHERS:
             raise EstimatorError(f"framework.moe_dispatcher must be one of {', '.join(DISPATCHERS)}, "
                                  f"got {data['moe_dispatcher']!r}")
-        if isinstance(data["zero"], bool) or data["zero"] not in (0, 1, 2, 3):
-            raise EstimatorError(f"framework.zero must be 0, 1, 2 or 3, got {data['zero']!r}")
+        check_zero(data["zero"], "framework.zero")
         if data["recompute"] not in RECOMPUTE:
             raise EstimatorError(f"framework.recompute must be one of {', '.join(RECOMPUTE)}, got {data['recompute']!r}")
         if data["bf16_grad_reduce"] not in BF16_GRAD_REDUCES:

@@ -140,9 +140,9 @@ What is captured and how:
   gradient's in backward, and the weight's amax + cast every forward and again in backward), or
   ``"torchao_fsdp_fp8"`` (the same with FSDP's float8 all-gather: the weight arrives in FP8 and is only
   copied column-major in backward); MoE layers refuse both.
-* The capture is a pure function of ``(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep, fused_softmax)`` (cacheable by those
-  arguments). Only the TE MoE layer's MoE half (from its second norm on) depends on ``etp`` / ``ep`` / ``sorts`` /
-  ``hybridep``: it is captured
+* The capture is a pure function of ``(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep, fused_softmax)``
+  (cacheable by those arguments). Only the TE MoE layer's MoE half (from its second norm on) depends on ``etp`` /
+  ``ep`` / ``sorts`` / ``hybridep``: it is captured
   on its own (its input cut from a leaf, ``_Cut``) and spliced after the attention half's forward and before its
   backward, the order autograd runs them in the whole layer; the attention half, core attention, embedding, head
   and MTP are captured once per process for every ep a layout search tries (equal to the whole capture node for
@@ -155,6 +155,7 @@ import math
 from dataclasses import replace
 from functools import lru_cache
 
+from estimator.compute.megatron_softmax import causal_seq_ok
 from estimator.errors import EstimatorError
 from estimator.parallel.spec import FLASH, TransformerSpec
 from estimator.workloads.capture_cache import disk_cached
@@ -314,7 +315,7 @@ def _modules():
             self.cp = cp
             # the fused kernel's sequence checks here; its micro-batch x heads checks are the caller's
             # (``fused_softmax``: megatron_softmax.fused_softmax_available, step.part_times)
-            self.fused_softmax = self.fused and fused_softmax and 16 < s <= 2048 and s % 4 == 0
+            self.fused_softmax = self.fused and fused_softmax and causal_seq_ok(s)
             self.alibi = spec.position == "alibi"
 
         def forward(self, q, k, v):
@@ -354,11 +355,11 @@ def _modules():
             NVIDIA/Megatron-LM@b0b017ff00 megatron/model/fused_softmax.py l.171-186; the same at
             bigscience-workshop/Megatron-DeepSpeed@ae6277f5): with ``apply_query_key_layer_scaling`` (on unless
             ``--no-query-key-layer-scaling``) ParallelAttention sets ``attention_softmax_in_fp32`` and the softmax's
-            ``scale`` to the layer number (megatron/model/transformer.py l.119-122, l.161), so the 16-bit scores are cast
-            to fp32, scaled, masked in place (``attention_mask_func``: ``masked_fill_(mask, -10000.0)``), softmaxed and
-            cast back: five kernels forward, five backward. An fp32 tensor is float64 here: the capture's units are
+            ``scale`` to the layer number (megatron/model/transformer.py l.119-122, l.161), so the 16-bit scores are
+            cast to fp32, scaled, masked in place (``attention_mask_func``: ``masked_fill_(mask, -10000.0)``), softmaxed
+            and cast back: five kernels forward, five backward. An fp32 tensor is float64 here: the capture's units are
             twice the real 16-bit bytes (``capture.kernel_bytes``), so it counts its real 4 bytes per element."""
-            x = scores.double() * 2.0  # input.float(); input * scale
+            x = scores.double() * 2.0  # input.float(); input * scale (the layer number: any value costs one pass)
             mask = torch.ones(s, s, dtype=torch.bool, device=scores.device).triu(1)
             return x.masked_fill_(mask, -10000.0).softmax(-1).float()  # mask_func; Softmax(dim=-1); .half()
 
@@ -858,7 +859,8 @@ def _tag(spec: TransformerSpec, tp: int, sp: bool, cp: int, fp8: bool | str, etp
            if spec.experts and spec.fused == "te" else "")
     return (f"{spec.name}.tp{tp}{'.sp' if sp else ''}{f'.cp{cp}' if cp > 1 else ''}{moe}"
             f"{f'.{spec.fused}' if spec.fused != 'none' else ''}{'.fp8' if fp8 else ''}"
-            f"{f'.{fp8}' if fp8 not in (False, 'te') else ''}"  # delayed TE scaling: the tag (and cache entry) as before
+            # delayed TE scaling: the tag (and cache entry) as before
+            f"{f'.{fp8}' if fp8 not in (False, 'te') else ''}"
             f"{'.torch_softmax' if not fused_softmax and spec.fused == 'megatron' else ''}")
 
 
@@ -932,7 +934,8 @@ def capture_parts(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, fp8: bo
     parts = {name: replace(w, name=f"{tag}.{name}")
              for name, w in _other_parts(spec, tp, sp, cp, fp8, fused_softmax).items()}
     if not (spec.experts and spec.fused == "te"):
-        return {"layer": capture_whole_layer(spec, tp, sp, cp, fp8, etp, ep, sorts, fused_softmax=fused_softmax), **parts}
+        whole = capture_whole_layer(spec, tp, sp, cp, fp8, etp, ep, sorts, fused_softmax=fused_softmax)
+        return {"layer": whole, **parts}
     with torch.device("meta"):
         shard = LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts, part="moe", hybridep=hybridep)
         moe = _capture(f"{tag}.moe_half", shard, _layer_input(spec, tp, sp, cp, cut=True), spec.fused)
@@ -948,5 +951,6 @@ def capture_whole_layer(spec: TransformerSpec, tp: int, sp: bool, cp: int = 1, f
     torch, _, LayerShard, *_ = _modules()
     with torch.device("meta"):
         return _capture(f"{_tag(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep, fused_softmax)}.layer",
-                        LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep=hybridep, fused_softmax=fused_softmax),
+                        LayerShard(spec, tp, sp, cp, fp8, etp, ep, sorts, hybridep=hybridep,
+                                   fused_softmax=fused_softmax),
                         _layer_input(spec, tp, sp, cp), spec.fused)

@@ -72,6 +72,7 @@ from estimator.errors import EstimatorError
 from estimator.parallel.spec import TransformerSpec
 
 RECOMPUTE = ("none", "selective", "op", "full")
+ZERO_STAGES = (0, 1, 2, 3)  # parallelism.zero / framework.zero
 SCHEDULES = ("1f1b", "dualpipe")  # parallelism.schedule (estimator/parallel/step.py: the pipeline)
 # Megatron-core's selective recompute modules (megatron/core/transformer/transformer_config.py ``recompute_modules``,
 # NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553; its default ["core_attn"] is recompute=selective)
@@ -87,6 +88,12 @@ def _int(par: Mapping[str, Any], key: str, default: int | None = None, low: int 
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise EstimatorError(f"parallelism.{key} must be an integer >= {low}, got {value!r}")
     return value
+
+
+def check_zero(zero: object, key: str) -> None:
+    """One-line error unless ``zero`` is a ZeRO stage (:data:`ZERO_STAGES`); ``key`` names the setting."""
+    if isinstance(zero, bool) or zero not in ZERO_STAGES:
+        raise EstimatorError(f"{key} must be 0, 1, 2 or 3, got {zero!r}")
 
 
 def _modules(par: Mapping[str, Any], recompute: str) -> tuple[str, ...] | None:
@@ -238,9 +245,9 @@ class Layout:
         recompute = str(par.get("recompute", "none"))
         if recompute not in RECOMPUTE:
             raise EstimatorError(f"parallelism.recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
-        zero = 1 if "zero" in par and par["zero"] is None else _int(par, "zero", 0, low=0)  # null: the distributed optimizer
-        if zero > 3:
-            raise EstimatorError(f"parallelism.zero must be 0, 1, 2 or 3, got {zero}")
+        # null: estimate.setup_hybrid fills in framework.zero; a caller that does not gets 1, the tool's earlier default
+        zero = 1 if "zero" in par and par["zero"] is None else _int(par, "zero", 0, low=0)
+        check_zero(zero, "parallelism.zero")
         sp = par.get("sequence_parallel")
         if sp is None:  # today's recipes: on with tensor parallelism, where the sequence splits evenly over tp
             sp = tp > 1 and (spec.seq_len // cp) % tp == 0

@@ -222,8 +222,9 @@ def nccl_a2a_ctas(device, ranks: int, nodes: int) -> int | None:
     """CTAs (SMs) of one NCCL all-to-all of MB-sized per-peer blocks over ``ranks x nodes`` ranks, ``ranks`` of them per
     node (NCCL's grid is the number of p2p channels the grouped sends / receives touch: ``countOneBits(channelMask)``,
     src/enqueue.cc l.1539 at v2.27.7-1). Inside one node (``nodes == 1``): ``P = device.p2p_channels_nvlink``; each of
-    the ``r`` peers (self included) is split over ``c`` channels, ``c`` halved from the per-peer count (``P``: an NVSwitch
-    peer gets ``2 x NVLinks`` channels, above ``P``) while ``c r > P``, the peers on disjoint channels: ``min(P, r c)``.
+    the ``r`` peers (self included) is split over ``c`` channels, ``c`` halved from the per-peer count (``P``: an
+    NVSwitch peer gets ``2 x NVLinks`` channels, above ``P``) while ``c r > P``, the peers on disjoint channels:
+    ``min(P, r c)``.
     Across nodes: ``P = device.p2p_channels_network``; every peer gets ``c`` channels (:data:`NET_CHANNELS_PER_PEER`,
     halved while ``2 x ranks x nodes > 4 P``; a MB-sized block doubles to it, its part above the 128 kB network chunk),
     and the 8 peers of a node share them, so ``min(P, nodes x ceil(ranks / 8) x c)``. None when the device states no

@@ -62,7 +62,7 @@ def candidates(spec: TransformerSpec, base: Layout, gpus: int, max_tp: int, glob
         pps = [keep["pp"]] if "pp" in keep else list(range(1, spec.layers + 1))
         for pp in (p for p in pps if (gpus // (tp * base.cp)) % p == 0):
             dp = gpus // (tp * base.cp * pp)
-            if dp != keep.get("dp", dp):
+            if not dp or dp != keep.get("dp", dp):  # dp 0: tp x cp x pp above the GPU count
                 continue
             experts = [(None, e) for e in _eps(spec, dp * base.cp)]  # experts split like the dense MLP (etp = tp)
             if spec.experts and spec.fused == "te" and tp > 1 and sp:  # whole experts, EP folded over the TP ranks
@@ -106,26 +106,36 @@ def _first_fit(spec: TransformerSpec, shape: Layout, modes: tuple[str, ...], cap
     return None
 
 
-def auto_fits(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, precision: str, capacity: float | None,
-              framework: Framework, mbs_options=(1, 2, 4), keep: dict[str, int] | None = None,
-              recomputes: tuple[str, ...] | None = None) -> bool:
+def _max_tp(fabric: Fabric) -> int:
+    """The largest tp the search tries: one node's GPUs (8 when the fabric states none)."""
+    return getattr(fabric.config, "gpus_per_node", 8) or 8
+
+
+def auto_fits(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, precision: str,
+              capacity: float | None, framework: Framework, mbs_options=(1, 2, 4),
+              fixed: dict[str, int | None] | None = None, recomputes: tuple[str, ...] | None = None) -> bool:
     """Whether :func:`search` with these arguments would find a layout (memory and checks only, no step priced)."""
-    max_tp = getattr(fabric.config, "gpus_per_node", 8) or 8
     modes = recomputes or (base.recompute,)
     return any(_first_fit(spec, shape, modes, capacity, framework, precision, [])
-               for shape in candidates(spec, base, base.gpus, max_tp, global_batch, mbs_options, keep))
+               for shape in candidates(spec, base, base.gpus, _max_tp(fabric), global_batch, mbs_options, _kept(fixed)))
+
+
+def _kept(fixed: dict[str, int | None] | None) -> dict[str, int]:
+    """The stated degrees of ``fixed`` ({"tp": 8, "pp": None} -> {"tp": 8}), which the search keeps."""
+    return {k: v for k, v in (fixed or {}).items() if v is not None}
 
 
 def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabric, device: DeviceProfile, precision: str, algorithm: str,
            capacity: float | None, dp_overlap: bool | None, framework: Framework, interference: float = 0.0,
            mbs_options=(1, 2, 4), fixed: dict[str, int | None] | None = None,
-           recomputes: tuple[str, ...] | None = None, interference_stated: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+           recomputes: tuple[str, ...] | None = None,
+           interference_stated: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
     """(metrics, collectives, layouts evaluated) of the fastest layout that fits; ``fixed`` ({"tp": 8, ...}) keeps
     the stated degrees (None = searched); ``recomputes`` the recompute modes to try on each layout, least work first
     (None = ``base``'s recompute alone)."""
     gpus = base.gpus
-    max_tp = getattr(fabric.config, "gpus_per_node", 8) or 8
-    keep = {k: v for k, v in (fixed or {}).items() if v is not None}
+    max_tp = _max_tp(fabric)
+    keep = _kept(fixed)
     best = None
     evaluated = 0
     refusals: list[EstimatorError] = []
@@ -137,8 +147,8 @@ def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabri
         layout = _first_fit(spec, shape, modes, capacity, framework, precision, refusals, allowed)
         if layout is None:
             continue
-        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap, framework, interference,
-                                   interference_stated)
+        metrics, colls = step_time(spec, layout, fabric, device, precision, algorithm, dp_overlap, framework,
+                                   interference, interference_stated)
         evaluated += 1
         if best is None or metrics["iter_time_s"] < best[0]["iter_time_s"]:
             best = (metrics, colls)
@@ -146,7 +156,8 @@ def search(spec: TransformerSpec, base: Layout, global_batch: int, fabric: Fabri
         raise refusals[0]
     if best is None:
         stated = "".join(f", {k}={v}" for k, v in keep.items())
+        tried = "/".join(m for m in modes if m in allowed) or "/".join(modes)  # the modes the checks let it try
         raise EstimatorError(f"parallelism.placement=auto: no layout of {spec.name} on {gpus} GPUs{stated} fits "
                              f"{(capacity or 0) / 1e9:.1f} GB per GPU with global_batch {global_batch}, micro-batch "
-                             f"{'/'.join(map(str, mbs_options))} and recompute {'/'.join(m for m in modes if m in allowed) or '/'.join(modes)}")
+                             f"{'/'.join(map(str, mbs_options))} and recompute {tried}")
     return best[0], best[1], evaluated

@@ -44,19 +44,21 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   section 2c, docs/research/h88-torch-cp.md): SDPA receives K and V after torchtitan's Llama repeated them to
   the query heads, so the exchange carries ``heads/tp`` heads, not ``kv_heads/tp``; one all-gather of
   ``cat(K, V)`` per pass; every step's partial output is merged into an fp32 output (``convert_to_f32``); the
-  backward gathers K and V again, sends each step's dK/dV on around the ring in fp32 (one all-to-all permute per
-  step) and adds every step's dQ/dK/dV into fp32 accumulators. ``torch_alltoall`` (rotate method "alltoall"):
-  instead of the all-gather, ``cp - 1`` permutes of ``cat(K, V)`` per pass. Where each collective is waited is
-  ``framework.torch_cp_waits``: ``at_issue`` (the default; the ring as torch.compile traces it at torch
-  2.6.0-2.7.0, docs/research/h94-inductor-reorder.md): every collective is waited right after it is issued, so
-  each is exposed in full, and under a recompute the backward graph's K/V exchange also serves the recompute
-  (one exchange per pass, not two); ``next_step`` (the ring's Python, eager): the gather waited at the second
-  step, each permute after the next step's attention (backward), so each is exposed beyond one step's attention,
-  the last dK/dV permute (waited after the loop) in full, and a recompute exchanges K/V again. The merges,
+  backward ring exchanges K and V again, sends each step's dK/dV on around the ring in fp32 (one all-to-all permute
+  per step) and adds every step's dQ/dK/dV into fp32 accumulators. ``torch_alltoall`` (rotate method "alltoall"):
+  instead of the all-gather, ``cp - 1`` permutes of ``cat(K, V)`` per pass. Where each collective is waited, and
+  how many K/V exchanges run, is ``framework.torch_cp_waits``: ``at_issue`` (the default; the ring as
+  torch.compile traces it at torch 2.6.0-2.7.0, docs/research/h94-inductor-reorder.md): every collective is waited
+  right after it is issued, so each is exposed in full, and AOT's graphs hold fewer K/V exchanges than the Python
+  issues (the backward ring's all-gather merged with the forward's by CSE: none in backward without a recompute,
+  one shared by the recompute and the backward ring with one; the permute counts in :func:`cp_exchange`);
+  ``next_step`` (the ring's Python, eager): the gather waited at the second step, each permute after the next
+  step's attention (backward), so each is exposed beyond one step's attention, the last dK/dV permute (waited after
+  the loop) in full; K/V are exchanged in forward, in backward and again by a recompute. The merges,
   accumulations and copies are memory-bound passes priced at the device's elementwise memory rate, as
   Inductor fuses them under torchtitan's ``torch.compile`` (:func:`torch_cp_bytes`). All
-  modes: a recompute (``selective`` or ``full``) reruns the attention forward in backward with its
-  exchange.
+  modes: a recompute (``selective`` or ``full``) reruns the attention forward in backward (its K/V exchange
+  as ``torch_cp_waits`` says for the torch modes).
 * Layer kinds (``model.first_dense_layers``; :func:`~estimator.parallel.layout.layer_kinds`): a stage's
   layers are priced by kind, the dense layers (captured as ``spec.dense_layer()``, with the dense
   MLP's TP collectives and no all-to-all) and the MoE layers each with their own capture.
@@ -663,7 +665,8 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
         experts_f, experts_b = outside_attention(layer, attn, spec.top_k * mlp_flops(spec, L, spec.moe_ffn))
         merged = merged_exposure(ep_one, f_layer - experts_f, experts_f, b_layer - experts_b, experts_b,
                                  fw.moe_a2a_delay_wgrad)
-        merged += sm_share(fw, device, interference, a2a_ctas) * max(0.0, 4 * ep_one - merged)  # compute slowed while the hidden exchange holds SMs
+        # compute slowed while the hidden exchange holds SMs
+        merged += sm_share(fw, device, interference, a2a_ctas) * max(0.0, 4 * ep_one - merged)
         share = (dualpipe_merged_fraction(L.microbatches, L.pp) if dualpipe
                  else merged_fraction(L.microbatches, L.pp, L.virtual_stages, L.microbatch_group))
         ep_f = ep_b = share * merged / 2 + (1 - share) * 2 * ep_one
@@ -671,7 +674,7 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
         shared_f, shared_b = outside_attention(layer, attn, mlp_flops(spec, L, spec.shared_ffn))
         one = fc1_share(spec.gated)
         (ep_f, hid_f), (exp_b, hid_b) = (shared_hidden(ep_one, one * t, (1 - one) * t) for t in (shared_f, shared_b))
-        slowed = sm_share(fw, device, interference, a2a_ctas)  # the exchange's SMs, taken from the shared GEMMs it runs beside
+        slowed = sm_share(fw, device, interference, a2a_ctas)  # the exchange's SMs, taken from the shared GEMMs
         ep_f += slowed * hid_f
         ep_b = exp_b + slowed * hid_b + (n_rc + n_moe) / 2 * ep_f  # a recompute reruns the forward's overlap
     f_layer, b_layer = f_layer + ep_f, b_layer + ep_b
@@ -742,10 +745,12 @@ def bucket_sync_tail(segments: list[tuple[float, float]], bucket: float | None, 
 
 def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
               algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None,
-              interference: float = 0.0, interference_stated: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(metrics, collectives) of one training step; ``interference_stated``: ``interference`` was stated by the user
-    (``parallelism.comm_interference``) and then also prices the NCCL all-to-all's SMs; ``interference``: the compute slow-down per second of
-    data-parallel / ZeRO communication it overlaps (module docstring)."""
+              interference: float = 0.0,
+              interference_stated: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(metrics, collectives) of one training step; ``interference``: the compute slow-down per second of
+    data-parallel / ZeRO communication it overlaps (module docstring); ``interference_stated``: it was stated
+    (``parallelism.comm_interference``), so it also prices the SMs of the NCCL all-to-all (else
+    :func:`~estimator.parallel.moe_comm.nccl_a2a_ctas`)."""
     L = layout
     fw = framework or Framework.from_cfg(None)
     overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
@@ -766,7 +771,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
     # each kind of layer (model.first_dense_layers: dense, then MoE) with its layers per stage; collective
     # counts are per rank: the kind's layer-microbatches per step on the rank holding most of them
-    kinds = [(layer_cost(kind, L, fw, pricer, device, precision, m * max(n), grad_bytes, interference, interference_stated), n)
+    kinds = [(layer_cost(kind, L, fw, pricer, device, precision, m * max(n), grad_bytes, interference,
+                         interference_stated), n)
              for kind, n in layer_kinds(spec, L) if sum(n)]
     z3_first = max(c.z3.first_gather for c, _ in kinds)  # the first unit of each pass, exposed whole
     z3_last = max(c.z3.last_gather for c, _ in kinds)
