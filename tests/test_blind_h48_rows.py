@@ -204,12 +204,14 @@ def test_layout_is_the_one_the_source_gives(row):
 
 def test_h800_preset_is_h100_with_reduced_nvlink():
     """conf/system/dgx_h800.yaml: H100's compute and memory, 400 GB/s NVLink (200 GB/s per direction), eight 400 Gb/s
-    InfiniBand NICs per node."""
+    InfiniBand NICs per node; NCCL's p2p channels inside a node are H800's own (16: conf/device/h800.yaml, h97)."""
     h800, h100 = (estimator.resolve_config([f"system={s}", "model=llama3_8b", "parallelism=hybrid", "fabric.nodes=16"])
                   for s in ("dgx_h800", "dgx_h100"))
     assert h800["device"]["name"] == "h800" and h100["device"]["name"] == "h100"
-    assert {k: v for k, v in h800["device"].items() if k != "name"} == {k: v for k, v in h100["device"].items()
-                                                                        if k != "name"}
+    own = ("name", "p2p_channels_nvlink")
+    assert {k: v for k, v in h800["device"].items() if k not in own} == {k: v for k, v in h100["device"].items()
+                                                                         if k not in own}
+    assert (h800["device"]["p2p_channels_nvlink"], h100["device"]["p2p_channels_nvlink"]) == (16, 32)
     assert h800["fabric"]["nvlink_bandwidth_Bps"] == 200.0e9 == h100["fabric"]["nvlink_bandwidth_Bps"] * 4 / 9
     assert (h800["fabric"]["uplinks"], h800["fabric"]["uplink_bandwidth_Bps"]) == (8, 50.0e9)
 
