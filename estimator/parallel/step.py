@@ -658,9 +658,10 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     f_layer, b_layer = layer.fwd + tp_f + cp_f, layer.bwd + rc + tp_b + cp_b
     ep_f, ep_b = 2 * ep_one, (2 + n_rc + n_moe) * ep_one
     dualpipe = L.schedule == "dualpipe"
-    # the NCCL all-to-all's CTAs over the ep group's nodes (moe_comm.nccl_a2a_ctas), unless comm_interference is stated
-    a2a_ctas = (None if interference_stated or not ep_one
-                else nccl_a2a_ctas(device, *ep_split(pricer.fabric, L.ep, pricer.stride.get("ep", 1))))
+    # the NCCL all-to-all's CTAs over the ep group's nodes (moe_comm.nccl_a2a_ctas), unless comm_interference is
+    # stated; the flex dispatchers hold their own SMs (sm_share reads neither)
+    a2a_ctas = (nccl_a2a_ctas(device, *ep_split(pricer.fabric, L.ep, pricer.stride.get("ep", 1)))
+                if ep_one and fw.moe_dispatcher == "alltoall" and not interference_stated else None)
     if (fw.moe_a2a_overlap or dualpipe) and ep_one:  # merged forward / backward (moe_comm; check() refuses the recomputes)
         experts_f, experts_b = outside_attention(layer, attn, spec.top_k * mlp_flops(spec, L, spec.moe_ffn))
         merged = merged_exposure(ep_one, f_layer - experts_f, experts_f, b_layer - experts_b, experts_b,
