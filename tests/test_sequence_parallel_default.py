@@ -48,3 +48,26 @@ def test_refusal_names_full_recompute_when_it_alone_fits():
             "parallelism.pp=16", "parallelism.global_batch=2048", "precision=bf16",
             # the datasheet's 80 GB: the 83.3 GB this layout needs fits H100's usable 84.33 GB (round h83)
             "parallelism.device_memory_bytes=80e9"]))
+
+
+MLPERF_8B = ["model=llama3_8b", "parallelism=hybrid", "system=dgx_h100", "fabric.nodes=64", "parallelism.tp=1",
+             "parallelism.pp=1", "parallelism.micro_batch_size=1", "parallelism.global_batch=64", "model.seq_len=8192",
+             "precision=fp8", "framework=megatron"]
+
+
+def test_refusal_offers_bf16_gradients_where_the_framework_keeps_fp32_ones():
+    """Megatron-LM keeps fp32 gradient buffers under bf16 / fp8 (32 GB for 8B at ZeRO-1): the published MLPerf
+    layout (bf16 gradients) is refused, and the message names the one setting that makes it fit as it ran."""
+    with pytest.raises(estimator.EstimatorError,
+                       match=r"gradients 32\.\d.*it fits with parallelism.fp32_grads=false \(bf16 gradients\): "
+                             r"\d+\.\d GB"):
+        estimate(estimator.resolve_config(MLPERF_8B))
+    est = estimate(estimator.resolve_config([*MLPERF_8B, "parallelism.fp32_grads=false"]))
+    assert est.metrics["memory_total_bytes"] < 80e9
+
+
+def test_refusal_does_not_offer_bf16_gradients_when_they_are_already_16_bit():
+    with pytest.raises(estimator.EstimatorError, match=r"too much") as err:
+        estimate(estimator.resolve_config([*MLPERF_8B, "parallelism.fp32_grads=false", "parallelism.micro_batch_size=2",
+                                           "parallelism.global_batch=128"]))
+    assert "fp32_grads" not in str(err.value)

@@ -190,24 +190,30 @@ def _check_fits(spec: TransformerSpec, layout: Layout, capacity: float | None, f
                 auto_fit: Callable[[], str | None] | None = None) -> None:
     """Refuse a fixed layout that does not fit ``capacity``; ``auto_fit()`` (:func:`_auto_would_fit`; None: not
     asked) decides whether the message offers the layout search."""
-    def need(candidate: Layout) -> dict[str, Any]:
-        return memory(spec, candidate, framework.grad_bytes(precision), framework, precision == "fp8")
+    def need(candidate: Layout, fw: Framework = framework) -> dict[str, Any]:
+        return memory(spec, candidate, fw.grad_bytes(precision), fw, precision == "fp8")
 
     mem = need(layout)
     if capacity and mem["total"] > capacity:
+        bf16_grads = None  # fp32 gradient buffers where 16-bit ones are the common recipe setting
+        if framework.grad_bytes(precision) == 4:
+            bf16_grads = need(layout, replace(framework, fp32_grads_with_bf16=False))["total"]
         where = f" on pipeline stage {mem['stage']}" if layout.pp > 1 else ""
         raise EstimatorError(
             f"parallelism: layout {layout.label()} needs {mem['total'] / 1e9:.1f} GB per GPU{where} "
             f"(weights {mem['weights'] / 1e9:.1f}, gradients {mem['gradients'] / 1e9:.1f}, "
             f"optimizer {mem['optimizer'] / 1e9:.1f}, "
             f"activations {mem['activations'] / 1e9:.1f}) but the device has {capacity / 1e9:.1f} GB: "
-            f"{(mem['total'] - capacity) / 1e9:.1f} GB too much{_hint(spec, layout, need, capacity, auto_fit)}")
+            f"{(mem['total'] - capacity) / 1e9:.1f} GB too much"
+            f"{_hint(spec, layout, need, capacity, auto_fit, bf16_grads)}")
 
 
 def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float,
-          auto_fit: Callable[[], str | None] | None = None) -> str:
+          auto_fit: Callable[[], str | None] | None = None, bf16_grads: float | None = None) -> str:
     """What else the user can change when a layout does not fit: each single setting that alone makes it
-    fit (sequence parallelism where it was turned off, full recompute unless the schedule is DualPipe, which refuses
+    fit (16-bit gradient buffers where the framework's rule keeps fp32 ones, ``bf16_grads`` being the need with
+    them: Megatron-LM's bf16 default, which NeMo / Megatron-Bridge performance recipes and MLPerf runs turn off;
+    sequence parallelism where it was turned off, full recompute unless the schedule is DualPipe, which refuses
     it), the layout search when ``auto_fit()`` finds a layout (else which stated degrees keep it from one; offered
     unchecked when ``auto_fit`` is None), and the layer (it keeps s x s attention scores unless it is Transformer
     Engine's flash-attention layer)."""
@@ -217,6 +223,8 @@ def _hint(spec: TransformerSpec, layout: Layout, need, capacity: float,
         fixes.append(("parallelism.sequence_parallel=true", replace(layout, sequence_parallel=True)))
     if layout.recompute != "full" and layout.schedule != "dualpipe":  # DualPipe refuses full recompute (layout.py)
         fixes.append(("parallelism.recompute=full", replace(layout, recompute="full", recompute_modules=None)))
+    if bf16_grads is not None and bf16_grads <= capacity:
+        hint += f"it fits with parallelism.fp32_grads=false (bf16 gradients): {bf16_grads / 1e9:.1f} GB; "
     for setting, candidate in fixes:
         total = need(candidate)["total"]
         if total <= capacity:
