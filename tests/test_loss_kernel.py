@@ -118,6 +118,9 @@ STACK_KERNELS = (
     # metaseq's OPT-175B: --criterion vocab_parallel_cross_entropy, Megatron's unfused fp32 vocabulary-parallel loss
     # (facebookresearch/metaseq@f7ffa5fd metaseq/launcher/opt_baselines.py), under framework=fsdp
     (r"^opt-", "megatron_fp32"),
+    # HF transformers' LlamaForCausalLM casts the logits to fp32 before torch's cross-entropy (FlagPerf's DeepSpeed
+    # case: FlagOpen/FlagPerf@1b5a0303 training/nvidia/llama2_7b-deepspeed, validation/llm_rows.md "Blind round h99")
+    (r"^flagperf-llama2-7b-ds-", "torch_fp32"),
 )
 
 
