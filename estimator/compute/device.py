@@ -58,7 +58,7 @@ next to it). Per op of class ``c`` (``estimator.workloads.flops.OP_CLASSES``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -150,6 +150,26 @@ def _efficiency(value, key: str, device: str) -> tuple[tuple[str, str, float], .
     return tuple(sorted((p, c, f) for (p, c), f in out.items()))
 
 
+def _rail_rates(value, device: str) -> tuple[tuple[int, float, float], ...] | None:
+    """``device.hybridep_rail_Bps`` as ``((nodes, dispatch_Bps, combine_Bps), ...)`` sorted by nodes; one-line errors."""
+    if value is None or isinstance(value, tuple):
+        return value
+    where = f"device.hybridep_rail_Bps ({device})"
+    if not isinstance(value, Mapping) or not value:
+        raise EstimatorError(f"{where} must be a non-empty mapping {{nodes: [dispatch, combine]}}, got {value!r}")
+    out = []
+    for nodes, pair in value.items():
+        if isinstance(nodes, str) and nodes.isdigit():  # a key read as text
+            nodes = int(nodes)
+        if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 2:
+            raise EstimatorError(f"{where}: node counts must be whole numbers >= 2 (a rail spans nodes), got {nodes!r}")
+        if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise EstimatorError(f"{where}.{nodes} must be [dispatch_Bps, combine_Bps], got {pair!r}")
+        rates = tuple(positive(r, f"{where}.{nodes}") for r in pair)
+        out.append((nodes, float(rates[0]), float(rates[1])))
+    return tuple(sorted(out))
+
+
 @dataclass(frozen=True)
 class DeviceProfile:
     name: str
@@ -181,6 +201,11 @@ class DeviceProfile:
     # None: not stated)
     p2p_channels_nvlink: int | None = None
     p2p_channels_network: int | None = None
+    # HybridEP's measured rail (RDMA) exchange rates on this device's node: ``{nodes: [dispatch, combine]}`` in bytes/s
+    # of "algorithm bandwidth" (token rows x nodes each token reaches, its own node included, x hidden x 2 over the
+    # kernel's time; estimator.parallel.moe_comm.hybridep_rail_rates; cited per device; None: not stated, the rail
+    # exchange keeps the fabric's price). Parsed to ``((nodes, dispatch, combine), ...)``.
+    hybridep_rail_Bps: Mapping | tuple | None = None
     matmul_shape: Mapping | tuple | None = None  # GEMM efficiency by shape per precision (estimator.compute.gemm_shape)
 
     @property
@@ -221,6 +246,7 @@ class DeviceProfile:
                                       or value & (value - 1) or not self.sm_count or value >= self.sm_count):
                 raise EstimatorError(f"device.{key} ({self.name}) must be a power of two (NCCL rounds p2pnChannels "
                                      f"up to one) in [1, sm_count), got {value!r} of sm_count {self.sm_count!r}")
+        object.__setattr__(self, "hybridep_rail_Bps", _rail_rates(self.hybridep_rail_Bps, self.name))
         object.__setattr__(self, "matmul_shape", gemm_shape.parse(self.matmul_shape, self.name, PRECISION_KEYS))
         if self.matmul_shape and not self.sm_count:
             raise EstimatorError(f"device.matmul_shape ({self.name}) needs device.sm_count (its waves are counted in SMs)")

@@ -29,11 +29,14 @@ Dispatcher: one dispatch costs what one combine does (the same rows back), in fo
 * ``hybridep`` (``_HybridEPManager``, the DeepEP ``hybrid-ep`` branch by NVIDIA): the same hierarchical path
   (docs/README_Hybrid-EP.md: RDMA between nodes, NVLink TMA copies inside; fewer SMs), BF16 like ``deepep``;
   what tells it apart in Megatron -- the SM counts, MNNVL domains -- is not priced, so it is the same mechanism as
-  ``deepep`` here, with one exception: ``framework.moe_permute_fusion_into_hybridep`` (Megatron-core's
+  ``deepep`` here, with two exceptions. ``framework.moe_permute_fusion_into_hybridep`` (Megatron-core's
   ``moe_permute_fusion_into_hybridep``, off by default) folds HybridEP's standalone permute kernel into its dispatch
   kernel and its unpermute into its combine kernel, so the captured layer drops those two copies (forward and
   backward; ``layer.capture_parts``' ``hybridep``, sources in conf/framework/megatron.yaml); the dispatch
-  and combine keep their price.
+  and combine keep their price. And on a device that states HybridEP's measured rail rates
+  (``device.hybridep_rail_Bps``, H100's from DeepEP's hybrid-ep README table: 2 nodes 71.7 / 63.0 GB/s dispatch /
+  combine "IB bandwidth" where the NCCL price of the same bytes is 93), the rail exchange is never faster than them
+  (:func:`hybridep_rail_rates`, :func:`dispatch_time`; docs/research/h103-qwen3-breakdown.md).
 
 Overlap (``moe_a2a_overlap``: ``overlap_moe_expert_parallel_comm`` with ``delay_wgrad_compute``, as
 Megatron-Bridge's ``moe_a2a_overlap`` sets them; ``framework.moe_a2a_delay_wgrad=false``: without the delayed weight
@@ -165,13 +168,29 @@ def units_reached(experts: int, units: int, k: int, groups: int | None = None, t
     return units * p
 
 
+def hybridep_rail_rates(device, nodes: int) -> tuple[float, float] | None:
+    """HybridEP's measured (dispatch, combine) rail rates in bytes/s for an ``ep`` group spanning ``nodes`` nodes:
+    the device's ``hybridep_rail_Bps`` entry of the largest measured node count not above ``nodes`` (rates fall as
+    nodes are added, so between or beyond the measured counts this is the optimistic neighbour); None when the group
+    is inside one node or the device states no entry that low."""
+    table = getattr(device, "hybridep_rail_Bps", None) or ()
+    below = [(d, c) for n, d, c in table if n <= nodes]
+    return below[-1] if nodes > 1 and below else None
+
+
 def dispatch_time(pricer, dispatcher: str, tokens: float, hidden: int, experts: int, k: int, ep: int,
-                  count: float, limit: tuple[int | None, int | None] = (None, None), fp8: bool = False) -> float:
+                  count: float, limit: tuple[int | None, int | None] = (None, None), fp8: bool = False,
+                  rail_rates: tuple[float, float] | None = None) -> float:
     """Seconds of one all-to-all of a rank's ``tokens`` over the ``ep`` group (module docstring), the mean of a
     dispatch and a combine (the four a layer runs per microbatch: two of each kind); ``count``: how many per step (the
     collectives' record); ``limit``: the router's (groups, group top-k), group-limited routing (:func:`units_reached`,
     the flex dispatcher only: the NCCL all-to-all sends ``k`` copies whatever the groups); ``fp8``: the dispatches
-    carry FP8 rows with their 1x128 scales (``framework.moe_dispatch_fp8``, :data:`FP8_ROW_BYTES`), the combines BF16."""
+    carry FP8 rows with their 1x128 scales (``framework.moe_dispatch_fp8``, :data:`FP8_ROW_BYTES`), the combines BF16.
+    ``rail_rates`` (HybridEP only, :func:`hybridep_rail_rates`): its kernels' measured (dispatch, combine) rates of the
+    rail exchange, in the bytes the rail is priced on (``tokens x row x nodes reached``, a token's own node counted, as
+    HybridEP's benchmark counts them); the rail exchange takes the slower of the fabric's price and the measured
+    kernel, the dispatch and the combine each at its own rate (their mean is recorded, pricing
+    ``hybridep_measured``, when the measured rate binds)."""
     sizes = (FP8_ROW_BYTES, BF16_BYTES) if fp8 else (BF16_BYTES,)
     if dispatcher != "alltoall":  # rows per token to the nodes (rail) and to the ranks (inside a node) it reaches
         r, n = ep_split(pricer.fabric, ep, pricer.stride.get("ep", 1))
@@ -182,9 +201,15 @@ def dispatch_time(pricer, dispatcher: str, tokens: float, hidden: int, experts: 
         if dispatcher == "alltoall":
             times.append(pricer.price("ep", "all_to_all", tokens * k * row, ep, n_count))
             continue
+        at = len(pricer.colls)
         rail = pricer.price("ep_rail", "all_to_all", tokens * row * nodes, n, n_count) if n > 1 else 0.0
+        rails = (rail, rail)
+        if dispatcher == "hybridep" and rail_rates and n > 1:
+            rails = tuple(max(rail, tokens * row * nodes / rate) for rate in rail_rates)
+            if max(rails) > rail and len(pricer.colls) > at:
+                pricer.colls[at].update(time_s=sum(rails) / 2, pricing="hybridep_measured")
         node = pricer.price("ep_node", "all_to_all", tokens * row * ranks, r, n_count) if r > 1 else 0.0
-        times.append(max(rail, node))
+        times.append(sum(max(t, node) for t in rails) / 2)
     return sum(times) / len(times)
 
 

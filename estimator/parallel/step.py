@@ -216,6 +216,7 @@ from estimator.parallel.moe_comm import (
     ep_split,
     fc1_share,
     flex_strides,
+    hybridep_rail_rates,
     merged_exposure,
     merged_fraction,
     nccl_a2a_ctas,
@@ -648,9 +649,12 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     ep_one = 0.0
     if spec.experts and L.ep > 1:
         tokens = (spec.seq_len // L.cp) * L.micro_batch_size / L.tp
+        rail_rates = None
+        if fw.moe_dispatcher == "hybridep":  # HybridEP's measured rail rates on this device (moe_comm.hybridep_rail_rates)
+            rail_rates = hybridep_rail_rates(device, ep_split(pricer.fabric, L.ep, pricer.stride.get("ep", 1))[1])
         ep_one = dispatch_time(pricer, fw.moe_dispatcher, tokens, spec.hidden, spec.experts, spec.top_k, L.ep,
                                per_step * (4 + n_rc + n_moe), (spec.router.num_groups, spec.router.group_topk),
-                               fw.moe_dispatch_fp8)
+                               fw.moe_dispatch_fp8, rail_rates)
     # ---- context parallelism: the K/V exchange of each layer's attention (cp_exchange)
     cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step, device.memory_rate("elementwise", precision),
                                       fw.torch_cp_waits)
