@@ -11,6 +11,17 @@ Large models (a decoder-only ``model=llama3_8b`` etc.: ``parallelism=hybrid``, d
 ``framework.fp8_recipe=delayed|tensorwise|blockwise``), ``parallelism.fp32_grads``, ``model.qk_norm``
 (named by the Qwen3 presets; ``+model.qk_norm=true`` adds it to another). ``estimator --cfg estimate ...``
 prints every key of the composed config.
+
+Where the time goes (``ops=true``, hybrid layouts with a fixed layout): after the usual lines, one row per
+captured op of the transformer layer (dense and MoE), the embedding, the LM head and the loss, per phase
+(forward, backward, recompute): FLOPs, bytes, priced seconds, what bounds it (compute at which efficiency of
+which peak, memory bandwidth, launch floor) and how many times per step it runs on the slowest pipeline stage,
+then totals per op class, part and phase and what the step prices outside the ops (optimizer, ...), checked
+to add up to ``compute_time_s`` (:mod:`estimator.parallel.ops`). ``output=json`` adds the lists ``ops`` and
+``ops_outside`` and the dict ``ops_totals``. E.g. ``estimator estimate system=dgx_h100 fabric.nodes=64
+model=llama3_70b parallelism=hybrid precision=bf16 parallelism.tp=8 parallelism.pp=4
+parallelism.global_batch=128 ops=true``. A data-parallel workload (``model=resnet50``) has no layer
+breakdown here: ``ops=true`` is refused (``estimator inspect model=resnet50`` breaks its ops down).
 """
 
 from __future__ import annotations
@@ -19,7 +30,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from estimator.config import to_container
-from estimator.estimate import estimate, validate, workload_path
+from estimator.errors import EstimatorError
+from estimator.estimate import estimate, estimate_config, is_hybrid, validate, workload_path
 from estimator.validation.envelope import trust
 
 if TYPE_CHECKING:
@@ -50,13 +62,30 @@ def stale_trace(path) -> bool:
     return is_stale(load_workload(path))
 
 
+def check_ops(resolved: dict[str, Any]) -> bool:
+    """Whether ``ops=true`` asks for the per-op breakdown; refused (one line) where there is none to give."""
+    ops = resolved.get("ops", False)
+    if not isinstance(ops, bool):
+        raise EstimatorError(f"ops must be true or false, got {ops!r}")
+    if ops and not is_hybrid(resolved):
+        model = (resolved.get("model") or {}).get("name")
+        raise EstimatorError(f"ops=true lists the captured layer's ops of a parallelism=hybrid (large-model) estimate; "
+                             f"model {model} runs parallelism="
+                             f"{(resolved.get('parallelism') or {}).get('strategy', 'data')}: its op breakdown is "
+                             f"`estimator inspect model={model}`")
+    return ops
+
+
 def check(cfg: DictConfig | dict[str, Any]) -> None:
     """``--check``: the fabric, device, parallelism and precision, without capturing or estimating."""
-    validate(to_container(cfg))
+    resolved = to_container(cfg)
+    check_ops(resolved)
+    validate(resolved)
 
 
 def run(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
     resolved = to_container(cfg)
+    ops = check_ops(resolved)
     validate(resolved)  # a bad fabric/device fails before any capture
     if (cfg.get("parallelism") or {}).get("strategy") != "hybrid":  # hybrid captures its own layer shards
         path = workload_path(resolved)
@@ -68,6 +97,11 @@ def run(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
 
         write_estimates(cfg["store"], [est])
     fabric = est.config["fabric"] or {}
+    breakdown = {}
+    if ops:
+        from estimator.parallel.estimate import op_breakdown
+
+        breakdown = op_breakdown(estimate_config(resolved), est.metrics)
     return {
         "model": est.metrics["workload_name"],
         "fabric": fabric.get("name"),
@@ -77,6 +111,7 @@ def run(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
         **trust(resolved),
         "config_hash": est.config_hash,
         "collectives": est.collectives,
+        **breakdown,
     }
 
 
@@ -113,4 +148,8 @@ def format_text(result: dict[str, Any]) -> str:
             )
         if len(colls) > 40:
             lines.append(f"... {len(colls) - 40} more (output=json lists all)")
+    if "ops" in result:
+        from estimator.parallel.ops import format_ops
+
+        lines.append(format_ops(result))
     return "\n".join(lines)

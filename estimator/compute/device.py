@@ -372,6 +372,16 @@ def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp"
                attention_kernel: str = "cudnn") -> np.ndarray:
     """Seconds per node of ``workload`` (in node order); 0 for communication nodes. Fused attention
     ops are priced as ``attention_kernel`` runs them (:data:`ATTENTION_KERNELS`)."""
+    return node_prices(workload, device, precision, attention_kernel)["time_s"]
+
+
+def node_prices(workload: Workload, device: DeviceProfile, precision: str = "amp",
+                attention_kernel: str = "cudnn") -> dict[str, np.ndarray]:
+    """:func:`node_times` with the terms of its price per node (in node order): ``time_s`` (what
+    :func:`node_times` returns), ``compute_s`` (FLOPs over the efficiency-scaled peak), ``memory_s`` (bytes
+    over the efficiency-scaled bandwidth), ``floor_s`` (the launch floor, 0 for a node that launches
+    nothing), ``compute_efficiency`` (with the GEMM shape factor), ``memory_efficiency``, ``peak_flops`` (the
+    peak the op runs at, before efficiency) and ``replayed`` (True where a measured duration stands)."""
     check_precision(precision)
     if attention_kernel not in ATTENTION_KERNELS:
         raise EstimatorError(f"attention kernel must be one of {', '.join(ATTENTION_KERNELS)}, got {attention_kernel!r}")
@@ -403,10 +413,15 @@ def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp"
     if scale < 1.0:  # 16-bit training: pointwise ops fused into their neighbours
         fused = np.fromiter((c == "elementwise" for c in classes), bool, n)
         byte_scale = np.where(fused, byte_scale * device.amp_elementwise_fusion, byte_scale)
-    t = np.maximum(flops / peak, mem * byte_scale / (device.mem_bw_Bps * meff))
+    compute_s, memory_s = flops / peak, mem * byte_scale / (device.mem_bw_Bps * meff)
+    t = np.maximum(compute_s, memory_s)
     launches = (flops > 0) | (mem > 0)
-    t = np.where(launches, np.maximum(t, device.launch_s * grouped_launches(workload)), 0.0)
+    floor = device.launch_s * grouped_launches(workload)
+    t = np.where(launches, np.maximum(t, floor), 0.0)
     t = np.where(is_compute, t + device.op_overhead_s, 0.0)
+    replayed = np.zeros(n, bool)
     if replay:  # the capture device (or a graph with nothing to scale): measured durations
-        t = np.where(is_compute & ~np.isnan(measured), measured, t)
-    return t
+        replayed = is_compute & ~np.isnan(measured)
+        t = np.where(replayed, measured, t)
+    return {"time_s": t, "compute_s": compute_s, "memory_s": memory_s, "floor_s": np.where(launches, floor, 0.0),
+            "compute_efficiency": ceff, "memory_efficiency": meff, "peak_flops": peak / ceff, "replayed": replayed}

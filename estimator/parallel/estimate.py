@@ -262,3 +262,18 @@ def estimate_hybrid(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str,
     metrics["placement"] = placement
     metrics["device_memory_bytes"] = capacity or 0.0
     return metrics, colls
+
+
+def op_breakdown(cfg: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
+    """``ops=true``: the per-op breakdown of the step ``metrics`` came from (:mod:`~estimator.parallel.ops`), its
+    layout priced again with :func:`step_time` collecting the terms of its compute time (the parts are cached)."""
+    from estimator.parallel.ops import breakdown
+
+    s = setup_hybrid(cfg)
+    if s.placement[0] == "auto":
+        raise EstimatorError(f"ops=true lists the ops of a fixed layout: the search picked {metrics.get('layout')}; "
+                             "state it (parallelism.tp, parallelism.pp, parallelism.micro_batch_size, ...) and run again")
+    terms: dict[str, Any] = {}
+    step_time(s.spec, s.layout, s.fabric, s.device, s.precision, str(cfg.get("algorithm") or "default"), s.overlap,
+              s.framework, s.interference, s.interference_stated, parts_out=terms)
+    return breakdown(s, terms, metrics)

@@ -269,6 +269,30 @@ def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: Devic
                sorts: bool = True, fp8_kernels: bool | str = "te", hybridep: str | None = None,
                softmax_rule: str = "megatron") -> dict[str, PartTimes]:
     out = {}
+    for name, (scaled, prec) in part_workloads(spec, tp, sp, mbs, precision, cp, etp, ep, sorts, fp8_kernels, hybridep,
+                                               softmax_rule).items():
+        t = node_times(scaled, device, prec, attention_kernel)
+        phase = np.array([n.phase for n in scaled.nodes])
+        flops = np.array([n.flops for n in scaled.nodes])
+        gemm = np.array([n.op_class in ("matmul", "attention") for n in scaled.nodes])
+        fw, bw = phase == "forward", phase == "backward"
+        out[name] = PartTimes(float(t[fw].sum()), float(t[bw].sum()), float(flops[fw].sum()), float(flops[bw].sum()),
+                              float(t[fw & gemm].sum()), float(t[bw & gemm].sum()))
+    return out
+
+
+def part_args(spec: TransformerSpec, L: Layout, fw: Framework, device: DeviceProfile, precision: str) -> tuple:
+    """The arguments :func:`part_times` prices a layer kind of ``spec`` with under layout ``L`` and framework ``fw``
+    (``part_times(spec, *part_args(...))``; the per-op breakdown, :mod:`~estimator.parallel.ops`, reads the same)."""
+    return (L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel, L.expert_tp,
+            L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision), hybridep_permute(fw), fw.fused_softmax)
+
+
+def part_workloads(spec: TransformerSpec, tp: int, sp: bool, mbs: int, precision: str, cp: int = 1,
+                   etp: int | None = None, ep: int = 1, sorts: bool = True, fp8_kernels: bool | str = "te",
+                   hybridep: str | None = None, softmax_rule: str = "megatron") -> dict[str, tuple[Any, str]]:
+    """Part name -> (its captured workload at ``mbs`` sequences, the precision :func:`part_times` prices it at)."""
+    out = {}
     fp8 = fp8_kernels if precision == "fp8" else False  # the FP8 casts (Framework.fp8: kernels and scaling recipe), or none
     moe = (None, 1)  # one capture per distinct layer: a dense one, or Megatron-core's MoE layer by its experts' TP degree,
     if spec.experts and spec.fused == "te":  # its local experts (the grouped GEMMs read each one's weights) and whether a
@@ -279,14 +303,7 @@ def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: Devic
     s = spec.seq_len // cp
     fused_softmax = spec.fused != "megatron" or fused_softmax_available(softmax_rule, mbs, spec.heads // tp, s, s)
     for name, w in capture_parts(spec, tp, sp, cp, fp8, *moe, fused_softmax=fused_softmax).items():
-        scaled = w.scaled_to_batch(mbs)
-        t = node_times(scaled, device, "bf16" if fp8 and name in ("embedding", "head") else precision, attention_kernel)
-        phase = np.array([n.phase for n in scaled.nodes])
-        flops = np.array([n.flops for n in scaled.nodes])
-        gemm = np.array([n.op_class in ("matmul", "attention") for n in scaled.nodes])
-        fw, bw = phase == "forward", phase == "backward"
-        out[name] = PartTimes(float(t[fw].sum()), float(t[bw].sum()), float(flops[fw].sum()), float(flops[bw].sum()),
-                              float(t[fw & gemm].sum()), float(t[bw & gemm].sum()))
+        out[name] = (w.scaled_to_batch(mbs), "bf16" if fp8 and name in ("embedding", "head") else precision)
     return out
 
 
@@ -590,9 +607,7 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
                per_step: float, grad_bytes: int, interference: float, interference_stated: bool = False) -> LayerCost:
     """Seconds of one layer of ``spec``'s kind per microbatch (the module docstring's TP, EP, CP and ZeRO-3
     items); ``per_step``: layer-microbatches of this kind per step on the busiest rank (collective counts)."""
-    parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
-                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision), hybridep_permute(fw),
-                       fw.fused_softmax)
+    parts = part_times(spec, *part_args(spec, L, fw, device, precision))
     layer, attn = parts["layer"], parts["attention"]
     act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
     n_rc = 2 if L.recompute == "full" else 0
@@ -750,19 +765,19 @@ def bucket_sync_tail(segments: list[tuple[float, float]], bucket: float | None, 
 
 def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: DeviceProfile, precision: str,
               algorithm: str = "default", dp_overlap: bool | None = None, framework: Framework | None = None,
-              interference: float = 0.0,
-              interference_stated: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+              interference: float = 0.0, interference_stated: bool = False,
+              parts_out: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(metrics, collectives) of one training step; ``interference``: the compute slow-down per second of
     data-parallel / ZeRO communication it overlaps (module docstring); ``interference_stated``: it was stated
     (``parallelism.comm_interference``), so it also prices the SMs of the NCCL all-to-all (else
-    :func:`~estimator.parallel.moe_comm.nccl_a2a_ctas`)."""
+    :func:`~estimator.parallel.moe_comm.nccl_a2a_ctas`). ``parts_out``: a dict this fills with the terms
+    ``compute_time_s`` is summed from on the slowest pipeline rank (:func:`compute_terms`; read by the per-op
+    breakdown, :mod:`~estimator.parallel.ops`); nothing else changes."""
     L = layout
     fw = framework or Framework.from_cfg(None)
     overlap = fw.grad_reduce_overlap if dp_overlap is None else dp_overlap
     grad_bytes = fw.grad_bytes(precision)
-    parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
-                       L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision), hybridep_permute(fw),
-                       fw.fused_softmax)
+    parts = part_times(spec, *part_args(spec, L, fw, device, precision))
     emb, head = parts["embedding"], parts["head"]
     stride = strides(L.order, L.tp, L.dp, L.pp, L.cp)
     if spec.experts:
@@ -1001,6 +1016,10 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     comp_f = slowest_sum(lambda c: c.layer.fwd) + slowest_at(ends_f) - emb_tp + slowest_at(copies_f)
     comp_b = slowest_sum(lambda c: c.layer.bwd + c.rc) + slowest_at(ends_b) + slowest_at(accum) + slowest_at(copies_b)
     compute = m * (comp_f + comp_b) + optimizer
+    if parts_out is not None:
+        parts_out.update(compute_terms(spec, L, kinds, parts, slowest, dualpipe, (loss_f, loss_b), (mtp_f, mtp_b),
+                                       slowest_at(accum), (slowest_at(copies_f), slowest_at(copies_b)), optimizer,
+                                       (comp_f, comp_b, compute)))
     ep_comm = m * slowest_sum(lambda c: c.ep_runs * c.ep_one)
     ep_exposed = m * slowest_sum(lambda c: c.ep_exposed)
     tp_comm = m * (slowest_sum(lambda c: c.tp_layer) + emb_tp)
@@ -1048,6 +1067,22 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         **{f"memory_{k}_bytes": val for k, val in mem.items()},
     }
     return metrics, pricer.colls
+
+
+def compute_terms(spec: TransformerSpec, L: Layout, kinds: list, parts: dict[str, PartTimes], slowest: int,
+                  dualpipe: bool, loss: tuple[float, float], mtp: tuple[float, float], accum: float,
+                  copies: tuple[float, float], optimizer: float, totals: tuple[float, float, float]) -> dict[str, Any]:
+    """What :func:`step_time` sums ``compute_time_s`` from, on the slowest pipeline rank, per microbatch: each layer
+    kind (its spec, its :class:`LayerCost`, its layers on each of the rank's stages), the pipeline stages the rank runs
+    with their weights (DualPipe: two stages, half each), the embedding and LM head parts, the loss, multi-token
+    prediction, the gradient-accumulation passes and boundary copies; then the optimizer step per step and the
+    step's own per-microbatch forward, backward and per-step compute totals (``totals``)."""
+    stages = [(slowest, 0.5), (L.pp - 1 - slowest, 0.5)] if dualpipe else [(slowest, 1.0)]
+    specs = [k for k, n in layer_kinds(spec, L) if sum(n)]
+    return {"microbatches": L.microbatches, "pp": L.pp, "stages": stages, "slowest_stage": slowest,
+            "kinds": [(k, c, n) for k, (c, n) in zip(specs, kinds, strict=True)], "parts": parts,
+            "loss": loss, "mtp": mtp, "accum": accum, "copies": copies, "optimizer": optimizer,
+            "forward": totals[0], "backward": totals[1], "compute": totals[2]}
 
 
 def _dedupe(colls: list[dict[str, Any]]) -> list[dict[str, Any]]:
