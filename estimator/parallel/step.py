@@ -266,7 +266,9 @@ def hybridep_permute(fw: Framework) -> str | None:
 def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: DeviceProfile, precision: str,
                cp: int = 1, attention_kernel: str = "cudnn", etp: int | None = None, ep: int = 1,
                sorts: bool = True, fp8_kernels: bool | str = "te", hybridep: str | None = None,
-               softmax_rule: str = "megatron") -> dict[str, PartTimes]:
+               softmax_rule: str = "megatron", causal_share: float = 1.0) -> dict[str, PartTimes]:
+    """Seconds and FLOPs of each captured part of one layer (and the embedding and head) per microbatch;
+    ``causal_share``: the share of the attention forward's FLOPs run in causal calls (:func:`attention_causal_share`)."""
     out = {}
     fp8 = fp8_kernels if precision == "fp8" else False  # the FP8 casts (Framework.fp8: kernels and scaling recipe), or none
     moe = (None, 1)  # one capture per distinct layer: a dense one, or Megatron-core's MoE layer by its experts' TP degree,
@@ -279,7 +281,8 @@ def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: Devic
     fused_softmax = spec.fused != "megatron" or fused_softmax_available(softmax_rule, mbs, spec.heads // tp, s, s)
     for name, w in capture_parts(spec, tp, sp, cp, fp8, *moe, fused_softmax=fused_softmax).items():
         scaled = w.scaled_to_batch(mbs)
-        t = node_times(scaled, device, "bf16" if fp8 and name in ("embedding", "head") else precision, attention_kernel)
+        t = node_times(scaled, device, "bf16" if fp8 and name in ("embedding", "head") else precision, attention_kernel,
+                       causal_share)
         phase = np.array([n.phase for n in scaled.nodes])
         flops = np.array([n.flops for n in scaled.nodes])
         gemm = np.array([n.op_class in ("matmul", "attention") for n in scaled.nodes])
@@ -287,6 +290,16 @@ def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: Devic
         out[name] = PartTimes(float(t[fw].sum()), float(t[bw].sum()), float(flops[fw].sum()), float(flops[bw].sum()),
                               float(t[fw & gemm].sum()), float(t[bw & gemm].sum()))
     return out
+
+
+def attention_causal_share(L: Layout) -> float:
+    """The share of a rank's attention-forward FLOPs that run in causal kernel calls. PyTorch's ring attention
+    (``cp_comm=torch`` / ``torch_alltoall``, load balance on; torch/distributed/tensor/experimental/_attention.py
+    ``_templated_ring_attention`` and ``_is_causal_behavior``, docs/research/h100-cp-attn.md) calls SDPA ``cp``
+    times per pass, each on the same FLOPs (``2c x 2c`` causal, then ``2c x c`` or ``c x 2c`` unmasked for the
+    rank's ``2c`` tokens): only step 0 is causal, so ``1 / cp``. Every other layout: 1 (one causal call, or a
+    context-parallel kernel not read here)."""
+    return 1.0 / L.cp if L.cp > 1 and L.cp_comm in ("torch", "torch_alltoall") else 1.0
 
 
 def recompute_cost(spec: TransformerSpec, L: Layout, layer: PartTimes, attn: PartTimes, hbm: float) -> tuple[float, float]:
@@ -591,7 +604,7 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     items); ``per_step``: layer-microbatches of this kind per step on the busiest rank (collective counts)."""
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
                        L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision), hybridep_permute(fw),
-                       fw.fused_softmax)
+                       fw.fused_softmax, attention_causal_share(L))
     layer, attn = parts["layer"], parts["attention"]
     act = (spec.seq_len // L.cp) * L.micro_batch_size * spec.hidden * ACT_BYTES
     n_rc = 2 if L.recompute == "full" else 0
@@ -758,7 +771,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     grad_bytes = fw.grad_bytes(precision)
     parts = part_times(spec, L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel,
                        L.expert_tp, L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision), hybridep_permute(fw),
-                       fw.fused_softmax)
+                       fw.fused_softmax, attention_causal_share(L))
     emb, head = parts["embedding"], parts["head"]
     stride = strides(L.order, L.tp, L.dp, L.pp, L.cp)
     if spec.experts:
