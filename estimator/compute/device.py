@@ -49,6 +49,12 @@ next to it). Per op of class ``c`` (``estimator.workloads.flops.OP_CLASSES``):
   recipes the validation rows come from fuse pointwise ops into their neighbours (cuDNN
   conv+bias+activation, apex/NVFuser bias-GeLU, fused LayerNorm, TorchScript). This fraction of
   each elementwise op's bytes remains; 1.0 = no fusion.
+* **Attention passes** (``attention_passes``, optional, per fused-attention kernel): the kernel's efficiency as a
+  fraction of the 16-bit tensor-core peak for a causal forward, an unmasked forward and a backward, in place of
+  ``compute_efficiency``'s one value for its class. A forward op's FLOPs may run partly in causal and partly in
+  unmasked calls (PyTorch's load-balanced ring attention: one causal step of ``cp``); the caller states the causal
+  share (``node_times``' ``causal_share``) and the op is priced at the time-weighted mix. The backward has one value:
+  the published FlashAttention-2 numbers differ by under 1 % between masks (cited in ``conf/device/h100.yaml``).
 * When the profile is the capture device (``replay: true``), measured durations are replayed.
 * A workload with no FLOP/byte costs at all (e.g. a TopoOpt task graph that only carries
   measured task times) keeps its measured durations on any device: there is nothing to scale.
@@ -170,6 +176,40 @@ def _rail_rates(value, device: str) -> tuple[tuple[int, float, float], ...] | No
     return tuple(sorted(out))
 
 
+ATTENTION_PASS_KEYS = ("forward_causal", "forward", "backward")  # device.attention_passes.<kernel> (module docstring)
+
+
+def _attention_passes(value, device: str) -> tuple[tuple[str, float, float, float], ...]:
+    """``{kernel: {forward_causal, forward, backward}}`` as a hashable tuple of ``(kernel, causal forward, unmasked
+    forward, backward)`` fractions of the 16-bit tensor-core peak (empty: none)."""
+    if value is None or isinstance(value, tuple):
+        return value or ()
+    where = f"device.attention_passes ({device})"
+    if not isinstance(value, Mapping):
+        raise EstimatorError(f"{where} must map a kernel ({', '.join(ATTENTION_KERNELS)}) to "
+                             f"{{{', '.join(ATTENTION_PASS_KEYS)}}}, got {value!r}")
+    out = []
+    for kernel, passes in value.items():
+        if kernel not in ATTENTION_KERNELS:
+            raise EstimatorError(f"{where}: unknown kernel {kernel!r} (known: {', '.join(ATTENTION_KERNELS)})")
+        if not isinstance(passes, Mapping) or set(passes) != set(ATTENTION_PASS_KEYS):
+            raise EstimatorError(f"{where}.{kernel} must give exactly {', '.join(ATTENTION_PASS_KEYS)}, got {passes!r}")
+        out.append((kernel, *(_fraction(passes[k], f"{where}.{kernel}.{k}") for k in ATTENTION_PASS_KEYS)))
+    return tuple(sorted(out))
+
+
+def attention_pass_efficiency(passes: tuple[float, float, float], phase: str, causal_share: float) -> float:
+    """One attention op's efficiency from a kernel's ``(causal forward, unmasked forward, backward)`` fractions: the
+    backward's, or for a forward the time-weighted mix of its FLOPs, ``causal_share`` of them in causal calls and the
+    rest in unmasked ones (``1 / e = share / e_causal + (1 - share) / e_unmasked``)."""
+    causal, unmasked, backward = passes
+    if phase == "backward":
+        return backward
+    if not 0 <= causal_share <= 1:
+        raise EstimatorError(f"causal_share must be in [0, 1], got {causal_share!r}")
+    return 1.0 / (causal_share / causal + (1.0 - causal_share) / unmasked)
+
+
 @dataclass(frozen=True)
 class DeviceProfile:
     name: str
@@ -207,6 +247,8 @@ class DeviceProfile:
     # exchange keeps the fabric's price). Parsed to ``((nodes, dispatch, combine), ...)``.
     hybridep_rail_Bps: Mapping | tuple | None = None
     matmul_shape: Mapping | tuple | None = None  # GEMM efficiency by shape per precision (estimator.compute.gemm_shape)
+    # a fused attention kernel's efficiency by pass and mask (module docstring, "Attention passes"; cited per device)
+    attention_passes: Mapping | tuple | None = None
 
     @property
     def usable_memory_bytes(self) -> float | None:
@@ -248,6 +290,7 @@ class DeviceProfile:
                                      f"up to one) in [1, sm_count), got {value!r} of sm_count {self.sm_count!r}")
         object.__setattr__(self, "hybridep_rail_Bps", _rail_rates(self.hybridep_rail_Bps, self.name))
         object.__setattr__(self, "matmul_shape", gemm_shape.parse(self.matmul_shape, self.name, PRECISION_KEYS))
+        object.__setattr__(self, "attention_passes", _attention_passes(self.attention_passes, self.name))
         if self.matmul_shape and not self.sm_count:
             raise EstimatorError(f"device.matmul_shape ({self.name}) needs device.sm_count (its waves are counted in SMs)")
         for key in ("compute_efficiency", "memory_efficiency"):
@@ -369,19 +412,23 @@ def grouped_launches(workload: Workload) -> np.ndarray:
 
 
 def node_times(workload: Workload, device: DeviceProfile, precision: str = "amp",
-               attention_kernel: str = "cudnn") -> np.ndarray:
+               attention_kernel: str = "cudnn", causal_share: float = 1.0) -> np.ndarray:
     """Seconds per node of ``workload`` (in node order); 0 for communication nodes. Fused attention
-    ops are priced as ``attention_kernel`` runs them (:data:`ATTENTION_KERNELS`)."""
-    return node_prices(workload, device, precision, attention_kernel)["time_s"]
+    ops are priced as ``attention_kernel`` runs them (:data:`ATTENTION_KERNELS`); where the device gives that
+    kernel's ``attention_passes``, a 16-bit attention op takes its pass's efficiency, a forward's mixed by
+    ``causal_share`` (the share of its FLOPs the framework runs in causal calls, :func:`attention_pass_efficiency`;
+    1 = a causal self-attention in one call)."""
+    return node_prices(workload, device, precision, attention_kernel, causal_share)["time_s"]
 
 
 def node_prices(workload: Workload, device: DeviceProfile, precision: str = "amp",
-                attention_kernel: str = "cudnn") -> dict[str, np.ndarray]:
+                attention_kernel: str = "cudnn", causal_share: float = 1.0) -> dict[str, np.ndarray]:
     """:func:`node_times` with the terms of its price per node (in node order): ``time_s`` (what
     :func:`node_times` returns), ``compute_s`` (FLOPs over the efficiency-scaled peak), ``memory_s`` (bytes
     over the efficiency-scaled bandwidth), ``floor_s`` (the launch floor, 0 for a node that launches
-    nothing), ``compute_efficiency`` (with the GEMM shape factor), ``memory_efficiency``, ``peak_flops`` (the
-    peak the op runs at, before efficiency) and ``replayed`` (True where a measured duration stands)."""
+    nothing), ``compute_efficiency`` (with the GEMM shape factor and the attention pass), ``memory_efficiency``,
+    ``peak_flops`` (the peak the op runs at, before efficiency) and ``replayed`` (True where a measured duration
+    stands)."""
     check_precision(precision)
     if attention_kernel not in ATTENTION_KERNELS:
         raise EstimatorError(f"attention kernel must be one of {', '.join(ATTENTION_KERNELS)}, got {attention_kernel!r}")
@@ -406,6 +453,12 @@ def node_prices(workload: Workload, device: DeviceProfile, precision: str = "amp
     ceff = np.fromiter((ceff_of[c] for c in classes), float, n)
     if not replay:
         ceff = ceff * shape_factors(workload, device, precision, classes)
+        passes = {k: p for k, *p in device.attention_passes}.get(attention_kernel)
+        target = "attention" if attention_kernel == "cudnn" else f"attention_{attention_kernel}"
+        if passes and target in kinds and op_precision(precision, target) in ("fp16", "bf16"):
+            for i, (node, cls) in enumerate(zip(workload.nodes, classes, strict=True)):
+                if cls == target:
+                    ceff[i] = attention_pass_efficiency(passes, node.phase, causal_share)
     meff = np.fromiter((meff_of[c] for c in classes), float, n)
     peak = np.where(tensor, np.fromiter((peak_of[c] for c in classes), float, n), fp32) * ceff
     scale = PRECISIONS[precision][1]

@@ -28,7 +28,7 @@ from typing import Any
 
 from estimator.compute.device import DeviceProfile, node_prices
 from estimator.errors import EstimatorError
-from estimator.parallel.step import part_args, part_workloads
+from estimator.parallel.step import attention_causal_share, part_args, part_workloads
 
 PHASES = ("forward", "backward", "recompute")
 TOLERANCE = 1e-9  # relative: the rows are the step's own prices summed in another order
@@ -51,9 +51,10 @@ def _bound(p: dict[str, Any], i: int, device: DeviceProfile) -> str:
 
 
 def _op_rows(part: str, workload, precision: str, device: DeviceProfile, attention_kernel: str, count: float,
-             phases: dict[str, str]) -> list[dict[str, Any]]:
-    """Rows of ``workload``'s nodes whose phase is a key of ``phases`` (captured phase -> shown phase)."""
-    p = node_prices(workload, device, precision, attention_kernel)
+             phases: dict[str, str], causal_share: float = 1.0) -> list[dict[str, Any]]:
+    """Rows of ``workload``'s nodes whose phase is a key of ``phases`` (captured phase -> shown phase);
+    ``causal_share``: as :func:`~estimator.parallel.step.part_times` prices the attention forward."""
+    p = node_prices(workload, device, precision, attention_kernel, causal_share)
     scale = p["memory_s"] * device.mem_bw_Bps * p["memory_efficiency"]  # bytes as priced (precision, fusion)
     rows = []
     for i, node in enumerate(workload.nodes):
@@ -81,7 +82,7 @@ def breakdown(setup, terms: dict[str, Any], metrics: dict[str, Any]) -> dict[str
             outside.append({"term": what, "step_time_s": seconds, "priced_by": where})
 
     def workloads(kind) -> dict[str, tuple[Any, str]]:  # the workloads part_times priced, at its precisions
-        tp, sp, mbs, _device, prec, cp, _attention, *rest = part_args(kind, L, fw, device, precision)
+        tp, sp, mbs, _device, prec, cp, _attention, *rest, _causal = part_args(kind, L, fw, device, precision)
         return part_workloads(kind, tp, sp, mbs, prec, cp, *rest)
 
     multi = len(terms["kinds"]) > 1
@@ -92,13 +93,14 @@ def breakdown(setup, terms: dict[str, Any], metrics: dict[str, Any]) -> dict[str
         parts = workloads(kind)
         layer_w, layer_prec = parts["layer"]
         rows += _op_rows(name, layer_w, layer_prec, device, fw.attention_kernel, count,
-                         {"forward": "forward", "backward": "backward"})
+                         {"forward": "forward", "backward": "backward"}, attention_causal_share(L))
         # the recompute in the backward: the attention part's forward (selective) or the layer's (full) as captured
         # ops; per-op SAC and recompute_modules are priced by formula (step.recompute_cost)
         redo: list[dict[str, Any]] = []
         if cost.rc and L.recompute != "op" and L.recompute_modules is None:
             source = parts["attention"] if L.recompute == "selective" else parts["layer"]
-            redo = _op_rows(name, source[0], source[1], device, fw.attention_kernel, count, {"forward": "recompute"})
+            redo = _op_rows(name, source[0], source[1], device, fw.attention_kernel, count, {"forward": "recompute"},
+                            attention_causal_share(L))
             if abs(sum(r["time_s"] for r in redo) - cost.rc) > TOLERANCE * max(cost.rc, 1e-30):
                 redo = []
         if redo:

@@ -267,11 +267,13 @@ def hybridep_permute(fw: Framework) -> str | None:
 def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: DeviceProfile, precision: str,
                cp: int = 1, attention_kernel: str = "cudnn", etp: int | None = None, ep: int = 1,
                sorts: bool = True, fp8_kernels: bool | str = "te", hybridep: str | None = None,
-               softmax_rule: str = "megatron") -> dict[str, PartTimes]:
+               softmax_rule: str = "megatron", causal_share: float = 1.0) -> dict[str, PartTimes]:
+    """Seconds and FLOPs of each captured part of one layer (and the embedding and head) per microbatch;
+    ``causal_share``: the share of the attention forward's FLOPs run in causal calls (:func:`attention_causal_share`)."""
     out = {}
     for name, (scaled, prec) in part_workloads(spec, tp, sp, mbs, precision, cp, etp, ep, sorts, fp8_kernels, hybridep,
                                                softmax_rule).items():
-        t = node_times(scaled, device, prec, attention_kernel)
+        t = node_times(scaled, device, prec, attention_kernel, causal_share)
         phase = np.array([n.phase for n in scaled.nodes])
         flops = np.array([n.flops for n in scaled.nodes])
         gemm = np.array([n.op_class in ("matmul", "attention") for n in scaled.nodes])
@@ -285,7 +287,8 @@ def part_args(spec: TransformerSpec, L: Layout, fw: Framework, device: DevicePro
     """The arguments :func:`part_times` prices a layer kind of ``spec`` with under layout ``L`` and framework ``fw``
     (``part_times(spec, *part_args(...))``; the per-op breakdown, :mod:`~estimator.parallel.ops`, reads the same)."""
     return (L.tp, L.sequence_parallel, L.micro_batch_size, device, precision, L.cp, fw.attention_kernel, L.expert_tp,
-            L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision), hybridep_permute(fw), fw.fused_softmax)
+            L.ep, fw.moe_dispatcher == "alltoall", fw.fp8(precision), hybridep_permute(fw), fw.fused_softmax,
+            attention_causal_share(L))
 
 
 def part_workloads(spec: TransformerSpec, tp: int, sp: bool, mbs: int, precision: str, cp: int = 1,
@@ -305,6 +308,16 @@ def part_workloads(spec: TransformerSpec, tp: int, sp: bool, mbs: int, precision
     for name, w in capture_parts(spec, tp, sp, cp, fp8, *moe, fused_softmax=fused_softmax).items():
         out[name] = (w.scaled_to_batch(mbs), "bf16" if fp8 and name in ("embedding", "head") else precision)
     return out
+
+
+def attention_causal_share(L: Layout) -> float:
+    """The share of a rank's attention-forward FLOPs that run in causal kernel calls. PyTorch's ring attention
+    (``cp_comm=torch`` / ``torch_alltoall``, load balance on; torch/distributed/tensor/experimental/_attention.py
+    ``_templated_ring_attention`` and ``_is_causal_behavior``, docs/research/h100-cp-attn.md) calls SDPA ``cp``
+    times per pass, each on the same FLOPs (``2c x 2c`` causal, then ``2c x c`` or ``c x 2c`` unmasked for the
+    rank's ``2c`` tokens): only step 0 is causal, so ``1 / cp``. Every other layout: 1 (one causal call, or a
+    context-parallel kernel not read here)."""
+    return 1.0 / L.cp if L.cp > 1 and L.cp_comm in ("torch", "torch_alltoall") else 1.0
 
 
 def recompute_cost(spec: TransformerSpec, L: Layout, layer: PartTimes, attn: PartTimes, hbm: float) -> tuple[float, float]:
