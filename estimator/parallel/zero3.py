@@ -169,6 +169,44 @@ class Zero3Layer:
     copies: float = 0.0  # the engine's compute-stream copies (fsdp_version; in fwd/bwd_exposed)
 
 
+def held_params(spec: TransformerSpec, L: Layout, fw: Framework) -> float:
+    """Parameters per rank that ZeRO-3 keeps gathered through a microbatch's whole forward and backward
+    (``framework.zero3_held_embedding``): the tied word embedding (``padded vocab / tp x hidden``) of a
+    one-stage model, registered as an external parameter of the top module (module docstring); else 0."""
+    if not (fw.zero3_held_embedding and spec.tied and L.pp == 1):
+        return 0.0
+    return float(spec.padded_vocab(L.tp) * spec.hidden // L.tp)
+
+
+@dataclass(frozen=True)
+class HeldCost:
+    """The held embedding's ZeRO-3 traffic per microbatch (:func:`held_cost`), exposed whole."""
+    gather: float = 0.0  # its all-gather on demand at the forward's start (collective, list copies, host)
+    reduce: float = 0.0  # its gradient's reduction at the backward's end (collective and copies)
+    comm: float = 0.0  # the two collectives alone
+
+
+def held_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer, device: DeviceProfile,
+              precision: str, grad_bytes: int, count: float) -> HeldCost:
+    """The all-gather and the gradient reduction of :func:`held_params` once per microbatch (``count``
+    microbatches per step): gathered by the top module's pre-forward fetch before any compute is queued, and
+    its gradient -- complete only when the embedding lookup's backward, the backward's last kernel, has run --
+    reduced in the last bucket, whose reduction the backward's epilogue waits for (module docstring). Both
+    are exposed whole; list copies and host time as for a unit (``zero3_list_collectives``)."""
+    v = held_params(spec, L, fw)
+    size = L.dp * L.cp
+    if not v or size <= 1:
+        return HeldCost()
+    hbm = device.memory_rate("elementwise", precision)
+    lists = fw.zero3_list_collectives
+    ag = pricer.price("dp", "all_gather", v * fw.fsdp_param_bytes, size, count)
+    red = pricer.price("dp", fw.zero3_grad_collective, v * grad_bytes, size, count)
+    host = size * (device.launch_s + fw.zero3_gather_host_per_rank_s) if lists else 0.0
+    gather = ag + (GATHER_COPIES * v * WEIGHT_BYTES / hbm if lists else 0.0) + host
+    copies = ALL_REDUCE_COPIES if fw.zero3_grad_collective == "all_reduce" else REDUCE_COPIES if lists else 0
+    return HeldCost(gather, red + copies * grad_bytes * v / hbm, ag + red)
+
+
 def backward_gathers(units: list[float], fw: Framework, recompute: str) -> list[int]:
     """All-gathers of each unit in the backward pass, its recompute forward included (module docstring)."""
     if recompute != "full" or fw.zero3_max_reuse_params is None:
@@ -179,11 +217,12 @@ def backward_gathers(units: list[float], fw: Framework, recompute: str) -> list[
 Event = tuple[int, int, str]  # (layer, unit, pass): pass f forward, r recompute forward, b backward
 
 
-def prefetched(units: list[float], fw: Framework, recompute: str) -> dict[str, list[bool]]:
+def prefetched(units: list[float], fw: Framework, recompute: str, held: float = 0.0) -> dict[str, list[bool]]:
     """Whether each unit's gather of a layer in the middle of the model was prefetched (issued while an
     earlier unit ran), per pass ``f``, ``r`` (recompute forward, when it gathers apart) and ``b``; a
     ``b`` unit kept since its recompute is not gathered, its flag is True. Without the live-parameter
-    gate every unit is prefetched (module docstring)."""
+    gate every unit is prefetched (module docstring). ``held``: parameters kept gathered through the
+    whole forward and backward (:func:`held_params`), counted against ``zero3_max_live_params``."""
     k = len(units)
     if not fw.zero3_prefetch_below_live or fw.zero3_max_live_params is None:
         return {p: [True] * k for p in "frb"}
@@ -193,16 +232,17 @@ def prefetched(units: list[float], fw: Framework, recompute: str) -> dict[str, l
         rc = [(layer, i, "r") for i in range(k)] if separate else []
         return rc + [(layer, i, "b") for i in reversed(range(k))]
 
-    fwd = _replay([(layer, i, "f") for layer in range(3) for i in range(k)], units, fw)
-    bwd = _replay([e for layer in (2, 1, 0) for e in backward_of(layer)], units, fw)
+    fwd = _replay([(layer, i, "f") for layer in range(3) for i in range(k)], units, fw, held)
+    bwd = _replay([e for layer in (2, 1, 0) for e in backward_of(layer)], units, fw, held)
     flags = {**fwd, **bwd}
     return {p: [flags.get((1, i, p), True) for i in range(k)] for p in "frb"}
 
 
-def _replay(trace: list[Event], units: list[float], fw: Framework) -> dict[Event, bool]:
+def _replay(trace: list[Event], units: list[float], fw: Framework, base: float = 0.0) -> dict[Event, bool]:
     """DeepSpeed 2021's PartitionedParameterCoordinator over ``trace`` (runtime/zero/stage3.py at v0.3.13:
     fetch_sub_module, prefetch_next_sub_modules, release_sub_module): per event, was its unit gathered
-    before it was needed (prefetched, or kept since an earlier use)."""
+    before it was needed (prefetched, or kept since an earlier use). ``base``: parameters held gathered
+    throughout (counted in ``total_available_parameter_numel``, never released inside the trace)."""
     held: dict[tuple[int, int], float] = {}  # gathered or in flight, by (layer, unit)
     flight: set[tuple[int, int]] = set()
     out = {}
@@ -212,7 +252,7 @@ def _replay(trace: list[Event], units: list[float], fw: Framework) -> dict[Event
         if unit not in held or unit in flight:  # gathered now or waited for: the engine synchronises
             flight.clear()
         held[unit] = units[event[1]]
-        if not flight and sum(held.values()) < fw.zero3_max_live_params:
+        if not flight and base + sum(held.values()) < fw.zero3_max_live_params:
             ahead = 0.0
             for later in trace[p + 1:]:
                 if later[:2] not in held:
@@ -280,7 +320,7 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
         slowed += slow
         return late if ahead else gather + late
 
-    pf = prefetched(units, fw, L.recompute)
+    pf = prefetched(units, fw, L.recompute, held_params(spec, L, fw))
     exp_f = exp_b = copied = 0.0
     for i, (u, g) in enumerate(zip(units, b_gathers, strict=True)):
         # the engine's compute-stream copies: after each gather, and the gradient's before its reduction

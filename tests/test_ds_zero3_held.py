@@ -1,0 +1,78 @@
+"""DeepSpeed 2021 ZeRO-3 keeps the tied word embedding gathered through forward and backward (an external parameter
+of the top module, docs/research/h102-ds-zero3.md): it counts against stage3_max_live_parameters in the prefetch gate,
+and its gather and gradient reduction are paid once per microbatch, exposed."""
+
+from __future__ import annotations
+
+import estimator
+from estimator.estimate import estimate
+from estimator.parallel.framework import Framework
+from estimator.parallel.layout import Layout
+from estimator.parallel.memory import zero3_units
+from estimator.parallel.spec import TransformerSpec
+from estimator.parallel.zero3 import held_params, prefetched
+
+SHAPE_175B = ["model.hidden_size=12288", "model.num_layers=96", "model.num_heads=96", "model.ffn_size=49152"]
+SHAPE_530B = ["model.hidden_size=20480", "model.num_layers=105", "model.num_heads=128", "model.ffn_size=81920"]
+
+
+def framework(*overrides):
+    return Framework.from_cfg(estimator.resolve_config(["parallelism=hybrid", "framework=deepspeed_2021",
+                                                        *overrides])["framework"])
+
+
+def spec(model, *shape):
+    return TransformerSpec.from_cfg(estimator.resolve_config([f"model={model}", *shape])["model"])
+
+
+LAYOUT = Layout(1, 1, 64, 1, 1, 1, 3, False, "full")
+
+
+def test_the_held_embedding_is_the_tied_word_embedding_of_one_stage():
+    ds, gpt = framework(), spec("megatron_gpt", *SHAPE_175B)
+    assert held_params(gpt, LAYOUT, ds) == 51200 * 12288  # vocabulary 51,200 (no TP padding at tp 1) x hidden
+    assert held_params(gpt, LAYOUT, framework("framework.zero3_held_embedding=false")) == 0
+    assert held_params(gpt, Layout(1, 2, 32, 1, 1, 1, 3, False, "full"), ds) == 0  # two stages: not this case
+    assert held_params(spec("llama2_7b"), LAYOUT, ds) == 0  # untied LM head: the embedding is used in its module only
+    for name in ("deepspeed", "fsdp", "megatron", "internlm"):  # the other engines: not priced
+        assert not Framework.from_cfg(estimator.resolve_config(["parallelism=hybrid", f"framework={name}"])["framework"]).zero3_held_embedding
+
+
+def test_the_held_embedding_closes_the_prefetch_gate():
+    ds = framework()
+    gpt = spec("megatron_gpt", *SHAPE_175B)
+    units = zero3_units(gpt, LAYOUT, "module")  # QKV 453M, output 151M, fc1 604M, fc2 604M
+    assert prefetched(units, ds, "full") == {p: [True] * 4 for p in "frb"}  # no Linear alone reaches 1e9
+    # with the 629M embedding held: QKV (1.08e9 live) and fc1 (1.23e9) close the gate, the output Linear (0.78e9)
+    # opens it for fc1; backward: fc2 kept since its recompute, QKV prefetched while the output Linear runs
+    assert prefetched(units, ds, "full", held_params(gpt, LAYOUT, ds)) == {
+        "f": [False, False, True, False], "r": [False, False, True, False], "b": [True, False, False, True]}
+    big = spec("megatron_gpt", *SHAPE_530B)
+    # 530B: the 1.05e9-element embedding alone reaches 1e9: nothing is prefetched, only fc2 kept for its backward
+    assert prefetched(zero3_units(big, LAYOUT, "module"), ds, "full", held_params(big, LAYOUT, ds)) == {
+        "f": [False] * 4, "r": [False] * 4, "b": [False, False, False, True]}
+
+
+def run(*extra):
+    n = 256
+    return estimate(estimator.resolve_config([
+        "model=megatron_gpt", *SHAPE_175B, "parallelism=hybrid", "system=dgx_a100", f"fabric.nodes={n}",
+        "parallelism.tp=1", "parallelism.pp=1", "parallelism.zero=3", f"parallelism.global_batch={n}",
+        "parallelism.recompute=full", "framework=deepspeed_2021", "precision=fp16", *extra]))
+
+
+def test_the_held_embedding_is_gathered_and_reduced_once_per_microbatch_exposed():
+    held, off = run(), run("framework.zero3_held_embedding=false",
+                           "framework.zero3_prefetch_below_live=false")
+    gate_only = run("framework.zero3_prefetch_below_live=false")
+    v_bytes = 51200 * 12288 * 2
+    rows = [c for c in held.collectives if c["bytes"] == v_bytes]
+    assert {c["collective"] for c in rows} == {"all_gather", "all_reduce"}
+    assert all(c["count_per_step"] == held.metrics["microbatches"] for c in rows)
+    assert not [c for c in off.collectives if c["bytes"] == v_bytes]
+    colls = sum(c["time_s"] for c in rows)
+    # without the gate the held embedding adds its two collectives (plus copies and host time) to the exposed time
+    assert gate_only.metrics["zero3_exposed_time_s"] - off.metrics["zero3_exposed_time_s"] >= colls
+    # and the gate it closes exposes more gathers still
+    assert held.metrics["zero3_exposed_time_s"] > gate_only.metrics["zero3_exposed_time_s"]
+    assert held.metrics["iter_time_s"] > gate_only.metrics["iter_time_s"] > off.metrics["iter_time_s"]
