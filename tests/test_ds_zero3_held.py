@@ -43,14 +43,26 @@ def test_the_held_embedding_closes_the_prefetch_gate():
     gpt = spec("megatron_gpt", *SHAPE_175B)
     units = zero3_units(gpt, LAYOUT, "module")  # QKV 453M, output 151M, fc1 604M, fc2 604M
     assert prefetched(units, ds, "full") == {p: [True] * 4 for p in "frb"}  # no Linear alone reaches 1e9
-    # with the 629M embedding held: QKV (1.08e9 live) and fc1 (1.23e9) close the gate, the output Linear (0.78e9)
-    # opens it for fc1; backward: fc2 kept since its recompute, QKV prefetched while the output Linear runs
+    # with the 629M embedding held: QKV (1.08e9 live) and fc1 (1.23e9) close the gate; once QKV is released the
+    # attention's softmax hook prefetches the output Linear, which (0.78e9 live) opens it for fc1; backward: fc2
+    # kept since its recompute, QKV prefetched while the output Linear runs
     assert prefetched(units, ds, "full", held_params(gpt, LAYOUT, ds)) == {
-        "f": [False, False, True, False], "r": [False, False, True, False], "b": [True, False, False, True]}
+        "f": [False, True, True, False], "r": [False, True, True, False], "b": [True, False, False, True]}
     big = spec("megatron_gpt", *SHAPE_530B)
-    # 530B: the 1.05e9-element embedding alone reaches 1e9: nothing is prefetched, only fc2 kept for its backward
+    # 530B: the 1.05e9-element embedding alone reaches 1e9: nothing is prefetched (not at the softmax hook either),
+    # only fc2 kept for its backward
     assert prefetched(zero3_units(big, LAYOUT, "module"), ds, "full", held_params(big, LAYOUT, ds)) == {
         "f": [False] * 4, "r": [False] * 4, "b": [False, False, False, True]}
+
+
+def test_a_parameterless_module_between_two_units_is_a_prefetch_chance():
+    ds = framework()
+    # 530B without the held embedding: QKV (1.26e9) closes the gate at its own hook; after its release the
+    # softmax / dropout modules' hooks prefetch the output Linear, whose gather no longer waits whole
+    units = zero3_units(spec("megatron_gpt", *SHAPE_530B), LAYOUT, "module")
+    assert prefetched(units, ds, "full")["f"][:2] == [False, True]
+    # a single unit per layer (FSDP-style units) has no gap: the same as before
+    assert prefetched([sum(units)], ds, "full")["f"] == [False]
 
 
 def run(*extra):

@@ -89,11 +89,12 @@ def test_live_parameters_gate_the_prefetch():
     ds = framework("deepspeed_2021")
     # GPT-3 175B (h 12288): no Linear reaches 1e9, the gate never closes: every gather one module ahead
     assert prefetched(linears(12288), ds, "full") == {p: [True] * 4 for p in "frb"}
-    # 530B (h 20480): holding QKV (1.26e9) or fc1 (1.68e9) closes the gate, so the output Linear and fc2 are
-    # gathered on demand; fc1 is prefetched while the output Linear (0.42e9) runs. Backward: fc2 is kept
-    # since its recompute (its flag stays True), fc1 and the output Linear wait, QKV is prefetched
-    assert prefetched(linears(20480), ds, "full") == {"f": [False, False, True, False],
-                                                     "r": [False, False, True, False],
+    # 530B (h 20480): holding QKV (1.26e9) or fc1 (1.68e9) closes the gate, so fc2 is gathered on demand; the
+    # output Linear is prefetched at the attention's softmax hook once QKV is released (h102), fc1 while the output
+    # Linear (0.42e9) runs. Backward: fc2 is kept since its recompute (its flag stays True), fc1 and the output
+    # Linear wait, QKV is prefetched
+    assert prefetched(linears(20480), ds, "full") == {"f": [False, True, True, False],
+                                                     "r": [False, True, True, False],
                                                      "b": [True, False, False, True]}
     # engines without the gate (FSDP, today's DeepSpeed as modelled) prefetch every unit
     for name in ("fsdp", "deepspeed"):

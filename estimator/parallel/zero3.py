@@ -18,8 +18,18 @@ value cited in ``conf/framework/*.yaml``).
   the engine prefetches only when no gather is in flight and the parameters it holds gathered
   (fetched, prefetched, or kept for reuse) are below ``zero3_max_live_params``
   (:func:`prefetched` replays its rule over the unit trace). A unit not prefetched is gathered
-  when it is needed, exposed whole; a later prefetch chance at a parameterless module between two
-  units (attention's softmax before its output Linear) is not modelled.
+  when it is needed, exposed whole. The engine hooks every module, so a module without parameters
+  between two units is a prefetch chance too (stage3.py v0.3.13 l.1062-1152: the pre-forward hook of
+  every module calls prefetch_next_sub_modules; fetch_sub_module synchronises only for a module with
+  parameters): Megatron's attention runs FusedScaleMaskSoftmax and Dropout modules between its QKV
+  and output Linears, so once QKV is released the output Linear can be prefetched there (forward and
+  recompute; its gather then hides behind its own share of the layer, as any prefetched unit's). The
+  chance at the layer's own pre-forward hook (before the input LayerNorm) is not one: only the norm
+  runs before QKV. Pre-backward hooks of parameterless modules are not replayed.
+* A parameter kept gathered through the whole forward and backward (``zero3_held_embedding``: the
+  tied word embedding as an external parameter of the top module) counts against
+  ``zero3_max_live_params`` at every prefetch (:func:`held_params`), and is gathered and its gradient
+  reduced once per microbatch, exposed (:func:`held_cost`).
   In backward the same links also carry the unit's gradient reduction (in ``reduce_bucket_params``
   buckets, or one per unit): a reduce-scatter, or with ``zero3_grad_collective: all_reduce`` an
   all-reduce of the whole bucket (DeepSpeed 2021: flattened, divided and copied back, 3 x 2 bytes
@@ -215,6 +225,7 @@ def backward_gathers(units: list[float], fw: Framework, recompute: str) -> list[
 
 
 Event = tuple[int, int, str]  # (layer, unit, pass): pass f forward, r recompute forward, b backward
+GAP = -1  # an Event's unit: the pre-forward hook of a module without parameters (a prefetch chance only)
 
 
 def prefetched(units: list[float], fw: Framework, recompute: str, held: float = 0.0) -> dict[str, list[bool]]:
@@ -228,11 +239,17 @@ def prefetched(units: list[float], fw: Framework, recompute: str, held: float = 
         return {p: [True] * k for p in "frb"}
     separate = recompute == "full" and fw.zero3_max_reuse_params is not None
 
+    def forward_of(layer: int, pass_: str) -> list[Event]:
+        # the attention's parameterless modules (softmax, dropout) between its QKV and output Linear: a prefetch
+        # chance after QKV's release (module docstring)
+        events = [(layer, i, pass_) for i in range(k)]
+        return events[:1] + [(layer, GAP, pass_)] + events[1:] if k > 1 else events
+
     def backward_of(layer: int) -> list[Event]:
-        rc = [(layer, i, "r") for i in range(k)] if separate else []
+        rc = forward_of(layer, "r") if separate else []
         return rc + [(layer, i, "b") for i in reversed(range(k))]
 
-    fwd = _replay([(layer, i, "f") for layer in range(3) for i in range(k)], units, fw, held)
+    fwd = _replay([e for layer in range(3) for e in forward_of(layer, "f")], units, fw, held)
     bwd = _replay([e for layer in (2, 1, 0) for e in backward_of(layer)], units, fw, held)
     flags = {**fwd, **bwd}
     return {p: [flags.get((1, i, p), True) for i in range(k)] for p in "frb"}
@@ -247,22 +264,25 @@ def _replay(trace: list[Event], units: list[float], fw: Framework, base: float =
     flight: set[tuple[int, int]] = set()
     out = {}
     for p, event in enumerate(trace):
-        unit = event[:2]
-        out[event] = unit in held
-        if unit not in held or unit in flight:  # gathered now or waited for: the engine synchronises
-            flight.clear()
-        held[unit] = units[event[1]]
+        unit, gap = event[:2], event[1] == GAP
+        if not gap:  # a module without parameters fetches nothing and does not synchronise
+            out[event] = unit in held
+            if unit not in held or unit in flight:  # gathered now or waited for: the engine synchronises
+                flight.clear()
+            held[unit] = units[event[1]]
         if not flight and base + sum(held.values()) < fw.zero3_max_live_params:
             ahead = 0.0
             for later in trace[p + 1:]:
-                if later[:2] not in held:
+                if later[1] != GAP and later[:2] not in held:
                     held[later[:2]] = units[later[1]]
                     flight.add(later[:2])
                     ahead += units[later[1]]
                     if ahead >= (fw.zero3_prefetch_params or 0.0):
                         break
+        if gap:
+            continue
         reuse = next((q for q in range(p + 1, len(trace)) if trace[q][:2] == unit), None)
-        between = math.inf if reuse is None else sum(units[e[1]] for e in trace[p + 1:reuse])
+        between = math.inf if reuse is None else sum(units[e[1]] for e in trace[p + 1:reuse] if e[1] != GAP)
         if between >= (fw.zero3_max_reuse_params or 0.0):
             del held[unit]
     return out
