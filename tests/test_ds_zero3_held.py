@@ -4,13 +4,15 @@ and its gather and gradient reduction are paid once per microbatch, exposed."""
 
 from __future__ import annotations
 
+import pytest
+
 import estimator
 from estimator.estimate import estimate
 from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout
 from estimator.parallel.memory import zero3_units
 from estimator.parallel.spec import TransformerSpec
-from estimator.parallel.zero3 import held_params, prefetched
+from estimator.parallel.zero3 import GATHER_COPIES, held_params, prefetched
 
 SHAPE_175B = ["model.hidden_size=12288", "model.num_layers=96", "model.num_heads=96", "model.ffn_size=49152"]
 SHAPE_530B = ["model.hidden_size=20480", "model.num_layers=105", "model.num_heads=128", "model.ffn_size=81920"]
@@ -88,3 +90,34 @@ def test_the_held_embedding_is_gathered_and_reduced_once_per_microbatch_exposed(
     # and the gate it closes exposes more gathers still
     assert held.metrics["zero3_exposed_time_s"] > gate_only.metrics["zero3_exposed_time_s"]
     assert held.metrics["iter_time_s"] > gate_only.metrics["iter_time_s"] > off.metrics["iter_time_s"]
+
+
+class FlatPricer:
+    """Every all-gather takes ``t`` seconds, every reduction none."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def price(self, group, collective, nbytes, size, count):
+        return self.t if collective == "all_gather" else 0.0
+
+
+def test_the_gather_runs_while_the_host_launches_c10ds_copies():
+    from estimator.compute.device import DeviceProfile
+    from estimator.parallel.zero3 import zero3_layer
+
+    ds = framework()
+    device = DeviceProfile.from_dict(estimator.resolve_config(["device=a100"])["device"])
+    big = spec("megatron_gpt", *SHAPE_530B)
+    lay = Layout(1, 1, 2240, 1, 1, 1, 3, False, "full")
+    during = 2240 * device.launch_s  # c10d's per-rank copy launches after the NCCL kernel: 11.2 ms
+
+    def fwd(t):  # the forward's exposure of one layer (every unit gathered on demand: the embedding is held)
+        return zero3_layer(big, lay, ds, FlatPricer(t), device, "fp16", 2, 0.1, 0.2, 0.1, 1.0).fwd_exposed
+
+    # the largest unit's list copies in HBM (zero-filled buffer, slices copied out) on top of NCCL's time
+    copies = GATHER_COPIES * max(zero3_units(big, lay, "module")) * 2 / device.memory_rate("elementwise", "fp16")
+    assert copies < during
+    # a gather (with its list copies) shorter than the copy launches adds nothing; a longer one only its excess
+    assert fwd(0.0) == pytest.approx(fwd((during - copies) / 2), abs=1e-12)
+    assert fwd(during + 1.0) - fwd(during) == pytest.approx(4 * 1.0)  # four on-demand gathers per layer, 1 s longer

@@ -69,6 +69,12 @@ value cited in ``conf/framework/*.yaml``).
 * Host work between units (``zero3_sync_per_fetch``): an engine that synchronises the device
   before each unit leaves the GPU idle while the host enqueues the next gather, so that host time
   is exposed whole; otherwise the host runs ahead and only host time beyond the unit's compute is.
+  Of that host time, c10d's per-rank copies are launched after the NCCL kernel (PyTorch 1.7/1.8
+  ``ProcessGroupNCCL::allgather``: ``collective()`` enqueues ``ncclAllGather`` inside its NCCL group,
+  then its ``post`` callback calls ``outputTensors[i][j].copy_(outputFlattened[i][j], true)`` per rank
+  on the NCCL stream), so the gather runs while the host launches them: a gather's own time counts
+  only beyond those ``n x device.launch_s`` (the engine's list building, ``zero3_gather_host_per_rank_s``,
+  comes before the NCCL launch and does not overlap it).
   A reduce-scatter is enqueued after its unit's backward kernels, so its host time hides behind
   them.
 """
@@ -212,7 +218,8 @@ def held_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer, d
     ag = pricer.price("dp", "all_gather", v * fw.fsdp_param_bytes, size, count)
     red = pricer.price("dp", fw.zero3_grad_collective, v * grad_bytes, size, count)
     host = size * (device.launch_s + fw.zero3_gather_host_per_rank_s) if lists else 0.0
-    gather = ag + (GATHER_COPIES * v * WEIGHT_BYTES / hbm if lists else 0.0) + host
+    during = size * device.launch_s if lists and fw.zero3_sync_per_fetch else 0.0  # c10d's copy launches (zero3_layer)
+    gather = host + max(0.0, ag + (GATHER_COPIES * v * WEIGHT_BYTES / hbm if lists else 0.0) - during)
     copies = ALL_REDUCE_COPIES if fw.zero3_grad_collective == "all_reduce" else REDUCE_COPIES if lists else 0
     return HeldCost(gather, red + copies * grad_bytes * v / hbm, ag + red)
 
@@ -304,6 +311,9 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     lists = fw.zero3_list_collectives
     hbm = device.memory_rate("elementwise", precision)
     host = size * (device.launch_s + fw.zero3_gather_host_per_rank_s) if lists else 0.0  # per all-gather
+    # c10d launches its per-rank copies after the NCCL kernel (module docstring): with the device synchronised before
+    # each fetch, that part of the host time runs while the gather does
+    during = size * device.launch_s if lists and fw.zero3_sync_per_fetch else 0.0
     reduce_host = size * device.launch_s if lists and fw.zero3_grad_collective == "reduce_scatter" else 0.0
 
     def gathers_of(u: float) -> int:
@@ -341,6 +351,7 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
         return late if ahead else gather + late
 
     pf = prefetched(units, fw, L.recompute, held_params(spec, L, fw))
+    left = {u: max(0.0, t - during) for u, t in ag.items()}  # each gather after the host's copy launches
     exp_f = exp_b = copied = 0.0
     for i, (u, g) in enumerate(zip(units, b_gathers, strict=True)):
         # the engine's compute-stream copies: after each gather, and the gradient's before its reduction
@@ -356,14 +367,14 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
         exp_f += out_u + cast_u
         exp_b += g * out_u + grad_u + recast
         copied += (1 + g) * out_u + grad_u + cast_u + recast
-        exp_f += host_exposed(f_u) + exposed(ag[u], 0.0, f_u * (1 - issue_after), pf["f"][i])
+        exp_f += host_exposed(f_u) + exposed(left[u], 0.0, f_u * (1 - issue_after), pf["f"][i])
         if separate:  # the recompute forward's gather, and the backward's if the unit was released meanwhile
             again = g == 2
-            exp_b += host_exposed(r_u) + exposed(ag[u], 0.0, r_u, pf["r"][i])
-            exp_b += (host_exposed(b_u) if again else 0.0) + exposed(ag[u] if again else 0.0, rs[u], b_u, pf["b"][i])
+            exp_b += host_exposed(r_u) + exposed(left[u], 0.0, r_u, pf["r"][i])
+            exp_b += (host_exposed(b_u) if again else 0.0) + exposed(left[u] if again else 0.0, rs[u], b_u, pf["b"][i])
         else:
             after = issue_after if L.recompute == "full" else 0.0  # the recompute's own sync (module docstring)
-            exp_b += host_exposed(b_u + r_u) + exposed(ag[u], rs[u], b_u + r_u * (1 - after), pf["b"][i])
+            exp_b += host_exposed(b_u + r_u) + exposed(left[u], rs[u], b_u + r_u * (1 - after), pf["b"][i])
         exp_b += beyond(reduce_host, b_u)  # the reduce-scatter's host time, behind the unit's backward kernels
     comm = sum((1 + g) * ag[u] + rs[u] for u, g in zip(units, b_gathers, strict=True))
     return Zero3Layer(exp_f, exp_b, ag[units[0]], ag[units[-1]], comm, len(units) + sum(b_gathers), slowed,
