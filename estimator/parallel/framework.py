@@ -74,6 +74,11 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
 * ``zero3_prefetch_below_live`` — the engine prefetches a unit only when no gather is in flight and
   the parameters it holds gathered are below ``zero3_max_live_params`` (DeepSpeed 2021), so units of
   about that size are gathered on demand (:func:`~estimator.parallel.zero3.prefetched`).
+* ``zero3_held_embedding`` — a one-stage model's tied word embedding is a ZeRO-3 *external parameter* of
+  the top module (DeepSpeed 2021's recipe for Megatron): gathered once per microbatch before the forward,
+  kept gathered through forward and backward, counted against ``zero3_max_live_params`` by the prefetch
+  gate, and its gradient reduced after the backward, both exposed
+  (:func:`~estimator.parallel.zero3.held_cost`). False: the embedding's ZeRO-3 traffic is not priced.
 * ``zero3_unit_grad`` — ZeRO-3 also holds one unit's unsharded gradient when its backward completes, before the
   reduce-scatter: the 16-bit gradient autograd produced (2 bytes per parameter of the unit) and, where the
   reduction runs in another dtype (``grad_bytes`` 4: fp32 reduce), its copy in that dtype (PyTorch FSDP1's
@@ -279,6 +284,7 @@ class Framework:
     attention_kernel: str
     zero3_prefetch_below_live: bool
     zero3_unit_grad: bool
+    zero3_held_embedding: bool
     fp8_keeps_fp8_inputs: bool
     fp8_kernels: str
     fp8_recipe: str

@@ -227,7 +227,7 @@ from estimator.parallel.overlap import behind
 from estimator.parallel.placement import group_cost, p2p_cost, p2p_pricing, strides
 from estimator.parallel.sac import gemm_widths, recomputed_gemm_fraction
 from estimator.parallel.spec import TransformerSpec
-from estimator.parallel.zero3 import Zero3Layer, zero3_layer
+from estimator.parallel.zero3 import HeldCost, Zero3Layer, held_cost, zero3_layer
 
 ACT_BYTES = 2  # 16-bit activations on the wire
 FP32_BYTES = 4
@@ -809,6 +809,10 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
              for kind, n in layer_kinds(spec, L) if sum(n)]
     z3_first = max(c.z3.first_gather for c, _ in kinds)  # the first unit of each pass, exposed whole
     z3_last = max(c.z3.last_gather for c, _ in kinds)
+    # the embedding ZeRO-3 keeps gathered through each microbatch (framework.zero3_held_embedding): its gather before
+    # the forward, its gradient's reduction after the backward, exposed (one stage only)
+    z3_held = (held_cost(spec, L, fw, pricer, device, precision, grad_bytes, m) if L.zero == 3 and L.dp * L.cp > 1
+               else HeldCost())
 
     def per_stage(i: int, value) -> float:  # the stage's layers' sum of a per-layer quantity
         return sum(n[i] * value(c) for c, n in kinds)
@@ -831,8 +835,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     mtp_b = spec.mtp * (mtp.bwd + last.bwd + emb.bwd + head.bwd + loss_b) if mtp else 0.0
     ends_f = [(emb.fwd + tp_emb if i == 0 else 0.0) + (head.fwd + loss_f + mtp_f if i == L.pp - 1 else 0.0) for i in range(L.pp)]
     ends_b = [(emb.bwd if i == 0 else 0.0) + (head.bwd + loss_b + mtp_b if i == L.pp - 1 else 0.0) for i in range(L.pp)]
-    t_f = [per_stage(i, lambda c: c.fwd) + ends_f[i] + z3_first for i in range(L.pp)]
-    t_b = [per_stage(i, lambda c: c.bwd) + ends_b[i] + z3_last for i in range(L.pp)]
+    t_f = [per_stage(i, lambda c: c.fwd) + ends_f[i] + z3_first + z3_held.gather for i in range(L.pp)]
+    t_b = [per_stage(i, lambda c: c.bwd) + ends_b[i] + z3_last + z3_held.reduce for i in range(L.pp)]
     # ---- FP8 delayed scaling: one fused amax all-reduce per chunk (with layers) and microbatch, each pass (fp8_amax)
     amax_delayed = [0.0] * L.pp  # per stage and microbatch, forward + backward, exposed
     if fw.fp8(precision) == "te" and L.tp * L.cp * L.dp > 1:
@@ -1038,7 +1042,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     tp_comm = m * (slowest_sum(lambda c: c.tp_layer) + emb_tp)
     tp_exposed = m * (slowest_sum(lambda c: c.tp_f + c.tp_b) + emb_tp)
     cp_exposed = m * slowest_sum(lambda c: c.cp_f + c.cp_b)
-    zero3 = m * (slowest_sum(lambda c: c.z3.fwd_exposed + c.z3.bwd_exposed) + z3_first + z3_last)
+    zero3 = m * (slowest_sum(lambda c: c.z3.fwd_exposed + c.z3.bwd_exposed) + z3_first + z3_last + z3_held.gather
+                 + z3_held.reduce)
     p2p = 2 * m * t_p2p if dualpipe else (m + (L.pp - 1) / v) * 2 * v * t_p2p
     p2p_exposed = 0.0 if dualpipe else p2p  # DualPipe's sends run behind the merged chunks (docstring)
     part_gather = m * (slowest_at(gather_f) + slowest_at(gather_b))  # boundary TP all-gathers (and DeepSpeed's meta sends), exposed
@@ -1063,7 +1068,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "iter_time_s": total, "compute_time_s": compute, "exposed_comm_time_s": exposed,
         "exposed_comm_share": exposed / total, "bubble_time_s": bubble, "tp_comm_time_s": tp_comm,
         "pp_p2p_time_s": p2p, "p2p_gather_time_s": part_gather, "dp_comm_time_s": t_dp + z2_comm, "dp_exposed_time_s": dp_exposed + z2_exposed,
-        "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * slowest_sum(lambda c: c.z3.comm), "optimizer_s": optimizer,
+        "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * (slowest_sum(lambda c: c.z3.comm) + z3_held.comm), "optimizer_s": optimizer,
         "zero3_copy_time_s": m * slowest_sum(lambda c: c.z3.copies),  # FSDP's compute-stream copies (in zero3_exposed)
         "interference_s": m * (slowest_sum(lambda c: c.z3.interference) + slowest_at(slowed_z2)) + slowed_dp,
         "cp_comm_time_s": m * slowest_sum(lambda c: c.cp_comm), "cp_exposed_time_s": cp_exposed,

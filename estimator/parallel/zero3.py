@@ -18,8 +18,18 @@ value cited in ``conf/framework/*.yaml``).
   the engine prefetches only when no gather is in flight and the parameters it holds gathered
   (fetched, prefetched, or kept for reuse) are below ``zero3_max_live_params``
   (:func:`prefetched` replays its rule over the unit trace). A unit not prefetched is gathered
-  when it is needed, exposed whole; a later prefetch chance at a parameterless module between two
-  units (attention's softmax before its output Linear) is not modelled.
+  when it is needed, exposed whole. The engine hooks every module, so a module without parameters
+  between two units is a prefetch chance too (stage3.py v0.3.13 l.1062-1152: the pre-forward hook of
+  every module calls prefetch_next_sub_modules; fetch_sub_module synchronises only for a module with
+  parameters): Megatron's attention runs FusedScaleMaskSoftmax and Dropout modules between its QKV
+  and output Linears, so once QKV is released the output Linear can be prefetched there (forward and
+  recompute; its gather then hides behind its own share of the layer, as any prefetched unit's). The
+  chance at the layer's own pre-forward hook (before the input LayerNorm) is not one: only the norm
+  runs before QKV. Pre-backward hooks of parameterless modules are not replayed.
+* A parameter kept gathered through the whole forward and backward (``zero3_held_embedding``: the
+  tied word embedding as an external parameter of the top module) counts against
+  ``zero3_max_live_params`` at every prefetch (:func:`held_params`), and is gathered and its gradient
+  reduced once per microbatch, exposed (:func:`held_cost`).
   In backward the same links also carry the unit's gradient reduction (in ``reduce_bucket_params``
   buckets, or one per unit): a reduce-scatter, or with ``zero3_grad_collective: all_reduce`` an
   all-reduce of the whole bucket (DeepSpeed 2021: flattened, divided and copied back, 3 x 2 bytes
@@ -59,6 +69,12 @@ value cited in ``conf/framework/*.yaml``).
 * Host work between units (``zero3_sync_per_fetch``): an engine that synchronises the device
   before each unit leaves the GPU idle while the host enqueues the next gather, so that host time
   is exposed whole; otherwise the host runs ahead and only host time beyond the unit's compute is.
+  Of that host time, c10d's per-rank copies are launched after the NCCL kernel (PyTorch 1.7/1.8
+  ``ProcessGroupNCCL::allgather``: ``collective()`` enqueues ``ncclAllGather`` inside its NCCL group,
+  then its ``post`` callback calls ``outputTensors[i][j].copy_(outputFlattened[i][j], true)`` per rank
+  on the NCCL stream), so the gather runs while the host launches them: a gather's own time counts
+  only beyond those ``n x device.launch_s`` (the engine's list building, ``zero3_gather_host_per_rank_s``,
+  comes before the NCCL launch and does not overlap it).
   A reduce-scatter is enqueued after its unit's backward kernels, so its host time hides behind
   them.
 """
@@ -169,6 +185,45 @@ class Zero3Layer:
     copies: float = 0.0  # the engine's compute-stream copies (fsdp_version; in fwd/bwd_exposed)
 
 
+def held_params(spec: TransformerSpec, L: Layout, fw: Framework) -> float:
+    """Parameters per rank that ZeRO-3 keeps gathered through a microbatch's whole forward and backward
+    (``framework.zero3_held_embedding``): the tied word embedding (``padded vocab / tp x hidden``) of a
+    one-stage model, registered as an external parameter of the top module (module docstring); else 0."""
+    if not (fw.zero3_held_embedding and spec.tied and L.pp == 1):
+        return 0.0
+    return float(spec.padded_vocab(L.tp) * spec.hidden // L.tp)
+
+
+@dataclass(frozen=True)
+class HeldCost:
+    """The held embedding's ZeRO-3 traffic per microbatch (:func:`held_cost`), exposed whole."""
+    gather: float = 0.0  # its all-gather on demand at the forward's start (collective, list copies, host)
+    reduce: float = 0.0  # its gradient's reduction at the backward's end (collective and copies)
+    comm: float = 0.0  # the two collectives alone
+
+
+def held_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer, device: DeviceProfile,
+              precision: str, grad_bytes: int, count: float) -> HeldCost:
+    """The all-gather and the gradient reduction of :func:`held_params` once per microbatch (``count``
+    microbatches per step): gathered by the top module's pre-forward fetch before any compute is queued, and
+    its gradient -- complete only when the embedding lookup's backward, the backward's last kernel, has run --
+    reduced in the last bucket, whose reduction the backward's epilogue waits for (module docstring). Both
+    are exposed whole; list copies and host time as for a unit (``zero3_list_collectives``)."""
+    v = held_params(spec, L, fw)
+    size = L.dp * L.cp
+    if not v or size <= 1:
+        return HeldCost()
+    hbm = device.memory_rate("elementwise", precision)
+    lists = fw.zero3_list_collectives
+    ag = pricer.price("dp", "all_gather", v * fw.fsdp_param_bytes, size, count)
+    red = pricer.price("dp", fw.zero3_grad_collective, v * grad_bytes, size, count)
+    host = size * (device.launch_s + fw.zero3_gather_host_per_rank_s) if lists else 0.0
+    during = size * device.launch_s if lists and fw.zero3_sync_per_fetch else 0.0  # c10d's copy launches (zero3_layer)
+    gather = host + max(0.0, ag + (GATHER_COPIES * v * WEIGHT_BYTES / hbm if lists else 0.0) - during)
+    copies = ALL_REDUCE_COPIES if fw.zero3_grad_collective == "all_reduce" else REDUCE_COPIES if lists else 0
+    return HeldCost(gather, red + copies * grad_bytes * v / hbm, ag + red)
+
+
 def backward_gathers(units: list[float], fw: Framework, recompute: str) -> list[int]:
     """All-gathers of each unit in the backward pass, its recompute forward included (module docstring)."""
     if recompute != "full" or fw.zero3_max_reuse_params is None:
@@ -177,52 +232,64 @@ def backward_gathers(units: list[float], fw: Framework, recompute: str) -> list[
 
 
 Event = tuple[int, int, str]  # (layer, unit, pass): pass f forward, r recompute forward, b backward
+GAP = -1  # an Event's unit: the pre-forward hook of a module without parameters (a prefetch chance only)
 
 
-def prefetched(units: list[float], fw: Framework, recompute: str) -> dict[str, list[bool]]:
+def prefetched(units: list[float], fw: Framework, recompute: str, held: float = 0.0) -> dict[str, list[bool]]:
     """Whether each unit's gather of a layer in the middle of the model was prefetched (issued while an
     earlier unit ran), per pass ``f``, ``r`` (recompute forward, when it gathers apart) and ``b``; a
     ``b`` unit kept since its recompute is not gathered, its flag is True. Without the live-parameter
-    gate every unit is prefetched (module docstring)."""
+    gate every unit is prefetched (module docstring). ``held``: parameters kept gathered through the
+    whole forward and backward (:func:`held_params`), counted against ``zero3_max_live_params``."""
     k = len(units)
     if not fw.zero3_prefetch_below_live or fw.zero3_max_live_params is None:
         return {p: [True] * k for p in "frb"}
     separate = recompute == "full" and fw.zero3_max_reuse_params is not None
 
+    def forward_of(layer: int, pass_: str) -> list[Event]:
+        # the attention's parameterless modules (softmax, dropout) between its QKV and output Linear: a prefetch
+        # chance after QKV's release (module docstring)
+        events = [(layer, i, pass_) for i in range(k)]
+        return events[:1] + [(layer, GAP, pass_)] + events[1:] if k > 1 else events
+
     def backward_of(layer: int) -> list[Event]:
-        rc = [(layer, i, "r") for i in range(k)] if separate else []
+        rc = forward_of(layer, "r") if separate else []
         return rc + [(layer, i, "b") for i in reversed(range(k))]
 
-    fwd = _replay([(layer, i, "f") for layer in range(3) for i in range(k)], units, fw)
-    bwd = _replay([e for layer in (2, 1, 0) for e in backward_of(layer)], units, fw)
+    fwd = _replay([e for layer in range(3) for e in forward_of(layer, "f")], units, fw, held)
+    bwd = _replay([e for layer in (2, 1, 0) for e in backward_of(layer)], units, fw, held)
     flags = {**fwd, **bwd}
     return {p: [flags.get((1, i, p), True) for i in range(k)] for p in "frb"}
 
 
-def _replay(trace: list[Event], units: list[float], fw: Framework) -> dict[Event, bool]:
+def _replay(trace: list[Event], units: list[float], fw: Framework, base: float = 0.0) -> dict[Event, bool]:
     """DeepSpeed 2021's PartitionedParameterCoordinator over ``trace`` (runtime/zero/stage3.py at v0.3.13:
     fetch_sub_module, prefetch_next_sub_modules, release_sub_module): per event, was its unit gathered
-    before it was needed (prefetched, or kept since an earlier use)."""
+    before it was needed (prefetched, or kept since an earlier use). ``base``: parameters held gathered
+    throughout (counted in ``total_available_parameter_numel``, never released inside the trace)."""
     held: dict[tuple[int, int], float] = {}  # gathered or in flight, by (layer, unit)
     flight: set[tuple[int, int]] = set()
     out = {}
     for p, event in enumerate(trace):
-        unit = event[:2]
-        out[event] = unit in held
-        if unit not in held or unit in flight:  # gathered now or waited for: the engine synchronises
-            flight.clear()
-        held[unit] = units[event[1]]
-        if not flight and sum(held.values()) < fw.zero3_max_live_params:
+        unit, gap = event[:2], event[1] == GAP
+        if not gap:  # a module without parameters fetches nothing and does not synchronise
+            out[event] = unit in held
+            if unit not in held or unit in flight:  # gathered now or waited for: the engine synchronises
+                flight.clear()
+            held[unit] = units[event[1]]
+        if not flight and base + sum(held.values()) < fw.zero3_max_live_params:
             ahead = 0.0
             for later in trace[p + 1:]:
-                if later[:2] not in held:
+                if later[1] != GAP and later[:2] not in held:
                     held[later[:2]] = units[later[1]]
                     flight.add(later[:2])
                     ahead += units[later[1]]
                     if ahead >= (fw.zero3_prefetch_params or 0.0):
                         break
+        if gap:
+            continue
         reuse = next((q for q in range(p + 1, len(trace)) if trace[q][:2] == unit), None)
-        between = math.inf if reuse is None else sum(units[e[1]] for e in trace[p + 1:reuse])
+        between = math.inf if reuse is None else sum(units[e[1]] for e in trace[p + 1:reuse] if e[1] != GAP)
         if between >= (fw.zero3_max_reuse_params or 0.0):
             del held[unit]
     return out
@@ -244,6 +311,9 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     lists = fw.zero3_list_collectives
     hbm = device.memory_rate("elementwise", precision)
     host = size * (device.launch_s + fw.zero3_gather_host_per_rank_s) if lists else 0.0  # per all-gather
+    # c10d launches its per-rank copies after the NCCL kernel (module docstring): with the device synchronised before
+    # each fetch, that part of the host time runs while the gather does
+    during = size * device.launch_s if lists and fw.zero3_sync_per_fetch else 0.0
     reduce_host = size * device.launch_s if lists and fw.zero3_grad_collective == "reduce_scatter" else 0.0
 
     def gathers_of(u: float) -> int:
@@ -280,7 +350,8 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
         slowed += slow
         return late if ahead else gather + late
 
-    pf = prefetched(units, fw, L.recompute)
+    pf = prefetched(units, fw, L.recompute, held_params(spec, L, fw))
+    left = {u: max(0.0, t - during) for u, t in ag.items()}  # each gather after the host's copy launches
     exp_f = exp_b = copied = 0.0
     for i, (u, g) in enumerate(zip(units, b_gathers, strict=True)):
         # the engine's compute-stream copies: after each gather, and the gradient's before its reduction
@@ -296,14 +367,14 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
         exp_f += out_u + cast_u
         exp_b += g * out_u + grad_u + recast
         copied += (1 + g) * out_u + grad_u + cast_u + recast
-        exp_f += host_exposed(f_u) + exposed(ag[u], 0.0, f_u * (1 - issue_after), pf["f"][i])
+        exp_f += host_exposed(f_u) + exposed(left[u], 0.0, f_u * (1 - issue_after), pf["f"][i])
         if separate:  # the recompute forward's gather, and the backward's if the unit was released meanwhile
             again = g == 2
-            exp_b += host_exposed(r_u) + exposed(ag[u], 0.0, r_u, pf["r"][i])
-            exp_b += (host_exposed(b_u) if again else 0.0) + exposed(ag[u] if again else 0.0, rs[u], b_u, pf["b"][i])
+            exp_b += host_exposed(r_u) + exposed(left[u], 0.0, r_u, pf["r"][i])
+            exp_b += (host_exposed(b_u) if again else 0.0) + exposed(left[u] if again else 0.0, rs[u], b_u, pf["b"][i])
         else:
             after = issue_after if L.recompute == "full" else 0.0  # the recompute's own sync (module docstring)
-            exp_b += host_exposed(b_u + r_u) + exposed(ag[u], rs[u], b_u + r_u * (1 - after), pf["b"][i])
+            exp_b += host_exposed(b_u + r_u) + exposed(left[u], rs[u], b_u + r_u * (1 - after), pf["b"][i])
         exp_b += beyond(reduce_host, b_u)  # the reduce-scatter's host time, behind the unit's backward kernels
     comm = sum((1 + g) * ag[u] + rs[u] for u, g in zip(units, b_gathers, strict=True))
     return Zero3Layer(exp_f, exp_b, ag[units[0]], ag[units[-1]], comm, len(units) + sum(b_gathers), slowed,
