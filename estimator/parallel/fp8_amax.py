@@ -75,9 +75,9 @@ def delayed_bytes(spec_layers: list[tuple[TransformerSpec, int]], ep: int) -> tu
 
 # ---- torchao's float8 tensor parallelism (framework.fp8_kernels=torchao / torchao_fsdp_fp8 with TP) -----------------
 # torchtitan swaps its TP plan to torchao's float8 styles whenever the float8 converter runs tensorwise scaling:
-# pytorch/torchtitan@3faaa1a0 torchtitan/parallelisms/parallelize_llama.py l.133-147, @9dec370a l.148-167 (on with
+# pytorch/torchtitan@3faaa1a0 torchtitan/parallelisms/parallelize_llama.py l.132-152, @9dec370a l.148-168 (on with
 # float8), @820504e2 torchtitan/models/llama3/parallelize_llama.py l.153-171 (``enable_float8_tensorwise_tp``: every
-# float8 recipe but rowwise); the block plan l.176-193: PrepareFloat8ModuleInput before the attention and the MLP
+# float8 recipe but rowwise); the block plan l.179-197: PrepareFloat8ModuleInput before the attention and the MLP
 # (sequence-sharded norm output -> replicated), Float8ColwiseParallel on wq / wk / wv / w1 / w3, Float8RowwiseParallel
 # (output Shard(1)) on wo / w2. torchao's styles (pytorch/ao@6243040807b9 torchao/float8/float8_tensor_parallel.py):
 # * the all-gathers carry float8. PrepareFloat8ModuleInput casts the sequence-sharded input before the redistribute to
@@ -90,7 +90,7 @@ def delayed_bytes(spec_layers: list[tuple[TransformerSpec, int]], ep: int) -> tu
 #   the TP ranks (the same 4-byte latency-bound collective as TE's current scaling above). Per block and microbatch:
 #   forward, the two PrepareFloat8ModuleInput inputs (float8_tensor_parallel.py l.170-220), the two row-parallel
 #   inputs (Float8RowwiseParallel._prepare_input_fn l.113-135: the attention output and the MLP's gated product,
-#   sharded on the last dim) and every TP-sharded weight (torchao/float8/float8_linear.py l.318-331: Float8Linear.forward
+#   sharded on the last dim) and every TP-sharded weight (torchao/float8/float8_linear.py l.301-339: Float8Linear.forward
 #   casts self.weight with _get_weight_scale / _cast_weight_to_float8_t before the matmul); backward, every GEMM's
 #   output gradient (NoopFwToFloat8BwDynamic in both styles' _prepare_output_fn, l.83-87, l.146-150). The backward's own
 #   casts (float8_linear.py l.140-240) find those operands already float8 (tensor_already_casted_to_fp8) and cast

@@ -232,7 +232,7 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   (:func:`~estimator.parallel.zero3.zero3_root`). False: those parameters' ZeRO-3 traffic is not priced.
 * ``zero3_keep_last_unit`` — with ``zero`` 3, the last block's unit is not resharded after the forward (torchtitan's
   ``fsdp_reshard_after_forward`` "default" without PP: ``reshard_after_forward = int(layer_id) < len(model.layers) -
-  1``, pytorch/torchtitan@0da8901b torchtitan/models/llama/parallelize_llama.py l.351-359), so the backward's first
+  1``, pytorch/torchtitan@0da8901b torchtitan/models/llama/parallelize_llama.py l.346-359), so the backward's first
   block needs no gather (the step's exposed first backward gather is dropped).
 * ``grad_clip`` — the step clips the gradients' global norm with PyTorch's ``clip_grad_norm_`` over the rank's
   gradient shards (torchtitan's ``training.max_norm``): a foreach norm reading them, one all-reduce of the norm, a

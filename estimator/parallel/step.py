@@ -190,11 +190,11 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   there). With FSDP's float8 all-gather (``torchao_fsdp_fp8``), torchao's ``precompute_float8_dynamic_scale_for_fsdp``
   after the optimizer step reads every float8 weight's fp32 shard once (a foreach inf-norm) and all-reduces their
   amaxes in one collective over the FSDP group (pytorch/ao@890e0ac8 torchao/float8/fsdp_utils.py l.27-74; torchtitan
-  registers it as an optimizer step post-hook, pytorch/torchtitan@0da8901b torchtitan/train.py l.222-229), in
+  registers it as an optimizer step post-hook, pytorch/torchtitan@0da8901b torchtitan/train.py l.224-226), in
   ``optimizer_s``.
 * Gradient clipping (``framework.grad_clip``): PyTorch's ``clip_grad_norm_`` with foreach (torchtitan
   ``dist_utils.clip_grad_norm_``, pytorch/torchtitan@0da8901b torchtitan/distributed/utils.py l.245-305, called with
-  ``foreach=True`` at train.py l.333-338) reads each gradient of the rank's shard for ``torch._foreach_norm``
+  ``foreach=True`` at train.py l.334-339) reads each gradient of the rank's shard for ``torch._foreach_norm``
   (``get_total_norm``), reduces the norm once (``total_norm.full_tensor()`` of the DTensor's partial norm: one
   all-reduce of 4 bytes over the ranks holding shards, priced over ``tp x cp x dp``; DTensor's stacking of norms of
   mixed placements under TP is not counted), then ``torch._foreach_mul_`` scales every gradient by the clamped

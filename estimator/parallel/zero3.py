@@ -339,7 +339,7 @@ def zero3_root(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer, 
     outside the transformer blocks -- token embedding, final norm, LM head, per TP rank -- which torchtitan shards
     with ``fully_shard(model)`` on the root module (pytorch/torchtitan@0da8901b
     torchtitan/models/llama/parallelize_llama.py l.346-369, @820504e2 torchtitan/models/llama3/parallelize_llama.py
-    l.345-367: only the blocks get units of their own). Forward: the root's all-gather is the step's first collective,
+    l.344-367: only the blocks get units of their own). Forward: the root's all-gather is the step's first collective,
     before the embedding, with nothing to hide behind: waited for whole, with its copies (:func:`engine_copies`).
     FSDP2 never reshards the root after forward (torch/distributed/_composable/fsdp/_fsdp_state.py
     ``FSDPState._lazy_init``, torch 2.4-2.7: "For the root, do not reshard after forward since for training, the
