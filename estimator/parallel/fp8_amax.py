@@ -71,3 +71,47 @@ def delayed_bytes(spec_layers: list[tuple[TransformerSpec, int]], ep: int) -> tu
     each kind ``(spec, n)``: every amax of every TE module it holds (module docstring)."""
     gemms = sum(n * te_gemms(spec, ep) for spec, n in spec_layers)
     return AMAX_BYTES * DELAYED_FWD_AMAXES * gemms, AMAX_BYTES * DELAYED_BWD_AMAXES * gemms
+
+
+# ---- torchao's float8 tensor parallelism (framework.fp8_kernels=torchao / torchao_fsdp_fp8 with TP) -----------------
+# torchtitan swaps its TP plan to torchao's float8 styles whenever the float8 converter runs tensorwise scaling:
+# pytorch/torchtitan@3faaa1a0 torchtitan/parallelisms/parallelize_llama.py l.132-152, @9dec370a l.148-168 (on with
+# float8), @820504e2 torchtitan/models/llama3/parallelize_llama.py l.153-171 (``enable_float8_tensorwise_tp``: every
+# float8 recipe but rowwise); the block plan l.179-197: PrepareFloat8ModuleInput before the attention and the MLP
+# (sequence-sharded norm output -> replicated), Float8ColwiseParallel on wq / wk / wv / w1 / w3, Float8RowwiseParallel
+# (output Shard(1)) on wo / w2. torchao's styles (pytorch/ao@6243040807b9 torchao/float8/float8_tensor_parallel.py):
+# * the all-gathers carry float8. PrepareFloat8ModuleInput casts the sequence-sharded input before the redistribute to
+#   Replicate (l.170-179 docstring: "the float8 cast happens before the all-gather"); Float8RowwiseParallel's output
+#   passes NoopFwToFloat8BwDynamic after its redistribute to Shard(1) (l.142-150), so the backward casts the output
+#   gradient to float8_e5m2 first and the redistribute's backward all-gathers it in float8. The reduce-scatters
+#   (the row-parallel outputs forward, the gathered inputs' gradients backward) carry the 16-bit GEMM outputs.
+# * every cast of a DTensor takes a global amax: torchao/float8/float8_utils.py l.57-69 tensor_to_amax is
+#   torch.max(torch.abs(x)), which on a sharded DTensor leaves a partial max that the scale's clamp all-reduces over
+#   the TP ranks (the same 4-byte latency-bound collective as TE's current scaling above). Per block and microbatch:
+#   forward, the two PrepareFloat8ModuleInput inputs (float8_tensor_parallel.py l.170-220), the two row-parallel
+#   inputs (Float8RowwiseParallel._prepare_input_fn l.113-135: the attention output and the MLP's gated product,
+#   sharded on the last dim) and every TP-sharded weight (torchao/float8/float8_linear.py l.301-339: Float8Linear.forward
+#   casts self.weight with _get_weight_scale / _cast_weight_to_float8_t before the matmul); backward, every GEMM's
+#   output gradient (NoopFwToFloat8BwDynamic in both styles' _prepare_output_fn, l.83-87, l.146-150). The backward's own
+#   casts (float8_linear.py l.140-240) find those operands already float8 (tensor_already_casted_to_fp8) and cast
+#   nothing. With FSDP's float8 all-gather (torchao_fsdp_fp8) the weights arrive as float8 with scales computed once
+#   per step: no weight amax in the layer. A full recompute repeats the forward's. Per-op SAC saves ``aten.max``
+#   (torchtitan parallelize_llama.py _save_list) but not the collective after it; the all-reduces its recompute may
+#   repeat (those feeding the recomputed gathers and GEMMs) are not counted.
+TORCHAO_TP_GATHER_BYTES = 1  # float8 (e4m3 forward, e5m2 backward) elements on the TP all-gathers
+
+
+def torchao_tp(spec: TransformerSpec, L: Layout, fp8: bool | str) -> bool:
+    """Whether torchao's float8 TP styles run (above): torchao's kernels under FP8 on a sequence-parallel TP group."""
+    return fp8 in ("torchao", "torchao_fsdp_fp8") and L.tp > 1 and L.sequence_parallel and not spec.experts
+
+
+def torchao_tp_per_layer(spec: TransformerSpec, L: Layout, fp8: bool | str) -> tuple[int, int]:
+    """(forward, backward) 4-byte TP amax all-reduces of one dense layer per microbatch under torchao's float8 TP
+    styles (above): forward the two module inputs, the two row-parallel inputs and (without FSDP's float8 all-gather)
+    each GEMM's weight, backward each GEMM's output gradient; none when the styles do not run."""
+    if not torchao_tp(spec, L, fp8):
+        return 0, 0
+    gemms = 7 if spec.gated else 6  # wq wk wv wo + w1 w3 w2 (non-gated: fc1 fc2), sac.gemm_widths
+    weights = 0 if fp8 == "torchao_fsdp_fp8" else gemms
+    return 4 + weights, gemms

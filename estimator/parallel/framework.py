@@ -95,7 +95,9 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   per step) or ``torchao`` (torchao's ``Float8Linear``, tensorwise dynamic scaling: an amax and a cast
   per tensor, the weight's every forward and again in backward; :mod:`~estimator.compute.torchao_kernels`)
   or ``torchao_fsdp_fp8`` (the same with FSDP's float8 all-gather and precomputed scales: the weight
-  arrives in FP8, no per-microbatch weight cast, one column-major copy of it in backward).
+  arrives in FP8, no per-microbatch weight cast, one column-major copy of it in backward; ZeRO-3 gathers it in
+  1 byte per element, :mod:`~estimator.parallel.zero3`). With sequence-parallel TP both torchao modes run torchao's
+  float8 TP styles (float8 all-gathers, amax all-reduces: :mod:`~estimator.parallel.fp8_amax`).
 * ``fp8_recipe`` — with ``fp8_kernels=te``, Transformer Engine's scaling recipe (Megatron-LM ``--fp8-recipe``):
   ``delayed`` (scales from the amax history: the cast-transpose above), ``tensorwise`` (current scaling: an
   amax pass over each tensor before its cast) or ``blockwise`` (1x128 blocks: one quantize kernel writing
@@ -229,6 +231,17 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   the block's own checkpoint of its pre-norm regions reruns in every backward (InternLM's
   ``dropout_selective_checkpoint``: the residual add, the ``.float()`` casts and the two apex RMSNorms on fp32 inputs:
   30), at the device's elementwise memory rate, in the backward slot; 0: none.
+* ``zero3_root_unit`` — with ``zero`` 3 (FSDP2), the parameters outside the blocks (token embedding, final norm,
+  LM head) form the root module's unit (torchtitan's ``fully_shard(model)``): gathered once before the forward,
+  exposed whole; kept through the backward; reduce-scattered after it, exposed whole
+  (:func:`~estimator.parallel.zero3.zero3_root`). False: those parameters' ZeRO-3 traffic is not priced.
+* ``zero3_keep_last_unit`` — with ``zero`` 3, the last block's unit is not resharded after the forward (torchtitan's
+  ``fsdp_reshard_after_forward`` "default" without PP: ``reshard_after_forward = int(layer_id) < len(model.layers) -
+  1``, pytorch/torchtitan@0da8901b torchtitan/models/llama/parallelize_llama.py l.346-359), so the backward's first
+  block needs no gather (the step's exposed first backward gather is dropped).
+* ``grad_clip`` — the step clips the gradients' global norm with PyTorch's ``clip_grad_norm_`` over the rank's
+  gradient shards (torchtitan's ``training.max_norm``): a foreach norm reading them, one all-reduce of the norm, a
+  foreach multiply reading and writing them (:mod:`~estimator.parallel.step`, "Gradient clipping"), in ``optimizer_s``.
 
 A config without a ``framework`` subtree (a hand-built dict) gets ``conf/framework/megatron.yaml``.
 """
@@ -324,6 +337,9 @@ class Framework:
     adam_step_bytes: float | None = None  # null: the fused Adam of optimizer_state
     grad_add_bytes: float = 0.0
     norm_rerun_bytes: float = 0.0
+    grad_clip: bool = False  # the step clips the gradient norm (torch clip_grad_norm_, foreach): step.py prices it
+    zero3_root_unit: bool = False  # FSDP2's root unit (embedding, final norm, head), zero3.zero3_root
+    zero3_keep_last_unit: bool = False  # the last block is not resharded after forward: no backward gather for it
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, Any] | None) -> Framework:

@@ -182,7 +182,25 @@ Model (each line is an assumption; sources in the module docstrings of ``layer``
   ``delayed``: one fused all-reduce of the rank's whole amax buffer per model chunk and microbatch, forward and
   backward, over the ``tp x cp x dp`` ranks; ``tensorwise``: a 4-byte TP all-reduce per sequence-parallel tensor
   (2 forward, 2 backward per layer); ``blockwise``: none. All blocking on the compute stream: exposed whole
-  (output ``fp8_amax_time_s``, inside ``exposed_comm_time_s``).
+  (output ``fp8_amax_time_s``, inside ``exposed_comm_time_s``). torchao's float8 tensor parallelism
+  (``fp8_kernels=torchao`` / ``torchao_fsdp_fp8`` with sequence-parallel TP, torchtitan's plan): its TP all-gathers
+  carry float8 (1 byte per element; the reduce-scatters stay 16-bit), and every cast of a sharded tensor all-reduces
+  its 4-byte amax over TP, forward the two module inputs, the two row-parallel inputs and each weight (none with
+  FSDP's float8 all-gather), backward each GEMM's output gradient (:mod:`~estimator.parallel.fp8_amax`, sources
+  there). With FSDP's float8 all-gather (``torchao_fsdp_fp8``), torchao's ``precompute_float8_dynamic_scale_for_fsdp``
+  after the optimizer step reads every float8 weight's fp32 shard once (a foreach inf-norm) and all-reduces their
+  amaxes in one collective over the FSDP group (pytorch/ao@890e0ac8 torchao/float8/fsdp_utils.py l.27-74; torchtitan
+  registers it as an optimizer step post-hook, pytorch/torchtitan@0da8901b torchtitan/train.py l.224-226), in
+  ``optimizer_s``.
+* Gradient clipping (``framework.grad_clip``): PyTorch's ``clip_grad_norm_`` with foreach (torchtitan
+  ``dist_utils.clip_grad_norm_``, pytorch/torchtitan@0da8901b torchtitan/distributed/utils.py l.245-305, called with
+  ``foreach=True`` at train.py l.334-339) reads each gradient of the rank's shard for ``torch._foreach_norm``
+  (``get_total_norm``), reduces the norm once (``total_norm.full_tensor()`` of the DTensor's partial norm: one
+  all-reduce of 4 bytes over the ranks holding shards, priced over ``tp x cp x dp``; DTensor's stacking of norms of
+  mixed placements under TP is not counted), then ``torch._foreach_mul_`` scales every gradient by the clamped
+  coefficient, read and write, unconditionally (torch/nn/utils/clip_grad.py ``_clip_grads_with_norm_``: the
+  multiply "avoids a ``if clip_coef < 1:`` conditional which can require a CPU <=> device synchronization"):
+  :data:`CLIP_PASSES` passes of the gradient dtype per element at the elementwise memory rate, in ``optimizer_s``.
 * Optimizer: fused Adam streams 32 bytes per (unsharded) parameter through HBM (fp32 master,
   momentum and variance read and written, 16-bit gradient read, 16-bit weight written); with a
   bf16 state (``framework.optimizer_state=bf16``) 16: the three in bf16, the same gradient and weight;
@@ -204,7 +222,14 @@ from estimator.compute.megatron_softmax import fused_softmax_available
 from estimator.errors import EstimatorError
 from estimator.fabrics.base import Fabric
 from estimator.parallel.circuits import plan
-from estimator.parallel.fp8_amax import AMAX_BYTES, delayed_bytes, tensorwise_per_layer
+from estimator.parallel.fp8_amax import (
+    AMAX_BYTES,
+    TORCHAO_TP_GATHER_BYTES,
+    delayed_bytes,
+    tensorwise_per_layer,
+    torchao_tp,
+    torchao_tp_per_layer,
+)
 from estimator.parallel.framework import Framework
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout, layer_kinds
@@ -227,9 +252,10 @@ from estimator.parallel.overlap import behind
 from estimator.parallel.placement import group_cost, p2p_cost, p2p_pricing, strides
 from estimator.parallel.sac import gemm_widths, recomputed_gemm_fraction
 from estimator.parallel.spec import TransformerSpec
-from estimator.parallel.zero3 import HeldCost, Zero3Layer, held_cost, zero3_layer
+from estimator.parallel.zero3 import FP32_MASTER, HeldCost, Zero3Layer, held_cost, zero3_layer, zero3_root
 
 ACT_BYTES = 2  # 16-bit activations on the wire
+CLIP_PASSES = 3  # clip_grad_norm_'s passes over each gradient element (module docstring, "Gradient clipping")
 FP32_BYTES = 4
 WEIGHT_BYTES = 2  # 16-bit weights gathered by ZeRO
 # DeepSpeed's PartitionedTensor.full() (microsoft/DeepSpeed@v0.5.10 deepspeed/runtime/utils.py l.703-731), HBM bytes per
@@ -633,9 +659,12 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
         mlp = ("tp" if L.expert_tp == L.tp else "etp", act * spec.top_k * L.expert_tp / L.tp, L.expert_tp)
     attention = ("tp", act, L.tp)
     shared = 1 if spec.shared_ffn else 0  # a shared expert's TP collectives are the dense MLP's: counted with the attention's
+    fp8_gathers = None  # torchao's float8 TP styles all-gather float8 (fp8_amax: dense layers only)
+    if torchao_tp(spec, L, fw.fp8(precision)):
+        fp8_gathers = (act * TORCHAO_TP_GATHER_BYTES / ACT_BYTES,) * (2 + shared)
     if mlp == attention and not spec.mla:  # one record of the layer's TP collectives (both halves alike)
         attn_f, attn_b, attn_rs = mlp_f, mlp_b, mlp_rs = _tp_half(pricer, *attention, L.sequence_parallel, per_step, n_rc,
-                                                                  n_op, 2 + shared)
+                                                                  n_op, 2 + shared, fp8_gathers)
     else:
         joint = 1 if mlp == attention else 0  # MLA with a dense MLP: one record of the halves' alike reduce-scatters
         # MLA gathers its narrower latents (mla_gather), the shared expert and a dense MLP the h-wide norm output
@@ -713,8 +742,9 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     f_layer, b_layer = f_layer + ep_f, b_layer + ep_b
     # ---- FP8 current scaling: the sequence-sharded tensors' amaxes all-reduced over TP before their casts (fp8_amax)
     amax_f = amax_b = 0.0
-    if fw.fp8(precision) == "te_tensorwise":
-        n_f, n_b = tensorwise_per_layer(spec, L)
+    fp8_mode = fw.fp8(precision)
+    if fp8_mode in ("te_tensorwise", "torchao", "torchao_fsdp_fp8"):
+        n_f, n_b = tensorwise_per_layer(spec, L) if fp8_mode == "te_tensorwise" else torchao_tp_per_layer(spec, L, fp8_mode)
         if n_f + n_b:
             one = pricer.price("tp", "all_reduce", AMAX_BYTES, L.tp, per_step * (n_f * (1 + n_rc // 2) + n_b))
             amax_f, amax_b = n_f * one, (n_b + n_rc // 2 * n_f) * one
@@ -813,6 +843,12 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     # the forward, its gradient's reduction after the backward, exposed (one stage only)
     z3_held = (held_cost(spec, L, fw, pricer, device, precision, grad_bytes, m) if L.zero == 3 and L.dp * L.cp > 1
                else HeldCost())
+    if L.zero == 3 and L.dp * L.cp > 1:
+        if fw.zero3_keep_last_unit:  # the last block stays gathered from its forward to its backward
+            z3_last = 0.0
+        if fw.zero3_root_unit:  # FSDP2's root unit: gathered before the forward, reduced after the backward (zero3_root)
+            root_f, root_b = zero3_root(spec, L, fw, pricer, device, precision, grad_bytes, m)
+            z3_first, z3_last = z3_first + root_f, z3_last + root_b
 
     def per_stage(i: int, value) -> float:  # the stage's layers' sum of a per-layer quantity
         return sum(n[i] * value(c) for c, n in kinds)
@@ -1013,6 +1049,16 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         optimizer += n_local * fw.bf16_step_grad_bytes / hbm
     if fp16 and L.zero == 1:  # the fp16 ZeRO-1 engine's own passes: per stage parameter and per shard parameter
         optimizer += (n_local * fw.fp16_param_bytes + opt_params * fw.fp16_shard_bytes) / hbm
+    if fw.grad_clip:  # clip_grad_norm_ over the rank's gradients (module docstring, "Gradient clipping")
+        grad_params = opt_params if L.zero >= 2 else n_local
+        optimizer += CLIP_PASSES * grad_params * grad_bytes / hbm
+        optimizer += pricer.price("amax", "all_reduce", AMAX_BYTES, L.tp * L.cp * L.dp, 1)
+    if fw.fp8(precision) == "torchao_fsdp_fp8" and L.zero == 3 and L.dp * L.cp > 1 and not spec.mla:
+        # torchao's precompute_float8_dynamic_scale_for_fsdp after the step (module docstring, "FP8 amax")
+        layers = sum(n[slowest] for _, n in kinds)
+        fp8_shard = layers * sum(gemm_widths(spec, L.tp)) / (L.dp * L.cp)
+        optimizer += fp8_shard * FP32_MASTER / hbm
+        optimizer += pricer.price("dp", "all_reduce", AMAX_BYTES * layers * len(gemm_widths(spec, L.tp)), L.dp * L.cp, 1)
     # ---- circuits: dimension -> (group size, phases per step), see estimator/parallel/circuits.py
     counts = {g: sum(c["count_per_step"] for c in pricer.colls if c["group"] == g) for g in ("tp", "etp", "ep", "cp")}
     z3_gathers = sum(m * max(n) * c.z3.gathers for c, n in kinds)

@@ -58,7 +58,9 @@ value cited in ``conf/framework/*.yaml``).
   (``fsdp_param_bytes`` 4: Composer's mixed precision ``DEFAULT`` up to v0.13.1) moves 4 bytes per parameter in each
   all-gather and instead casts every weight to bf16 on the compute stream at each forward execution (the recompute's
   too), casts the bf16 weight gradients back to fp32 and concatenates fp32 gradients, all added to the unit's compute
-  and exposed like the other compute-stream copies.
+  and exposed like the other compute-stream copies. FSDP2 with torchao's float8 all-gather (``framework.fp8_kernels=
+  torchao_fsdp_fp8`` under ``precision=fp8``) gathers one byte per parameter, its side-stream cast writes float8 and
+  its copy-out moves float8 bytes (:data:`FP8_GATHER_BYTES`, :func:`engine_copies`).
 * A model whose attention synchronises the host with the device (``attention_host_sync``: flash-attn 0.2.x's
   ``unpad_input`` under MosaicGPT, conf/framework/fsdp.yaml) lets the host run at most to the next attention ahead of
   the GPU: the next unit's gather is issued only once the host has passed this layer's attention, so it hides behind
@@ -86,6 +88,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from estimator.compute.device import DeviceProfile
+from estimator.errors import EstimatorError
 from estimator.parallel.framework import Framework
 from estimator.parallel.layout import Layout
 from estimator.parallel.memory import WEIGHT_BYTES, zero3_units
@@ -98,6 +101,12 @@ ALL_REDUCE_COPIES = 6  # per reduced byte: flatten, divide by the world size, co
 
 
 FP32_MASTER = 4  # FSDP's sharded parameters stay fp32 under mixed precision (conf/framework/fsdp.yaml optimizer_state)
+# torchao's float8 all-gather (framework.fp8_kernels=torchao_fsdp_fp8: Float8LinearConfig enable_fsdp_float8_all_gather
+# with precompute_float8_dynamic_scale_for_fsdp): FSDP2 gathers each decoder Linear weight as float8 bytes
+# (pytorch/ao@890e0ac8 torchao/float8/fsdp_utils.py l.218-236 fsdp_pre_all_gather returns float8_tensor._data, one byte
+# per element, and the scale as metadata). A layer unit's norm weights (2 h of its ~12 h^2 parameters) still go in
+# bf16: counted at 1 byte with the rest.
+FP8_GATHER_BYTES = 1
 
 
 @dataclass(frozen=True)
@@ -110,13 +119,26 @@ class EngineCopies:
     autocast: float = 0.0  # per parameter of the unit, on the compute stream at each forward execution (recompute too)
 
 
-def engine_copies(fsdp_version: int | None, grad_bytes: int, param_bytes: int = WEIGHT_BYTES) -> EngineCopies:
+def engine_copies(fsdp_version: int | None, grad_bytes: int, param_bytes: int = WEIGHT_BYTES,
+                  fp8_gather: bool = False) -> EngineCopies:
     """The copies PyTorch FSDP ``fsdp_version`` (1 or 2; None: not FSDP, none priced) makes, with gradients reduced
     in ``grad_bytes`` per element (16-bit weights and gradients under mixed precision, fp32 sharded parameters) and
     parameters gathered in ``param_bytes`` (``framework.fsdp_param_bytes``; 4: fp32 under autocast, FSDP1 only,
     below). Sources: torch 2.13.0 (commit
     cf30153c4c131c8164ee7798e5022d810682e2cb), torch/distributed/fsdp/; FSDP2 of torch 2.4-2.7 at
-    pytorch/pytorch@415cc2628922556efc715d17fa31ac6bab58df36 torch/distributed/_composable/fsdp/_fsdp_collectives.py."""
+    pytorch/pytorch@415cc2628922556efc715d17fa31ac6bab58df36 torch/distributed/_composable/fsdp/_fsdp_collectives.py.
+    ``fp8_gather``: FSDP2 all-gathers torchao's float8 weights (:data:`FP8_GATHER_BYTES`, the module docstring)."""
+    if fsdp_version == 2 and fp8_gather:
+        return EngineCopies(
+            # torchao's WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather (pytorch/ao@890e0ac8
+            # torchao/float8/fsdp_utils.py l.218-236) casts the fp32 shard straight to float8 with the precomputed
+            # scale (read 4, write 1) and returns its data, which all_gather_copy_in copies in (read 1, write 1)
+            gather_in=FP32_MASTER + FP8_GATHER_BYTES + 2 * FP8_GATHER_BYTES,
+            # split_with_sizes_copy of the float8 bytes into each parameter (read 1, write 1); fsdp_post_all_gather
+            # (l.238-270) wraps them in a Float8Tensor with the scale, no copy
+            gather_out=2 * FP8_GATHER_BYTES,
+            grad_compute=WEIGHT_BYTES + grad_bytes,  # the gradients are 16-bit as without it (below)
+            grad_stream=0.0)
     if fsdp_version == 2:
         return EngineCopies(
             # _fully_shard/_fsdp_collectives.py l.414-423 _get_param_all_gather_inputs: _foreach_copy_ of the fp32
@@ -319,8 +341,9 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     def gathers_of(u: float) -> int:
         return sum(1 + g for v, g in zip(units, b_gathers, strict=True) if v == u)
 
-    pbytes = fw.fsdp_param_bytes
-    cp = engine_copies(fw.fsdp_version, grad_bytes, pbytes)
+    fp8_gather = fw.fsdp_version == 2 and fw.fp8(precision) == "torchao_fsdp_fp8"  # float8 all-gather (FP8_GATHER_BYTES)
+    pbytes = FP8_GATHER_BYTES if fp8_gather else fw.fsdp_param_bytes
+    cp = engine_copies(fw.fsdp_version, grad_bytes, fw.fsdp_param_bytes, fp8_gather)
     ag = {u: pricer.price("dp", "all_gather", u * pbytes, size, count * gathers_of(u))
           + (GATHER_COPIES * u * WEIGHT_BYTES / hbm if lists else 0.0) + cp.gather_in * u / size / hbm
           for u in sorted(set(units))}
@@ -379,3 +402,32 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     comm = sum((1 + g) * ag[u] + rs[u] for u, g in zip(units, b_gathers, strict=True))
     return Zero3Layer(exp_f, exp_b, ag[units[0]], ag[units[-1]], comm, len(units) + sum(b_gathers), slowed,
                       copied)
+
+
+def zero3_root(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer, device: DeviceProfile, precision: str,
+               grad_bytes: int, count: float) -> tuple[float, float]:
+    """(forward, backward) seconds per microbatch of FSDP2's root unit (``framework.zero3_root_unit``): the parameters
+    outside the transformer blocks -- token embedding, final norm, LM head, per TP rank -- which torchtitan shards
+    with ``fully_shard(model)`` on the root module (pytorch/torchtitan@0da8901b
+    torchtitan/models/llama/parallelize_llama.py l.346-369, @820504e2 torchtitan/models/llama3/parallelize_llama.py
+    l.344-367: only the blocks get units of their own). Forward: the root's all-gather is the step's first collective,
+    before the embedding, with nothing to hide behind: waited for whole, with its copies (:func:`engine_copies`).
+    FSDP2 never reshards the root after forward (torch/distributed/_composable/fsdp/_fsdp_state.py
+    ``FSDPState._lazy_init``, torch 2.4-2.7: "For the root, do not reshard after forward since for training, the
+    parameters would be freed and all-gathered immediately", ``post_forward_mesh_info = None``): no backward gather.
+    Backward: the root's inputs (token ids) need no gradient, so no post-backward hook fires for it and its gradients
+    are reduce-scattered in ``_root_post_backward_final_callback`` after the whole backward, which the step waits
+    for: exposed whole, with the chunk_cat copy into the reduce-dtype buffer. ``count``: microbatches per step."""
+    if L.pp > 1:
+        raise EstimatorError("framework.zero3_root_unit: FSDP2's root unit is modelled without pipeline parallelism "
+                             "(pp = 1)")
+    size = L.dp * L.cp
+    params = (1 if spec.tied else 2) * spec.padded_vocab(L.tp) * spec.hidden / L.tp + spec.hidden
+    # fp8_gather False: the embedding and the LM head stay 16-bit (torchtitan's float8 converter skips "output")
+    cp = engine_copies(fw.fsdp_version, grad_bytes, fw.fsdp_param_bytes)
+    hbm = device.memory_rate("elementwise", precision)
+    gather = (pricer.price("dp", "all_gather", params * fw.fsdp_param_bytes, size, count)
+              + cp.gather_in * params / size / hbm + cp.gather_out * params / hbm)
+    reduce = (pricer.price("dp", fw.zero3_grad_collective, params * grad_bytes, size, count)
+              + (cp.grad_compute + cp.grad_stream) * params / hbm)
+    return gather, reduce
