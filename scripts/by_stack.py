@@ -46,6 +46,9 @@ STACKS: list[tuple[str, str, str | None]] = [
     ("FSDP family: Meta's Llama 3 405B runs", r"^llama3-", None),
     ("DeepSpeed 0.6 pipeline, GLM-130B on 768 A100 40GB", r"^glm", None),
     ("FairScale FSDP + Megatron TP, OPT-175B on 992 A100 (metaseq)", r"^opt", None),
+    ("BAAI FlagPerf (blind round h99): Megatron-core 0.6 / FlagScale Llama on H100, H800, A800",
+     r"^flagperf-llama(3|2-70b)", None),
+    ("BAAI FlagPerf (blind round h99): DeepSpeed ZeRO-3 + HF Llama 2 7B on H800, A800", r"^flagperf-llama2-7b-ds", None),
     ("Megatron-LM / NeMo / Megatron-Bridge on H100 / H200, InfiniBand, dense",
      r"^(dgxc|mbridge|nemo|nfl|mlperf|mlm08|nemotron4)", None),
 ]
