@@ -252,7 +252,7 @@ from estimator.parallel.overlap import behind
 from estimator.parallel.placement import group_cost, p2p_cost, p2p_pricing, strides
 from estimator.parallel.sac import gemm_widths, recomputed_gemm_fraction
 from estimator.parallel.spec import TransformerSpec
-from estimator.parallel.zero3 import FP32_MASTER, HeldCost, Zero3Layer, held_cost, zero3_layer, zero3_root
+from estimator.parallel.zero3 import FP32_MASTER, OutsideCost, Zero3Layer, held_cost, zero3_layer, zero3_root
 
 ACT_BYTES = 2  # 16-bit activations on the wire
 CLIP_PASSES = 3  # clip_grad_norm_'s passes over each gradient element (module docstring, "Gradient clipping")
@@ -841,14 +841,14 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     z3_last = max(c.z3.last_gather for c, _ in kinds)
     # the embedding ZeRO-3 keeps gathered through each microbatch (framework.zero3_held_embedding): its gather before
     # the forward, its gradient's reduction after the backward, exposed (one stage only)
-    z3_held = (held_cost(spec, L, fw, pricer, device, precision, grad_bytes, m) if L.zero == 3 and L.dp * L.cp > 1
-               else HeldCost())
+    z3_held = OutsideCost()
     if L.zero == 3 and L.dp * L.cp > 1:
+        z3_held = held_cost(spec, L, fw, pricer, device, precision, grad_bytes, m)
         if fw.zero3_keep_last_unit:  # the last block stays gathered from its forward to its backward
             z3_last = 0.0
         if fw.zero3_root_unit:  # FSDP2's root unit: gathered before the forward, reduced after the backward (zero3_root)
-            root_f, root_b = zero3_root(spec, L, fw, pricer, device, precision, grad_bytes, m)
-            z3_first, z3_last = z3_first + root_f, z3_last + root_b
+            root = zero3_root(spec, L, fw, pricer, device, precision, grad_bytes, m)
+            z3_first, z3_last = z3_first + root.gather, z3_last + root.reduce
 
     def per_stage(i: int, value) -> float:  # the stage's layers' sum of a per-layer quantity
         return sum(n[i] * value(c) for c, n in kinds)
