@@ -841,14 +841,14 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     z3_last = max(c.z3.last_gather for c, _ in kinds)
     # the embedding ZeRO-3 keeps gathered through each microbatch (framework.zero3_held_embedding): its gather before
     # the forward, its gradient's reduction after the backward, exposed (one stage only)
-    z3_held = OutsideCost()
+    z3_held = z3_root = OutsideCost()
     if L.zero == 3 and L.dp * L.cp > 1:
         z3_held = held_cost(spec, L, fw, pricer, device, precision, grad_bytes, m)
         if fw.zero3_keep_last_unit:  # the last block stays gathered from its forward to its backward
             z3_last = 0.0
         if fw.zero3_root_unit:  # FSDP2's root unit: gathered before the forward, reduced after the backward (zero3_root)
-            root = zero3_root(spec, L, fw, pricer, device, precision, grad_bytes, m)
-            z3_first, z3_last = z3_first + root.gather, z3_last + root.reduce
+            z3_root = zero3_root(spec, L, fw, pricer, device, precision, grad_bytes, m)
+            z3_first, z3_last = z3_first + z3_root.gather, z3_last + z3_root.reduce
 
     def per_stage(i: int, value) -> float:  # the stage's layers' sum of a per-layer quantity
         return sum(n[i] * value(c) for c, n in kinds)
@@ -1114,13 +1114,15 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "iter_time_s": total, "compute_time_s": compute, "exposed_comm_time_s": exposed,
         "exposed_comm_share": exposed / total, "bubble_time_s": bubble, "tp_comm_time_s": tp_comm,
         "pp_p2p_time_s": p2p, "p2p_gather_time_s": part_gather, "dp_comm_time_s": t_dp + z2_comm, "dp_exposed_time_s": dp_exposed + z2_exposed,
-        "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * (slowest_sum(lambda c: c.z3.comm) + z3_held.comm), "optimizer_s": optimizer,
+        "zero3_exposed_time_s": zero3, "optimizer_s": optimizer,
+        "zero3_comm_time_s": m * (slowest_sum(lambda c: c.z3.comm) + z3_held.comm + z3_root.comm),
         "zero3_copy_time_s": m * slowest_sum(lambda c: c.z3.copies),  # FSDP's compute-stream copies (in zero3_exposed)
         "interference_s": m * (slowest_sum(lambda c: c.z3.interference) + slowest_at(slowed_z2)) + slowed_dp,
         "cp_comm_time_s": m * slowest_sum(lambda c: c.cp_comm), "cp_exposed_time_s": cp_exposed,
         "forward_s": m * comp_f, "backward_s": m * comp_b,
         "fp8_amax_time_s": amax, "tied_grad_time_s": tied,
         "comm_time_s": (tp_comm + ep_comm + p2p + part_gather + t_dp + z2_comm + amax + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm)
+                        + m * (z3_held.comm + z3_root.comm)
                         + (tied if slowest in tied_stages else 0.0)),
         "ep_comm_time_s": ep_comm, "ep_exposed_time_s": ep_exposed, "reconfig_time_s": circuits.reconfig_s,
         "circuit_reconfigs_per_step": circuits.reconfigs_per_step, "circuit_plan": circuits.label(),
