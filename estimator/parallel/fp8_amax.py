@@ -95,9 +95,9 @@ def delayed_bytes(spec_layers: list[tuple[TransformerSpec, int]], ep: int) -> tu
 #   backward, every GEMM's output gradient (NoopFwToFloat8BwDynamic in both styles' _prepare_output_fn, l.83-87,
 #   l.146-150). The backward's own casts (float8_linear.py l.140-240) find those operands already float8
 #   (tensor_already_casted_to_fp8) and cast nothing. With FSDP's float8 all-gather (torchao_fsdp_fp8) the weights
-#   arrive as float8 with scales computed once per step: no weight amax in the layer. A full recompute repeats the forward's. Per-op SAC saves ``aten.max``
-#   (torchtitan parallelize_llama.py _save_list) but not the collective after it; the all-reduces its recompute may
-#   repeat (those feeding the recomputed gathers and GEMMs) are not counted.
+#   arrive as float8 with scales computed once per step: no weight amax in the layer. A full recompute repeats the
+#   forward's. Per-op SAC saves ``aten.max`` (torchtitan parallelize_llama.py _save_list) but not the collective after
+#   it; the all-reduces its recompute may repeat (those feeding the recomputed gathers and GEMMs) are not counted.
 TORCHAO_TP_GATHER_BYTES = 1  # float8 (e4m3 forward, e5m2 backward) elements on the TP all-gathers
 
 

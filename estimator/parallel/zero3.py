@@ -355,7 +355,8 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     def gathers_of(u: float) -> int:
         return sum(1 + g for v, g in zip(units, b_gathers, strict=True) if v == u)
 
-    fp8_gather = fw.fsdp_version == 2 and fw.fp8(precision) == "torchao_fsdp_fp8"  # gathered in float8 (FP8_GATHER_BYTES)
+    # torchao's float8 all-gather (FP8_GATHER_BYTES)
+    fp8_gather = fw.fsdp_version == 2 and fw.fp8(precision) == "torchao_fsdp_fp8"
     pbytes = FP8_GATHER_BYTES if fp8_gather else fw.fsdp_param_bytes
     cp = engine_copies(fw.fsdp_version, grad_bytes, fw.fsdp_param_bytes, fp8_gather)
     ag = {u: pricer.price("dp", "all_gather", u * pbytes, size, count * gathers_of(u))
