@@ -60,7 +60,8 @@ ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutat
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 ALLOWED_KEYS |= {"framework.fsdp_version"}  # twenty-second stop: the PyTorch FSDP generation (1 | 2) the run used, read from its software column
-ALLOWED_KEYS |= {"framework.grad_clip", "framework.zero3_root_unit", "framework.zero3_keep_last_unit"}  # h101: torchtitan's max_norm clipping, fully_shard root unit and last block kept gathered, read from its code
+# h101: torchtitan's max_norm clipping, fully_shard root unit and last block kept gathered, read from its code
+ALLOWED_KEYS |= {"framework.grad_clip", "framework.zero3_root_unit", "framework.zero3_keep_last_unit"}
 
 
 def rows_of(doc: str) -> list:

@@ -37,7 +37,8 @@ def test_the_held_embedding_is_the_tied_word_embedding_of_one_stage():
     assert held_params(gpt, Layout(1, 2, 32, 1, 1, 1, 3, False, "full"), ds) == 0  # two stages: not this case
     assert held_params(spec("llama2_7b"), LAYOUT, ds) == 0  # untied LM head: the embedding is used in its module only
     for name in ("deepspeed", "fsdp", "megatron", "internlm"):  # the other engines: not priced
-        assert not Framework.from_cfg(estimator.resolve_config(["parallelism=hybrid", f"framework={name}"])["framework"]).zero3_held_embedding
+        cfg = estimator.resolve_config(["parallelism=hybrid", f"framework={name}"])["framework"]
+        assert not Framework.from_cfg(cfg).zero3_held_embedding
 
 
 def test_the_held_embedding_closes_the_prefetch_gate():

@@ -38,7 +38,8 @@ ALLOWED_KEYS = {"framework.loss_kernel", "framework.loss_metric_passes", "framew
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
 ALLOWED_KEYS |= {"framework.fsdp_version"}  # twenty-second stop: the PyTorch FSDP generation (1 | 2) the run used, read from its software column
-ALLOWED_KEYS |= {"framework.grad_clip", "framework.zero3_root_unit", "framework.zero3_keep_last_unit"}  # h101: torchtitan's max_norm clipping, fully_shard root unit and last block kept gathered, read from its code
+# h101: torchtitan's max_norm clipping, fully_shard root unit and last block kept gathered, read from its code
+ALLOWED_KEYS |= {"framework.grad_clip", "framework.zero3_root_unit", "framework.zero3_keep_last_unit"}
 # Rows per source document (source_keys' first key) in llm.csv and in the refused file.
 DOCUMENTS = {"mosaicml/llm-foundry:scripts/train/benchmarking/README.md": (18, 0),
              "pytorch/torchtitan:benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md": (8, 0),

@@ -20,7 +20,8 @@ def run(*overrides, gpus=8, tp=1, precision="bf16"):
     return estimate(estimator.resolve_config([
         "model=llama3_8b", f"model.num_layers={LAYERS}", f"model.seq_len={SEQ}", "system=dgx_h100", "framework=fsdp",
         "parallelism=hybrid", f"fabric.nodes={gpus}", f"parallelism.tp={tp}", "parallelism.pp=1",
-        f"parallelism.micro_batch_size={2 if tp > 1 else 1}", f"parallelism.global_batch={2 * gpus // tp if tp > 1 else gpus}",
+        f"parallelism.micro_batch_size={2 if tp > 1 else 1}",
+        f"parallelism.global_batch={2 * gpus // tp if tp > 1 else gpus}",
         "parallelism.zero=3", "parallelism.recompute=op", f"precision={precision}", *overrides]))
 
 
@@ -95,8 +96,11 @@ def test_root_unit_gathered_before_forward_and_reduced_after_backward():
     off, on = run(), run("framework.zero3_root_unit=true")
     spec = TransformerSpec.from_cfg(estimator.resolve_config(["model=llama3_8b"])["model"])
     root = 2 * spec.padded_vocab(1) * 4096 + 4096
-    gathers = {c["bytes"] for c in colls(on, "dp", "all_gather")} - {c["bytes"] for c in colls(off, "dp", "all_gather")}
-    reduces = {c["bytes"] for c in colls(on, "dp", "reduce_scatter")} - {c["bytes"] for c in colls(off, "dp", "reduce_scatter")}
+
+    def added(kind: str) -> set:
+        return {c["bytes"] for c in colls(on, "dp", kind)} - {c["bytes"] for c in colls(off, "dp", kind)}
+
+    gathers, reduces = added("all_gather"), added("reduce_scatter")
     assert gathers == {root * 2} and reduces == {root * 4}  # bf16 gather, fp32 reduce (reduce_dtype float32)
     grown = on.metrics["zero3_exposed_time_s"] - off.metrics["zero3_exposed_time_s"]
     ag = next(c for c in colls(on, "dp", "all_gather") if c["bytes"] == root * 2)

@@ -157,7 +157,8 @@ def _efficiency(value, key: str, device: str) -> tuple[tuple[str, str, float], .
 
 
 def _rail_rates(value, device: str) -> tuple[tuple[int, float, float], ...] | None:
-    """``device.hybridep_rail_Bps`` as ``((nodes, dispatch_Bps, combine_Bps), ...)`` sorted by nodes; one-line errors."""
+    """``device.hybridep_rail_Bps`` as ``((nodes, dispatch_Bps, combine_Bps), ...)`` sorted by nodes;
+    one-line errors."""
     if value is None or isinstance(value, tuple):
         return value
     where = f"device.hybridep_rail_Bps ({device})"

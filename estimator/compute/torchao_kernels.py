@@ -34,10 +34,10 @@ torchao/float8/float8_utils.py (``tensor_to_amax``, pytorch/ao@eab345c2268a l.92
 Priced outside the layer capture: the float8 all-gather's one byte per weight element, its shard cast and
 copies (:mod:`estimator.parallel.zero3`, ``FP8_GATHER_BYTES``), the per-step scale precompute and, under
 tensor parallelism, torchao's float8 TP styles (float8 all-gathers, amax all-reduces of the sharded
-tensors; :mod:`estimator.parallel.fp8_amax`). Not modelled: the eager (uncompiled) kernel count. Byte rules state fp32 capture units (the
-compute model halves activation bytes for 16-bit training, as in ``te_kernels``); the ops count 0
-FLOPs and are priced by their bytes. The CPU implementations return the value unchanged (FP8 is
-not emulated).
+tensors; :mod:`estimator.parallel.fp8_amax`). Not modelled: the eager (uncompiled) kernel count. Byte
+rules state fp32 capture units (the compute model halves activation bytes for 16-bit training, as in
+``te_kernels``); the ops count 0 FLOPs and are priced by their bytes. The CPU implementations return the value
+unchanged (FP8 is not emulated).
 """
 
 from __future__ import annotations

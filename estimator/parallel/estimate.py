@@ -272,7 +272,8 @@ def op_breakdown(cfg: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]
     s = setup_hybrid(cfg)
     if s.placement[0] == "auto":
         raise EstimatorError(f"ops=true lists the ops of a fixed layout: the search picked {metrics.get('layout')}; "
-                             "state it (parallelism.tp, parallelism.pp, parallelism.micro_batch_size, ...) and run again")
+                             "state it (parallelism.tp, parallelism.pp, parallelism.micro_batch_size, ...) "
+                             "and run again")
     terms: dict[str, Any] = {}
     step_time(s.spec, s.layout, s.fabric, s.device, s.precision, str(cfg.get("algorithm") or "default"), s.overlap,
               s.framework, s.interference, s.interference_stated, parts_out=terms)

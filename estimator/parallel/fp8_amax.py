@@ -90,14 +90,14 @@ def delayed_bytes(spec_layers: list[tuple[TransformerSpec, int]], ep: int) -> tu
 #   the TP ranks (the same 4-byte latency-bound collective as TE's current scaling above). Per block and microbatch:
 #   forward, the two PrepareFloat8ModuleInput inputs (float8_tensor_parallel.py l.170-220), the two row-parallel
 #   inputs (Float8RowwiseParallel._prepare_input_fn l.113-135: the attention output and the MLP's gated product,
-#   sharded on the last dim) and every TP-sharded weight (torchao/float8/float8_linear.py l.301-339: Float8Linear.forward
-#   casts self.weight with _get_weight_scale / _cast_weight_to_float8_t before the matmul); backward, every GEMM's
-#   output gradient (NoopFwToFloat8BwDynamic in both styles' _prepare_output_fn, l.83-87, l.146-150). The backward's own
-#   casts (float8_linear.py l.140-240) find those operands already float8 (tensor_already_casted_to_fp8) and cast
-#   nothing. With FSDP's float8 all-gather (torchao_fsdp_fp8) the weights arrive as float8 with scales computed once
-#   per step: no weight amax in the layer. A full recompute repeats the forward's. Per-op SAC saves ``aten.max``
-#   (torchtitan parallelize_llama.py _save_list) but not the collective after it; the all-reduces its recompute may
-#   repeat (those feeding the recomputed gathers and GEMMs) are not counted.
+#   sharded on the last dim) and every TP-sharded weight (torchao/float8/float8_linear.py l.301-339:
+#   Float8Linear.forward casts self.weight with _get_weight_scale / _cast_weight_to_float8_t before the matmul);
+#   backward, every GEMM's output gradient (NoopFwToFloat8BwDynamic in both styles' _prepare_output_fn, l.83-87,
+#   l.146-150). The backward's own casts (float8_linear.py l.140-240) find those operands already float8
+#   (tensor_already_casted_to_fp8) and cast nothing. With FSDP's float8 all-gather (torchao_fsdp_fp8) the weights
+#   arrive as float8 with scales computed once per step: no weight amax in the layer. A full recompute repeats the
+#   forward's. Per-op SAC saves ``aten.max`` (torchtitan parallelize_llama.py _save_list) but not the collective after
+#   it; the all-reduces its recompute may repeat (those feeding the recomputed gathers and GEMMs) are not counted.
 TORCHAO_TP_GATHER_BYTES = 1  # float8 (e4m3 forward, e5m2 backward) elements on the TP all-gathers
 
 

@@ -169,9 +169,9 @@ def format_ops(result: dict[str, Any]) -> str:
         count = r["count_per_step"]
         if not r["time_s"]:  # a view: no kernel (in the JSON rows)
             continue
-        lines.append(f"{r['part']:<12}{r['phase']:<10}{r['op'][:35]:<36}{r['op_class'][:11]:<12}{r['flops'] / 1e9:>10.3f}"
-                     f"{r['bytes'] / 1e6:>10.2f}{r['time_s'] * 1e6:>10.1f}{count:>8.4g}{r['step_time_s'] * 1e3:>10.3f}"
-                     f"  {r['bound']}")
+        lines.append(f"{r['part']:<12}{r['phase']:<10}{r['op'][:35]:<36}{r['op_class'][:11]:<12}"
+                     f"{r['flops'] / 1e9:>10.3f}{r['bytes'] / 1e6:>10.2f}{r['time_s'] * 1e6:>10.1f}{count:>8.4g}"
+                     f"{r['step_time_s'] * 1e3:>10.3f}  {r['bound']}")
     if views:
         lines.append(f"({views} rows of views that launch no kernel not shown; output=json lists every op. x/step 0: "
                      "the part runs on another pipeline stage)")

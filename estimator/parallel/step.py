@@ -252,7 +252,7 @@ from estimator.parallel.overlap import behind
 from estimator.parallel.placement import group_cost, p2p_cost, p2p_pricing, strides
 from estimator.parallel.sac import gemm_widths, recomputed_gemm_fraction
 from estimator.parallel.spec import TransformerSpec
-from estimator.parallel.zero3 import FP32_MASTER, HeldCost, Zero3Layer, held_cost, zero3_layer, zero3_root
+from estimator.parallel.zero3 import FP32_MASTER, OutsideCost, Zero3Layer, held_cost, zero3_layer, zero3_root
 
 ACT_BYTES = 2  # 16-bit activations on the wire
 CLIP_PASSES = 3  # clip_grad_norm_'s passes over each gradient element (module docstring, "Gradient clipping")
@@ -295,7 +295,8 @@ def part_times(spec: TransformerSpec, tp: int, sp: bool, mbs: int, device: Devic
                sorts: bool = True, fp8_kernels: bool | str = "te", hybridep: str | None = None,
                softmax_rule: str = "megatron", causal_share: float = 1.0) -> dict[str, PartTimes]:
     """Seconds and FLOPs of each captured part of one layer (and the embedding and head) per microbatch;
-    ``causal_share``: the share of the attention forward's FLOPs run in causal calls (:func:`attention_causal_share`)."""
+    ``causal_share``: the share of the attention forward's FLOPs run in causal calls
+    (:func:`attention_causal_share`)."""
     out = {}
     for name, (scaled, prec) in part_workloads(spec, tp, sp, mbs, precision, cp, etp, ep, sorts, fp8_kernels, hybridep,
                                                softmax_rule).items():
@@ -707,7 +708,7 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     if spec.experts and L.ep > 1:
         tokens = (spec.seq_len // L.cp) * L.micro_batch_size / L.tp
         rail_rates = None
-        if fw.moe_dispatcher == "hybridep":  # HybridEP's measured rail rates on this device (moe_comm.hybridep_rail_rates)
+        if fw.moe_dispatcher == "hybridep":  # HybridEP's measured rail rates on this device (hybridep_rail_rates)
             rail_rates = hybridep_rail_rates(device, ep_split(pricer.fabric, L.ep, pricer.stride.get("ep", 1))[1])
         ep_one = dispatch_time(pricer, fw.moe_dispatcher, tokens, spec.hidden, spec.experts, spec.top_k, L.ep,
                                per_step * (4 + n_rc + n_moe), (spec.router.num_groups, spec.router.group_topk),
@@ -744,7 +745,8 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     amax_f = amax_b = 0.0
     fp8_mode = fw.fp8(precision)
     if fp8_mode in ("te_tensorwise", "torchao", "torchao_fsdp_fp8"):
-        n_f, n_b = tensorwise_per_layer(spec, L) if fp8_mode == "te_tensorwise" else torchao_tp_per_layer(spec, L, fp8_mode)
+        n_f, n_b = (tensorwise_per_layer(spec, L) if fp8_mode == "te_tensorwise"
+                    else torchao_tp_per_layer(spec, L, fp8_mode))
         if n_f + n_b:
             one = pricer.price("tp", "all_reduce", AMAX_BYTES, L.tp, per_step * (n_f * (1 + n_rc // 2) + n_b))
             amax_f, amax_b = n_f * one, (n_b + n_rc // 2 * n_f) * one
@@ -841,14 +843,14 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
     z3_last = max(c.z3.last_gather for c, _ in kinds)
     # the embedding ZeRO-3 keeps gathered through each microbatch (framework.zero3_held_embedding): its gather before
     # the forward, its gradient's reduction after the backward, exposed (one stage only)
-    z3_held = (held_cost(spec, L, fw, pricer, device, precision, grad_bytes, m) if L.zero == 3 and L.dp * L.cp > 1
-               else HeldCost())
+    z3_held = z3_root = OutsideCost()
     if L.zero == 3 and L.dp * L.cp > 1:
+        z3_held = held_cost(spec, L, fw, pricer, device, precision, grad_bytes, m)
         if fw.zero3_keep_last_unit:  # the last block stays gathered from its forward to its backward
             z3_last = 0.0
-        if fw.zero3_root_unit:  # FSDP2's root unit: gathered before the forward, reduced after the backward (zero3_root)
-            root_f, root_b = zero3_root(spec, L, fw, pricer, device, precision, grad_bytes, m)
-            z3_first, z3_last = z3_first + root_f, z3_last + root_b
+        if fw.zero3_root_unit:  # FSDP2's root unit: gathered before the forward, reduced after the backward
+            z3_root = zero3_root(spec, L, fw, pricer, device, precision, grad_bytes, m)
+            z3_first, z3_last = z3_first + z3_root.gather, z3_last + z3_root.reduce
 
     def per_stage(i: int, value) -> float:  # the stage's layers' sum of a per-layer quantity
         return sum(n[i] * value(c) for c, n in kinds)
@@ -1058,7 +1060,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         layers = sum(n[slowest] for _, n in kinds)
         fp8_shard = layers * sum(gemm_widths(spec, L.tp)) / (L.dp * L.cp)
         optimizer += fp8_shard * FP32_MASTER / hbm
-        optimizer += pricer.price("dp", "all_reduce", AMAX_BYTES * layers * len(gemm_widths(spec, L.tp)), L.dp * L.cp, 1)
+        amaxes = layers * len(gemm_widths(spec, L.tp))  # one per float8 weight
+        optimizer += pricer.price("dp", "all_reduce", AMAX_BYTES * amaxes, L.dp * L.cp, 1)
     # ---- circuits: dimension -> (group size, phases per step), see estimator/parallel/circuits.py
     counts = {g: sum(c["count_per_step"] for c in pricer.colls if c["group"] == g) for g in ("tp", "etp", "ep", "cp")}
     z3_gathers = sum(m * max(n) * c.z3.gathers for c, n in kinds)
@@ -1114,13 +1117,15 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
         "iter_time_s": total, "compute_time_s": compute, "exposed_comm_time_s": exposed,
         "exposed_comm_share": exposed / total, "bubble_time_s": bubble, "tp_comm_time_s": tp_comm,
         "pp_p2p_time_s": p2p, "p2p_gather_time_s": part_gather, "dp_comm_time_s": t_dp + z2_comm, "dp_exposed_time_s": dp_exposed + z2_exposed,
-        "zero3_exposed_time_s": zero3, "zero3_comm_time_s": m * (slowest_sum(lambda c: c.z3.comm) + z3_held.comm), "optimizer_s": optimizer,
+        "zero3_exposed_time_s": zero3, "optimizer_s": optimizer,
+        "zero3_comm_time_s": m * (slowest_sum(lambda c: c.z3.comm) + z3_held.comm + z3_root.comm),
         "zero3_copy_time_s": m * slowest_sum(lambda c: c.z3.copies),  # FSDP's compute-stream copies (in zero3_exposed)
         "interference_s": m * (slowest_sum(lambda c: c.z3.interference) + slowest_at(slowed_z2)) + slowed_dp,
         "cp_comm_time_s": m * slowest_sum(lambda c: c.cp_comm), "cp_exposed_time_s": cp_exposed,
         "forward_s": m * comp_f, "backward_s": m * comp_b,
         "fp8_amax_time_s": amax, "tied_grad_time_s": tied,
         "comm_time_s": (tp_comm + ep_comm + p2p + part_gather + t_dp + z2_comm + amax + m * slowest_sum(lambda c: c.cp_comm + c.z3.comm)
+                        + m * (z3_held.comm + z3_root.comm)
                         + (tied if slowest in tied_stages else 0.0)),
         "ep_comm_time_s": ep_comm, "ep_exposed_time_s": ep_exposed, "reconfig_time_s": circuits.reconfig_s,
         "circuit_reconfigs_per_step": circuits.reconfigs_per_step, "circuit_plan": circuits.label(),

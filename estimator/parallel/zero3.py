@@ -217,33 +217,47 @@ def held_params(spec: TransformerSpec, L: Layout, fw: Framework) -> float:
 
 
 @dataclass(frozen=True)
-class HeldCost:
-    """The held embedding's ZeRO-3 traffic per microbatch (:func:`held_cost`), exposed whole."""
-    gather: float = 0.0  # its all-gather on demand at the forward's start (collective, list copies, host)
-    reduce: float = 0.0  # its gradient's reduction at the backward's end (collective and copies)
+class OutsideCost:
+    """ZeRO-3 traffic per microbatch of parameters outside the blocks' units (:func:`outside_cost`), exposed whole."""
+    gather: float = 0.0  # their all-gather before the forward's first kernel (collective, copies, host)
+    reduce: float = 0.0  # their gradient's reduction after the backward's last kernel (collective and copies)
     comm: float = 0.0  # the two collectives alone
 
 
+def outside_cost(params: float, size: int, fw: Framework, pricer: Pricer, device: DeviceProfile, precision: str,
+                 grad_bytes: int, count: float) -> OutsideCost:
+    """``params`` parameters per rank, sharded over ``size`` ranks, gathered once before a microbatch's forward and
+    their gradient reduced once after its backward (``count`` microbatches per step), with nothing to hide behind:
+    both waited for whole. Priced as a block's unit is (:func:`zero3_layer`): the all-gather in ``fsdp_param_bytes``
+    with the engine's copy-in (:func:`engine_copies`) and, with ``zero3_list_collectives``, the list copies and host
+    time (c10d's copy launches overlapping it under ``zero3_sync_per_fetch``), then the copy-out; the reduction
+    (``zero3_grad_collective``) in ``grad_bytes`` with its copies, the engine's gradient copies on either stream
+    included (the step waits for both)."""
+    hbm = device.memory_rate("elementwise", precision)
+    lists = fw.zero3_list_collectives
+    cp = engine_copies(fw.fsdp_version, grad_bytes, fw.fsdp_param_bytes)
+    ag = pricer.price("dp", "all_gather", params * fw.fsdp_param_bytes, size, count)
+    red = pricer.price("dp", fw.zero3_grad_collective, params * grad_bytes, size, count)
+    host = size * (device.launch_s + fw.zero3_gather_host_per_rank_s) if lists else 0.0
+    during = size * device.launch_s if lists and fw.zero3_sync_per_fetch else 0.0  # c10d's copy launches (zero3_layer)
+    listed = GATHER_COPIES * params * WEIGHT_BYTES / hbm if lists else 0.0
+    gather = host + max(0.0, ag + listed + cp.gather_in * params / size / hbm - during) + cp.gather_out * params / hbm
+    copies = ALL_REDUCE_COPIES if fw.zero3_grad_collective == "all_reduce" else REDUCE_COPIES if lists else 0
+    reduce = red + copies * grad_bytes * params / hbm + (cp.grad_compute + cp.grad_stream) * params / hbm
+    return OutsideCost(gather, reduce, ag + red)
+
+
 def held_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer, device: DeviceProfile,
-              precision: str, grad_bytes: int, count: float) -> HeldCost:
+              precision: str, grad_bytes: int, count: float) -> OutsideCost:
     """The all-gather and the gradient reduction of :func:`held_params` once per microbatch (``count``
-    microbatches per step): gathered by the top module's pre-forward fetch before any compute is queued, and
-    its gradient -- complete only when the embedding lookup's backward, the backward's last kernel, has run --
-    reduced in the last bucket, whose reduction the backward's epilogue waits for (module docstring). Both
-    are exposed whole; list copies and host time as for a unit (``zero3_list_collectives``)."""
+    microbatches per step, :func:`outside_cost`): gathered by the top module's pre-forward fetch before any compute is
+    queued, and its gradient -- complete only when the embedding lookup's backward, the backward's last kernel, has
+    run -- reduced in the last bucket, whose reduction the backward's epilogue waits for (module docstring)."""
     v = held_params(spec, L, fw)
     size = L.dp * L.cp
     if not v or size <= 1:
-        return HeldCost()
-    hbm = device.memory_rate("elementwise", precision)
-    lists = fw.zero3_list_collectives
-    ag = pricer.price("dp", "all_gather", v * fw.fsdp_param_bytes, size, count)
-    red = pricer.price("dp", fw.zero3_grad_collective, v * grad_bytes, size, count)
-    host = size * (device.launch_s + fw.zero3_gather_host_per_rank_s) if lists else 0.0
-    during = size * device.launch_s if lists and fw.zero3_sync_per_fetch else 0.0  # c10d's copy launches (zero3_layer)
-    gather = host + max(0.0, ag + (GATHER_COPIES * v * WEIGHT_BYTES / hbm if lists else 0.0) - during)
-    copies = ALL_REDUCE_COPIES if fw.zero3_grad_collective == "all_reduce" else REDUCE_COPIES if lists else 0
-    return HeldCost(gather, red + copies * grad_bytes * v / hbm, ag + red)
+        return OutsideCost()
+    return outside_cost(v, size, fw, pricer, device, precision, grad_bytes, count)
 
 
 def backward_gathers(units: list[float], fw: Framework, recompute: str) -> list[int]:
@@ -341,7 +355,8 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     def gathers_of(u: float) -> int:
         return sum(1 + g for v, g in zip(units, b_gathers, strict=True) if v == u)
 
-    fp8_gather = fw.fsdp_version == 2 and fw.fp8(precision) == "torchao_fsdp_fp8"  # float8 all-gather (FP8_GATHER_BYTES)
+    # torchao's float8 all-gather (FP8_GATHER_BYTES)
+    fp8_gather = fw.fsdp_version == 2 and fw.fp8(precision) == "torchao_fsdp_fp8"
     pbytes = FP8_GATHER_BYTES if fp8_gather else fw.fsdp_param_bytes
     cp = engine_copies(fw.fsdp_version, grad_bytes, fw.fsdp_param_bytes, fp8_gather)
     ag = {u: pricer.price("dp", "all_gather", u * pbytes, size, count * gathers_of(u))
@@ -405,8 +420,8 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
 
 
 def zero3_root(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer, device: DeviceProfile, precision: str,
-               grad_bytes: int, count: float) -> tuple[float, float]:
-    """(forward, backward) seconds per microbatch of FSDP2's root unit (``framework.zero3_root_unit``): the parameters
+               grad_bytes: int, count: float) -> OutsideCost:
+    """FSDP2's root unit per microbatch (``framework.zero3_root_unit``, :func:`outside_cost`): the parameters
     outside the transformer blocks -- token embedding, final norm, LM head, per TP rank -- which torchtitan shards
     with ``fully_shard(model)`` on the root module (pytorch/torchtitan@0da8901b
     torchtitan/models/llama/parallelize_llama.py l.346-369, @820504e2 torchtitan/models/llama3/parallelize_llama.py
@@ -419,15 +434,10 @@ def zero3_root(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer, 
     are reduce-scattered in ``_root_post_backward_final_callback`` after the whole backward, which the step waits
     for: exposed whole, with the chunk_cat copy into the reduce-dtype buffer. ``count``: microbatches per step."""
     if L.pp > 1:
-        raise EstimatorError("framework.zero3_root_unit: FSDP2's root unit is modelled without pipeline parallelism "
-                             "(pp = 1)")
+        raise EstimatorError(f"framework.zero3_root_unit=true: FSDP2's root unit is modelled without pipeline "
+                             f"parallelism, got parallelism.pp={L.pp} (need 1)")
     size = L.dp * L.cp
     params = (1 if spec.tied else 2) * spec.padded_vocab(L.tp) * spec.hidden / L.tp + spec.hidden
-    # fp8_gather False: the embedding and the LM head stay 16-bit (torchtitan's float8 converter skips "output")
-    cp = engine_copies(fw.fsdp_version, grad_bytes, fw.fsdp_param_bytes)
-    hbm = device.memory_rate("elementwise", precision)
-    gather = (pricer.price("dp", "all_gather", params * fw.fsdp_param_bytes, size, count)
-              + cp.gather_in * params / size / hbm + cp.gather_out * params / hbm)
-    reduce = (pricer.price("dp", fw.zero3_grad_collective, params * grad_bytes, size, count)
-              + (cp.grad_compute + cp.grad_stream) * params / hbm)
-    return gather, reduce
+    # gathered in fsdp_param_bytes, not float8: the embedding and the LM head stay 16-bit (torchtitan's float8
+    # converter skips "output")
+    return outside_cost(params, size, fw, pricer, device, precision, grad_bytes, count)
