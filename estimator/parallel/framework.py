@@ -163,6 +163,12 @@ only these fields (no per-framework branches elsewhere, no fitted factor):
   ``.item()``). Under ZeRO-3 the next unit's all-gather is then issued only after the host passes the attention, so
   it hides behind the rest of the layer only (:func:`~estimator.parallel.zero3.zero3_layer`). The sync's own GPU
   idle gaps (two per call, about a kernel launch each) are not priced.
+* ``fp8_param_gather`` — with ``precision=fp8`` and ``zero`` 1 or 2, Megatron-core's ``fp8_param_gather``
+  (DistributedDataParallelConfig; NeMo's ``MegatronMixedPrecision(fp8_params / fp8_param_gather=True)``): the decoder
+  layers' GEMM weights are kept as FP8 tensors and the distributed optimizer's all-gather of the updated weights moves
+  them at 1 byte per element, the embedding, LM head and norms at 2 (:func:`~estimator.parallel.step.fp8_gathered_params`;
+  the gradients' reduce-scatter is unchanged). Expert weights (``edp`` group) and ZeRO-3 gathers stay 16-bit here.
+  Default false (Megatron-core's default; NeMo recipes turn it on with ``fp8_param_gather``).
 * ``fsdp_param_bytes`` — bytes per element of the parameters ZeRO-3 gathers (PyTorch FSDP's ``MixedPrecision``
   ``param_dtype``): ``2`` (a 16-bit ``param_dtype``, or a 16-bit engine) or ``4`` (FSDP1, ``fsdp_version`` 1 only,
   with ``param_dtype`` None or float32 under torch autocast: Composer's ``mixed_precision: DEFAULT`` up to v0.13.1). With 4 under ``zero`` 3 the
@@ -322,6 +328,7 @@ class Framework:
     torch_cp_waits: str
     moe_dispatcher_sms: int | None = None
     moe_dispatch_fp8: bool = False  # the flex dispatcher's dispatches in FP8 with 1x128 scales (moe_comm FP8_ROW_BYTES)
+    fp8_param_gather: bool = False  # FP8 GEMM weights all-gathered in FP8 by the distributed optimizer (step.fp8_gathered_params)
     attention_host_sync: bool = False  # the attention syncs host and device each call (flash-attn 0.2.x unpad_input)
     fsdp_param_bytes: int = 2  # bytes per gathered parameter element (FSDP MixedPrecision param_dtype): 2 or 4
     fsdp_version: int | None = None  # PyTorch FSDP generation: 1 (FullyShardedDataParallel) or 2 (fully_shard); null

@@ -234,7 +234,7 @@ from estimator.parallel.framework import Framework
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout, layer_kinds
 from estimator.parallel.loss import logit_elements, loss_times
-from estimator.parallel.memory import dense_shards, memory, stage_param_split
+from estimator.parallel.memory import _end_params, dense_shards, memory, stage_param_split
 from estimator.parallel.moe_comm import (
     dispatch_time,
     dualpipe_merged_fraction,
@@ -258,6 +258,7 @@ ACT_BYTES = 2  # 16-bit activations on the wire
 CLIP_PASSES = 3  # clip_grad_norm_'s passes over each gradient element (module docstring, "Gradient clipping")
 FP32_BYTES = 4
 WEIGHT_BYTES = 2  # 16-bit weights gathered by ZeRO
+FP8_PARAM_BYTES = 1  # an FP8 weight's bytes in the distributed optimizer's all-gather (framework.fp8_param_gather)
 # DeepSpeed's PartitionedTensor.full() (microsoft/DeepSpeed@v0.5.10 deepspeed/runtime/utils.py l.703-731), HBM bytes per
 # byte of the full tensor besides the all-gather: torch.zeros of the flat buffer (write 1), PyTorch 1.10/1.11 c10d's
 # copy-out of a list all-gather (read 1, write 1), the final .clone() (read 1, write 1); the local part's copy-in (2 per
@@ -767,6 +768,24 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
                      tp_f, tp_b, tp_layer, ep_one, 4 + n_rc + n_moe, ep_f + ep_b, cp_f, cp_b, cp_comm, z3, amax_f + amax_b)
 
 
+def fp8_gathered_params(spec: TransformerSpec, L: Layout, stage: int) -> float:
+    """Parameters per GPU of pipeline stage ``stage``, of its data-parallel (non-expert) group, that Megatron-core's
+    distributed optimizer all-gathers in FP8 with ``fp8_param_gather`` (``framework.fp8_param_gather``): the decoder
+    layers' Transformer Engine GEMM weights, which TE keeps as ``Float8Tensor`` (``fp8_model_init``) and which
+    Megatron-core puts in a ``torch.uint8`` parameter buffer, so their all-gather moves 1 byte per element
+    (NVIDIA/Megatron-LM@ea651a3b78b9b0c1dfd83975ff28853e38e5abaa (core_v0.13.1)
+    megatron/core/distributed/distributed_data_parallel.py l.222-237: buffers grouped by (param_dtype, grad_dtype),
+    ``param_dtype = torch.uint8`` for a Float8Tensor; the gradients keep the 16-bit "fake" dtype, so the
+    reduce-scatter is unchanged). The rest stays 16-bit: the embedding, the final norm and the LM head (Megatron-core's
+    output layer is a ColumnParallelLinear, not a TE module) and each layer's two norm weights (TE's LayerNormLinear /
+    LayerNormMLP keep ``layer_norm_weight`` in the parameter dtype). Linear biases and multi-token-prediction /
+    MLA extras are counted with the GEMM weights (none in the rows that set the key)."""
+    d, _ = stage_param_split(spec, L, stage)
+    n = L.stage_layers(spec.layers)[stage]
+    keep = (_end_params(spec, L, stage) + n * 2 * spec.norm_params) / L.tp
+    return max(0.0, d - keep)
+
+
 def bucket_sync_tail(segments: list[tuple[float, float]], bucket: float | None, reduce_s) -> tuple[float, float, float]:
     """(seconds the step grows by beyond the last backward, all reduction seconds, of which overlapped with compute) of a
     gradient reduction run bucket by bucket with a device-wide synchronise before each bucket (``framework.grad_bucket_sync``;
@@ -989,12 +1008,19 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
             return pricer.price(group, "reduce_scatter", nbytes, size, count)
         return 0.0  # ZeRO-2: reduce-scattered in every backward (above)
 
-    def exchange_s(group: str, params: float, size: int) -> float:  # the updated 16-bit weights to the shard group
+    def exchange_s(group: str, params: float, size: int, fp8_params: float = 0.0) -> float:  # the updated weights
+        # to the shard group: 16-bit, but for the ``fp8_params`` of them kept and gathered in FP8 (1 byte)
+        nbytes = params * WEIGHT_BYTES - fp8_params * (WEIGHT_BYTES - FP8_PARAM_BYTES)
         if group == "dp" and L.zero == 1 and z1 < size:
             group, size = "zero1", z1
         if fw.param_exchange == "broadcast" and L.zero == 1:  # one broadcast per owner rank of its shard
-            return size * pricer.price(group, "broadcast", params * WEIGHT_BYTES / size, size, size)
-        return pricer.price(group, "all_gather", params * WEIGHT_BYTES, size, 1)
+            return size * pricer.price(group, "broadcast", nbytes / size, size, size)
+        return pricer.price(group, "all_gather", nbytes, size, 1)
+
+    # framework.fp8_param_gather: the decoder layers' GEMM weights gathered in FP8 (fp8_gathered_params)
+    fp8_gather = fw.fp8_param_gather and precision == "fp8" and L.zero in (1, 2)
+    stages_held = [(i, L.pp - 1 - i) if dualpipe else (i,) for i in range(L.pp)]
+    fp8_held = [sum(fp8_gathered_params(spec, L, j) for j in js) if fp8_gather else 0.0 for js in stages_held]
 
     v_params = spec.padded_vocab(L.tp) * spec.hidden // L.tp  # the embedding / LM head per TP rank
     # DualPipe: a rank holds two stages' weights and reduces both stages' gradients (each over the 2 dp ranks holding
@@ -1007,7 +1033,7 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
             if L.zero in (0, 1, 2) and not (fw.grad_bucket_sync and overlap and L.zero in (0, 1)):
                 t_grad += reduce_s(group, params, size)
             if L.zero in (1, 2):
-                t_after += exchange_s(group, params, size)
+                t_after += exchange_s(group, params, size, fp8_held[i] if group == "dp" else 0.0)
         gather_window = t_f[i] if fw.param_gather_overlap else 0.0
         gather_late, gather_slow = behind(t_after, gather_window, interference)
         if fw.grad_bucket_sync and overlap and L.zero in (0, 1) and L.dp * L.cp > 1:
