@@ -56,6 +56,8 @@ ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-c
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
+ALLOWED_KEYS |= {"framework.fp8_param_gather"}  # round h107: Megatron-core's FP8 parameter all-gather (NeMo FP8_PARAMS / FP8_PARAM_GATHER), a fact of the stack the run used
+ALLOWED_KEYS |= {"fabric.uplink_technology"}  # round h107: the system JSON's Ethernet compute fabric (roce), a fact of the system
 # Rows per source document (the first repository-file key of source_keys).
 DOCUMENTS = {"NVIDIA/dgxc-benchmarking:llama3.1/README.md": 10,
              "NVIDIA/dgxc-benchmarking:nemotron/README_15b.md": 4,

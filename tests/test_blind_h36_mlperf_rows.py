@@ -47,6 +47,8 @@ ALLOWED_KEYS |= {"framework.moe_shared_expert_overlap"}  # round h55: Megatron-c
 ALLOWED_KEYS |= MOE_ROUTER_KEYS  # round h56: the recipe's MoE router / permutation settings
 ALLOWED_KEYS |= {"framework.fp8_kernels"}  # round h59: the FP8 recipe's casts (te | torchao), a fact of the framework the run used
 ALLOWED_KEYS |= {"framework.fp8_recipe"}  # round h63: TE's FP8 scaling recipe (delayed | tensorwise | blockwise), a fact of the stack the run used
+ALLOWED_KEYS |= {"framework.fp8_param_gather"}  # round h107: Megatron-core's FP8 parameter all-gather (NeMo FP8_PARAMS / FP8_PARAM_GATHER), a fact of the stack the run used
+ALLOWED_KEYS |= {"fabric.uplink_technology"}  # round h107: the system JSON's Ethernet compute fabric (roce), a fact of the system
 # The config files' settings (Cisco/benchmarks/llama31_8b/nemo/config_DGXH100_8x8x36xtp8pp8cp2.sh, which the 16-node
 # file sources): TENSOR_MODEL_PARALLEL=2, PIPELINE_MODEL_PARALLEL=1, CONTEXT_PARALLEL=1, MICRO_BATCH_SIZE=1, MINIBS=1.
 TP, PP, CP, MBS, MINIBS = 2, 1, 1, 1, 1
@@ -116,8 +118,10 @@ def test_row_sets_only_facts_of_the_run(row):
                     "parallelism.dp_overlap": "true", "parallelism.recompute": "none",
                     "framework.tp_comm_overlap": "true", "parallelism.fp32_grads": "false", "fabric.nvls": "false",
                     "framework.loss_kernel": "te_fused",  # config_common.sh CE_FUSION_IMPL=te (added with the loss kernels)
-                    "framework.fp8_recipe": "delayed"}  # config_common.sh FP8_RECIPE="delayed" (round h63)
-    assert row.precision == "fp8" and row.raw["unstated"].split() == ["fabric.uplink_technology"]
+                    "framework.fp8_recipe": "delayed",  # config_common.sh FP8_RECIPE="delayed" (round h63)
+                    "framework.fp8_param_gather": "true",  # config_common.sh FP8_PARAM_GATHER=True (round h107)
+                    "fabric.uplink_technology": "roce"}  # system JSON: 8x ConnectX-8 'RDMA over Ethernet' (round h107)
+    assert row.precision == "fp8" and row.raw["unstated"].split() == []
     assert "NCCL_NVLS_ENABLE=0" in row.measured_what and "grad_reduce_in_fp32=False" in row.measured_what
 
 
