@@ -87,13 +87,16 @@ def write_traces(tmp: Path) -> None:
                                                             "iterations": 10}]))
     (tmp / "both.json").write_text(json.dumps([{**GOOD_ROWS[0], "workload": "x.workload.json"}]))
     (tmp / "extra_col.csv").write_text("id,submit_s,gpus,model,iterations,priority\n1,0,8,resnet50,1000,3\n")
+    (tmp / "spaces.csv").write_text("id, submit_s, gpus, model, iterations\n1, 0, 8, resnet50, 1000\n2, 60, 16, bert_base, 500\n")
+    (tmp / "dup_col.csv").write_text("id,submit_s,gpus,model,iterations,id\n1,0,8,resnet50,1000,1\n")
     (tmp / "jobs.txt").write_text(_csv(GOOD_ROWS))
     (tmp / "hybrid.csv").write_text("id,submit_s,gpus,model,iterations,layout\n1,0,8,resnet50,10,tensor\n")
 
 
 def trace_rows(name: str) -> int | None:
     """Jobs a good trace file holds (for the job-count check)."""
-    return {"jobs.csv": 5, "jobs.json": 5, "jobs_wrapped.json": 5, "jobs.parquet": 5, "docs_example.csv": 2}.get(name)
+    return {"jobs.csv": 5, "jobs.json": 5, "jobs_wrapped.json": 5, "jobs.parquet": 5, "docs_example.csv": 2,
+            "spaces.csv": 2}.get(name)
 
 
 F = ["fabric=fattree"]
@@ -107,6 +110,8 @@ COMMANDS: list[tuple[str, list[str], str, int | None]] = [
     ("default-fabric", ["cluster.jobs=30"], "ok", 30),
     ("ls4to1-1024-random-aligned", ["fabric=custom", f"fabric.topology={LS}", "fabric.nodes=1024", "cluster.jobs=300",
                                     "cluster.placement=random", "cluster.phases=aligned"], "ok", 300),
+    ("ls4to1-1024-random-indep", ["fabric=custom", f"fabric.topology={LS}", "fabric.nodes=1024", "cluster.jobs=400",
+                                  "cluster.placement=random", "cluster.load=0.9"], "ok", 400),
     ("ls24-cassini", ["fabric=custom", "fabric.topology=topologies/leafspine_24.yaml", "fabric.nodes=24",
                       "cluster.jobs=100", "cluster.sizes=[2,4,8]", "cluster.size_weights=[0.7,0.2,0.1]",
                       "cluster.duration=helios", "cluster.load=0.6", "cluster.placement=random",
@@ -149,7 +154,9 @@ COMMANDS: list[tuple[str, list[str], str, int | None]] = [
     ("trace-parquet", [*F, "fabric.nodes=64", "cluster.trace={tmp}/jobs.parquet", "cluster.scheduler=backfill"], "ok", 5),
     ("trace-docs-example", ["cluster.trace={tmp}/docs_example.csv", "cluster.scheduler=backfill", *F,
                             "fabric.nodes=256"], "ok", 2),
+    ("trace-csv-spaces", [*F, "fabric.nodes=64", "cluster.trace={tmp}/spaces.csv"], "ok", 2),
     # --- malformed traces and bad parameters
+    ("bad-dup-column", [*F, "fabric.nodes=64", "cluster.trace={tmp}/dup_col.csv"], "err", None),
     ("bad-missing-column", [*F, "fabric.nodes=64", "cluster.trace={tmp}/missing_col.csv"], "err", None),
     ("bad-neg-gpus", [*F, "fabric.nodes=64", "cluster.trace={tmp}/neg_gpus.csv"], "err", None),
     ("bad-too-big", [*F, "fabric.nodes=64", "cluster.trace={tmp}/too_big.csv"], "err", None),
@@ -170,6 +177,10 @@ COMMANDS: list[tuple[str, list[str], str, int | None]] = [
     ("bad-workload-missing", [*F, "fabric.nodes=64", "cluster.trace={tmp}/missing_workload.json"], "err", None),
     ("bad-model-and-workload", [*F, "fabric.nodes=64", "cluster.trace={tmp}/both.json"], "err", None),
     ("bad-unknown-column", [*F, "fabric.nodes=64", "cluster.trace={tmp}/extra_col.csv"], "err", None),
+    ("bad-store-is-the-trace", [*F, "fabric.nodes=64", "cluster.trace={tmp}/jobs.csv", "write=true",
+                                "store={tmp}/jobs.csv"], "err", None),
+    ("bad-store-is-a-folder", [*F, "fabric.nodes=64", "cluster.jobs=5", "write=true", "store={tmp}"], "err", None),
+    ("bad-output-xml", [*F, "fabric.nodes=64", "cluster.jobs=5", "output=xml"], "err", None),
     ("bad-jobs-0", [*F, "fabric.nodes=64", "cluster.jobs=0"], "err", None),
     ("bad-jobs-neg", [*F, "fabric.nodes=64", "cluster.jobs=-5"], "err", None),
     ("bad-nodes-0", [*F, "fabric.nodes=0", "cluster.jobs=5"], "err", None),
@@ -183,7 +194,7 @@ COMMANDS: list[tuple[str, list[str], str, int | None]] = [
     ("bad-backfill-depth-0", [*F, "fabric.nodes=64", "cluster.jobs=20", "cluster.scheduler=backfill",
                               "cluster.backfill_depth=0"], "any", 20),
     ("bad-sizes-mismatch", [*F, "fabric.nodes=64", "cluster.sizes=[1,2]", "cluster.size_weights=[1]"], "err", None),
-    ("bad-lumorph-on-fattree", [*F, "fabric.nodes=64", "cluster.jobs=20", "cluster.placement=lumorph"], "any", 20),
+    ("lumorph-placement-on-fattree", [*F, "fabric.nodes=64", "cluster.jobs=20", "cluster.placement=lumorph"], "any", 20),
     ("bad-ls-nodes-over", ["fabric=custom", f"fabric.topology={LS}", "fabric.nodes=8192", "cluster.jobs=5"], "err", None),
 ]
 
@@ -302,8 +313,13 @@ def sanity(run: dict, jobs: list[dict] | None, expect_jobs: int | None) -> list[
 def run_cluster(cid: str, args: list[str], expect: str, njobs: int | None, tmp: Path, timeout: float) -> dict:
     args = [a.replace("{tmp}", str(tmp)) for a in args]
     store = tmp / f"{cid}.duckdb"
-    extra = ["write=true", f"store={store}"]
-    argv = [sys.executable, "-m", "estimator.cli", "cluster", *args, *extra, "output=json", "cluster.progress=false"]
+    if any(a.startswith("store=") for a in args):  # the command's own store (a bad one): nothing to read back
+        store = tmp / "none.duckdb"
+        extra = []
+    else:
+        extra = ["write=true", f"store={store}"]
+    out_arg = [] if any(a.startswith("output=") for a in args) else ["output=json"]
+    argv = [sys.executable, "-m", "estimator.cli", "cluster", *args, *extra, *out_arg, "cluster.progress=false"]
     rc, out, err, secs = _exec(argv, timeout)
     rec: dict = {"id": cid, "cmd": "cluster", "args": args, "expect": expect, "rc": rc, "secs": secs,
                  "traceback": "Traceback (most recent call last)" in err, "error": _error_line(rc, err), "sanity": []}

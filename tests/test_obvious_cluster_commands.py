@@ -68,6 +68,7 @@ def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     ("nan_iter.csv", "nan_iter.csv: row 1 (job 1): iterations must be finite"),
     ("extra_col.csv", "extra_col.csv: unknown column 'priority'"),
     ("both.json", "both.json: row 1 (job 1): give exactly one of model and workload"),
+    ("dup_col.csv", "dup_col.csv: column 'id' appears twice"),
 ])
 def test_malformed_trace_is_one_line_naming_the_file(traces, name, message):
     cfg = to_container(compose(["fabric=fattree", "fabric.nodes=64", f"cluster.trace={traces / name}"]))
@@ -166,3 +167,12 @@ def test_write_into_a_trace_file_is_refused_before_the_run(traces, tmp_path):
 
     with pytest.raises(StoreError, match="not a results store"):
         write_rows(trace, {"t": ("k", [{"k": 1}])})
+
+
+def test_csv_header_typed_with_spaces_is_read(traces):
+    # "id, submit_s, gpus" used to be refused as "unknown column ' submit_s' (did you mean 'submit_s'?)"
+    from estimator.cluster.trace import load_trace
+
+    jobs = load_trace(traces / "spaces.csv", ["resnet50", "bert_base"])
+    assert [(j.id, j.submit_s, j.gpus, j.model, j.iterations) for j in jobs] == [
+        (1, 0.0, 8, "resnet50", 1000), (2, 60.0, 16, "bert_base", 500)]
