@@ -211,6 +211,13 @@ ALLOCATE: list[tuple[str, list[str], str]] = [
     ("alloc-requests-0", ["allocation.requests=0"], "err"),
     ("alloc-max-size-over", ["allocation.max_size=1024"], "any"),
     ("alloc-neg-duration", ["allocation.mean_duration_s=-1"], "err"),
+    ("alloc-tiles-0", ["allocation.tiles=0"], "err"),
+    ("alloc-r-1", ["allocation.r=1"], "err"),
+    ("alloc-seed-neg", ["allocation.seed=-1"], "err"),
+    ("alloc-no-policies", ["allocation.policies=[]"], "err"),
+    ("alloc-max-size-0", ["allocation.max_size=0"], "err"),
+    ("alloc-r3-81", ["allocation.r=3", "allocation.gpus=81", "allocation.policies=bcube_groups"], "ok"),
+    ("alloc-4096", ["allocation.gpus=4096", "allocation.requests=2000"], "ok"),
 ]
 
 
@@ -416,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated substrings of command ids")
     ap.add_argument("--json", default=None, help="also write the raw records here")
-    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--timeout", type=float, default=300.0, help="per command, s (a hang shows as rc -1)")
     args = ap.parse_args(argv)
     wanted = [w for w in args.only.split(",") if w]
 

@@ -176,3 +176,20 @@ def test_csv_header_typed_with_spaces_is_read(traces):
     jobs = load_trace(traces / "spaces.csv", ["resnet50", "bert_base"])
     assert [(j.id, j.submit_s, j.gpus, j.model, j.iterations) for j in jobs] == [
         (1, 0.0, 8, "resnet50", 1000), (2, 60.0, 16, "bert_base", 500)]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"tiles": 0}, "allocation.tiles must be 1..32"),  # was ZeroDivisionError (gpus % tiles)
+    ({"r": 1}, "needs a switch radix r >= 2, got r=1"),  # bcube_shape looped forever
+    ({"seed": -1}, "allocation.seed must be an integer >= 0"),  # random.Random(-1) == random.Random(1)
+    ({"policies": []}, "allocation.policies must name at least one"),  # printed an empty table, exit 0
+    ({"max_size": 0}, "allocation.max_size must be >= 1"),  # was refused naming allocation.sizes
+])
+def test_allocate_bad_parameters_are_one_line(overrides, message):
+    from omegaconf import OmegaConf
+
+    from estimator.commands import allocate
+
+    cfg = OmegaConf.create({"allocation": overrides})
+    with pytest.raises(EstimatorError, match=message):
+        allocate.run(cfg)
