@@ -217,6 +217,8 @@ def cubic_power_of_two_dims(n: int) -> tuple[int, int, int]:
 
 def bcube_shape(n: int, r: int) -> int:
     """``l`` such that ``n == r^(l+1)``, or a one-line error."""
+    if r < 2:  # r = 1 (or 0) never grows: the loop below ran forever (`allocate allocation.r=1` hung)
+        raise EstimatorError(f"allocation: SiPAC/BCube needs a switch radix r >= 2, got r={r}")
     levels, size = 0, r
     while size < n:
         size *= r
@@ -229,6 +231,8 @@ def bcube_shape(n: int, r: int) -> int:
 def make_policy(name: str, gpus: int, tiles: int = 32, r: int = 2) -> Policy:
     """The rack of ``gpus`` GPUs under policy ``name``, with the same GPU count for every policy."""
     if name == "lumorph":
+        if not 1 <= tiles <= 32:  # before the modulo (allocation.tiles=0 was a ZeroDivisionError traceback)
+            raise EstimatorError(f"allocation.tiles must be 1..32 (a Lightpath wafer has <= 32 tiles), got {tiles}")
         if gpus % tiles:
             raise EstimatorError(f"allocation: {gpus} GPUs is not a whole number of {tiles}-tile Lightpath servers")
         return LumorphPolicy(gpus // tiles, tiles)

@@ -40,6 +40,11 @@ def generate_requests(
         raise EstimatorError(f"allocation.requests must be >= 0, got {count}")
     positive(mean_interarrival_s, "allocation.mean_interarrival_s")
     positive(mean_duration_s, "allocation.mean_duration_s")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        # random.Random seeds with |seed|: -1 silently repeated seed 1's stream
+        raise EstimatorError(f"allocation.seed must be an integer >= 0, got {seed!r}")
+    if not sizes and max_size < 1:
+        raise EstimatorError(f"allocation.max_size must be >= 1 (sizes are uniform over 1..max_size), got {max_size}")
     choices = list(sizes) if sizes else list(range(1, max_size + 1))
     if not choices or any(int(s) < 1 for s in choices):
         raise EstimatorError(f"allocation.sizes must be positive GPU counts, got {choices}")

@@ -178,13 +178,21 @@ class AllocationPlacer(Placer):
         return self.policy.free_count()
 
 
+def _int_field(config: object, name: str) -> int:
+    """``config.<name>`` if it is an integer field (0 otherwise: absent, a method, a flag)."""
+    value = getattr(config, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def make_placer(policy: str, gpus: int, blocks: tuple[int, ...], seed: int, fabric_config: object,
                 block_load: Callable[[int, np.ndarray], np.ndarray] | None = None) -> Placer:
     if policy in ("packed", "spread", "random", "topology"):
         return BlockPlacer(gpus, blocks, policy, seed, block_load)
     if policy in ("lumorph", "torus_slices", "bcube_groups"):
-        tiles = int(getattr(fabric_config, "tiles_per_server", 0) or 32)
-        r = int(getattr(fabric_config, "r", 0) or getattr(fabric_config, "radix", 0) or 2)
+        # only integer fields count: a fat tree's config has a ``radix()`` method (its switch ports),
+        # which is not a BCube radix (it used to reach int() and end in a TypeError traceback)
+        tiles = _int_field(fabric_config, "tiles_per_server") or 32
+        r = _int_field(fabric_config, "r") or _int_field(fabric_config, "radix") or 2
         return AllocationPlacer(policy, gpus, tiles, r)
     from estimator.config_checks import did_you_mean
 

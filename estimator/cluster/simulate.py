@@ -118,12 +118,7 @@ def trace_jobs(cfg: dict[str, Any], gpus: int) -> tuple[list[Job], str, str]:
         jobs = load_trace(path, known_models())
         source, digest = str(path), hashlib.sha256(read_input(path, "job trace")).hexdigest()[:16]
     else:
-        models = list(p.get("models") or [])
-        for m in models:
-            if m not in known_models():
-                from estimator.config_checks import did_you_mean
-
-                raise EstimatorError(f"cluster.models: unknown model {m!r}{did_you_mean(str(m), known_models())}")
+        models = _checked_models(p)
         jobs = synthetic_trace(p.get("jobs"), gpus, models, list(p.get("sizes") or []),
                                list(p.get("size_weights") or []), str(p.get("duration")), p.get("load"),
                                p.get("arrival_rate_per_h"), int(p.get("seed") or 0))
@@ -404,7 +399,18 @@ def trace_models(cfg: dict[str, Any]) -> list[str]:
         from estimator.files import resolve_input
 
         return sorted({j.model for j in load_trace(resolve_input(str(p["trace"])), known_models()) if j.model})
-    return sorted({str(m) for m in p.get("models") or []})
+    return sorted({str(m) for m in _checked_models(p)})
+
+
+def _checked_models(p: dict[str, Any]) -> list[str]:
+    """``cluster.models``, every name a zoo model (refused naming the key, before any capture)."""
+    models = list(p.get("models") or [])
+    for m in models:
+        if m not in known_models():
+            from estimator.config_checks import did_you_mean
+
+            raise EstimatorError(f"cluster.models: unknown model {m!r}{did_you_mean(str(m), known_models())}")
+    return models
 
 
 

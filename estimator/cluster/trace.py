@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -84,6 +85,13 @@ def _table_rows(data: bytes, path: Path, suffix: str) -> list[dict[str, Any]]:
             frame = pl.read_parquet(io.BytesIO(data))
     except Exception as exc:  # polars raises many types for a malformed file
         raise EstimatorError(f"{path}: not a readable {suffix[1:]} job trace ({str(exc).splitlines()[0][:120]})") from None
+    # "id, submit_s, gpus" as typed by hand: names stripped (cells are stripped below); polars renames a
+    # repeated name to <name>_duplicated_<n>
+    names = [re.sub(r"_duplicated_\d+$", "", c.strip()) if suffix == ".csv" else c.strip() for c in frame.columns]
+    if len(set(names)) < len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise EstimatorError(f"{path}: column {excerpt(dup, 30)} appears twice")
+    frame = frame.rename(dict(zip(frame.columns, names, strict=True)))
     _check_columns(frame.columns, path)
     return frame.to_dicts()
 

@@ -51,7 +51,9 @@ def _params(cfg: DictConfig) -> tuple[dict[str, Any], list[Any]]:
     if unknown:
         raise EstimatorError(f"allocation: unknown parameter(s) {unknown}; known: {sorted(DEFAULTS)}")
     p = {**DEFAULTS, **given}
-    names = [p["policies"]] if isinstance(p["policies"], str) else list(p["policies"])
+    names = [p["policies"]] if isinstance(p["policies"], str) else list(p["policies"] or [])
+    if not names:  # an empty list printed an empty table and exit 0
+        raise EstimatorError(f"allocation.policies must name at least one of {', '.join(POLICIES)}")
     return p, [make_policy(str(name), _int(p, "gpus"), tiles=_int(p, "tiles"), r=_int(p, "r")) for name in names]
 
 

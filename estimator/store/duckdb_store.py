@@ -82,6 +82,32 @@ def _reason(exc: BaseException) -> str:
     return (text.splitlines()[0] if text else type(exc).__name__)[:160]
 
 
+#: DuckDB's database file header: a block checksum, then these magic bytes (DuckDB
+#: src/storage/single_file_block_manager.cpp: ``MainHeader::MAGIC_BYTES`` = "DUCK", read by
+#: ``CheckMagicBytes`` at ``MAGIC_BYTE_OFFSET`` = ``Storage::BLOCK_HEADER_SIZE``, the 8-byte checksum;
+#: the files DuckDB 2.0.0 writes here carry "DUCK" at byte 8)
+_MAGIC, _MAGIC_AT = b"DUCK", 8
+
+
+def not_a_store(path: str | Path) -> str | None:
+    """Why ``path`` cannot be a results store, or None (absent, empty, or a DuckDB file). DuckDB 2
+    opens an existing CSV / Parquet / JSON file as an in-memory database over it, so rows written
+    there were reported stored and lost (``store=jobs.csv``); a folder is no store either."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    if not path.is_file():
+        return f"{path}: not a results store (a folder or device, not a DuckDB file)"
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(_MAGIC_AT + len(_MAGIC))
+    except OSError as exc:
+        return f"{path}: cannot open results store ({exc.strerror or exc})"
+    if head and head[_MAGIC_AT:] != _MAGIC:
+        return f"{path}: not a results store (not a DuckDB file; name the store e.g. results/estimates.duckdb)"
+    return None
+
+
 @contextmanager
 def connect(path: str | Path, read_only: bool = False, config: dict[str, Any] | None = None):
     """Open the store, waiting while another process holds its lock (``config``: DuckDB settings
@@ -89,8 +115,9 @@ def connect(path: str | Path, read_only: bool = False, config: dict[str, Any] | 
     path = Path(path)
     if read_only and not path.exists():
         raise StoreError(f"{path}: no results store yet (run an estimate with write=true or a sweep)")
-    if path.exists() and not path.is_file():
-        raise StoreError(f"{path}: not a results store (a folder or device, not a DuckDB file)")
+    problem = not_a_store(path)
+    if problem:
+        raise StoreError(problem)
     deadline = time.monotonic() + _lock_wait_s()
     while True:
         try:
