@@ -26,17 +26,16 @@ traceback, the one-line error of a refusal, and the sanity of the result. Every 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))  # the shared harness beside this script, also when a test loads it by path
+from cli_audit import TRACEBACK, error_line, finish, note, outcome_flags, parse_args, run_cli  # noqa: E402
+
 LS = "topologies/leafspine_4to1.yaml"
 
 #: trace files written to the temp dir: name -> (format, rows or raw text)
@@ -221,26 +220,6 @@ ALLOCATE: list[tuple[str, list[str], str]] = [
 ]
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0", "CI": "true"}
-
-
-def _exec(argv: list[str], timeout: float) -> tuple[int, str, str, float]:
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run(argv, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
-        rc, out, err = proc.returncode, proc.stdout, proc.stderr
-    except subprocess.TimeoutExpired:
-        rc, out, err = -1, "", f"timeout after {timeout:.0f} s"
-    return rc, out, err, time.perf_counter() - start
-
-
-def _error_line(rc: int, err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    errs = [ln for ln in lines if ln.startswith("error:")]
-    return errs[-1] if errs else (lines[-1] if rc != 0 and lines else "")
-
-
 def _stored(store: Path) -> dict[str, list[dict]]:
     """Rows of cluster_runs / cluster_jobs in a store ({} if the file or the tables do not exist)."""
     if not store.exists():
@@ -327,9 +306,9 @@ def run_cluster(cid: str, args: list[str], expect: str, njobs: int | None, tmp: 
         extra = ["write=true", f"store={store}"]
     out_arg = [] if any(a.startswith("output=") for a in args) else ["output=json"]
     argv = [sys.executable, "-m", "estimator.cli", "cluster", *args, *extra, *out_arg, "cluster.progress=false"]
-    rc, out, err, secs = _exec(argv, timeout)
+    rc, out, err, secs = run_cli(argv, timeout, ci=True)
     rec: dict = {"id": cid, "cmd": "cluster", "args": args, "expect": expect, "rc": rc, "secs": secs,
-                 "traceback": "Traceback (most recent call last)" in err, "error": _error_line(rc, err), "sanity": []}
+                 "traceback": TRACEBACK in err, "error": error_line(rc, err), "sanity": []}
     if rc == 0:
         runs = []
         for line in out.splitlines():
@@ -367,9 +346,9 @@ def run_cluster(cid: str, args: list[str], expect: str, njobs: int | None, tmp: 
 
 def run_allocate(cid: str, args: list[str], expect: str, timeout: float) -> dict:
     argv = [sys.executable, "-m", "estimator.cli", "allocate", *args, "output=json"]
-    rc, out, err, secs = _exec(argv, timeout)
+    rc, out, err, secs = run_cli(argv, timeout, ci=True)
     rec: dict = {"id": cid, "cmd": "allocate", "args": args, "expect": expect, "rc": rc, "secs": secs,
-                 "traceback": "Traceback (most recent call last)" in err, "error": _error_line(rc, err), "sanity": []}
+                 "traceback": TRACEBACK in err, "error": error_line(rc, err), "sanity": []}
     if rc == 0:
         try:
             rows = json.loads(out)
@@ -391,21 +370,7 @@ def run_allocate(cid: str, args: list[str], expect: str, timeout: float) -> dict
 
 
 def flags(rec: dict) -> list[str]:
-    out = []
-    if rec["traceback"]:
-        out.append("TRACEBACK")
-    if rec["rc"] not in (0, 2):
-        out.append(f"exit {rec['rc']}")
-    if rec["secs"] > 120:
-        out.append(">120s")
-    if rec["rc"] == 0 and rec["expect"] == "err":
-        out.append("BAD INPUT ACCEPTED")
-    if rec["rc"] == 2 and rec["expect"] == "ok":
-        out.append("refused (expected ok)")
-    if rec["rc"] == 2 and not rec["error"].startswith("error:"):
-        out.append("no one-line error")
-    out += [f"SANITY: {s}" for s in rec["sanity"]]
-    return out
+    return outcome_flags(rec, 120) + [f"SANITY: {s}" for s in rec["sanity"]]
 
 
 def table(records: list[dict]) -> str:
@@ -420,12 +385,7 @@ def table(records: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="", help="comma-separated substrings of command ids")
-    ap.add_argument("--json", default=None, help="also write the raw records here")
-    ap.add_argument("--timeout", type=float, default=300.0, help="per command, s (a hang shows as rc -1)")
-    args = ap.parse_args(argv)
-    wanted = [w for w in args.only.split(",") if w]
+    args, wanted = parse_args(__doc__, argv)
 
     def chosen(cid: str) -> bool:
         return not wanted or any(w in cid for w in wanted)
@@ -437,18 +397,15 @@ def main(argv: list[str] | None = None) -> int:
         for cid, a, expect, njobs in COMMANDS:
             if chosen(cid):
                 records.append(run_cluster(cid, a, expect, njobs, tmp, args.timeout))
-                print(f"{cid}: rc {records[-1]['rc']} {records[-1]['secs']:.1f} s {records[-1]['flags']}", file=sys.stderr)
+                note(records[-1])
         for cid, a, expect in ALLOCATE:
             if chosen(cid):
                 records.append(run_allocate(cid, a, expect, args.timeout))
-                print(f"{cid}: rc {records[-1]['rc']} {records[-1]['secs']:.1f} s {records[-1]['flags']}", file=sys.stderr)
+                note(records[-1])
     for r in records:  # the temp dir's name is not part of the command
         r["args"] = [a.replace(str(tmp), "{tmp}") for a in r["args"]]
         r["error"] = r["error"].replace(str(tmp), "{tmp}")
-    print(table(records))
-    if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=1, default=str))
-    return 1 if any(r["flags"] for r in records) else 0
+    return finish(records, table(records), args.json)
 
 
 if __name__ == "__main__":

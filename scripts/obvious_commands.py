@@ -20,16 +20,15 @@ validation lines are dropped before anything is printed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))  # the shared harness beside this script, also when a test loads it by path
+from cli_audit import TRACEBACK, error_line, finish, note, outcome_flags, parse_args, run_cli  # noqa: E402
+
 H = "parallelism=hybrid"
 
 
@@ -147,19 +146,10 @@ DROP = {"validation_nearest", "validation_record", "validation_class", "collecti
 
 
 def run_one(cid: str, overrides: list[str], expect: str, timeout: float) -> dict:
-    argv = [sys.executable, "-m", "estimator.cli", "estimate", *overrides, "output=json"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-        rc, out, err = proc.returncode, proc.stdout, proc.stderr
-    except subprocess.TimeoutExpired:
-        rc, out, err = -1, "", f"timeout after {timeout:.0f} s"
-    rec: dict = {"id": cid, "args": overrides, "expect": expect, "rc": rc, "secs": time.perf_counter() - start}
-    rec["traceback"] = "Traceback (most recent call last)" in err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    errs = [ln for ln in lines if ln.startswith("error:")]
-    rec["error"] = errs[-1] if errs else (lines[-1] if rc != 0 and lines else "")
+    rc, out, err, secs = run_cli([sys.executable, "-m", "estimator.cli", "estimate", *overrides, "output=json"], timeout)
+    rec: dict = {"id": cid, "args": overrides, "expect": expect, "rc": rc, "secs": secs}
+    rec["traceback"] = TRACEBACK in err
+    rec["error"] = error_line(rc, err)
     if rc == 0:
         try:
             res = json.loads(out)
@@ -179,16 +169,8 @@ def _bad_number(x: object, positive: bool = True) -> bool:
 
 
 def flags(rec: dict) -> list[str]:
-    out = []
-    if rec["traceback"]:
-        out.append("TRACEBACK")
-    if rec["rc"] not in (0, 2):
-        out.append(f"exit {rec['rc']}")
-    if rec["secs"] > 60:
-        out.append(">60s")
+    out = outcome_flags(rec, 60)
     if rec["rc"] == 0:
-        if rec["expect"] == "err":
-            out.append("BAD INPUT ACCEPTED")
         mfu = rec.get("mfu")
         if _bad_number(mfu) or mfu >= 1:
             out.append(f"mfu {mfu}")
@@ -200,10 +182,6 @@ def flags(rec: dict) -> list[str]:
         mem, cap = rec.get("memory_total_bytes"), rec.get("device_memory_bytes")
         if isinstance(mem, (int, float)) and isinstance(cap, (int, float)) and mem > cap:
             out.append("MEMORY > CAPACITY")
-    elif rec["rc"] == 2 and rec["expect"] == "ok":
-        out.append("refused (expected ok)")
-    elif rec["rc"] == 2 and not rec["error"].startswith("error:"):
-        out.append("no one-line error")
     return out
 
 
@@ -235,21 +213,13 @@ def table(records: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="", help="comma-separated substrings of command ids")
-    ap.add_argument("--json", default=None, help="also write the raw records here")
-    ap.add_argument("--timeout", type=float, default=300.0)
-    args = ap.parse_args(argv)
-    wanted = [w for w in args.only.split(",") if w]
+    args, wanted = parse_args(__doc__, argv)
     chosen = [c for c in COMMANDS if not wanted or any(w in c[0] for w in wanted)]
     records = []
     for cid, overrides, expect in chosen:
         records.append(run_one(cid, overrides, expect, args.timeout))
-        print(f"{cid}: rc {records[-1]['rc']} {records[-1]['secs']:.1f} s {records[-1]['flags']}", file=sys.stderr)
-    print(table(records))
-    if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=1, default=str))
-    return 1 if any(r["flags"] for r in records) else 0
+        note(records[-1])
+    return finish(records, table(records), args.json)
 
 
 if __name__ == "__main__":
