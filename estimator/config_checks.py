@@ -210,6 +210,12 @@ def check_common(cfg: Any, command: str = "") -> None:
             raise EstimatorError("allocation.sizes must be null or a non-empty list of GPU counts")
         for i, s in enumerate(sizes):
             limits.check_count(s, "devices", f"allocation.sizes[{i}]")
+    if _get(cfg, "write") is True and _get(cfg, "store"):  # refused before any work, not after it (nothing is lost)
+        from estimator.store.duckdb_store import not_a_store
+
+        problem = not_a_store(str(_get(cfg, "store")))
+        if problem:
+            raise EstimatorError(problem)
     if command == "collective" and _get(cfg, "busbw_plot"):
         check_output_file(str(_get(cfg, "busbw_plot")), "busbw_plot", (".png", ".svg", ".pdf"))
 

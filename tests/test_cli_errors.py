@@ -90,3 +90,16 @@ def test_export_of_a_missing_path_names_it_once(tmp_path):
     out = run_cli("export", "nope", f"export.out={tmp_path / 'x'}")
     assert out.returncode == 2 and out.stderr.strip() == "error: nope: no such workload file (nor traces/nope.workload.json)"
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", [["estimate", "model=lenet5", "fabric.nodes=2"],
+                                     ["collective", "fabric.nodes=8", "collective=all_reduce", "bytes=1e6"]])
+def test_write_into_a_file_that_is_no_store_is_refused_before_any_work(tmp_path, command):
+    """DuckDB opens an existing CSV as an in-memory database, so rows 'stored' there were lost: every command with
+    write=true refuses such a store first (one line, exit 2), leaving the file as it was and writing nothing beside it."""
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("id,submit_s,gpus\n1,0,8\n")
+    r = run_cli(*command, "write=true", f"store={trace}", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr == f"error: {trace}: not a results store (not a DuckDB file; name the store " \
+                                              "e.g. results/estimates.duckdb)\n", r.stderr
+    assert trace.read_text() == "id,submit_s,gpus\n1,0,8\n" and sorted(p.name for p in tmp_path.iterdir()) == ["jobs.csv"]
