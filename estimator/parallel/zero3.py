@@ -207,6 +207,33 @@ class Zero3Layer:
     copies: float = 0.0  # the engine's compute-stream copies (fsdp_version; in fwd/bwd_exposed)
 
 
+def gather_host(fw: Framework, device: DeviceProfile, size: int) -> tuple[float, float]:
+    """(host seconds per all-gather of a list-collective engine -- its per-rank list building and c10d's per-rank
+    copy launches --, of which run beside the gather: the copy launches, which c10d issues after the NCCL kernel,
+    when the engine synchronises the device before each fetch; module docstring). (0, 0) without list collectives."""
+    lists = fw.zero3_list_collectives
+    host = size * (device.launch_s + fw.zero3_gather_host_per_rank_s) if lists else 0.0
+    during = size * device.launch_s if lists and fw.zero3_sync_per_fetch else 0.0
+    return host, during
+
+
+def gather_s(pricer: Pricer, fw: Framework, params: float, size: int, count: float, pbytes: float, cp: EngineCopies,
+             hbm: float) -> tuple[float, float]:
+    """(the all-gather of ``params`` per rank in ``pbytes`` per parameter alone, with its list copies
+    (``zero3_list_collectives``) and the engine's copy-in added); ``count``: such gathers per step."""
+    coll = pricer.price("dp", "all_gather", params * pbytes, size, count)
+    return coll, (coll + (GATHER_COPIES * params * WEIGHT_BYTES / hbm if fw.zero3_list_collectives else 0.0)
+                  + cp.gather_in * params / size / hbm)
+
+
+def reduce_copies(fw: Framework) -> int:
+    """HBM bytes per reduced gradient byte besides the reduction: a bucket's flatten / divide / copy-back for an
+    all-reduce, a list reduce-scatter's copies, none else."""
+    if fw.zero3_grad_collective == "all_reduce":
+        return ALL_REDUCE_COPIES
+    return REDUCE_COPIES if fw.zero3_list_collectives else 0
+
+
 def held_params(spec: TransformerSpec, L: Layout, fw: Framework) -> float:
     """Parameters per rank that ZeRO-3 keeps gathered through a microbatch's whole forward and backward
     (``framework.zero3_held_embedding``): the tied word embedding (``padded vocab / tp x hidden``) of a
@@ -234,16 +261,12 @@ def outside_cost(params: float, size: int, fw: Framework, pricer: Pricer, device
     (``zero3_grad_collective``) in ``grad_bytes`` with its copies, the engine's gradient copies on either stream
     included (the step waits for both)."""
     hbm = device.memory_rate("elementwise", precision)
-    lists = fw.zero3_list_collectives
     cp = engine_copies(fw.fsdp_version, grad_bytes, fw.fsdp_param_bytes)
-    ag = pricer.price("dp", "all_gather", params * fw.fsdp_param_bytes, size, count)
+    ag, ag_copied = gather_s(pricer, fw, params, size, count, fw.fsdp_param_bytes, cp, hbm)
     red = pricer.price("dp", fw.zero3_grad_collective, params * grad_bytes, size, count)
-    host = size * (device.launch_s + fw.zero3_gather_host_per_rank_s) if lists else 0.0
-    during = size * device.launch_s if lists and fw.zero3_sync_per_fetch else 0.0  # c10d's copy launches (zero3_layer)
-    listed = GATHER_COPIES * params * WEIGHT_BYTES / hbm if lists else 0.0
-    gather = host + max(0.0, ag + listed + cp.gather_in * params / size / hbm - during) + cp.gather_out * params / hbm
-    copies = ALL_REDUCE_COPIES if fw.zero3_grad_collective == "all_reduce" else REDUCE_COPIES if lists else 0
-    reduce = red + copies * grad_bytes * params / hbm + (cp.grad_compute + cp.grad_stream) * params / hbm
+    host, during = gather_host(fw, device, size)
+    gather = host + max(0.0, ag_copied - during) + cp.gather_out * params / hbm
+    reduce = red + reduce_copies(fw) * grad_bytes * params / hbm + (cp.grad_compute + cp.grad_stream) * params / hbm
     return OutsideCost(gather, reduce, ag + red)
 
 
@@ -346,10 +369,7 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     separate = L.recompute == "full" and fw.zero3_max_reuse_params is not None  # recompute has its own gathers
     lists = fw.zero3_list_collectives
     hbm = device.memory_rate("elementwise", precision)
-    host = size * (device.launch_s + fw.zero3_gather_host_per_rank_s) if lists else 0.0  # per all-gather
-    # c10d launches its per-rank copies after the NCCL kernel (module docstring): with the device synchronised before
-    # each fetch, that part of the host time runs while the gather does
-    during = size * device.launch_s if lists and fw.zero3_sync_per_fetch else 0.0
+    host, during = gather_host(fw, device, size)  # per all-gather; ``during`` runs beside it
     reduce_host = size * device.launch_s if lists and fw.zero3_grad_collective == "reduce_scatter" else 0.0
 
     def gathers_of(u: float) -> int:
@@ -359,9 +379,7 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
     fp8_gather = fw.fsdp_version == 2 and fw.fp8(precision) == "torchao_fsdp_fp8"
     pbytes = FP8_GATHER_BYTES if fp8_gather else fw.fsdp_param_bytes
     cp = engine_copies(fw.fsdp_version, grad_bytes, fw.fsdp_param_bytes, fp8_gather)
-    ag = {u: pricer.price("dp", "all_gather", u * pbytes, size, count * gathers_of(u))
-          + (GATHER_COPIES * u * WEIGHT_BYTES / hbm if lists else 0.0) + cp.gather_in * u / size / hbm
-          for u in sorted(set(units))}
+    ag = {u: gather_s(pricer, fw, u, size, count * gathers_of(u), pbytes, cp, hbm)[1] for u in sorted(set(units))}
     reduce = fw.zero3_grad_collective
     if fw.reduce_bucket_params:  # buckets of reduce_bucket_params, each layer's share of them
         bucket = min(fw.reduce_bucket_params, total * sum(L.stage_layers(spec.layers)) / L.pp)
@@ -369,8 +387,7 @@ def zero3_layer(spec: TransformerSpec, L: Layout, fw: Framework, pricer: Pricer,
         rs = {u: rs_layer * u / total for u in units}
     else:
         rs = {u: pricer.price("dp", reduce, u * grad_bytes, size, count * units.count(u)) for u in sorted(set(units))}
-    copies = ALL_REDUCE_COPIES if reduce == "all_reduce" else REDUCE_COPIES if lists else 0
-    rs = {u: t + (copies * grad_bytes + cp.grad_stream) * u / hbm for u, t in rs.items()}
+    rs = {u: t + (reduce_copies(fw) * grad_bytes + cp.grad_stream) * u / hbm for u, t in rs.items()}
 
     def beyond(t: float, window: float) -> float:
         return max(0.0, t - window)
