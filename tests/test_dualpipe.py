@@ -13,7 +13,7 @@ from estimator.errors import EstimatorError
 from estimator.estimate import estimate
 from estimator.fabrics.registry import shared_fabric
 from estimator.parallel.layout import Layout
-from estimator.parallel.memory import _end_params, dualpipe_rank, layer_bytes, memory, stage_memory
+from estimator.parallel.memory import dualpipe_rank, end_params, layer_bytes, memory, stage_memory
 from estimator.parallel.moe_comm import (
     BF16_BYTES,
     FP8_ROW_BYTES,
@@ -149,5 +149,5 @@ def test_dualpipe_memory_holds_two_stages_and_shares_the_mtp_embedding():
     assert mid["optimizer"] == pytest.approx((s2["optimizer"] + s13["optimizer"]) / 2)  # ZeRO-1 over 2 dp copies
     first, last = (stage_memory(spec, one, i, 4, None, True) for i in (0, 15))
     end = dualpipe_rank(spec, dual, 0, 4, None, True, layer_bytes(spec, dual, True))
-    copy = _end_params(spec, one, 0)
+    copy = end_params(spec, one, 0)
     assert end["weights"] == pytest.approx(first["weights"] + last["weights"] - 2 * copy)  # the MTP's copy, shared

@@ -54,20 +54,22 @@ def test_bad_tables_are_refused(bad):
                                            (4, (57.69e9, 57.46e9)), (7, (57.69e9, 57.46e9)),
                                            (8, (49.97e9, 49.77e9)), (32, (49.97e9, 49.77e9))])
 def test_lookup_takes_the_largest_measured_node_count_not_above(nodes, expect):
-    assert hybridep_rail_rates(DeviceProfile.from_dict(h100_dict()), nodes) == expect
+    assert hybridep_rail_rates(DeviceProfile.from_dict(h100_dict()).hybridep_rail_Bps, nodes) == expect
 
 
 def test_lookup_without_a_table_or_below_it_is_none():
     dev = DeviceProfile.from_dict({**h100_dict(), "hybridep_rail_Bps": None})
-    assert hybridep_rail_rates(dev, 2) is None
-    dev = DeviceProfile.from_dict({**h100_dict(), "hybridep_rail_Bps": {4: [1e9, 1e9]}})
-    assert hybridep_rail_rates(dev, 2) is None and hybridep_rail_rates(dev, 4) == (1e9, 1e9)
+    assert hybridep_rail_rates(dev.hybridep_rail_Bps, 2) is None
+    table = DeviceProfile.from_dict({**h100_dict(), "hybridep_rail_Bps": {4: [1e9, 1e9]}}).hybridep_rail_Bps
+    assert hybridep_rail_rates(table, 2) is None and hybridep_rail_rates(table, 4) == (1e9, 1e9)
 
 
 def _dispatch(dispatcher, rates, ep=16, tokens=4096, hidden=2048, experts=128, k=8):
     fabric = shared_fabric(estimator.resolve_config(["system=dgx_h100", f"fabric.nodes={ep}"])["fabric"])
     pricer = _Pricer(fabric, {"ep": 1, **flex_strides(fabric, ep, 1)}, "default")
-    t = dispatch_time(pricer, dispatcher, tokens, hidden, experts, k, ep, 1, rail_rates=rates)
+    # the rates as a device table measured at every node count (ep / 8 nodes here)
+    table = None if rates is None else ((2, *rates),)
+    t = dispatch_time(pricer, dispatcher, tokens, hidden, experts, k, ep, 1, rail_table=table)
     return t, {c["group"]: c for c in pricer.colls}
 
 

@@ -39,6 +39,7 @@ parameters, the delayed recipe's recompute bookkeeping, and the small scale-upda
 from __future__ import annotations
 
 from estimator.parallel.layout import Layout
+from estimator.parallel.sac import gemm_widths
 from estimator.parallel.spec import TransformerSpec
 
 AMAX_BYTES = 4  # one fp32 amax (TE's amax_history / amax buffers are float32: quantization.py, csrc/quantizer.cpp)
@@ -112,6 +113,6 @@ def torchao_tp_per_layer(spec: TransformerSpec, L: Layout, fp8: bool | str) -> t
     each GEMM's weight, backward each GEMM's output gradient; none when the styles do not run."""
     if not torchao_tp(spec, L, fp8):
         return 0, 0
-    gemms = 7 if spec.gated else 6  # wq wk wv wo + w1 w3 w2 (non-gated: fc1 fc2), sac.gemm_widths
+    gemms = len(gemm_widths(spec, L.tp))  # wq wk wv wo + w1 w3 w2 (non-gated: fc1 fc2)
     weights = 0 if fp8 == "torchao_fsdp_fp8" else gemms
     return 4 + weights, gemms

@@ -176,10 +176,10 @@ def stage_param_split(spec: TransformerSpec, layout: Layout, stage: int) -> tupl
         layers += spec.mtp * (spec.layer_params() - spec.expert_layer_params() - spec.mla_replicated_params()
                               + spec.mtp_extra_params())
         replicated += spec.mtp * spec.mla_replicated_params()
-    return (layers + _end_params(spec, layout, stage)) // layout.tp + replicated, experts
+    return (layers + end_params(spec, layout, stage)) // layout.tp + replicated, experts
 
 
-def _end_params(spec: TransformerSpec, layout: Layout, stage: int) -> int:
+def end_params(spec: TransformerSpec, layout: Layout, stage: int) -> int:
     """Parameters (all TP ranks) of stage ``stage`` outside its decoder layers: the embedding on the first
     stage, the final norm and LM head on the last."""
     v = spec.padded_vocab(layout.tp)
@@ -205,7 +205,7 @@ def fsdp1_root_params(spec: TransformerSpec, layout: Layout, stage: int) -> floa
     torch 1.12.1 ``_lazy_init`` l.1469-1475 sets the root's ``reshard_after_forward = False``; torch 1.13.1 ``forward``
     l.2707-2714 ``free_unsharded_flat_params = [not self._is_root and ...]``. Not counted: the tied head's gradient
     (V x h, 16-bit) that waits from the loss's backward to the embedding's (h81, Step 3)."""
-    return _end_params(spec, layout, stage) / layout.tp
+    return end_params(spec, layout, stage) / layout.tp
 
 
 def zero3_units(spec: TransformerSpec, layout: Layout, unit: str) -> list[float]:
@@ -474,13 +474,13 @@ def dualpipe_rank(spec: TransformerSpec, layout: Layout, rank: int, grad_bytes: 
     of each stage (with each stage's own extras: MTP's layer and the logits on the last). The first and last ranks
     hold the embedding and the LM head together, so multi-token prediction shares them physically (arXiv 2412.19437
     Sec. 3.2.3, "Shared Embedding and Output Head for Multi-Token Prediction": "This arrangement enables the physical
-    sharing of parameters and gradients"): no embedding copy on the last stage there (:func:`_end_params`)."""
+    sharing of parameters and gradients"): no embedding copy on the last stage there (:func:`end_params`)."""
     both = [stage_memory(spec, layout, i, grad_bytes, framework, fp8, layers, (layout.pp + 1) / 2)
             for i in (rank, layout.pp - 1 - rank)]
     out = {k: both[0][k] + both[1][k] for k in ("weights", "gradients", "optimizer", "activations")}
     if spec.mtp and rank in (0, layout.pp - 1):  # the MTP's embedding copy, the first stage's own here
         fw = framework or Framework.from_cfg(None)
-        copy = _end_params(spec, layout, 0) / layout.tp
+        copy = end_params(spec, layout, 0) / layout.tp
         for key, per, zero_stage in (("weights", WEIGHT_BYTES, 3), ("gradients", grad_bytes, 2),
                                      ("optimizer", ADAM_BYTES[fw.optimizer_state], 1)):  # sharded as stage_memory does
             out[key] -= copy * per / (dense_shards(layout, fw) if layout.zero >= zero_stage else 1)

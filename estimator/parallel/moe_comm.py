@@ -168,26 +168,26 @@ def units_reached(experts: int, units: int, k: int, groups: int | None = None, t
     return units * p
 
 
-def hybridep_rail_rates(device, nodes: int) -> tuple[float, float] | None:
+def hybridep_rail_rates(table: tuple | None, nodes: int) -> tuple[float, float] | None:
     """HybridEP's measured (dispatch, combine) rail rates in bytes/s for an ``ep`` group spanning ``nodes`` nodes:
-    the device's ``hybridep_rail_Bps`` entry of the largest measured node count not above ``nodes`` (rates fall as
-    nodes are added, so between or beyond the measured counts this is the optimistic neighbour); None when the group
-    is inside one node or the device states no entry that low."""
-    table = getattr(device, "hybridep_rail_Bps", None) or ()
-    below = [(d, c) for n, d, c in table if n <= nodes]
+    the entry of a device's parsed ``hybridep_rail_Bps`` ``table`` (``((nodes, dispatch, combine), ...)``) of the
+    largest measured node count not above ``nodes`` (rates fall as nodes are added, so between or beyond the measured
+    counts this is the optimistic neighbour); None when the group is inside one node or no entry is that low."""
+    below = [(d, c) for n, d, c in table or () if n <= nodes]
     return below[-1] if nodes > 1 and below else None
 
 
 def dispatch_time(pricer, dispatcher: str, tokens: float, hidden: int, experts: int, k: int, ep: int,
                   count: float, limit: tuple[int | None, int | None] = (None, None), fp8: bool = False,
-                  rail_rates: tuple[float, float] | None = None) -> float:
+                  rail_table: tuple | None = None) -> float:
     """Seconds of one all-to-all of a rank's ``tokens`` over the ``ep`` group (module docstring), the mean of a
     dispatch and a combine (the four a layer runs per microbatch: two of each kind); ``count``: how many per step (the
     collectives' record); ``limit``: the router's (groups, group top-k), group-limited routing (:func:`units_reached`,
     the flex dispatcher only: the NCCL all-to-all sends ``k`` copies whatever the groups); ``fp8``: the dispatches
     carry FP8 rows with their 1x128 scales (``framework.moe_dispatch_fp8``, :data:`FP8_ROW_BYTES`), the combines BF16.
-    ``rail_rates`` (HybridEP only, :func:`hybridep_rail_rates`): its kernels' measured (dispatch, combine) rates of the
-    rail exchange, in the bytes the rail is priced on (``tokens x row x nodes reached``, a token's own node counted, as
+    ``rail_table`` (HybridEP only: the device's parsed ``hybridep_rail_Bps``): its kernels' measured (dispatch, combine)
+    rates of the rail exchange for the ep group's node count (:func:`hybridep_rail_rates`), in the bytes the rail is
+    priced on (``tokens x row x nodes reached``, a token's own node counted, as
     HybridEP's benchmark counts them); the rail exchange takes the slower of the fabric's price and the measured
     kernel, the dispatch and the combine each at its own rate (their mean is recorded, pricing
     ``hybridep_measured``, when the measured rate binds)."""
@@ -195,6 +195,7 @@ def dispatch_time(pricer, dispatcher: str, tokens: float, hidden: int, experts: 
     if dispatcher != "alltoall":  # rows per token to the nodes (rail) and to the ranks (inside a node) it reaches
         r, n = ep_split(pricer.fabric, ep, pricer.stride.get("ep", 1))
         nodes, ranks = units_reached(experts, n, k, *limit), units_reached(experts, ep, k, *limit)
+        rail_rates = hybridep_rail_rates(rail_table, n) if dispatcher == "hybridep" else None
     times = []
     for value_bytes in sizes:
         row, n_count = hidden * value_bytes, count / len(sizes)
@@ -204,7 +205,7 @@ def dispatch_time(pricer, dispatcher: str, tokens: float, hidden: int, experts: 
         at = len(pricer.colls)
         rail = pricer.price("ep_rail", "all_to_all", tokens * row * nodes, n, n_count) if n > 1 else 0.0
         rails = (rail, rail)
-        if dispatcher == "hybridep" and rail_rates and n > 1:
+        if rail_rates:
             rails = tuple(max(rail, tokens * row * nodes / rate) for rate in rail_rates)
             if max(rails) > rail and len(pricer.colls) > at:
                 pricer.colls[at].update(time_s=sum(rails) / 2, pricing="hybridep_measured")

@@ -234,14 +234,13 @@ from estimator.parallel.framework import Framework
 from estimator.parallel.layer import capture_parts
 from estimator.parallel.layout import Layout, layer_kinds
 from estimator.parallel.loss import logit_elements, loss_times
-from estimator.parallel.memory import _end_params, dense_shards, memory, stage_param_split
+from estimator.parallel.memory import dense_shards, end_params, memory, stage_param_split
 from estimator.parallel.moe_comm import (
     dispatch_time,
     dualpipe_merged_fraction,
     ep_split,
     fc1_share,
     flex_strides,
-    hybridep_rail_rates,
     merged_exposure,
     merged_fraction,
     nccl_a2a_ctas,
@@ -708,12 +707,9 @@ def layer_cost(spec: TransformerSpec, L: Layout, fw: Framework, pricer: _Pricer,
     ep_one = 0.0
     if spec.experts and L.ep > 1:
         tokens = (spec.seq_len // L.cp) * L.micro_batch_size / L.tp
-        rail_rates = None
-        if fw.moe_dispatcher == "hybridep":  # HybridEP's measured rail rates on this device (hybridep_rail_rates)
-            rail_rates = hybridep_rail_rates(device, ep_split(pricer.fabric, L.ep, pricer.stride.get("ep", 1))[1])
         ep_one = dispatch_time(pricer, fw.moe_dispatcher, tokens, spec.hidden, spec.experts, spec.top_k, L.ep,
                                per_step * (4 + n_rc + n_moe), (spec.router.num_groups, spec.router.group_topk),
-                               fw.moe_dispatch_fp8, rail_rates)
+                               fw.moe_dispatch_fp8, device.hybridep_rail_Bps)
     # ---- context parallelism: the K/V exchange of each layer's attention (cp_exchange)
     cp_f, cp_b, cp_comm = cp_exchange(spec, L, pricer, attn, per_step, device.memory_rate("elementwise", precision),
                                       fw.torch_cp_waits)
@@ -782,7 +778,7 @@ def fp8_gathered_params(spec: TransformerSpec, L: Layout, stage: int) -> float:
     MLA extras are counted with the GEMM weights (none in the rows that set the key)."""
     d, _ = stage_param_split(spec, L, stage)
     n = L.stage_layers(spec.layers)[stage]
-    keep = (_end_params(spec, L, stage) + n * 2 * spec.norm_params) / L.tp
+    keep = (end_params(spec, L, stage) + n * 2 * spec.norm_params) / L.tp
     return max(0.0, d - keep)
 
 
@@ -1019,8 +1015,8 @@ def step_time(spec: TransformerSpec, layout: Layout, fabric: Fabric, device: Dev
 
     # framework.fp8_param_gather: the decoder layers' GEMM weights gathered in FP8 (fp8_gathered_params)
     fp8_gather = fw.fp8_param_gather and precision == "fp8" and L.zero in (1, 2)
-    stages_held = [(i, L.pp - 1 - i) if dualpipe else (i,) for i in range(L.pp)]
-    fp8_held = [sum(fp8_gathered_params(spec, L, j) for j in js) if fp8_gather else 0.0 for js in stages_held]
+    fp8_stage = [fp8_gathered_params(spec, L, i) if fp8_gather else 0.0 for i in range(L.pp)]
+    fp8_held = [fp8_stage[i] + fp8_stage[L.pp - 1 - i] for i in range(L.pp)] if dualpipe else fp8_stage  # as `held`
 
     v_params = spec.padded_vocab(L.tp) * spec.hidden // L.tp  # the embedding / LM head per TP rank
     # DualPipe: a rank holds two stages' weights and reduces both stages' gradients (each over the 2 dp ranks holding
